@@ -1,0 +1,40 @@
+"""One exception hierarchy, so the CLI can print a one-line message a user can act on.
+
+Every error says *what* went wrong and *where* (file and key, ref, commit, seed, URL).
+"""
+
+from __future__ import annotations
+
+
+class BisectbotError(Exception):
+    """Base for every error that is the user's input or environment, not a bug."""
+
+    exit_code = 2
+
+
+class ConfigError(BisectbotError):
+    """The YAML config is malformed or invalid (names the file and key path)."""
+
+
+class RefError(BisectbotError):
+    """A git ref does not resolve, or good is not an ancestor of bad."""
+
+
+class GitError(BisectbotError):
+    """A git operation (clone, fetch, checkout) failed."""
+
+
+class EndpointError(BisectbotError):
+    """The given good endpoint does not test good, or the bad endpoint does not test bad."""
+
+    exit_code = 4
+
+
+class GitHubError(BisectbotError):
+    """The GitHub API refused a call or stayed unreachable after retries."""
+
+    exit_code = 5
+
+
+class StateError(BisectbotError):
+    """The state directory or database cannot be used."""
