@@ -1,0 +1,157 @@
+"""Commit range and checkout stages: the bot's own clone, ref resolution, the first-parent line.
+
+The user's working tree is never touched: the bot clones the project (a local path or a URL)
+into its state directory and checks commits out there. Refs are passed to git as single argv
+elements after `--end-of-options`, so no ref can become an option or reach a shell.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from .errors import GitError, RefError
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    subject: str
+    author: str
+    date: str  # ISO 8601
+
+
+def _check_ref_text(ref: str) -> None:
+    """Refuse refs that could be read as options or carry control characters, before git sees them."""
+    if not ref or ref.startswith("-") or any(ord(c) < 32 or c == "\x7f" for c in ref):
+        raise RefError(f"refusing ref {ref!r}: not a valid git revision")
+
+
+class Workspace:
+    """The bot's clone of the project, under `root`, updated from `source` on `sync()`."""
+
+    def __init__(self, source: str, root: Path):
+        self.source = source
+        self.root = root
+        self._repo: git.Repo | None = None
+
+    @property
+    def source_is_local(self) -> bool:
+        return Path(self.source).exists()
+
+    @property
+    def repo(self) -> git.Repo:
+        if self._repo is None:
+            self.sync()
+        assert self._repo is not None
+        return self._repo
+
+    def sync(self) -> None:
+        """Clone on first use, fetch afterwards; stale locks from a killed run are removed."""
+        try:
+            if not (self.root / ".git").exists():
+                self.root.parent.mkdir(parents=True, exist_ok=True)
+                git.Repo.clone_from(self.source, self.root, no_checkout=True)
+            repo = git.Repo(self.root)
+            for lock in (self.root / ".git").glob("*.lock"):
+                lock.unlink()  # we hold the state-dir lock: no other git process is ours
+            repo.git.fetch(
+                "--quiet",
+                "--force",
+                "--tags",
+                "origin",
+                "+refs/heads/*:refs/remotes/origin/*",
+            )
+        except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+            raise GitError(f"cannot clone or fetch {self.source}: {_git_message(exc)}") from None
+        self._repo = repo
+
+    # -- refs ---------------------------------------------------------------------------------
+    def resolve(self, ref: str) -> str:
+        """Full sha of `ref`, as the user means it (in their repo when it is local)."""
+        _check_ref_text(ref)
+        sha = None
+        if self.source_is_local:
+            sha = _rev_parse(git.Repo(self.source), ref)
+        if sha is None:
+            for candidate in (ref, f"origin/{ref}", f"refs/tags/{ref}"):
+                sha = _rev_parse(self.repo, candidate)
+                if sha:
+                    break
+        if sha is None:
+            raise RefError(f"ref {ref!r} does not resolve to a commit in {self.source}")
+        self._ensure_present(sha)
+        return sha
+
+    def _ensure_present(self, sha: str) -> None:
+        if _rev_parse(self.repo, sha) is None:
+            try:
+                self.repo.git.fetch("--quiet", "origin", sha)
+            except git.GitCommandError as exc:
+                raise GitError(f"cannot fetch {sha} from {self.source}: {_git_message(exc)}") from None
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        try:
+            self.repo.git.merge_base("--is-ancestor", older, newer)
+            return True
+        except git.GitCommandError:
+            return False
+
+    def first_parent_line(self, good: str, bad: str) -> list[str]:
+        """Commits from good to bad inclusive, oldest first, following first parents.
+
+        Raises RefError when good is not an ancestor of bad on that line.
+        """
+        if good == bad:
+            raise RefError(f"good and bad are the same commit {good[:12]}")
+        if not self.is_ancestor(good, bad):
+            raise RefError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
+        line = self.repo.git.rev_list("--first-parent", "--reverse", f"{good}..{bad}").split()
+        # good must sit on bad's first-parent line, else the range is not a line to bisect.
+        parent = self.repo.git.rev_parse(f"{line[0]}^1") if line else None
+        if parent != good:
+            raise RefError(
+                f"good {good[:12]} is an ancestor of bad {bad[:12]} but not on its first-parent line"
+            )
+        return [good, *line]
+
+    def info(self, sha: str) -> CommitInfo:
+        commit = self.repo.commit(sha)
+        return CommitInfo(
+            sha=commit.hexsha,
+            subject=commit.summary if isinstance(commit.summary, str) else commit.summary.decode(),
+            author=commit.author.name or "",
+            date=commit.committed_datetime.isoformat(),
+        )
+
+    # -- checkout -----------------------------------------------------------------------------
+    def checkout(self, sha: str) -> Path:
+        """Put the bot's work tree at `sha` (only changed files are rewritten: builds stay incremental)."""
+        if not _SHA.match(sha):
+            raise RefError(f"checkout wants a full sha, got {sha!r}")
+        try:
+            self.repo.git.checkout("--force", "--detach", "--quiet", sha)
+            self.repo.git.clean("-ffdxq")
+        except git.GitCommandError as exc:
+            raise GitError(f"cannot check out {sha[:12]} in {self.root}: {_git_message(exc)}") from None
+        return self.root
+
+
+def _rev_parse(repo: git.Repo, ref: str) -> str | None:
+    try:
+        out = repo.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    except git.GitCommandError:
+        return None
+    return out.strip() if _SHA.match(out.strip()) else None
+
+
+def _git_message(exc: Exception) -> str:
+    stderr = getattr(exc, "stderr", "") or str(exc)
+    lines = [ln.strip() for ln in str(stderr).splitlines() if ln.strip()]
+    text = lines[-1] if lines else str(exc)
+    return text.removeprefix("stderr: ").strip("'")

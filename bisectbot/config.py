@@ -1,0 +1,252 @@
+"""Config stage: read the YAML that names repo, build, run, parse, statistic, reference and test.
+
+Validation happens once, here, so later stages can trust every field. Every problem becomes one
+`ConfigError` line naming the file and the key path (``configs/x.yaml: run.timeout: ...``).
+Relative paths are resolved against the config file's directory, never the current directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import string
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+# Placeholders every argv template may use; `binaries` adds one per named binary.
+BASE_PLACEHOLDERS = frozenset({"seed", "fixtures", "config_dir", "source", "build"})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class RepoConfig(_Strict):
+    """Where the project lives: a local checkout (`path`) or a clone URL (`url`)."""
+
+    path: str | None = None
+    url: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "RepoConfig":
+        if bool(self.path) == bool(self.url):
+            raise ValueError("give exactly one of repo.path or repo.url")
+        return self
+
+
+class BuildConfig(_Strict):
+    """A CPU-only cmake configure + build of named targets; binaries are looked up afterwards."""
+
+    cmake_args: list[str] = Field(default_factory=list)
+    targets: list[str] = Field(min_length=1)
+    # placeholder name -> candidate paths under the build dir; the first that exists is used.
+    binaries: dict[str, list[str]] = Field(min_length=1)
+    keep: list[str] = Field(default_factory=list)  # extra globs (e.g. shared libs) kept per commit
+    timeout: float = Field(default=1800, gt=0)
+    jobs: int = Field(default=0, ge=0)  # 0 = number of cores
+
+    @field_validator("binaries")
+    @classmethod
+    def _names(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, candidates in value.items():
+            if not name.isidentifier():
+                raise ValueError(f"binary name {name!r} is not a valid placeholder name")
+            if name in BASE_PLACEHOLDERS:
+                raise ValueError(f"binary name {name!r} clashes with the built-in placeholder")
+            if not candidates:
+                raise ValueError(f"binary {name!r} has no candidate paths")
+        return value
+
+
+class RunConfig(_Strict):
+    """How to run one seed. `argv` is a list: nothing is ever passed through a shell."""
+
+    argv: list[str] = Field(min_length=1)
+    first_seed: int = 1
+    max_runs: int = Field(default=1000, gt=0)
+    timeout: float = Field(default=60, gt=0)
+    jobs: int = Field(default=0, ge=0)  # 0 = number of cores
+    retries: int = Field(default=3, ge=0)  # reruns of a seed whose output was incomplete
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class ParseConfig(_Strict):
+    """How stdout becomes the list of generated tokens."""
+
+    prefix: str = ""  # stdout must start with this (the echoed prompt); it is removed
+    split: Literal["chars", "whitespace", "regex"] = "chars"
+    pattern: str | None = None  # for split: regex, each match (group 1 if any) is a token
+    expect_tokens: int | None = Field(default=None, gt=0)  # fewer = incomplete, unless eos ends it
+    eos: str | None = None
+
+    @model_validator(mode="after")
+    def _pattern(self) -> "ParseConfig":
+        if self.split == "regex" and not self.pattern:
+            raise ValueError("split: regex needs a pattern")
+        return self
+
+
+class Condition(_Strict):
+    position: int = Field(ge=0)
+    token: str
+
+
+class Outcome(_Strict):
+    position: int = Field(ge=0)
+
+
+class StatisticConfig(_Strict):
+    """Among runs meeting `condition`, the token at `outcome.position` is the observation."""
+
+    condition: Condition | None = None
+    outcome: Outcome
+
+
+class ReferenceConfig(_Strict):
+    """The distribution a correct build produces: outcome probabilities, optionally P(condition)."""
+
+    probs: dict[str, float] = Field(min_length=1)
+    condition_prob: float | None = Field(default=None, gt=0, le=1)
+
+    @field_validator("probs")
+    @classmethod
+    def _probs(cls, value: dict[str, float]) -> dict[str, float]:
+        if any(p < 0 for p in value.values()):
+            raise ValueError("probabilities must be non-negative")
+        total = sum(value.values())
+        if abs(total - 1.0) > 1e-3:
+            raise ValueError(f"probabilities sum to {total:.6f}, not 1")
+        return value
+
+
+class TestConfig(_Strict):
+    """Error rates of one verdict: alpha = P(false BAD), beta = P(false GOOD beyond tolerance)."""
+
+    alpha: float = Field(default=5e-4, gt=0, lt=0.5)
+    beta: float = Field(default=5e-4, gt=0, lt=0.5)
+    tolerance: float = Field(default=0.1, gt=0, lt=1)  # total-variation indifference zone
+    confidence: float = Field(default=0.99, gt=0.5, lt=1)  # whole-bisect target
+
+
+class Config(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    repo: RepoConfig
+    fixtures: str | None = None
+    build: BuildConfig
+    run: RunConfig
+    parse: ParseConfig = ParseConfig()
+    statistic: StatisticConfig
+    reference: ReferenceConfig
+    test: TestConfig = TestConfig()
+
+    # Filled in by `load_config`, not by the YAML.
+    source_path: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _placeholders(self) -> "Config":
+        known = BASE_PLACEHOLDERS | set(self.build.binaries)
+        for i, arg in enumerate(self.run.argv):
+            for name in placeholders_in(arg, f"run.argv[{i}]"):
+                if name not in known:
+                    raise ValueError(
+                        f"run.argv[{i}]: unknown placeholder {{{name}}} "
+                        f"(known: {', '.join(sorted(known))})"
+                    )
+        return self
+
+    # -- derived values -------------------------------------------------------------------
+    @property
+    def config_dir(self) -> Path:
+        return self.source_path.parent if self.source_path else Path.cwd()
+
+    def resolve(self, value: str) -> Path:
+        """A path from the config, relative to the config file's directory."""
+        path = Path(os.path.expanduser(value))
+        return path if path.is_absolute() else (self.config_dir / path).resolve()
+
+    @property
+    def fixtures_dir(self) -> Path | None:
+        return self.resolve(self.fixtures) if self.fixtures else None
+
+    def digest(self) -> str:
+        """Hash of everything that defines the experiment, for caching and reproduction lines."""
+        return _digest(self.model_dump(mode="json"))
+
+    def experiment_digest(self) -> str:
+        """Hash of what determines per-seed outcomes (build, run, parse, statistic).
+
+        Stored runs are keyed by it: changing alpha or the reference reuses every run, changing
+        the command does not.
+        """
+        data = self.model_dump(mode="json", include={"build", "run", "parse", "statistic"})
+        for volatile in ("timeout", "jobs", "max_runs", "retries"):
+            data["run"].pop(volatile, None)
+        data["build"].pop("timeout", None)
+        data["build"].pop("jobs", None)
+        return _digest(data)
+
+    def with_repo_path(self, path: str) -> "Config":
+        """The same config pointed at another checkout (``--repo``)."""
+        return self.model_copy(update={"repo": RepoConfig(path=str(Path(path).resolve()))})
+
+
+def _digest(data: Any) -> str:
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def placeholders_in(template: str, where: str = "template") -> list[str]:
+    """Names of `{placeholders}` in one argv element; `{{`/`}}` are literal braces."""
+    try:
+        return [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a config file; raise ConfigError with file and key path on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: malformed YAML: {where}{problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of keys, got {type(data).__name__}")
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = _format_loc(err["loc"])
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "missing key"
+        msg = msg.removeprefix("Value error, ")
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        where = f"{loc}: " if err["loc"] else ""
+        raise ConfigError(f"{path}: {where}{msg}{more}") from None
+    return config.model_copy(update={"source_path": path.resolve()})

@@ -1,0 +1,103 @@
+"""The one place that starts child processes (cmake, the program under test, llama-server).
+
+Two promises live here so no caller can forget them: children never see credentials (the
+environment is filtered), and a timeout kills the whole process group (cmake's compilers, a
+hanging binary's threads), not only the direct child.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+# Variables never passed to builds or runs: tokens, keys, secrets, GitHub's own settings.
+_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|API_KEY)", re.I)
+_SECRET_PREFIXES = ("GITHUB_", "GH_", "BISECTBOT_GITHUB")
+
+
+def clean_env(extra: Mapping[str, str] | None = None, drop: Sequence[str] = ()) -> dict[str, str]:
+    """The current environment without anything that looks like a credential, plus `extra`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not _SECRET.search(k) and not k.startswith(_SECRET_PREFIXES) and k not in drop
+    }
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True)
+class ProcResult:
+    argv: tuple[str, ...]
+    returncode: int | None  # None when killed for the timeout
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float,
+    log: Path | None = None,
+) -> ProcResult:
+    """Run argv (never through a shell) with a timeout that kills its whole process group.
+
+    With `log`, stdout and stderr both go to that file (builds); otherwise both are captured.
+    """
+    start = time.monotonic()
+    out_target = open(log, "ab") if log else subprocess.PIPE
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else clean_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out_target,
+            stderr=subprocess.STDOUT if log else subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        if log:
+            out_target.close()  # type: ignore[union-attr]
+        return ProcResult(tuple(argv), 127, "", f"cannot start {argv[0]}: {exc.strerror or exc}", 0.0)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        stdout, stderr = proc.communicate()
+        code = None
+    except BaseException:
+        _kill_group(proc)  # Ctrl-C: leave no orphaned build or run behind
+        proc.wait()
+        raise
+    finally:
+        if log:
+            out_target.close()  # type: ignore[union-attr]
+    return ProcResult(
+        tuple(argv),
+        code,
+        (stdout or b"").decode("utf-8", "replace"),
+        (stderr or b"").decode("utf-8", "replace"),
+        time.monotonic() - start,
+    )
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

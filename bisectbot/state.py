@@ -1,0 +1,258 @@
+"""State: one SQLite database under the state directory, the memory that makes runs resumable.
+
+Every finished build and every finished seed is written (and committed) the moment it finishes,
+so `kill -9` at any point loses at most the build or runs that were in flight. Verdicts are
+derived data (recomputed from the runs) but are stored too, for reports and history.
+
+Builds and runs are inserted, never replaced: doing one twice would be a bug, and the primary
+key turns it into an error instead of hiding it.
+
+Runs are keyed by (experiment digest, commit, seed): changing the test levels or the reference
+reuses every stored run; changing the command or the parser does not.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import sqlite3
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import StateError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS builds (
+    build_key  TEXT NOT NULL,
+    sha        TEXT NOT NULL,
+    status     TEXT NOT NULL,          -- ok | failed | timeout | no-binary
+    binaries   TEXT NOT NULL,          -- JSON {placeholder: kept path}
+    log        TEXT NOT NULL,          -- path of the build log
+    seconds    REAL NOT NULL,
+    reason     TEXT NOT NULL,
+    created    REAL NOT NULL,
+    PRIMARY KEY (build_key, sha)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    experiment TEXT NOT NULL,
+    sha        TEXT NOT NULL,
+    seed       INTEGER NOT NULL,
+    status     TEXT NOT NULL,          -- ok | incomplete | crash | timeout | unparsable
+    tokens     TEXT,                   -- JSON list of generated tokens (status ok)
+    exit_code  INTEGER,
+    seconds    REAL NOT NULL,
+    attempts   INTEGER NOT NULL,       -- 1 + reruns of an incomplete output
+    variant    INTEGER NOT NULL DEFAULT 0,
+    detail     TEXT NOT NULL,
+    created    REAL NOT NULL,
+    PRIMARY KEY (experiment, sha, seed)
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+    job        TEXT NOT NULL,
+    sha        TEXT NOT NULL,
+    role       TEXT NOT NULL,          -- good-endpoint | bad-endpoint | step | retest-... | check
+    verdict    TEXT NOT NULL,
+    record     TEXT NOT NULL,          -- JSON of the CommitVerdict
+    created    REAL NOT NULL,
+    PRIMARY KEY (job, sha, role)
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id         TEXT PRIMARY KEY,
+    kind       TEXT NOT NULL,          -- bisect | test | check
+    status     TEXT NOT NULL,          -- running | done | failed
+    args       TEXT NOT NULL,          -- JSON
+    result     TEXT,                   -- JSON report when done
+    published  INTEGER NOT NULL DEFAULT 0,
+    created    REAL NOT NULL,
+    updated    REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kv (
+    key        TEXT PRIMARY KEY,
+    value      TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    sha: str
+    status: str
+    binaries: dict[str, str]
+    log: str
+    seconds: float
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    seed: int
+    status: str
+    tokens: tuple[str, ...] | None
+    exit_code: int | None
+    seconds: float
+    attempts: int = 1
+    variant: int = 0
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class State:
+    """The state directory: database, lock, clone, build dir, kept binaries, logs."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"cannot create state directory {self.root}: {exc.strerror}") from None
+        self._lock_file = open(self.root / "lock", "w")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StateError(
+                f"state directory {self.root} is in use by another bisectbot process"
+            ) from None
+        try:
+            self.db = sqlite3.connect(self.root / "state.sqlite3", isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{self.root / 'state.sqlite3'}: {exc}") from None
+
+    # -- layout --------------------------------------------------------------------------------
+    @property
+    def clone_dir(self) -> Path:
+        return self.root / "src"
+
+    def build_dir(self, build_key: str) -> Path:
+        return self.root / f"build-{build_key}"
+
+    def kept_dir(self, build_key: str, sha: str) -> Path:
+        return self.root / "kept" / build_key / sha
+
+    def log_path(self, name: str) -> Path:
+        (self.root / "logs").mkdir(exist_ok=True)
+        return self.root / "logs" / name
+
+    def close(self) -> None:
+        self.db.close()
+        self._lock_file.close()
+
+    def __enter__(self) -> "State":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- builds --------------------------------------------------------------------------------
+    def get_build(self, build_key: str, sha: str) -> BuildRecord | None:
+        row = self.db.execute(
+            "SELECT sha, status, binaries, log, seconds, reason FROM builds WHERE build_key=? AND sha=?",
+            (build_key, sha),
+        ).fetchone()
+        if row is None:
+            return None
+        return BuildRecord(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5])
+
+    def put_build(self, build_key: str, rec: BuildRecord) -> None:
+        self.db.execute(
+            "INSERT INTO builds VALUES (?,?,?,?,?,?,?,?)",
+            (build_key, rec.sha, rec.status, json.dumps(rec.binaries), rec.log, rec.seconds,
+             rec.reason, time.time()),
+        )
+
+    def count_builds(self, build_key: str) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM builds WHERE build_key=?", (build_key,)).fetchone()[0]
+
+    # -- runs ----------------------------------------------------------------------------------
+    def get_runs(self, experiment: str, sha: str) -> dict[int, RunRecord]:
+        rows = self.db.execute(
+            "SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail FROM runs "
+            "WHERE experiment=? AND sha=?",
+            (experiment, sha),
+        )
+        return {
+            r[0]: RunRecord(r[0], r[1], tuple(json.loads(r[2])) if r[2] is not None else None,
+                            r[3], r[4], r[5], r[6], r[7])
+            for r in rows
+        }
+
+    def put_run(self, experiment: str, sha: str, rec: RunRecord) -> None:
+        tokens = json.dumps(list(rec.tokens)) if rec.tokens is not None else None
+        self.db.execute(
+            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (experiment, sha, rec.seed, rec.status, tokens, rec.exit_code, rec.seconds,
+             rec.attempts, rec.variant, rec.detail, time.time()),
+        )
+
+    # -- verdicts and jobs ---------------------------------------------------------------------
+    def put_verdict(self, job: str, sha: str, role: str, verdict: str, record: dict[str, Any]) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?)",
+            (job, sha, role, verdict, json.dumps(record), time.time()),
+        )
+
+    def get_verdicts(self, job: str) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT record FROM verdicts WHERE job=? ORDER BY created", (job,)
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def start_job(self, job: str, kind: str, args: dict[str, Any]) -> None:
+        now = time.time()
+        self.db.execute(
+            "INSERT INTO jobs (id, kind, status, args, created, updated) VALUES (?,?,?,?,?,?) "
+            "ON CONFLICT(id) DO UPDATE SET status='running', updated=excluded.updated",
+            (job, kind, "running", json.dumps(args), now, now),
+        )
+
+    def finish_job(self, job: str, status: str, result: dict[str, Any]) -> None:
+        self.db.execute(
+            "UPDATE jobs SET status=?, result=?, updated=? WHERE id=?",
+            (status, json.dumps(result), time.time(), job),
+        )
+
+    def get_job(self, job: str) -> dict[str, Any] | None:
+        row = self.db.execute(
+            "SELECT id, kind, status, args, result, published, created, updated FROM jobs WHERE id=?",
+            (job,),
+        ).fetchone()
+        if row is None:
+            return None
+        keys = ("id", "kind", "status", "args", "result", "published", "created", "updated")
+        out = dict(zip(keys, row))
+        out["args"] = json.loads(out["args"])
+        out["result"] = json.loads(out["result"]) if out["result"] else None
+        return out
+
+    def jobs(self, *, unpublished: bool = False) -> list[dict[str, Any]]:
+        sql = "SELECT id FROM jobs"
+        if unpublished:
+            sql += " WHERE published=0 AND status!='running'"
+        ids = [r[0] for r in self.db.execute(sql + " ORDER BY created")]
+        return [j for j in (self.get_job(i) for i in ids) if j]
+
+    def mark_published(self, job: str) -> None:
+        self.db.execute("UPDATE jobs SET published=1 WHERE id=?", (job,))
+
+    def get_kv(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def put_kv(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO kv VALUES (?,?)", (key, value))
+
+
+def record_dict(obj: Any) -> dict[str, Any]:
+    """A dataclass as plain JSON-able data (tuples become lists)."""
+    return json.loads(json.dumps(asdict(obj)))
