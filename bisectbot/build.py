@@ -1,0 +1,118 @@
+"""Build stage: cmake configure + build of the named targets, incremental across commits.
+
+One persistent build directory is reused for every commit (so a commit that differs in one file
+rebuilds in seconds), with ccache when it is installed. After a successful build the binaries
+(and any `keep` globs, e.g. shared libraries) are copied to a per-commit directory: a retest
+never rebuilds, and a binary never runs against another commit's libraries.
+
+A failed or timed-out build, or one that leaves no binary, is a *skip* for the bisect (like
+`git bisect skip`), with its log kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from .config import BuildConfig
+from .procs import clean_env, run
+from .state import BuildRecord
+
+Progress = Callable[[str], None]
+
+
+def build_key(cfg: BuildConfig) -> str:
+    """Identifies builds that are interchangeable: same cmake arguments, targets, binaries."""
+    data = {"args": cfg.cmake_args, "targets": cfg.targets, "binaries": cfg.binaries, "keep": cfg.keep}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def ccache_args(source: Path) -> tuple[list[str], dict[str, str]]:
+    """cmake launcher flags and environment for ccache, or nothing when it is not installed.
+
+    CCACHE_BASEDIR/NOHASHDIR make hits independent of where the tree is checked out.
+    """
+    if shutil.which("ccache") is None:
+        return [], {}
+    return (
+        ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"],
+        {"CCACHE_BASEDIR": str(source), "CCACHE_NOHASHDIR": "1"},
+    )
+
+
+def cmake_configure_argv(cfg: BuildConfig, source: Path, build_dir: Path) -> list[str]:
+    launcher, _ = ccache_args(source)
+    return ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *cfg.cmake_args]
+
+
+def build_commit(
+    cfg: BuildConfig,
+    sha: str,
+    source: Path,
+    build_dir: Path,
+    kept_dir: Path,
+    log: Path,
+    progress: Progress = lambda _: None,
+) -> BuildRecord:
+    """Configure (when needed) and build `source` (already checked out at `sha`)."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    _, cc_env = ccache_args(source)
+    env = clean_env(cc_env)
+    jobs = str(cfg.jobs or os.cpu_count() or 1)
+    configure = cmake_configure_argv(cfg, source, build_dir)
+    compile_ = ["cmake", "--build", str(build_dir), "--target", *cfg.targets, "-j", jobs]
+    seconds = 0.0
+    for step, argv in (("configure", configure), ("build", compile_)):
+        progress(f"{step} {sha[:12]}")
+        with open(log, "a") as fh:
+            fh.write(f"$ {' '.join(argv)}\n")
+        result = run(argv, cwd=build_dir, env=env, timeout=max(cfg.timeout - seconds, 1), log=log)
+        seconds += result.seconds
+        if result.timed_out:
+            return BuildRecord(sha, "timeout", {}, str(log), seconds,
+                               f"{step} exceeded the build timeout of {cfg.timeout:g} s")
+        if result.returncode != 0:
+            return BuildRecord(sha, "failed", {}, str(log), seconds,
+                               f"cmake {step} failed (exit {result.returncode}): {_last_error(log)}")
+    binaries, missing = _keep(cfg, build_dir, kept_dir)
+    if missing:
+        return BuildRecord(sha, "no-binary", {}, str(log), seconds,
+                           f"build left no binary for {{{missing}}} (looked for {', '.join(cfg.binaries[missing])})")
+    return BuildRecord(sha, "ok", binaries, str(log), seconds, "")
+
+
+def _keep(cfg: BuildConfig, build_dir: Path, kept_dir: Path) -> tuple[dict[str, str], str | None]:
+    """Copy the binaries and keep-globs into `kept_dir`; return placeholder → kept path."""
+    if kept_dir.exists():
+        shutil.rmtree(kept_dir)
+    kept_dir.mkdir(parents=True)
+    found: dict[str, str] = {}
+    for name, candidates in cfg.binaries.items():
+        src = next((build_dir / c for c in candidates if (build_dir / c).is_file()), None)
+        if src is None:
+            return {}, name
+        dst = kept_dir / src.name
+        shutil.copy2(src, dst)
+        found[name] = str(dst)
+    for pattern in cfg.keep:
+        for src in build_dir.glob(pattern):
+            if src.is_file():
+                shutil.copy2(src, kept_dir / src.name)
+    return found, None
+
+
+def _last_error(log: Path) -> str:
+    """The most telling line of a build log: the first 'error' line, else the last line."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    for ln in lines:
+        if "error" in ln.lower() and not ln.startswith("$"):
+            return ln[:200]
+    return lines[-1][:200] if lines else "no output"

@@ -1,0 +1,76 @@
+"""Parse stage (pure): a run's stdout → generated tokens → one observation for the statistic.
+
+llama-speculative sometimes exits 0 with its stdout empty or cut short (its logging thread is
+still running at exit). Such output must never be counted: `parse_tokens` raises `Incomplete`
+and the sweep reruns the same seed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .config import ParseConfig, StatisticConfig
+
+
+class Incomplete(ValueError):
+    """The output stops before the expected number of tokens (and no EOS ended it)."""
+
+
+class Unparsable(ValueError):
+    """The output does not have the configured shape at all (e.g. the prompt is not echoed)."""
+
+
+def parse_tokens(stdout: str, cfg: ParseConfig) -> tuple[str, ...]:
+    """Generated tokens of one run; raises Incomplete or Unparsable (message says why)."""
+    text = stdout.strip("\r\n")
+    if cfg.prefix:
+        stripped = text.lstrip()
+        if not stripped:
+            raise Incomplete("empty output")
+        if not stripped.startswith(cfg.prefix):
+            if cfg.prefix.startswith(stripped):
+                raise Incomplete(f"output {stripped!r} stops inside the prompt")
+            raise Unparsable(f"output does not start with the prompt {cfg.prefix!r}: {_show(stripped)}")
+        text = stripped[len(cfg.prefix):]
+    if cfg.split == "chars":
+        tokens = tuple(text.strip())
+    elif cfg.split == "whitespace":
+        tokens = tuple(text.split())
+    else:
+        assert cfg.pattern is not None
+        tokens = tuple(
+            m.group(1) if m.re.groups else m.group(0) for m in re.finditer(cfg.pattern, text)
+        )
+    if cfg.expect_tokens is not None:
+        ended = cfg.eos is not None and cfg.eos in tokens
+        if cfg.eos is not None and ended:
+            tokens = tokens[: tokens.index(cfg.eos) + 1]
+        if len(tokens) < cfg.expect_tokens and not ended:
+            raise Incomplete(f"{len(tokens)} of {cfg.expect_tokens} tokens: {_show(text)}")
+        if len(tokens) > cfg.expect_tokens:
+            raise Unparsable(f"{len(tokens)} tokens, expected {cfg.expect_tokens}: {_show(text)}")
+    if not tokens:
+        raise Incomplete("no generated tokens")
+    return tokens
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one run says about the statistic: did it meet the condition, and its outcome token."""
+
+    met_condition: bool
+    outcome: str | None  # None when the generation ended before the outcome position
+
+
+def observe(tokens: tuple[str, ...], stat: StatisticConfig) -> Observation:
+    if stat.condition is not None:
+        pos, want = stat.condition.position, stat.condition.token
+        if len(tokens) <= pos or tokens[pos] != want:
+            return Observation(False, None)
+    pos = stat.outcome.position
+    return Observation(True, tokens[pos] if len(tokens) > pos else None)
+
+
+def _show(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")

@@ -1,0 +1,148 @@
+"""Sweep stage: run the command once per seed, in parallel, until the sequential test decides.
+
+Seeds are consumed strictly in order (seed s is fed to the test only after s-1), whatever order
+the parallel runs finish in: the stopping rule then sees one fixed sequence, which is what the
+anytime-valid test assumes. Runs already in the database are replayed, not rerun; runs that
+finish after the decision are stored too (they continue the same sequence next time).
+
+A crash or timeout of one run is recorded, never fatal. Output that is cut short (exit 0,
+incomplete stdout) is rerun with the same seed up to `retries` times and is never counted.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from .config import Config
+from .parse import Incomplete, Unparsable, parse_tokens
+from .procs import clean_env, run
+from .state import RunRecord
+
+# Decide whether to stop after seeing one more run (in seed order). Returns True to stop.
+Consumer = Callable[[RunRecord], bool]
+Store = Callable[[RunRecord], None]
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    consumed: int       # runs fed to the consumer
+    executed: int       # runs actually executed now (not replayed from the database)
+    retried: int        # reruns of incomplete outputs among the executed ones
+    stopped: bool       # the consumer asked to stop (else the seed range ran out)
+
+
+def render_argv(template: list[str], values: Mapping[str, str]) -> list[str]:
+    """Fill `{placeholders}` in each argv element; the result is never joined into a shell string."""
+    return [arg.format_map(values) for arg in template]
+
+
+def run_seed(cfg: Config, argv_template: list[str], values: Mapping[str, str], seed: int,
+             workdir: Path, env: Mapping[str, str], variant: int = 0) -> RunRecord:
+    """One seed, with reruns while the output is incomplete."""
+    argv = render_argv(argv_template, {**values, "seed": str(seed)})
+    attempts = 0
+    seconds = 0.0
+    while True:
+        attempts += 1
+        res = run(argv, cwd=workdir, env=env, timeout=cfg.run.timeout)
+        seconds += res.seconds
+        if res.timed_out:
+            return RunRecord(seed, "timeout", None, None, seconds, attempts, variant,
+                             f"killed after {cfg.run.timeout:g} s")
+        if res.returncode != 0:
+            return RunRecord(seed, "crash", None, res.returncode, seconds, attempts, variant,
+                             _tail(res.stderr) or f"exit status {res.returncode}")
+        try:
+            tokens = parse_tokens(res.stdout, cfg.parse)
+        except Incomplete as exc:
+            if attempts <= cfg.run.retries:
+                continue
+            return RunRecord(seed, "incomplete", None, 0, seconds, attempts, variant, str(exc))
+        except Unparsable as exc:
+            return RunRecord(seed, "unparsable", None, 0, seconds, attempts, variant, str(exc))
+        return RunRecord(seed, "ok", tokens, 0, seconds, attempts, variant, "")
+
+
+def sweep(
+    seeds: Iterable[int],
+    done: Mapping[int, RunRecord],
+    execute: Callable[[int], RunRecord],
+    consume: Consumer,
+    store: Store,
+    jobs: int,
+) -> SweepOutcome:
+    """Feed runs to `consume` in seed order, executing the missing ones `jobs` at a time."""
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    pending: dict[int, Future[RunRecord]] = {}
+    finished: dict[int, RunRecord] = {}
+    order = iter(seeds)
+    queue: list[int] = []  # seeds in order, not yet consumed
+    consumed = executed = retried = 0
+    exhausted = False
+
+    def refill(pool: ThreadPoolExecutor) -> None:
+        nonlocal exhausted
+        while not exhausted and len(pending) < jobs:
+            seed = next(order, None)
+            if seed is None:
+                exhausted = True
+                return
+            queue.append(seed)
+            if seed in done:
+                finished[seed] = done[seed]
+            else:
+                pending[seed] = pool.submit(execute, seed)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        try:
+            while True:
+                refill(pool)
+                # consume everything available in order
+                while queue and queue[0] in finished:
+                    seed = queue.pop(0)
+                    rec = finished.pop(seed)
+                    consumed += 1
+                    if consume(rec):
+                        _drain(pending, store)
+                        return SweepOutcome(consumed, executed + len(pending), retried, True)
+                    refill(pool)
+                if not queue:
+                    return SweepOutcome(consumed, executed, retried, False)
+                ready, _ = wait(pending.values(), return_when=FIRST_COMPLETED)
+                for seed in [s for s, f in pending.items() if f in ready]:
+                    rec = pending.pop(seed).result()
+                    store(rec)
+                    executed += 1
+                    retried += rec.attempts - 1
+                    finished[seed] = rec
+        except BaseException:
+            for fut in pending.values():
+                fut.cancel()
+            raise
+
+
+def _drain(pending: dict[int, Future[RunRecord]], store: Store) -> None:
+    """Store runs already in flight at the decision: finished work is never thrown away."""
+    for seed, fut in list(pending.items()):
+        if fut.cancel():
+            pending.pop(seed)
+    for seed, fut in list(pending.items()):
+        store(fut.result())
+
+
+def run_env(cfg: Config, kept_dir: Path | None) -> dict[str, str]:
+    """Environment for the program under test: no credentials; kept libraries first."""
+    extra = dict(cfg.run.env)
+    if kept_dir is not None:
+        old = os.environ.get("LD_LIBRARY_PATH", "")
+        extra.setdefault("LD_LIBRARY_PATH", f"{kept_dir}{os.pathsep + old if old else ''}")
+    return clean_env(extra)
+
+
+def _tail(text: str, limit: int = 160) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[-1] if lines else "")[:limit]
