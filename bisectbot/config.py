@@ -174,6 +174,11 @@ class Config(_Strict):
     def fixtures_dir(self) -> Path | None:
         return self.resolve(self.fixtures) if self.fixtures else None
 
+    @property
+    def repo_source(self) -> str:
+        """What the bot clones from: the resolved local path, or the URL."""
+        return str(self.resolve(self.repo.path)) if self.repo.path else str(self.repo.url)
+
     def digest(self) -> str:
         """Hash of everything that defines the experiment, for caching and reproduction lines."""
         return _digest(self.model_dump(mode="json"))

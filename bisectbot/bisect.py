@@ -1,0 +1,194 @@
+"""Bisect stage: the wiring from two refs to a named culprit (the search itself is `search.py`).
+
+Order of work, each step a stored verdict:
+1. the broken endpoint (bad, or the old one with ``find="fixed"``) with the generic test: it must
+   test BAD, and its counts become the bad model q̂ for bisect mode;
+2. the working endpoint with the generic test: it must test GOOD (clear error otherwise);
+3. binary search, each probed commit tested "like good" vs "like bad" (two-point test);
+4. the culprit and its parent re-tested on fresh seeds.
+Per-step error levels come from the whole-bisect confidence (union bound over the verdicts
+that can end up in the answer), so the report can state how sure the answer is.
+
+Everything is replayed from the state database on a rerun: a killed bisect resumes where it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import stats
+from .commits import Workspace
+from .config import Config
+from .errors import EndpointError
+from .progress import Progress
+from .search import Answer, bisect_search
+from .state import State
+from .report import environment, reference_json
+from .verdict import CommitVerdict, Mode, Tester
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class BisectReport:
+    """The JSON report of `bisectbot bisect` (schema documented in README.md, stable)."""
+
+    schema_version: int
+    kind: str
+    job: str
+    status: str                 # found | ambiguous | unconfirmed
+    find: str                   # bad | fixed
+    first_bad: str | None       # the culprit (first bad, or first fixed with find=fixed)
+    first_bad_subject: str | None
+    last_good: str | None
+    candidates: list[str]       # possible culprits (one when found)
+    good: str
+    bad: str
+    good_ref: str
+    bad_ref: str
+    commits: int                # commits on the first-parent line, good and bad included
+    builds: int
+    builds_bound: int           # ceil(log2 commits) + 3
+    runs: int
+    runs_executed: int          # runs executed by this invocation (0 when fully replayed)
+    retried: int
+    confidence: float
+    step_alpha: float
+    message: str
+    verdicts: list[dict[str, Any]]
+    reference: dict[str, Any]
+    config: dict[str, Any]
+    environment: dict[str, Any]
+    reproduce: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def job_id(kind: str, cfg: Config, *parts: str) -> str:
+    blob = "\0".join([kind, cfg.digest(), *parts]).encode()
+    return f"{kind}-{hashlib.sha256(blob).hexdigest()[:12]}"
+
+
+def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
+               find: str = "bad", progress: Progress | None = None,
+               config_path: str = "CONFIG") -> BisectReport:
+    progress = progress or Progress(quiet=True)
+    ws = Workspace(cfg.repo_source, state.clone_dir)
+    progress.step(f"syncing {ws.source} …")
+    ws.sync()
+    good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
+    line = ws.first_parent_line(good, bad)
+    n = len(line)
+    job = job_id("bisect", cfg, good, bad, find)
+    state.start_job(job, "bisect", {"good": good, "bad": bad, "good_ref": good_ref,
+                                    "bad_ref": bad_ref, "find": find, "config": config_path})
+    level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(n, cfg.test.confidence))
+    tester = Tester(cfg, state, ws, progress)
+    verdicts: list[CommitVerdict] = []
+    progress.step(f"bisecting {n} commits {good[:12]}..{bad[:12]} (find first {find}; "
+                  f"per-step error ≤ {level:.1e})")
+
+    def record(v: CommitVerdict) -> CommitVerdict:
+        verdicts.append(v)
+        state.put_verdict(job, v.sha, v.role, v.verdict, asdict(v))
+        progress.step(f"  {v.role} {v.sha[:12]}: {v.verdict.upper()} after {v.runs} runs — {v.reason}")
+        return v
+
+    def test(pos: int, role: str, mode: Mode = Mode(), block: int = 0) -> CommitVerdict:
+        sha = line[pos]
+        return record(tester.verdict(sha, role=role, mode=mode, alpha=level, beta=level,
+                                     block=block, subject=ws.info(sha).subject))
+
+    # Which endpoint is broken: with find=bad the new one, with find=fixed the old one.
+    broken_pos, working_pos = (n - 1, 0) if find == "bad" else (0, n - 1)
+    broken_name, working_name = ("bad", "good") if find == "bad" else ("good", "bad")
+    broken_ref = bad_ref if find == "bad" else good_ref
+    working_ref = good_ref if find == "bad" else bad_ref
+
+    progress.step(f"[endpoint] testing {broken_name} {broken_ref} = {line[broken_pos][:12]}")
+    broken = test(broken_pos, f"{broken_name}-endpoint")
+    if broken.verdict != "bad":
+        _endpoint_failed(state, job, broken_name, broken_ref, broken, "bad")
+    progress.step(f"[endpoint] testing {working_name} {working_ref} = {line[working_pos][:12]}")
+    working = test(working_pos, f"{working_name}-endpoint")
+    if working.verdict != "good":
+        _endpoint_failed(state, job, working_name, working_ref, working, "good")
+
+    q_bad = stats.smooth_bad([broken.counts[name] for name in tester.reference.names])
+    two_point = Mode("two-point", tuple(q_bad))
+    steps = max(1, math.ceil(math.log2(max(n - 1, 2))))
+    step_no = 0
+
+    def oracle(pos: int) -> Answer:
+        nonlocal step_no
+        step_no += 1
+        progress.step(f"[step {step_no}/~{steps}] {line[pos][:12]} (position {pos} of {n - 1})")
+        v = test(pos, "step", two_point)
+        answer = Answer(v.verdict) if v.verdict in Answer._value2member_map_ else Answer.SKIP
+        return _flip(answer) if find == "fixed" else answer
+
+    result = bisect_search(n, oracle)
+    culprit_pos = result.first_bad  # the first bad one, or with find=fixed the first fixed one
+    status, message = "ambiguous", ""
+    if result.exact:
+        progress.step(f"[confirm] re-testing {line[culprit_pos][:12]} and its parent on fresh seeds")
+        again = test(culprit_pos, "retest-culprit", two_point, block=1)
+        parent = test(culprit_pos - 1, "retest-parent", two_point, block=1)
+        want_culprit, want_parent = ("bad", "good") if find == "bad" else ("good", "bad")
+        if again.verdict == want_culprit and parent.verdict == want_parent:
+            status = "found"
+            message = f"first {find} commit is {line[culprit_pos]}"
+        else:
+            status = "unconfirmed"
+            message = (f"re-test on fresh seeds disagrees: candidate {again.verdict}, "
+                       f"parent {parent.verdict}")
+    else:
+        cands = [line[p] for p in result.candidates]
+        message = (f"{len(cands)} candidates between {line[result.last_good][:12]} and "
+                   f"{line[result.first_bad][:12]}: the commits between could not be decided")
+
+    informative = [v for v in verdicts if v.verdict in ("good", "bad")]
+    confidence = max(0.0, 1.0 - sum(max(v.alpha, v.beta) for v in informative))
+    tested = {v.sha for v in verdicts}  # every tested commit was built exactly once, ever
+    first = line[culprit_pos] if status in ("found", "unconfirmed") else None
+    report = BisectReport(
+        schema_version=SCHEMA_VERSION, kind="bisect", job=job, status=status, find=find,
+        first_bad=first if status == "found" else None,
+        first_bad_subject=ws.info(first).subject if first and status == "found" else None,
+        last_good=line[result.last_good],
+        candidates=[line[p] for p in result.candidates],
+        good=good, bad=bad, good_ref=good_ref, bad_ref=bad_ref, commits=n,
+        builds=len(tested), builds_bound=math.ceil(math.log2(n)) + 3,
+        runs=sum(v.runs for v in verdicts), runs_executed=sum(v.executed for v in verdicts),
+        retried=sum(v.retried for v in verdicts), confidence=confidence, step_alpha=level,
+        message=message, verdicts=[asdict(v) for v in verdicts],
+        reference=reference_json(cfg, tester.reference),
+        config={"name": cfg.name, "digest": cfg.digest(), "path": config_path,
+                "experiment": tester.experiment},
+        environment=environment(cfg),
+        reproduce=_reproduce(config_path, good, bad, find, cfg),
+    )
+    state.finish_job(job, "done", report.to_json())
+    return report
+
+
+def _flip(answer: Answer) -> Answer:
+    return {Answer.GOOD: Answer.BAD, Answer.BAD: Answer.GOOD}.get(answer, answer)
+
+
+def _endpoint_failed(state: State, job: str, name: str, ref: str, v: CommitVerdict, want: str) -> None:
+    what = {"skip": "cannot be tested", "inconclusive": "is inconclusive"}.get(v.verdict, f"tests {v.verdict.upper()}")
+    msg = (f"{name} ref {ref} ({v.sha[:12]}) {what}, expected {want.upper()}: "
+           f"{v.reason} (after {v.runs} runs)")
+    state.finish_job(job, "failed", {"status": "failed", "message": msg})
+    raise EndpointError(msg)
+
+
+def _reproduce(config_path: str, good: str, bad: str, find: str, cfg: Config) -> str:
+    extra = " --find fixed" if find == "fixed" else ""
+    return f"bisectbot bisect {config_path} --good {good} --bad {bad}{extra}"

@@ -1,0 +1,209 @@
+"""Command line: thin click commands over the library; wiring only, no logic of its own.
+
+Exit codes (documented in README.md, relied on by scripts):
+  0  bisect: culprit found and confirmed · test: GOOD
+  1  test: BAD
+  2  bad input: config, ref, git, state directory (one line on stderr says what and where)
+  3  bisect: ambiguous or unconfirmed · test: INCONCLUSIVE or UNLIKE
+  4  bisect: an endpoint does not test as given · test: SKIP (cannot build or run)
+  5  GitHub: publishing failed after retries (the result stays in the state database)
+  130 interrupted (Ctrl-C); rerun the same command to resume
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from . import __version__
+from .config import Config, load_config
+from .errors import BisectbotError
+from .progress import Progress
+from .state import State
+
+EXIT_OK, EXIT_BAD, EXIT_INPUT, EXIT_UNDECIDED, EXIT_ENDPOINT, EXIT_GITHUB = 0, 1, 2, 3, 4, 5
+TEST_EXIT = {"good": EXIT_OK, "bad": EXIT_BAD, "inconclusive": EXIT_UNDECIDED,
+             "unlike": EXIT_UNDECIDED, "skip": EXIT_ENDPOINT}
+BISECT_EXIT = {"found": EXIT_OK, "ambiguous": EXIT_UNDECIDED, "unconfirmed": EXIT_UNDECIDED}
+
+
+def default_state_dir(cfg: Config) -> Path:
+    """Deterministic per (config name, repository), so rerunning a command resumes it."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bisectbot"
+    tag = hashlib.sha256(cfg.repo_source.encode()).hexdigest()[:8]
+    return base / f"{cfg.name}-{tag}"
+
+
+def _load(config: str, repo: str | None) -> Config:
+    cfg = load_config(config)
+    return cfg.with_repo_path(repo) if repo else cfg
+
+
+def _guard(fn: Callable[[], int]) -> None:
+    """Run a command body: BisectbotError → one line on stderr and its exit code."""
+    try:
+        code = fn()
+    except BisectbotError as exc:
+        click.echo(f"bisectbot: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("bisectbot: interrupted; rerun the same command to resume", err=True)
+        sys.exit(130)
+    sys.exit(code)
+
+
+def _write_json(path: str | None, data: dict[str, Any]) -> None:
+    if path:
+        text = json.dumps(data, indent=2, sort_keys=False) + "\n"
+        if path == "-":
+            click.echo(text, nl=False)
+        else:
+            Path(path).write_text(text)
+
+
+state_option = click.option("--state", "state_dir", type=click.Path(file_okay=False),
+                            help="State directory (database, clone, builds). Default: "
+                                 "~/.cache/bisectbot/<config name>-<repo hash>.")
+repo_option = click.option("--repo", type=click.Path(exists=True, file_okay=False),
+                           help="Use this checkout or clone of the project instead of the config's repo.")
+json_option = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True),
+                           help="Write the JSON report here ('-' for stdout).")
+quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="bisectbot")
+def main() -> None:
+    """Find the commit that changed a sampled distribution, with sequential tests."""
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--good", required=True, help="A commit (ref) where the property holds.")
+@click.option("--bad", required=True, help="A later commit (ref) where it does not.")
+@click.option("--find", type=click.Choice(["bad", "fixed"]), default="bad", show_default=True,
+              help="Find the first bad commit, or (fixed) the first commit where a bug went away: "
+                   "then --good is the old broken ref and --bad the new working one.")
+@repo_option
+@json_option
+@state_option
+@click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="Also write the Markdown summary here.")
+@quiet_option
+def bisect(config: str, good: str, bad: str, find: str, repo: str | None, json_path: str | None,
+           state_dir: str | None, md_path: str | None, quiet: bool) -> None:
+    """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
+
+    Both endpoints are tested first; the culprit and its parent are re-tested on fresh seeds.
+    Killed or interrupted? Run the same command again: it resumes from the state database.
+    """
+    from .bisect import run_bisect
+    from .report import bisect_markdown
+
+    def body() -> int:
+        cfg = _load(config, repo)
+        with State(Path(state_dir) if state_dir else default_state_dir(cfg)) as state:
+            report = run_bisect(cfg, state, good, bad, find=find, progress=Progress(quiet=quiet),
+                                config_path=config).to_json()
+        md = bisect_markdown(report)
+        if json_path != "-":
+            click.echo(md)
+        if md_path:
+            Path(md_path).write_text(md)
+        _write_json(json_path, report)
+        return BISECT_EXIT[report["status"]]
+
+    _guard(body)
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--commit", "ref", required=True, help="The commit (ref) to test.")
+@repo_option
+@json_option
+@state_option
+@quiet_option
+def test(config: str, ref: str, repo: str | None, json_path: str | None, state_dir: str | None,
+         quiet: bool) -> None:
+    """Build one commit and give its verdict: GOOD, BAD, INCONCLUSIVE or SKIP."""
+    from .report import test_markdown
+    from .verdict import run_test
+
+    def body() -> int:
+        cfg = _load(config, repo)
+        with State(Path(state_dir) if state_dir else default_state_dir(cfg)) as state:
+            result = run_test(cfg, state, ref, progress=Progress(quiet=quiet), config_path=config)
+        if json_path != "-":
+            click.echo(test_markdown(result))
+        _write_json(json_path, result)
+        return TEST_EXIT[result["verdict"]]
+
+    _guard(body)
+
+
+@main.command("build-log")
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--commit", "ref", required=True, help="The commit (ref) whose build log to show.")
+@repo_option
+@state_option
+def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) -> None:
+    """Print the kept build log of a commit (e.g. one the bisect skipped)."""
+    from .build import build_key
+    from .commits import Workspace
+
+    def body() -> int:
+        cfg = _load(config, repo)
+        with State(Path(state_dir) if state_dir else default_state_dir(cfg)) as state:
+            sha = Workspace(cfg.repo_source, state.clone_dir).resolve(ref)
+            rec = state.get_build(build_key(cfg.build), sha)
+            if rec is None:
+                raise BisectbotError(f"no build of {sha[:12]} is recorded in {state.root}")
+            click.echo(f"# {sha} build {rec.status} in {rec.seconds:.1f} s {rec.reason}".rstrip())
+            click.echo(Path(rec.log).read_text(errors="replace"))
+        return 0
+
+    _guard(body)
+
+
+@main.command()
+@click.option("--commits", default=100, show_default=True, help="Commits in the generated history.")
+@click.option("--seed", default=0, show_default=True, help="Seed that places the planted culprit.")
+@click.option("--dir", "workdir", type=click.Path(file_okay=False),
+              help="Where to generate the demo (default: a new temporary directory).")
+@json_option
+@quiet_option
+def demo(commits: int, seed: int, workdir: str | None, json_path: str | None, quiet: bool) -> None:
+    """Generate a C++ speculative sampler with a planted defect in its history, and bisect it."""
+    import tempfile
+
+    from .bisect import run_bisect
+    from .demo import generate_demo
+    from .report import bisect_markdown
+
+    def body() -> int:
+        root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bisectbot-demo-"))
+        progress = Progress(quiet=quiet)
+        progress.step(f"generating a {commits}-commit history in {root} …")
+        history = generate_demo(root, n_commits=commits, seed=seed)
+        cfg = load_config(history.config)
+        with State(root / "state") as state:
+            report = run_bisect(cfg, state, history.good, history.bad, progress=progress,
+                                config_path=str(history.config)).to_json()
+        click.echo(bisect_markdown(report))
+        _write_json(json_path, report)
+        found = report["first_bad"] == history.culprit
+        click.echo(f"planted culprit {history.culprit[:12]}: "
+                   f"{'found' if found else 'NOT found'} with {report['builds']} builds "
+                   f"(bound {report['builds_bound']}) and {report['runs']} runs")
+        return EXIT_OK if found else EXIT_UNDECIDED
+
+    _guard(body)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,254 @@
+"""Verdict stage: one commit → build → sweep → sequential test → good / bad / skip / ….
+
+This is where the edges meet the pure statistics: `Tester.verdict` makes sure the commit is
+built (once, ever), feeds its runs in seed order to the sequential test, and stops as soon as
+the test decides. Everything it does is stored, so asking again for the same verdict replays
+the database instead of rerunning anything.
+
+Seed blocks: a commit's main test uses seeds [first_seed, first_seed + max_runs); the final
+re-test of the culprit and its parent uses the next block, so it sees fresh seeds and is
+independent of the verdicts that led the search there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from . import stats
+from .build import build_commit, build_key
+from .commits import Workspace
+from .config import Config
+from .parse import observe
+from .progress import Progress
+from .state import BuildRecord, RunRecord, State
+from .sweep import run_env, run_seed, sweep
+
+# A commit whose runs mostly fail is skipped: judged once this many runs have failed.
+MIN_FAILURES_TO_SKIP = 5
+
+
+@dataclass(frozen=True)
+class Mode:
+    """Which test decides: the generic one against the reference, or the bisect-mode two-point
+    test against the bad endpoint's smoothed distribution `q_bad`."""
+
+    kind: str = "reference"  # reference | two-point
+    q_bad: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CommitVerdict:
+    sha: str
+    subject: str
+    role: str
+    verdict: str                   # good | bad | skip | inconclusive | unlike
+    runs: int                      # runs consumed by the test (every seed, failures included)
+    counts: dict[str, int]         # category -> runs
+    failures: dict[str, int]       # crash / timeout / incomplete / unparsable -> runs
+    retried: int                   # reruns of incomplete outputs
+    log_e_bad: float
+    log_e_good: float
+    reason: str
+    mode: str
+    alpha: float
+    beta: float
+    seeds: tuple[int, int] | None  # first and last seed consumed
+    build: str                     # build status
+    build_seconds: float
+    executed: int = 0              # runs executed by this call (0 when replayed)
+    build_log: str | None = None
+    binaries: dict[str, str] = field(default_factory=dict)
+
+
+class Tester:
+    """Builds and tests commits of one config, with everything remembered in `state`."""
+
+    def __init__(self, cfg: Config, state: State, workspace: Workspace, progress: Progress | None = None):
+        self.cfg = cfg
+        self.state = state
+        self.workspace = workspace
+        self.progress = progress or Progress(quiet=True)
+        self.reference = stats.Reference.from_probs(cfg.reference.probs, cfg.reference.condition_prob)
+        self.experiment = cfg.experiment_digest()
+        self.build_key = build_key(cfg.build)
+        self.builds_done: list[str] = []  # commits built by this process (not replayed)
+
+    # -- build ---------------------------------------------------------------------------------
+    def ensure_built(self, sha: str) -> BuildRecord:
+        """The commit's build record, building it only if no usable build is stored."""
+        rec = self.state.get_build(self.build_key, sha)
+        if rec is not None and (not rec.ok or all(Path(p).is_file() for p in rec.binaries.values())):
+            return rec
+        if rec is not None:  # kept binaries were deleted by hand: forget and rebuild
+            self.state.db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (self.build_key, sha))
+        self.progress.step(f"  building {sha[:12]} …")
+        source = self.workspace.checkout(sha)
+        rec = build_commit(
+            self.cfg.build, sha, source,
+            self.state.build_dir(self.build_key),
+            self.state.kept_dir(self.build_key, sha),
+            self.state.log_path(f"build-{sha}.log"),
+            progress=self.progress,
+        )
+        self.state.put_build(self.build_key, rec)
+        self.builds_done.append(sha)
+        self.progress.step(
+            f"  built {sha[:12]} in {rec.seconds:.1f} s" if rec.ok else f"  build {rec.status}: {rec.reason}"
+        )
+        return rec
+
+    # -- test ----------------------------------------------------------------------------------
+    def seed_block(self, block: int) -> range:
+        start = self.cfg.run.first_seed + block * self.cfg.run.max_runs
+        return range(start, start + self.cfg.run.max_runs)
+
+    def verdict(self, sha: str, *, role: str, mode: Mode = Mode(), alpha: float | None = None,
+                beta: float | None = None, block: int = 0, subject: str = "") -> CommitVerdict:
+        alpha = alpha if alpha is not None else self.cfg.test.alpha
+        beta = beta if beta is not None else self.cfg.test.beta
+        build = self.ensure_built(sha)
+        if not build.ok:
+            return self._skip(sha, subject, role, mode, alpha, beta, build, build.reason)
+
+        seeds = self.seed_block(block)
+        ref = self.reference
+        counts = [0] * len(ref.names)
+        failures: Counter[str] = Counter()
+        state = {"evidence": None, "consumed": 0, "first": None, "last": None, "skip": None,
+                 "retried": 0}
+        budget = len(seeds)
+
+        def consume(rec: RunRecord) -> bool:
+            state["consumed"] += 1
+            state["first"] = rec.seed if state["first"] is None else state["first"]
+            state["last"] = rec.seed
+            state["retried"] += rec.attempts - 1
+            if not rec.ok:
+                failures[rec.status] += 1
+                total_fail = sum(failures.values())
+                if total_fail >= MIN_FAILURES_TO_SKIP and total_fail * 2 > state["consumed"]:
+                    state["skip"] = _failure_reason(failures, state["consumed"], rec)
+                    return True
+                return False
+            obs = observe(rec.tokens or (), self.cfg.statistic)
+            idx = ref.index(obs.outcome, obs.met_condition)
+            if idx is not None:
+                counts[idx] += 1
+            ev = self._test(counts, mode, alpha, beta, budget)
+            state["evidence"] = ev
+            self.progress.status(
+                f"  {sha[:12]} seeds {state['consumed']}/{budget}: {_short_counts(ref.names, counts)}"
+            )
+            return ev.decision is not None
+
+        binaries = dict(build.binaries)
+        kept = Path(next(iter(binaries.values()))).parent if binaries else None
+        values = {
+            **binaries,
+            "fixtures": str(self.cfg.fixtures_dir or ""),
+            "config_dir": str(self.cfg.config_dir),
+            "source": str(self.workspace.root),
+            "build": str(self.state.build_dir(self.build_key)),
+        }
+        workdir = self.state.root / "run"
+        workdir.mkdir(exist_ok=True)
+        env = run_env(self.cfg, kept)
+        done = self.state.get_runs(self.experiment, sha)
+        outcome = sweep(
+            seeds,
+            done,
+            execute=lambda seed: run_seed(self.cfg, self.cfg.run.argv, values, seed, workdir, env),
+            consume=consume,
+            store=lambda rec: self.state.put_run(self.experiment, sha, rec),
+            jobs=self.cfg.run.jobs or os.cpu_count() or 1,
+        )
+        ev: stats.Evidence | None = state["evidence"]
+        if state["skip"]:
+            verdict, reason = "skip", state["skip"]
+        elif ev is not None and ev.decision is not None:
+            verdict, reason = ev.decision.value, ev.reason
+        else:
+            verdict = "inconclusive"
+            reason = (f"undecided after {state['consumed']} runs (budget {budget})"
+                      + (f"; {ev.reason}" if ev is not None else "; no run met the condition"))
+        return CommitVerdict(
+            sha=sha, subject=subject, role=role, verdict=verdict, runs=state["consumed"],
+            counts={name: c for name, c in zip(ref.names, counts)},
+            failures=dict(failures), retried=state["retried"],
+            log_e_bad=ev.log_e_bad if ev else 0.0, log_e_good=ev.log_e_good if ev else 0.0,
+            reason=reason, mode=mode.kind, alpha=alpha, beta=beta,
+            seeds=(state["first"], state["last"]) if state["first"] is not None else None,
+            build=build.status, build_seconds=build.seconds, executed=outcome.executed,
+            build_log=build.log, binaries=binaries,
+        )
+
+    def _test(self, counts: Sequence[int], mode: Mode, alpha: float, beta: float, budget: int) -> stats.Evidence:
+        if mode.kind == "two-point":
+            assert mode.q_bad is not None
+            return stats.test_two_point(counts, self.reference, mode.q_bad,
+                                        alpha=alpha, beta=beta, max_runs=budget)
+        return stats.test_against_reference(counts, self.reference, alpha=alpha, beta=beta,
+                                            tolerance=self.cfg.test.tolerance, max_runs=budget)
+
+    def _skip(self, sha: str, subject: str, role: str, mode: Mode, alpha: float, beta: float,
+              build: BuildRecord, reason: str) -> CommitVerdict:
+        return CommitVerdict(
+            sha=sha, subject=subject, role=role, verdict="skip", runs=0, counts={}, failures={},
+            retried=0, log_e_bad=0.0, log_e_good=0.0, reason=reason, mode=mode.kind, alpha=alpha,
+            beta=beta, seeds=None, build=build.status, build_seconds=build.seconds,
+            build_log=build.log,
+        )
+
+
+def _failure_reason(failures: Counter[str], consumed: int, last: RunRecord) -> str:
+    parts = ", ".join(f"{n} {status}" for status, n in failures.most_common())
+    return f"runs mostly fail ({parts} of {consumed}); last: {last.detail or last.status}"
+
+
+def _short_counts(names: Sequence[str], counts: Sequence[int]) -> str:
+    return " ".join(f"{n}={c}" for n, c in zip(names, counts) if c)
+
+
+def run_test(cfg: Config, state: State, ref: str, *, progress: Progress | None = None,
+             config_path: str = "CONFIG") -> dict:
+    """`bisectbot test`: one commit's verdict with the generic test, as the JSON report."""
+    from dataclasses import asdict
+
+    from .report import environment, reference_json
+
+    progress = progress or Progress(quiet=True)
+    ws = Workspace(cfg.repo_source, state.clone_dir)
+    progress.step(f"syncing {ws.source} …")
+    ws.sync()
+    sha = ws.resolve(ref)
+    job = f"test-{sha[:12]}-{cfg.digest()}"
+    state.start_job(job, "test", {"commit": sha, "ref": ref, "config": config_path})
+    tester = Tester(cfg, state, ws, progress)
+    progress.step(f"testing {ref} = {sha[:12]}")
+    v = tester.verdict(sha, role="test", subject=ws.info(sha).subject)
+    state.put_verdict(job, sha, "test", v.verdict, asdict(v))
+    result = {
+        "schema_version": 1,
+        "kind": "test",
+        "job": job,
+        "commit": sha,
+        "ref": ref,
+        "verdict": v.verdict,
+        "runs": v.runs,
+        "counts": v.counts,
+        "retried": v.retried,
+        "failures": v.failures,
+        "reason": v.reason,
+        "builds": len(tester.builds_done),
+        "detail": asdict(v),
+        "reference": reference_json(cfg, tester.reference),
+        "config": {"name": cfg.name, "digest": cfg.digest(), "path": config_path},
+        "environment": environment(cfg),
+        "reproduce": f"bisectbot test {config_path} --commit {sha}",
+    }
+    state.finish_job(job, "done", result)
+    return result
