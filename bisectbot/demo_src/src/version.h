@@ -1,0 +1,3 @@
+#pragma once
+
+#define SPECDEMO_VERSION "@@VERSION@@"
