@@ -1,0 +1,331 @@
+"""Exact references for the llama-speculative distribution check (llama.cpp #29975).
+
+Two independent ways to get the next-token distribution a correct sampler must follow:
+
+(c) :func:`next_token_probs` -- a numpy forward pass of the tiny Llama read from its GGUF
+    (``gguf.GGUFReader``) followed by the sampler chain exactly as llama.cpp applies
+    ``penalties;top_k;top_p;min_p;temperature`` + ``dist`` (repeat penalty 1.0 is a no-op).
+(b) :func:`server_reference` -- the non-speculative ``llama-server``: ``/completion`` with
+    ``n_probs``, ``post_sampling_probs: true``, ``n_predict: 1``.
+
+Both return ``{token_text: probability}`` over the vocabulary (tokens cut by the samplers
+get 0.0 in (c) and are absent from (b)).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bisectbot.errors import BisectbotError
+
+__all__ = [
+    "TinyLlama",
+    "load_gguf",
+    "forward_logits",
+    "apply_sampler_chain",
+    "next_token_probs",
+    "condition_prob",
+    "tokenize",
+    "server_reference",
+]
+
+
+@dataclass
+class TinyLlama:
+    """Hyperparameters, vocabulary and F32 weights of a (tiny) llama-architecture model."""
+
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    n_layer: int
+    n_rot: int
+    eps: float
+    rope_base: float
+    vocab: list[str]
+    eos_id: int
+    weights: dict[str, np.ndarray]  # numpy layout: (out, in) for matrices, (n_vocab, n_embd) for embeddings
+
+    @property
+    def n_vocab(self) -> int:
+        return len(self.vocab)
+
+
+def _field_value(reader, key: str):
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    return field.contents()
+
+
+def load_gguf(path: Path) -> TinyLlama:
+    """Read a llama-architecture GGUF with F32 tensors into a :class:`TinyLlama`."""
+    from gguf import GGUFReader  # optional dependency (extra "llama")
+
+    path = Path(path)
+    try:
+        reader = GGUFReader(str(path))
+    except (OSError, ValueError) as exc:
+        raise BisectbotError(f"{path}: cannot read GGUF: {exc}") from exc
+    arch = _field_value(reader, "general.architecture")
+    if arch != "llama":
+        raise BisectbotError(f"{path}: general.architecture is {arch!r}, only 'llama' is supported")
+
+    def hp(key, default=None):
+        val = _field_value(reader, f"llama.{key}")
+        if val is None:
+            if default is None:
+                raise BisectbotError(f"{path}: missing key llama.{key}")
+            return default
+        return val
+
+    n_embd = int(hp("embedding_length"))
+    n_head = int(hp("attention.head_count"))
+    weights: dict[str, np.ndarray] = {}
+    for t in reader.tensors:
+        if t.tensor_type.name != "F32":
+            raise BisectbotError(f"{path}: tensor {t.name} is {t.tensor_type.name}, only F32 is supported")
+        shape = tuple(int(x) for x in reversed(list(t.shape)))  # GGUF ne order -> numpy order
+        weights[t.name] = np.asarray(t.data, dtype=np.float32).reshape(shape)
+    return TinyLlama(
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=int(hp("attention.head_count_kv", n_head)),
+        n_layer=int(hp("block_count")),
+        n_rot=int(hp("rope.dimension_count", n_embd // n_head)),
+        eps=float(hp("attention.layer_norm_rms_epsilon")),
+        rope_base=float(hp("rope.freq_base", 10000.0)),
+        vocab=[str(x) for x in _field_value(reader, "tokenizer.ggml.tokens")],
+        eos_id=int(_field_value(reader, "tokenizer.ggml.eos_token_id")),
+        weights=weights,
+    )
+
+
+def tokenize(model: TinyLlama, text: str) -> list[int]:
+    """Tokenize for the fixture vocabulary: one token per character (the only merge, ``h h``,
+    never applies to a prompt without ``hh``; such a prompt is refused)."""
+    index = {tok: i for i, tok in enumerate(model.vocab)}
+    if "hh" in text:
+        raise BisectbotError(f"prompt {text!r}: 'hh' would use the merge; not supported by the reference")
+    try:
+        return [index[ch] for ch in text]
+    except KeyError as exc:
+        raise BisectbotError(f"prompt {text!r}: character {exc.args[0]!r} is not in the vocabulary") from None
+
+
+# --- forward pass -------------------------------------------------------------------------------
+
+def _rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def _rope_norm(x: np.ndarray, n_rot: int, base: float) -> np.ndarray:
+    """ggml RoPE, mode NORM (LLM_ARCH_LLAMA): rotate adjacent pairs (2i, 2i+1) of each head.
+    x: (n_tokens, n_head, head_dim); positions are 0..n_tokens-1."""
+    out = x.copy()
+    pos = np.arange(x.shape[0], dtype=np.float64)[:, None]
+    i0 = np.arange(0, n_rot, 2, dtype=np.float64)[None, :]
+    theta = pos * base ** (-i0 / n_rot)  # (n_tokens, n_rot/2)
+    cos = np.cos(theta)[:, None, :]
+    sin = np.sin(theta)[:, None, :]
+    x0 = x[..., 0:n_rot:2].astype(np.float64)
+    x1 = x[..., 1:n_rot:2].astype(np.float64)
+    out[..., 0:n_rot:2] = x0 * cos - x1 * sin
+    out[..., 1:n_rot:2] = x0 * sin + x1 * cos
+    return out
+
+
+def forward_logits(model: TinyLlama, ids: list[int]) -> np.ndarray:
+    """Logits (n_vocab,) for the token following ``ids`` (float64 arithmetic)."""
+    if not ids:
+        raise BisectbotError("forward_logits: empty prefix")
+    w = {k: v.astype(np.float64) for k, v in model.weights.items()}
+    n_tok = len(ids)
+    hd = model.n_embd // model.n_head
+    x = w["token_embd.weight"][np.asarray(ids)]  # (n_tok, n_embd)
+    mask = np.triu(np.full((n_tok, n_tok), -np.inf), k=1)
+    group = model.n_head // model.n_head_kv
+    for il in range(model.n_layer):
+        p = f"blk.{il}."
+        h = _rms_norm(x, w[p + "attn_norm.weight"], model.eps)
+        q = (h @ w[p + "attn_q.weight"].T).reshape(n_tok, model.n_head, hd)
+        k = (h @ w[p + "attn_k.weight"].T).reshape(n_tok, model.n_head_kv, hd)
+        v = (h @ w[p + "attn_v.weight"].T).reshape(n_tok, model.n_head_kv, hd)
+        q = _rope_norm(q, model.n_rot, model.rope_base)
+        k = _rope_norm(k, model.n_rot, model.rope_base)
+        heads = []
+        for ih in range(model.n_head):
+            ik = ih // group
+            s = (q[:, ih, :] @ k[:, ik, :].T) / math.sqrt(hd) + mask
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            s /= s.sum(axis=-1, keepdims=True)
+            heads.append(s @ v[:, ik, :])
+        attn = np.concatenate(heads, axis=-1) @ w[p + "attn_output.weight"].T
+        x = x + attn
+        h = _rms_norm(x, w[p + "ffn_norm.weight"], model.eps)
+        g = h @ w[p + "ffn_gate.weight"].T
+        u = h @ w[p + "ffn_up.weight"].T
+        x = x + ((g / (1.0 + np.exp(-g))) * u) @ w[p + "ffn_down.weight"].T
+    h = _rms_norm(x[-1], w["output_norm.weight"], model.eps)
+    out_w = w.get("output.weight", w["token_embd.weight"])
+    return out_w @ h
+
+
+# --- sampler chain ------------------------------------------------------------------------------
+
+def apply_sampler_chain(logits: np.ndarray, top_k: int, top_p: float, min_p: float, temp: float,
+                        min_keep: int = 0) -> np.ndarray:
+    """Probabilities after ``penalties;top_k;top_p;min_p;temperature`` + ``dist`` as in llama.cpp
+    (src/llama-sampler.cpp): penalties with repeat 1.0 / freq 0 / presence 0 are the identity;
+    top-k keeps the k largest logits; top-p takes a softmax of the *current* logits (before the
+    temperature) and keeps the shortest prefix whose cumulative sum reaches p; min-p keeps logits
+    >= max + log(min_p); temperature divides logits (temp <= 0: only the arg-max survives);
+    dist takes the softmax. Cut tokens get probability 0."""
+    logits = np.asarray(logits, dtype=np.float64)
+    order = np.argsort(-logits, kind="stable")  # llama.cpp sorts descending; ties are not expected
+    cand = order
+    if top_k > 0:
+        cand = cand[: min(top_k, len(cand))]
+    if top_p < 1.0:
+        l = logits[cand]
+        pr = np.exp(l - l.max())
+        pr /= pr.sum()
+        cum = np.cumsum(pr)
+        last = len(cand)
+        for i in range(len(cand)):
+            if cum[i] >= top_p and i + 1 >= min_keep:
+                last = i + 1
+                break
+        cand = cand[:last]
+    if min_p > 0.0:
+        l = logits[cand]
+        keep = l >= l.max() + math.log(min_p)
+        if keep.sum() >= max(1, min_keep):
+            cand = cand[keep]
+    l = logits[cand]
+    if temp <= 0.0:
+        probs = np.zeros_like(logits)
+        probs[cand[int(np.argmax(l))]] = 1.0
+        return probs
+    l = l / temp
+    pr = np.exp(l - l.max())
+    pr /= pr.sum()
+    probs = np.zeros_like(logits)
+    probs[cand] = pr
+    return probs
+
+
+def _probs_for(model: TinyLlama, ids: list[int], top_k, top_p, min_p, temp) -> np.ndarray:
+    return apply_sampler_chain(forward_logits(model, ids), top_k, top_p, min_p, temp)
+
+
+def next_token_probs(target_gguf: Path, prefix_ids: list[int], top_k: int = 3, top_p: float = 1.0,
+                     min_p: float = 0.0, temp: float = 1.0) -> dict[str, float]:
+    """Exact distribution of the token after ``prefix_ids`` under the sampler chain,
+    ``{token_text: p}`` over the whole vocabulary (0.0 for cut tokens)."""
+    model = load_gguf(Path(target_gguf))
+    probs = _probs_for(model, list(prefix_ids), top_k, top_p, min_p, temp)
+    return {tok: float(probs[i]) for i, tok in enumerate(model.vocab)}
+
+
+def condition_prob(target_gguf: Path, prompt_ids: list[int], token: str | int, top_k: int = 3,
+                   top_p: float = 1.0, min_p: float = 0.0, temp: float = 1.0) -> float:
+    """P(first generated token after the prompt == token)."""
+    model = load_gguf(Path(target_gguf))
+    tid = model.vocab.index(token) if isinstance(token, str) else int(token)
+    return float(_probs_for(model, list(prompt_ids), top_k, top_p, min_p, temp)[tid])
+
+
+# --- reference (b): llama-server ------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http(url: str, payload: dict | None, timeout: float) -> tuple[int, bytes]:
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def parse_completion_probs(body: dict) -> dict[str, float]:
+    """``{token_text: prob}`` of the first generated position of a /completion response made with
+    ``post_sampling_probs: true`` (entries ``completion_probabilities[0].top_probs``)."""
+    try:
+        first = body["completion_probabilities"][0]
+        entries = first["top_probs"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise BisectbotError(f"llama-server response has no completion_probabilities[0].top_probs: "
+                             f"{json.dumps(body)[:300]}") from exc
+    out: dict[str, float] = {}
+    for e in entries:
+        key = "prob" if "prob" in e else "probability"
+        out[e["token"]] = float(e[key])
+    return out
+
+
+def server_reference(server_binary: Path, model: Path, prompt: str, n_probs: int = 8, *,
+                     top_k: int = 3, top_p: float = 1.0, min_p: float = 0.0, temp: float = 1.0,
+                     samplers: str = "penalties;top_k;top_p;min_p;temperature",
+                     repeat_penalty: float = 1.0, repeat_last_n: int = 64, ctx_size: int = 64,
+                     timeout: float = 120.0, seed: int = 1) -> dict[str, float]:
+    """Start ``llama-server`` on 127.0.0.1 (free port), wait for /health, ask /completion for the
+    post-sampling probabilities of the token after ``prompt``; always stops the server."""
+    port = _free_port()
+    argv = [str(server_binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+            "-c", str(ctx_size), "-t", "1", "-np", "1", "--cache-type-k", "f32", "--cache-type-v", "f32",
+            "-fa", "off", "--no-webui"]
+    deadline = time.monotonic() + timeout
+    log = tempfile.TemporaryFile()  # a file, not a pipe: a chatty server can never block on it
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                err = log.read().decode(errors="replace")[-2000:]
+                raise BisectbotError(f"llama-server exited with {proc.returncode} before /health: {err}")
+            if time.monotonic() > deadline:
+                raise BisectbotError(f"llama-server at {base} not healthy after {timeout:.0f} s")
+            try:
+                status, _ = _http(base + "/health", None, 2.0)
+                if status == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.1)
+        payload = {
+            "prompt": prompt, "n_predict": 1, "n_probs": n_probs, "post_sampling_probs": True,
+            "samplers": samplers.split(";"), "temperature": temp, "top_k": top_k, "top_p": top_p,
+            "min_p": min_p, "repeat_penalty": repeat_penalty, "repeat_last_n": repeat_last_n,
+            "seed": seed, "cache_prompt": False,
+        }
+        status, raw = _http(base + "/completion", payload, max(1.0, deadline - time.monotonic()))
+        if status != 200:
+            raise BisectbotError(f"llama-server /completion returned HTTP {status}: {raw[:300]!r}")
+        return parse_completion_probs(json.loads(raw))
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
