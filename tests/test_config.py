@@ -1,0 +1,94 @@
+"""Config validation: every bad input becomes one line naming the file and the key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bisectbot.config import load_config
+from bisectbot.errors import ConfigError
+
+GOOD = {
+    "name": "t",
+    "repo": {"path": "./repo"},
+    "build": {"targets": ["prog"], "binaries": {"binary": ["prog"]}},
+    "run": {"argv": ["{binary}", "--seed", "{seed}"]},
+    "statistic": {"condition": {"position": 0, "token": "c"}, "outcome": {"position": 1}},
+    "reference": {"probs": {"a": 0.5, "b": 0.5}},
+}
+
+
+def write(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def error_of(tmp_path: Path, data: object) -> str:
+    with pytest.raises(ConfigError) as exc:
+        load_config(write(tmp_path, data))
+    message = str(exc.value)
+    assert "\n" not in message
+    assert str(tmp_path / "cfg.yaml") in message
+    return message
+
+
+def test_valid_config_resolves_paths_relative_to_the_file(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, GOOD))
+    assert cfg.repo_source == str(tmp_path / "repo")
+    assert cfg.run.max_runs == 1000 and cfg.test.alpha == 5e-4
+
+
+def test_malformed_yaml_names_line(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, "name: t\nbuild: [unclosed\n")
+    assert "malformed YAML" in msg and "line" in msg
+
+
+def test_unknown_key_names_its_path(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, {**GOOD, "run": {**GOOD["run"], "timeot": 3}})
+    assert "run.timeot: unknown key" in msg
+
+
+def test_missing_key_names_its_path(tmp_path: Path) -> None:
+    data = {**GOOD, "build": {"targets": ["prog"]}}
+    assert "build.binaries: missing key" in error_of(tmp_path, data)
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, {**GOOD, "run": {**GOOD["run"], "timeout": "soon"}})
+    assert "run.timeout" in msg
+
+
+def test_unknown_placeholder(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, {**GOOD, "run": {"argv": ["{binary}", "{sed}"]}})
+    assert "run.argv[1]: unknown placeholder {sed}" in msg
+
+
+def test_probabilities_must_sum_to_one(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, {**GOOD, "reference": {"probs": {"a": 0.5, "b": 0.6}}})
+    assert "reference.probs" in msg and "sum" in msg
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    assert "mapping" in error_of(tmp_path, "- a\n- b\n")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_experiment_digest_ignores_test_levels_but_not_the_command(tmp_path: Path) -> None:
+    base = load_config(write(tmp_path, GOOD))
+    other_alpha = load_config(write(tmp_path, {**GOOD, "test": {"alpha": 0.01}}))
+    other_cmd = load_config(write(tmp_path, {**GOOD, "run": {"argv": ["{binary}", "-s", "{seed}"]}}))
+    assert base.experiment_digest() == other_alpha.experiment_digest()
+    assert base.experiment_digest() != other_cmd.experiment_digest()
+    assert base.digest() != other_alpha.digest()
+
+
+def test_shipped_configs_load() -> None:
+    for path in sorted((Path(__file__).parent.parent / "configs").glob("*.yaml")):
+        load_config(path)

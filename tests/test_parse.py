@@ -1,0 +1,44 @@
+"""stdout → tokens → observation, including the cut-short outputs that must be rerun."""
+
+from __future__ import annotations
+
+import pytest
+
+from bisectbot.config import Condition, Outcome, ParseConfig, StatisticConfig
+from bisectbot.parse import Incomplete, Unparsable, observe, parse_tokens
+
+LLAMA = ParseConfig(prefix="bcdbc", split="chars", expect_tokens=4, eos="h")
+
+
+def test_complete_output() -> None:
+    assert parse_tokens("bcdbcfega\n", LLAMA) == ("f", "e", "g", "a")
+
+
+def test_eos_ends_early() -> None:
+    assert parse_tokens("bcdbcfh\n", LLAMA) == ("f", "h")
+
+
+@pytest.mark.parametrize("stdout", ["", "\n", "bcd", "bcdbc", "bcdbcfe"])
+def test_cut_short_is_incomplete(stdout: str) -> None:
+    with pytest.raises(Incomplete):
+        parse_tokens(stdout, LLAMA)
+
+
+def test_garbage_is_unparsable() -> None:
+    with pytest.raises(Unparsable):
+        parse_tokens("error: model not found\n", LLAMA)
+    with pytest.raises(Unparsable):
+        parse_tokens("bcdbcabcdefg\n", LLAMA)
+
+
+def test_regex_and_whitespace_splits() -> None:
+    assert parse_tokens("tok: 1 2 3", ParseConfig(prefix="tok:", split="whitespace")) == ("1", "2", "3")
+    cfg = ParseConfig(split="regex", pattern=r"<(\w+)>")
+    assert parse_tokens("<a><bb> <c>", cfg) == ("a", "bb", "c")
+
+
+def test_observe_condition_and_outcome() -> None:
+    stat = StatisticConfig(condition=Condition(position=0, token="f"), outcome=Outcome(position=1))
+    assert observe(("f", "e", "a", "b"), stat).outcome == "e"
+    assert not observe(("g", "e"), stat).met_condition
+    assert observe(("f",), stat).outcome is None
