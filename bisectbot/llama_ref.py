@@ -329,3 +329,41 @@ def server_reference(server_binary: Path, model: Path, prompt: str, n_probs: int
                 proc.kill()
                 proc.wait()
         log.close()
+
+
+# --- what llama-speculative should show, with or without the #29975 defects ------------------------
+
+def speculative_outcome_probs(p_tgt: dict[str, float], p_dft: dict[str, float], *, vocab: list[str],
+                              draft_top: bool = False, residual_by_position: bool = False
+                              ) -> dict[str, float]:
+    """Distribution of a token that ``llama-speculative -np 1`` verifies against one drafted token,
+    from the target's and draft's post-sampler distributions at that position.
+
+    ``draft_top`` models defect 1 (the draft proposes its top candidate instead of a sample, yet
+    the acceptance ratio still divides by its draft probability); ``residual_by_position`` models
+    defect 2 (after a rejection, candidates sorted by id are subtracted position by position).
+    With both False the result equals ``p_tgt`` (the speculative-sampling identity)."""
+    p = np.array([p_tgt.get(t, 0.0) for t in vocab], dtype=np.float64)
+    q = np.array([p_dft.get(t, 0.0) for t in vocab], dtype=np.float64)
+    if draft_top:
+        w = np.zeros_like(q)
+        w[int(np.argmax(q))] = 1.0
+    else:
+        w = q
+    if residual_by_position:
+        t_ids = [i for i in range(len(vocab)) if p[i] > 0]  # ascending ids = the sorted arrays
+        d_ids = [i for i in range(len(vocab)) if q[i] > 0]
+        res = np.zeros_like(p)
+        for k, ti in enumerate(t_ids):
+            res[ti] = max(0.0, p[ti] - (q[d_ids[k]] if k < len(d_ids) else 0.0))
+    else:
+        res = np.maximum(0.0, p - q)
+    res = res / res.sum() if res.sum() > 0 else p
+    out = np.zeros_like(p)
+    for x in range(len(vocab)):
+        if w[x] == 0.0:
+            continue
+        a = min(1.0, p[x] / q[x])
+        out[x] += w[x] * a
+        out += w[x] * (1.0 - a) * res
+    return {t: float(out[i]) for i, t in enumerate(vocab)}
