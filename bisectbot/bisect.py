@@ -95,7 +95,7 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
 
     def record(v: CommitVerdict) -> CommitVerdict:
         verdicts.append(v)
-        state.put_verdict(job, v.sha, v.role, v.verdict, asdict(v))
+        state.put_verdict(job, v.sha, v.role, v.verdict, v.to_json())
         progress.step(f"  {v.role} {v.sha[:12]}: {v.verdict.upper()} after {v.runs} runs — {v.reason}")
         return v
 
@@ -166,7 +166,7 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         builds=len(tested), builds_bound=math.ceil(math.log2(n)) + 3,
         runs=sum(v.runs for v in verdicts), runs_executed=sum(v.executed for v in verdicts),
         retried=sum(v.retried for v in verdicts), confidence=confidence, step_alpha=level,
-        message=message, verdicts=[asdict(v) for v in verdicts],
+        message=message, verdicts=[v.to_json() for v in verdicts],
         reference=reference_json(cfg, tester.reference),
         config={"name": cfg.name, "digest": cfg.digest(), "path": config_path,
                 "experiment": tester.experiment},

@@ -187,6 +187,8 @@ def demo(commits: int, seed: int, workdir: str | None, json_path: str | None, qu
 
     def body() -> int:
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bisectbot-demo-"))
+        if workdir and root.exists() and any(root.iterdir()):
+            raise BisectbotError(f"--dir {root} is not empty: give a new or empty directory")
         progress = Progress(quiet=quiet)
         progress.step(f"generating a {commits}-commit history in {root} …")
         history = generate_demo(root, n_commits=commits, seed=seed)

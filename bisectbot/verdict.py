@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -62,6 +62,10 @@ class CommitVerdict:
     executed: int = 0              # runs executed by this call (0 when replayed)
     build_log: str | None = None
     binaries: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The JSON form: `commit` (the contract's name) first, then every field."""
+        return {"commit": self.sha, **asdict(self)}
 
 
 class Tester:
@@ -216,8 +220,6 @@ def _short_counts(names: Sequence[str], counts: Sequence[int]) -> str:
 def run_test(cfg: Config, state: State, ref: str, *, progress: Progress | None = None,
              config_path: str = "CONFIG") -> dict:
     """`bisectbot test`: one commit's verdict with the generic test, as the JSON report."""
-    from dataclasses import asdict
-
     from .report import environment, reference_json
 
     progress = progress or Progress(quiet=True)
@@ -230,7 +232,7 @@ def run_test(cfg: Config, state: State, ref: str, *, progress: Progress | None =
     tester = Tester(cfg, state, ws, progress)
     progress.step(f"testing {ref} = {sha[:12]}")
     v = tester.verdict(sha, role="test", subject=ws.info(sha).subject)
-    state.put_verdict(job, sha, "test", v.verdict, asdict(v))
+    state.put_verdict(job, sha, "test", v.verdict, v.to_json())
     result = {
         "schema_version": 1,
         "kind": "test",
@@ -244,7 +246,7 @@ def run_test(cfg: Config, state: State, ref: str, *, progress: Progress | None =
         "failures": v.failures,
         "reason": v.reason,
         "builds": len(tester.builds_done),
-        "detail": asdict(v),
+        "detail": v.to_json(),
         "reference": reference_json(cfg, tester.reference),
         "config": {"name": cfg.name, "digest": cfg.digest(), "path": config_path},
         "environment": environment(cfg),

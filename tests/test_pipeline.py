@@ -1,0 +1,195 @@
+"""The whole pipeline on real things: a generated git history, real cmake + g++ builds, real
+processes, the real CLI. No mock of git, cmake or subprocess."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bisectbot.demo import DemoHistory
+
+from conftest import bisectbot_argv, subprocess_env
+
+
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(bisectbot_argv(*args), capture_output=True, text=True,
+                          timeout=timeout, env=subprocess_env(CI="1"))
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("bisectbot: error:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def bisected(small_demo: DemoHistory, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    state = tmp_path_factory.mktemp("state-full")
+    out = state / "report.json"
+    proc = cli("bisect", str(small_demo.config), "--good", small_demo.good, "--bad", "main",
+               "--state", str(state), "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    report["_stdout"] = proc.stdout
+    return report
+
+
+def test_bisect_names_the_planted_commit(bisected: dict, small_demo: DemoHistory) -> None:
+    assert bisected["status"] == "found"
+    assert bisected["first_bad"] == small_demo.culprit
+    n = len(small_demo.commits)
+    assert bisected["commits"] == n
+    assert bisected["builds"] <= math.ceil(math.log2(n)) + 3
+    assert bisected["confidence"] >= 0.99
+    for v in bisected["verdicts"]:
+        assert {"commit", "verdict", "runs"} <= set(v)
+        assert v["commit"] == v["sha"] and len(v["commit"]) == 40
+    roles = [v["role"] for v in bisected["verdicts"]]
+    assert roles[:2] == ["bad-endpoint", "good-endpoint"]
+    assert roles[-2:] == ["retest-culprit", "retest-parent"]
+    assert isinstance(bisected["runs"], int) and bisected["runs"] > 0
+    # the summary names the culprit, the builds used and how to reproduce
+    out = bisected["_stdout"]
+    assert small_demo.culprit[:12] in out and "builds" in out and "bisectbot bisect" in out
+
+
+def test_build_break_is_skipped_not_guessed(small_demo: DemoHistory, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    proc = cli("test", str(small_demo.config), "--commit", small_demo.build_break,
+               "--state", str(tmp_path / "st"), "--json", str(out))
+    assert proc.returncode == 4, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["verdict"] == "skip" and "build failed" in result["reason"]
+    log = cli("build-log", str(small_demo.config), "--commit", small_demo.build_break,
+              "--state", str(tmp_path / "st"))
+    assert log.returncode == 0 and "error" in log.stdout.lower()
+
+
+def test_test_command_good_and_bad(small_demo: DemoHistory, tmp_path: Path) -> None:
+    state = str(tmp_path / "st")
+    good = cli("test", str(small_demo.config), "--commit", small_demo.good, "--state", state, "--json", "-")
+    assert good.returncode == 0, good.stderr
+    result = json.loads(good.stdout)
+    assert result["verdict"] == "good" and result["commit"] == small_demo.good
+    assert set(result["counts"]) >= {"a", "b", "c"} and result["runs"] == sum(
+        1 for _ in range(result["runs"]))
+    bad = cli("test", str(small_demo.config), "--commit", "main", "--state", state, "--json", "-")
+    assert bad.returncode == 1, bad.stderr
+    result = json.loads(bad.stdout)
+    assert result["verdict"] == "bad" and result["runs"] < 100
+    # testing again replays the database: no new build, no new run
+    again = cli("test", str(small_demo.config), "--commit", "main", "--state", state, "--json", "-")
+    assert json.loads(again.stdout)["detail"]["executed"] == 0
+    assert json.loads(again.stdout)["builds"] == 0
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--good", "no-such-ref", "--bad", "main"), "'no-such-ref' does not resolve"),
+    (("--good", "main", "--bad", "main~3"), "not an ancestor"),
+    (("--good", "$(touch pwned)", "--bad", "main"), "refusing ref"),
+])
+def test_bad_refs_are_one_line_errors(small_demo: DemoHistory, tmp_path: Path, args: tuple, expected: str) -> None:
+    proc = cli("bisect", str(small_demo.config), *args, "--state", str(tmp_path / "st"))
+    assert proc.returncode == 2
+    assert expected in one_line_error(proc)
+    assert not Path("pwned").exists()
+
+
+def test_good_that_tests_bad_is_refused(small_demo: DemoHistory, tmp_path: Path) -> None:
+    after_culprit = small_demo.commits[small_demo.commits.index(small_demo.culprit) + 1]
+    proc = cli("bisect", str(small_demo.config), "--good", after_culprit, "--bad", "main",
+               "--state", str(tmp_path / "st"))
+    assert proc.returncode == 4
+    line = one_line_error(proc)
+    assert "good ref" in line and "tests BAD" in line
+
+
+def test_malformed_config_is_one_line_error(tmp_path: Path, small_demo: DemoHistory) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(small_demo.config.read_text().replace("targets:", "targts:"))
+    proc = cli("bisect", str(bad), "--good", "a", "--bad", "b", "--state", str(tmp_path / "st"))
+    assert proc.returncode == 2
+    assert "build.targts: unknown key" in one_line_error(proc)
+
+
+def _config_with(history: DemoHistory, tmp_path: Path, **run: object) -> Path:
+    data = yaml.safe_load(history.config.read_text())
+    data["repo"]["path"] = str(history.repo)
+    data["run"].update(run)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_crashing_binary_is_skipped_with_reason(faulty_demo: DemoHistory, tmp_path: Path) -> None:
+    assert faulty_demo.crash
+    proc = cli("test", str(faulty_demo.config), "--commit", faulty_demo.crash,
+               "--state", str(tmp_path / "st"), "--json", "-")
+    assert proc.returncode == 4, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "skip" and "crash" in result["reason"]
+    assert result["failures"]["crash"] >= 5
+
+
+def test_hanging_binary_is_bounded_by_its_timeout(faulty_demo: DemoHistory, tmp_path: Path) -> None:
+    assert faulty_demo.hang
+    cfg = _config_with(faulty_demo, tmp_path, timeout=0.5)
+    proc = cli("test", str(cfg), "--commit", faulty_demo.hang, "--state", str(tmp_path / "st"),
+               "--json", "-", timeout=120)
+    assert proc.returncode == 4, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "skip" and result["failures"]["timeout"] >= 5
+    assert "timeout" in result["reason"]
+
+
+def _snapshot(db: Path) -> tuple[dict, dict]:
+    con = sqlite3.connect(db)
+    try:
+        builds = {r[0]: r[1] for r in con.execute("SELECT sha, created FROM builds")}
+        runs = {(r[0], r[1]): r[2] for r in con.execute("SELECT sha, seed, created FROM runs")}
+    finally:
+        con.close()
+    return builds, runs
+
+
+def test_sigkill_mid_bisect_resumes_without_redoing_work(
+        small_demo: DemoHistory, bisected: dict, tmp_path: Path) -> None:
+    state = tmp_path / "st"
+    db = state / "state.sqlite3"
+    args = ["bisect", str(small_demo.config), "--good", small_demo.good, "--bad", "main",
+            "--state", str(state), "--json", str(tmp_path / "r.json")]
+    proc = subprocess.Popen(bisectbot_argv(*args), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=subprocess_env(CI="1"))
+    deadline = time.monotonic() + 300
+    # kill once the endpoints are done and the search has started building
+    while time.monotonic() < deadline and proc.poll() is None:
+        if db.exists():
+            builds, runs = _snapshot(db)
+            if len(builds) >= 3 and len(runs) > 0:
+                break
+        time.sleep(0.05)
+    assert proc.poll() is None, "bisect finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before_builds, before_runs = _snapshot(db)
+
+    resumed = cli("bisect", *args[1:])
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    after_builds, after_runs = _snapshot(db)
+    # nothing finished before the kill was done again: same rows, same timestamps
+    assert all(after_builds[sha] == t for sha, t in before_builds.items())
+    assert all(after_runs[key] == t for key, t in before_runs.items())
+    assert len(after_builds) == report["builds"]
+    # the same answer as the uninterrupted bisect, with the same work in total
+    assert report["first_bad"] == bisected["first_bad"] == small_demo.culprit
+    assert report["runs"] == bisected["runs"]
+    assert report["runs_executed"] < report["runs"]
