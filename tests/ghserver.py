@@ -18,7 +18,7 @@ Fault kinds for :meth:`GitHubStandIn.fail`: ``500``, ``502`` (HTML body),
 ``secondary`` (403 + Retry-After + "secondary rate limit" message),
 ``secondary_no_retry_after``, ``429`` (+ Retry-After), ``ratelimit`` (403 with
 ``x-ratelimit-remaining: 0`` and a reset time), ``forbidden`` (plain permission 403),
-``not_found``, ``drop`` (close the socket without answering, nothing done),
+``not_found``, ``422``, ``drop`` (close the socket without answering, nothing done),
 ``write_then_drop`` and ``write_then_500`` (perform the request, then fail the answer).
 """
 
@@ -62,6 +62,7 @@ FAULT_KINDS = frozenset(
         "ratelimit",
         "forbidden",
         "not_found",
+        "422",
         "drop",
         "write_then_drop",
         "write_then_500",
@@ -180,7 +181,7 @@ class GitHubStandIn:
         handler = _make_handler(self)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
         return self
 
@@ -433,6 +434,8 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         server_version = "GitHub.com"
         sys_version = ""
+        wbufsize = -1  # one send per response (headers + body): no 40 ms delayed-ACK stalls
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet test output
             pass
@@ -528,6 +531,8 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 return self._send(403, msg, extra)
             if f.kind == "forbidden":
                 return self._send(403, {"message": "Resource not accessible by integration", "documentation_url": DOCS})
+            if f.kind == "422":
+                return self._send(422, {"message": "Validation Failed", "errors": [{"resource": "IssueComment", "code": "invalid", "field": "body"}], "documentation_url": DOCS})
             if f.kind == "not_found":
                 return self._send(404, {"message": "Not Found", "documentation_url": DOCS})
             raise AssertionError(f.kind)

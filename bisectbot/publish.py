@@ -1,0 +1,695 @@
+"""The GitHub edge: post and update bisect results on issues, read new command comments.
+
+Why it looks like this:
+
+* **One comment per job.** Every job comment starts with a hidden marker
+  ``<!-- bisectbot:job=JOB_ID -->``. Before *every* create we re-list the issue's comments
+  and look for the marker among the bot's own comments, so a create retried after a
+  dropped connection (the write may have happened), or a restarted bot, edits the
+  existing comment instead of posting a second one.
+* **Bounded, polite retries.** Every API call goes through :meth:`GitHubPublisher._call`
+  (tenacity): ``Retry-After`` and ``x-ratelimit-reset`` are honoured, 5xx / 429 /
+  secondary rate limits / dropped connections back off exponentially with jitter, a
+  plain permission 403, 404 or 422 is never retried, and the whole call gives up after
+  ``RetryPolicy.give_up_after`` seconds with a one-line :class:`~bisectbot.errors.GitHubError`
+  naming the method and URL (never the token).
+* **github3.py 4.0.1 gaps handled here:** no reactions call (sent through its session),
+  no repository-wide comment listing (its paginating iterator is used directly), a
+  timezone-aware ``since`` is formatted as ``...+00:00Z`` (we pass ``YYYY-MM-DDTHH:MM:SSZ``),
+  and PyJWT refuses an integer app id (we pass it as a string).
+* **Dry run.** :class:`DryRunPublisher` has the same interface and writes what would be
+  posted; :func:`make_publisher` picks it when no credentials are configured.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Protocol, TextIO, TypeVar, runtime_checkable
+
+import github3
+import github3.exceptions as gh_exc
+import requests
+import tenacity
+from github3.issues.comment import IssueComment
+from github3.session import AppInstallationTokenAuth
+
+from bisectbot.errors import GitHubError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_API_URL = "https://api.github.com"
+BODY_LIMIT = 65_536  # GitHub rejects longer issue comment bodies with 422
+JOB_MARKER = "<!-- bisectbot:job={} -->"
+REPLY_MARKER = "<!-- bisectbot:reply={} -->"
+REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
+_LOGIN_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
+_REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_SINCE_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class Comment:
+    """An issue comment as bisectbot needs it (decoupled from github3 objects)."""
+
+    id: int
+    issue_number: int
+    body: str
+    author: str
+    author_type: str  # "User" or "Bot"
+    author_association: str  # OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, NONE, ...
+    created_at: datetime
+    updated_at: datetime
+    html_url: str
+
+
+@runtime_checkable
+class Publisher(Protocol):
+    """What the CLI (watch/serve/check/publish) needs from GitHub; real or dry run."""
+
+    def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
+        """Create the job's comment once, then edit it in place; return its id."""
+        ...
+
+    def post_comment(self, issue: int, body: str, key: str) -> int:
+        """Post a one-off reply (e.g. a refusal) at most once per ``key``; return its id."""
+        ...
+
+    def react(self, comment_id: int, content: str = "eyes") -> None:
+        """Add a reaction (acknowledge a command) to a comment."""
+        ...
+
+    def list_new_comments(self, issue: int | None, since: int | datetime | str | None = None) -> list[Comment]:
+        """Comments newer than ``since`` (a comment id, or an inclusive timestamp)."""
+        ...
+
+
+@dataclass
+class RetryPolicy:
+    """How long and how often to retry. Tests shrink every number; defaults suit github.com.
+
+    ``give_up_after`` bounds the whole call (attempts plus waits). A server-requested
+    wait (``Retry-After``, rate-limit reset) that would overrun it makes us give up at
+    once rather than sleep uselessly. ``max_wait`` caps one exponential-backoff wait.
+    """
+
+    give_up_after: float = 120.0
+    backoff_base: float = 1.0
+    max_wait: float = 30.0
+    secondary_wait: float = 60.0  # GitHub: wait >= 1 minute after a secondary limit without Retry-After
+    reset_slack: float = 1.0  # added to x-ratelimit-reset to absorb clock skew
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+
+
+@dataclass(frozen=True)
+class AppCredentials:
+    """GitHub App installation credentials (the token is minted and renewed by us)."""
+
+    app_id: str
+    private_key_path: Path
+    installation_id: int
+    renew_margin: float = 300.0  # renew this many seconds before the 1 h token expires
+
+
+# --------------------------------------------------------------------------- fit_body
+
+_DETAILS_RE = re.compile(r"(<details\b[^>]*>)(.*?)(</details>)", re.S | re.I)
+_SUMMARY_RE = re.compile(r"\s*<summary\b[^>]*>.*?</summary>", re.S | re.I)
+
+
+def _cut_note(removed: int) -> str:
+    return f"\n\n*… {removed:,} characters cut to fit GitHub's 65,536-character comment limit …*\n\n"
+
+
+def _balance(kept: str) -> str:
+    """Close what a cut left open: a ``` fence, <pre>, <code>, or the block swallows the rest."""
+    tail = ""
+    if kept.count("```") % 2:
+        tail += "\n```"
+    for tag in ("code", "pre"):
+        opened = len(re.findall(rf"<{tag}\b", kept, re.I))
+        closed = len(re.findall(rf"</{tag}>", kept, re.I))
+        tail += f"</{tag}>" * max(0, opened - closed)
+    return tail
+
+
+def _cut_to(text: str, budget: int) -> str:
+    """Return a prefix of ``text`` plus a cut note, at most ``budget`` characters long.
+
+    With too little budget even for the note, the note alone (the caller keeps cutting).
+    """
+    if len(text) <= budget:
+        return text
+    note_max = len(_cut_note(len(text))) + len("\n```</code></pre>") + 1
+    keep = max(0, budget - note_max)
+    # Prefer to cut at a line end so a table row or log line is never half shown.
+    nl = text.rfind("\n", 0, keep)
+    if nl > keep // 2:
+        keep = nl
+    while True:
+        kept = text[:keep]
+        out = kept + _balance(kept) + _cut_note(len(text) - keep)
+        if len(out) <= budget or keep == 0:
+            return out
+        keep = max(0, keep - (len(out) - budget))
+
+
+def fit_body(markdown: str, limit: int = BODY_LIMIT) -> str:
+    """Make ``markdown`` fit GitHub's comment limit by cutting ``<details>`` content first.
+
+    The result table and summary lines live outside ``<details>``; logs and raw samples
+    live inside. So the largest (ties: the last) ``<details>`` bodies are cut first,
+    keeping their ``<summary>`` and beginning and saying how much was cut. Only if that is
+    not enough is the text itself cut from the end. Always returns ``len() <= limit``.
+    """
+    if limit < 256:
+        raise ValueError("limit too small to hold a cut note")
+    if len(markdown) <= limit:
+        return markdown
+    text = markdown
+    done: set[int] = set()
+    while len(text) > limit:
+        blocks = list(_DETAILS_RE.finditer(text))
+        candidates = []
+        for i, m in enumerate(blocks):
+            if i in done:
+                continue
+            inner = m.group(2)
+            s = _SUMMARY_RE.match(inner)
+            head = s.end() if s else 0
+            candidates.append((len(inner) - head, i, m, head))
+        if not candidates:
+            break
+        size, i, m, head = max(candidates, key=lambda c: (c[0], c[1]))
+        done.add(i)
+        inner = m.group(2)
+        cuttable = inner[head:]
+        excess = len(text) - limit
+        new_cuttable = _cut_to(cuttable, max(0, len(cuttable) - excess))
+        if len(new_cuttable) >= len(cuttable):
+            continue  # too small to help: cutting it would only add a note
+        start = m.start(2) + head
+        text = text[:start] + new_cuttable + text[start + len(cuttable) :]
+    if len(text) > limit:
+        text = _cut_to(text, limit)
+    return text
+
+
+# --------------------------------------------------------------------------- retries
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    retry: bool
+    server_wait: float | None = None  # seconds the server asked for, if any
+    secondary: bool = False
+    reset: bool = False  # server_wait comes from x-ratelimit-reset (add clock-skew slack)
+
+
+def _classify(exc: BaseException) -> _Verdict:
+    """Decide whether a failed call is worth retrying, and whether GitHub said how long to wait."""
+    if isinstance(exc, gh_exc.TransportError):  # includes ConnectionError (dropped socket, timeout)
+        inner = getattr(exc, "exception", None)
+        transient = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+        return _Verdict(retry=isinstance(inner, transient))
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
+        return _Verdict(retry=True)
+    if isinstance(exc, gh_exc.AppInstallationTokenExpired):
+        return _Verdict(retry=True, server_wait=0.0)
+    if not isinstance(exc, gh_exc.GitHubError) or getattr(exc, "response", None) is None:
+        return _Verdict(retry=False)
+    resp = exc.response
+    status = resp.status_code
+    headers = resp.headers
+    retry_after = _float_header(headers, "Retry-After")
+    remaining = headers.get("X-RateLimit-Remaining")
+    message = str(getattr(exc, "msg", "") or "").lower()
+    if status < 400:  # unparseable 2xx body: a proxy hiccup
+        return _Verdict(retry=True)
+    if status in (403, 429):
+        if retry_after is not None:
+            return _Verdict(retry=True, server_wait=retry_after, secondary=True)
+        if remaining == "0":
+            reset = _float_header(headers, "X-RateLimit-Reset")
+            wait = max(0.0, reset - time.time()) if reset is not None else None
+            return _Verdict(retry=True, server_wait=wait, reset=wait is not None)
+        if "secondary rate limit" in message or status == 429:
+            return _Verdict(retry=True, secondary=True)
+        return _Verdict(retry=False)  # a plain permission refusal: retrying cannot help
+    if status >= 500:
+        return _Verdict(retry=True, server_wait=retry_after)
+    return _Verdict(retry=False)  # 401, 404, 410, 422, ...
+
+
+def _float_header(headers: Mapping[str, str], name: str) -> float | None:
+    value = headers.get(name)
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, gh_exc.TransportError):
+        inner = getattr(exc, "exception", exc)
+        return f"connection failed ({type(inner).__name__})"
+    if isinstance(exc, gh_exc.GitHubError) and getattr(exc, "response", None) is not None:
+        msg = getattr(exc, "msg", "")
+        if isinstance(msg, bytes) or (isinstance(msg, str) and msg.lstrip().startswith("<")):
+            msg = exc.response.reason
+        msg = " ".join(str(msg or exc.response.reason).split())[:200]
+        return f"{exc.response.status_code} {msg}"
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def _request_of(exc: BaseException) -> tuple[str, str] | None:
+    """The method and URL of the request that actually failed, when known."""
+    req = None
+    resp = getattr(exc, "response", None)
+    if resp is not None:
+        req = getattr(resp, "request", None)
+    inner = getattr(exc, "exception", None)
+    if req is None and inner is not None:
+        req = getattr(inner, "request", None)
+    if req is None or not getattr(req, "url", None):
+        return None
+    return str(req.method), str(req.url)
+
+
+# --------------------------------------------------------------------------- the client
+
+
+class GitHubPublisher:
+    """github3.py client for one repository, with retries and job-comment upserts."""
+
+    def __init__(
+        self,
+        repo: str,
+        *,
+        api_url: str = DEFAULT_API_URL,
+        token: str | None = None,
+        app: AppCredentials | None = None,
+        bot_login: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if not _REPO_RE.fullmatch(repo):
+            raise GitHubError(f"repository must look like owner/name, got {repo!r}")
+        if (token is None) == (app is None):
+            raise GitHubError("give exactly one of a token or GitHub App credentials")
+        self.owner, self.name = repo.split("/")
+        self.repo = repo
+        self.api_url = api_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self._app = app
+        self._app_key: bytes | None = None
+        self._bot_login = bot_login
+        self._lock = threading.RLock()
+        self._job_ids: dict[tuple[int, str], int] = {}
+        self._issues: dict[int, Any] = {}
+        session = github3.session.GitHubSession(default_connect_timeout=min(timeout, 10.0), default_read_timeout=timeout)
+        # github3.GitHubEnterprise appends /api/v3 to a host URL; setting base_url on a
+        # plain GitHub session takes any API root (github.com, GHE, the test server).
+        self._gh = github3.GitHub(session=session)
+        self._gh.session.base_url = self.api_url
+        if token is not None:
+            self._gh.login(token=token)
+        else:
+            assert app is not None
+            try:
+                self._app_key = Path(app.private_key_path).read_bytes()
+            except OSError as e:
+                raise GitHubError(f"cannot read GitHub App private key {app.private_key_path}: {e.strerror}") from None
+
+    # ------------------------------------------------------------------ plumbing
+    def _url(self, *parts: object) -> str:
+        return "/".join([self.api_url, "repos", self.owner, self.name, *map(str, parts)])
+
+    def _ensure_token(self) -> None:
+        """Mint or renew the installation token before it expires (GitHub: 1 h lifetime)."""
+        if self._app is None:
+            return
+        auth = self._gh.session.auth
+        if isinstance(auth, AppInstallationTokenAuth):
+            left = (auth.expires_at - datetime.now(timezone.utc)).total_seconds()
+            if left > self._app.renew_margin:
+                return
+        assert self._app_key is not None
+        log.info("minting a GitHub App installation token for installation %s", self._app.installation_id)
+        self._gh.login_as_app_installation(self._app_key, str(self._app.app_id), self._app.installation_id, expire_in=60)
+
+    def _call(self, method: str, url: str, fn: Callable[[], T]) -> T:
+        """Run one logical API call with bounded retries; raise a one-line GitHubError."""
+        policy = self.retry
+        start = policy.clock()
+        asked: list[float] = []
+
+        def wait(rs: tenacity.RetryCallState) -> float:
+            exc = rs.outcome.exception() if rs.outcome else None
+            v = _classify(exc) if exc else _Verdict(retry=False)
+            backoff = min(policy.max_wait, policy.backoff_base * 2 ** (rs.attempt_number - 1))
+            backoff *= random.uniform(0.5, 1.0)
+            if v.server_wait is not None:
+                w = v.server_wait + (policy.reset_slack if v.reset else 0.0)
+                asked.append(w)
+                return w
+            if v.secondary:
+                return max(backoff, policy.secondary_wait)
+            return backoff
+
+        def stop(rs: tenacity.RetryCallState) -> bool:
+            return (policy.clock() - start) + rs.upcoming_sleep > policy.give_up_after
+
+        def attempt() -> T:
+            with self._lock:
+                self._ensure_token()
+                return fn()
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(lambda e: _classify(e).retry),
+            wait=wait,
+            stop=stop,
+            sleep=policy.sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except (gh_exc.GitHubException, requests.RequestException) as exc:
+            attempts = retrying.statistics.get("attempt_number", 1)
+            elapsed = policy.clock() - start
+            where = _request_of(exc) or (method, url)
+            extra = f"; server asked to wait {asked[-1]:.0f} s" if asked and asked[-1] > policy.give_up_after - elapsed else ""
+            tries = f" (gave up after {attempts} attempts in {elapsed:.1f} s{extra})" if _classify(exc).retry else ""
+            err = GitHubError(f"GitHub {where[0]} {where[1]} failed: {_describe(exc)}{tries}")
+            resp = getattr(exc, "response", None)
+            err.status = resp.status_code if resp is not None else None  # type: ignore[attr-defined]
+            raise err from None
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def bot_login(self) -> str:
+        """Whose comments count as ours (marker search ignores everyone else's)."""
+        if self._bot_login is None:
+            self._bot_login = self._resolve_bot_login()
+        return self._bot_login
+
+    def _resolve_bot_login(self) -> str:
+        if self._app is not None:
+            from github3 import apps
+
+            url = f"{self.api_url}/app"
+
+            def get_app() -> Any:
+                assert self._app is not None and self._app_key is not None
+                jwt = apps.create_token(self._app_key, str(self._app.app_id), expire_in=60)
+                bearer = github3.session.AppBearerTokenAuth(jwt, 60)
+                # request-level auth wins over the session's installation token
+                resp = self._gh._request("get", url, auth=bearer, headers=apps.APP_PREVIEW_HEADERS)
+                return self._gh._json(resp, 200)
+
+            return f"{self._call('GET', url, get_app)['slug']}[bot]"
+        url = f"{self.api_url}/user"
+        try:
+            return self._call("GET", url, lambda: self._gh.me()).login
+        except GitHubError as e:
+            if getattr(e, "status", None) == 403:  # an Actions GITHUB_TOKEN cannot read /user
+                return "github-actions[bot]"
+            raise
+
+    # ------------------------------------------------------------------ reads
+    def issue(self, number: int) -> Any:
+        """The github3 Issue (cached: its URLs do not change)."""
+        number = int(number)
+        if number not in self._issues:
+            url = self._url("issues", number)
+            issue = self._call("GET", url, lambda: self._gh.issue(self.owner, self.name, number))
+            if issue is None:
+                raise GitHubError(f"GitHub GET {url} failed: no such issue")
+            self._issues[number] = issue
+        return self._issues[number]
+
+    def get_comment(self, comment_id: int) -> Comment:
+        url = self._url("issues", "comments", int(comment_id))
+        data = self._call("GET", url, lambda: self._gh._json(self._gh._get(url), 200))
+        return _to_comment(IssueComment(data, self._gh))
+
+    def list_comments_since(self, issue: int | None, since: int | datetime | str | None = None) -> list[Comment]:
+        """Comments on one issue (or the whole repo with ``issue=None``), oldest first.
+
+        ``since`` is a comment id (strictly newer ones are returned) or a timestamp
+        (GitHub's filter: updated at or after it, second resolution — callers dedupe by id).
+        Follows ``Link: rel="next"`` through every page.
+        """
+        params: dict[str, str] = {}
+        since_id: int | None = None
+        if isinstance(since, bool):
+            raise TypeError("since must be a comment id or a timestamp")
+        if isinstance(since, int):
+            since_id = since
+        elif since is not None:
+            params["since"] = format_since(since)
+        url = self._url("issues", int(issue), "comments") if issue is not None else self._url("issues", "comments")
+
+        def fetch() -> list[Comment]:
+            it = self._gh._iter(-1, url, IssueComment, dict(params))
+            return [_to_comment(c) for c in it]
+
+        comments = self._call("GET", url, fetch)
+        if since_id is not None:
+            comments = [c for c in comments if c.id > since_id]
+        return sorted(comments, key=lambda c: c.id)
+
+    def list_new_comments(self, issue: int | None, since: int | datetime | str | None = None) -> list[Comment]:
+        return self.list_comments_since(issue, since)
+
+    def author_permission(self, login: str) -> str:
+        """admin / maintain / write / triage / read / none — for authors whose
+        ``author_association`` undersells them (e.g. private org membership)."""
+        if not _LOGIN_RE.fullmatch(login):
+            return "none"
+        url = self._url("collaborators", login, "permission")
+        try:
+            data = self._call("GET", url, lambda: self._gh._json(self._gh._get(url), 200))
+        except GitHubError as e:
+            if getattr(e, "status", None) == 404:
+                return "none"
+            raise
+        return str(data.get("role_name") or data.get("permission") or "none")
+
+    # ------------------------------------------------------------------ writes
+    def react(self, comment_id: int, content: str = "eyes") -> None:
+        """github3 4.0.1 has no reactions call; POST through its session (idempotent on GitHub)."""
+        if content not in REACTIONS:
+            raise ValueError(f"unknown reaction {content!r}")
+        url = self._url("issues", "comments", int(comment_id), "reactions")
+
+        def post() -> None:
+            resp = self._gh._post(url, data={"content": content}, headers={"Accept": "application/vnd.github+json"})
+            if resp.status_code not in (200, 201):
+                raise gh_exc.error_for(resp)
+
+        self._call("POST", url, post)
+
+    def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
+        """Create the job's comment once, then edit it in place. Safe to retry and to restart."""
+        if not _KEY_RE.fullmatch(job_id):
+            raise ValueError(f"job id {job_id!r} must match {_KEY_RE.pattern}")
+        return self._create_once(int(issue), JOB_MARKER.format(job_id), body, edit=True)
+
+    def post_comment(self, issue: int, body: str, key: str) -> int:
+        """Post a reply once per ``key`` (e.g. the command comment's id): a retry or a
+        restart that handles the same command again does not answer twice."""
+        if not _KEY_RE.fullmatch(key):
+            raise ValueError(f"reply key {key!r} must match {_KEY_RE.pattern}")
+        return self._create_once(int(issue), REPLY_MARKER.format(key), body, edit=False)
+
+    def _create_once(self, issue: int, marker: str, body: str, *, edit: bool) -> int:
+        full = fit_body(f"{marker}\n{body}")
+        comments_url = self._url("issues", issue, "comments")
+        cache_key = (issue, marker)
+        known = self._job_ids.get(cache_key)
+        if known is not None and edit:
+            if self._patch(known, full):
+                return known
+            self._job_ids.pop(cache_key, None)  # deleted by someone: find or create again
+        elif known is not None:
+            return known
+        me = self.bot_login.lower()
+
+        def find_or_create() -> int:
+            # Re-list before every create: a previous attempt may have written the comment
+            # before its connection dropped, or a previous run may have.
+            it = self._gh._iter(-1, comments_url, IssueComment, {})
+            ours = [c for c in it if c.user.login.lower() == me and marker in (c.body or "")]
+            if ours:
+                first = min(ours, key=lambda c: c.id)
+                if edit and first.body != full:
+                    self._gh._json(self._gh._patch(first._api, json={"body": full}), 200)
+                return int(first.id)
+            data = self._gh._json(self._gh._post(comments_url, data={"body": full}), 201)
+            return int(data["id"])
+
+        cid = self._call("POST", comments_url, find_or_create)
+        self._job_ids[cache_key] = cid
+        return cid
+
+    def _patch(self, comment_id: int, full: str) -> bool:
+        """Edit a known comment; False if it no longer exists."""
+        url = self._url("issues", "comments", comment_id)
+        try:
+            self._call("PATCH", url, lambda: self._gh._json(self._gh._patch(url, json={"body": full}), 200))
+        except GitHubError as e:
+            if getattr(e, "status", None) == 404:
+                return False
+            raise
+        return True
+
+
+def _to_comment(c: IssueComment) -> Comment:
+    return Comment(
+        id=int(c.id),
+        issue_number=int(str(c.issue_url).rstrip("/").rsplit("/", 1)[-1]),
+        body=c.body or "",
+        author=c.user.login,
+        author_type=c.user.type,
+        author_association=c.author_association,
+        created_at=c.created_at.astimezone(timezone.utc),
+        updated_at=c.updated_at.astimezone(timezone.utc),
+        html_url=c.html_url,
+    )
+
+
+def format_since(since: datetime | str) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ`` in UTC (github3 4.0.1 turns aware datetimes into ``+00:00Z``)."""
+    if isinstance(since, str):
+        if not _SINCE_RE.fullmatch(since):
+            raise ValueError(f"since must look like 2024-01-31T12:00:00Z, got {since!r}")
+        return since
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=timezone.utc)  # naive means UTC here
+    return since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- dry run
+
+
+class DryRunPublisher:
+    """Same interface, posts nothing: writes what would be posted (no credentials needed)."""
+
+    def __init__(self, out: TextIO | str | Path | None = None, repo: str = "owner/repo") -> None:
+        self.repo = repo
+        self._path = Path(out) if isinstance(out, (str, Path)) else None
+        self._stream = out if out is not None and not isinstance(out, (str, Path)) else None
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._keys: dict[tuple[int, str], int] = {}
+        self.bot_login = "bisectbot-dry-run"
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            if self._path is not None:
+                with self._path.open("a", encoding="utf-8") as f:
+                    f.write(text)
+            else:
+                stream = self._stream or sys.stdout
+                stream.write(text)
+                stream.flush()
+
+    def _id_for(self, issue: int, key: str) -> tuple[int, bool]:
+        with self._lock:
+            k = (int(issue), key)
+            if k in self._keys:
+                return self._keys[k], False
+            self._keys[k] = next(self._ids)
+            return self._keys[k], True
+
+    def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
+        if not _KEY_RE.fullmatch(job_id):
+            raise ValueError(f"job id {job_id!r} must match {_KEY_RE.pattern}")
+        cid, new = self._id_for(issue, "job=" + job_id)
+        verb = "create" if new else "edit"
+        full = fit_body(f"{JOB_MARKER.format(job_id)}\n{body}")
+        self._write(f"--- dry run: would {verb} comment {cid} on {self.repo}#{issue} (job {job_id}) ---\n{full}\n--- end ---\n")
+        return cid
+
+    def post_comment(self, issue: int, body: str, key: str) -> int:
+        cid, new = self._id_for(issue, "reply=" + key)
+        if new:
+            full = fit_body(f"{REPLY_MARKER.format(key)}\n{body}")
+            self._write(f"--- dry run: would post comment {cid} on {self.repo}#{issue} ---\n{full}\n--- end ---\n")
+        return cid
+
+    def react(self, comment_id: int, content: str = "eyes") -> None:
+        if content not in REACTIONS:
+            raise ValueError(f"unknown reaction {content!r}")
+        self._write(f"--- dry run: would react {content} to comment {comment_id} ---\n")
+
+    def list_new_comments(self, issue: int | None, since: int | datetime | str | None = None) -> list[Comment]:
+        return []  # nothing to read without credentials
+
+    def author_permission(self, login: str) -> str:
+        return "none"
+
+
+# --------------------------------------------------------------------------- factory
+
+
+@dataclass(frozen=True)
+class GitHubSettings:
+    """What the config says about GitHub; :func:`make_publisher` turns it into a Publisher."""
+
+    repo: str
+    api_url: str = DEFAULT_API_URL
+    token_env: str = "GITHUB_TOKEN"
+    app_id: str | None = None
+    private_key_path: Path | None = None
+    installation_id: int | None = None
+    bot_login: str | None = None
+    dry_run_out: str | Path | None = None  # where the dry run writes (stdout if None)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+def make_publisher(settings: GitHubSettings, env: Mapping[str, str] | None = None) -> GitHubPublisher | DryRunPublisher:
+    """A real publisher when credentials are configured, else a dry run (logged, never silent)."""
+    env = os.environ if env is None else env
+    app_parts = (settings.app_id, settings.private_key_path, settings.installation_id)
+    if all(p is not None for p in app_parts):
+        app = AppCredentials(str(settings.app_id), Path(str(settings.private_key_path)), int(settings.installation_id or 0))
+        return GitHubPublisher(settings.repo, api_url=settings.api_url, app=app, bot_login=settings.bot_login, retry=settings.retry)
+    if any(p is not None for p in app_parts):
+        raise GitHubError("GitHub App needs app_id, private_key_path and installation_id together")
+    token = env.get(settings.token_env, "").strip()
+    if token:
+        return GitHubPublisher(settings.repo, api_url=settings.api_url, token=token, bot_login=settings.bot_login, retry=settings.retry)
+    log.warning("no %s and no GitHub App configured: dry run, nothing will be posted", settings.token_env)
+    return DryRunPublisher(settings.dry_run_out, repo=settings.repo)
+
+
+__all__: Iterable[str] = [
+    "AppCredentials",
+    "Comment",
+    "DryRunPublisher",
+    "GitHubPublisher",
+    "GitHubSettings",
+    "Publisher",
+    "RetryPolicy",
+    "fit_body",
+    "format_since",
+    "make_publisher",
+]
