@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""End-to-end material for llama.cpp #29975: a real llama.cpp tree with a local history to bisect.
+
+    python scripts/llama_e2e.py prepare  DEST [--version 0.3.36]
+    python scripts/llama_e2e.py history  REPO --seed N [--defect draft-top|residual-by-position]
+    python scripts/llama_e2e.py measure  BINARY [--seeds 1000] [--fixtures DIR]
+
+``prepare``: fetch the llama-cpp-python sdist (``pip download``, cached under
+``${BISECTBOT_CACHE:-~/.cache/bisectbot}/sdist``), extract ``vendor/llama.cpp`` to DEST, delete
+its ``.git`` pointer file, ``git init`` and commit the tree.
+
+``history``: on top of a prepared tree build a local history (fixed dates and author, so the
+shas are a function of the tree and the seed): the base commit applies the #29975 fix patch
+(good), then ordinary commits, docs-only commits, one commit that breaks the build (repaired by
+the next commit) and one commit, at a position drawn from the seed, that reintroduces a defect
+(bad). Prints the shas as JSON.
+
+``measure``: run ``llama-speculative`` with the command of the report on seeds 1..N (rerunning a
+seed whose stdout was cut short) and print P(token 0 = f) and the distribution of token 1 given
+token 0 = f against the numpy reference.
+
+Nothing here touches the bisectbot repository except reading ``fixtures/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = REPO_ROOT / "fixtures"
+FIX_PATCH = FIXTURES / "llama-cpp-29975-fix.patch"
+REINTRODUCE = {
+    "draft-top": FIXTURES / "llama-cpp-29975-reintroduce-draft-top.patch",
+    "residual-by-position": FIXTURES / "llama-cpp-29975-reintroduce-residual-by-position.patch",
+}
+TARGET_FILE = "examples/speculative/speculative.cpp"
+DEFAULT_VERSION = "0.3.36"
+
+GIT_ID = {
+    "GIT_AUTHOR_NAME": "bisectbot e2e", "GIT_AUTHOR_EMAIL": "e2e@bisectbot.invalid",
+    "GIT_COMMITTER_NAME": "bisectbot e2e", "GIT_COMMITTER_EMAIL": "e2e@bisectbot.invalid",
+}
+BASE_DATE = 1_767_225_600  # 2026-01-01T00:00:00Z; commit i is dated BASE_DATE + 3600 * i
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BISECTBOT_CACHE") or Path.home() / ".cache" / "bisectbot")
+
+
+def fetch_sdist(version: str = DEFAULT_VERSION, cache: Path | None = None) -> Path:
+    """The llama-cpp-python sdist, downloaded once into ``<cache>/sdist``."""
+    dest = (cache or cache_dir()) / "sdist"
+    name = f"llama_cpp_python-{version}.tar.gz"
+    if (dest / name).is_file():
+        return dest / name
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                    f"llama-cpp-python=={version}", "-d", str(dest)], check=True)
+    if not (dest / name).is_file():
+        raise SystemExit(f"pip download did not produce {dest / name}")
+    return dest / name
+
+
+def _git(repo: Path, *args: str, date: int | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_ID)
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    env["HOME"] = str(repo)  # no user config (signing, hooks, templates) leaks in
+    if date is not None:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"{date} +0000"
+    res = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"git {' '.join(args)} in {repo} failed: {res.stderr.strip()}")
+    return res.stdout.strip()
+
+
+def prepare_tree(dest: Path, version: str = DEFAULT_VERSION, cache: Path | None = None) -> str:
+    """Extract the sdist's ``vendor/llama.cpp`` into ``dest`` (must not exist), make it a git
+    repository with one commit; returns its sha."""
+    dest = Path(dest)
+    if dest.exists():
+        raise SystemExit(f"{dest} already exists")
+    sdist = fetch_sdist(version, cache)
+    prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
+    tmp = dest.with_name(dest.name + ".extract")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+        tar.extractall(tmp, members=members, filter="data")
+    (tmp / prefix).rename(dest)
+    shutil.rmtree(tmp)
+    git_pointer = dest / ".git"  # "gitdir: ../../.git/modules/vendor/llama.cpp"
+    if git_pointer.is_file():
+        git_pointer.unlink()
+    _git(dest, "init", "-q", "-b", "master")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-q", "--no-verify", "-m",
+         f"llama.cpp as vendored by llama-cpp-python {version}", date=BASE_DATE)
+    return _git(dest, "rev-parse", "HEAD")
+
+
+# --- the local history -----------------------------------------------------------------------------
+
+def _append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _apply(repo: Path, patch: Path) -> None:
+    _git(repo, "apply", "--whitespace=nowarn", str(patch))
+
+
+def build_history(repo: Path, seed: int, *, n_commits: int = 12, defect: str = "draft-top") -> dict:
+    """Build the history on top of the prepared tree at ``repo`` (HEAD = the vendored tree).
+
+    Commit 0 (``good``) applies the fix patch. Then ``n_commits`` commits: ordinary code commits
+    (a comment appended to the target file, behaviour unchanged), docs-only commits, one commit
+    that breaks the build (``#error``) directly followed by the commit that repairs it, and the
+    commit that reintroduces ``defect`` at a seeded position. Returns
+    ``{"good", "bad", "head", "broken", "repair", "commits": [{"sha", "kind", "subject"}...]}``
+    with ``commits`` in order (commit 0 first)."""
+    if defect not in REINTRODUCE:
+        raise SystemExit(f"defect must be one of {sorted(REINTRODUCE)}")
+    if n_commits < 5:
+        raise SystemExit("n_commits must be >= 5")
+    repo = Path(repo)
+    rng = random.Random(seed)
+    # positions 1..n_commits; the defect is never the first or last commit so both endpoints
+    # stay clean; the build break (p, p+1 repair) avoids the defect's position
+    bad_pos = rng.randint(2, n_commits - 1)
+    choices = [p for p in range(1, n_commits) if p not in (bad_pos, bad_pos - 1)]
+    broken_pos = rng.choice(choices)
+    kinds: dict[int, str] = {bad_pos: "defect", broken_pos: "break", broken_pos + 1: "repair"}
+    for p in range(1, n_commits + 1):
+        kinds.setdefault(p, rng.choice(["code", "docs"]))
+
+    commits = []
+    date = BASE_DATE + 3600
+    _apply(repo, FIX_PATCH)
+    _git(repo, "commit", "-q", "--no-verify", "-am",
+         "speculative : sample the draft token and compute the residual by token id (#29975)", date=date)
+    commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": "fix", "subject": "fix"})
+    target = repo / TARGET_FILE
+    for p in range(1, n_commits + 1):
+        date += 3600
+        kind = kinds[p]
+        if kind == "defect":
+            _apply(repo, REINTRODUCE[defect])
+            subject = f"speculative : simplify draft bookkeeping ({defect})"
+        elif kind == "break":
+            text = target.read_text()
+            target.write_text(text.replace('#include "arg.h"\n',
+                                           '#include "arg.h"\n#error "bisectbot e2e: deliberately broken build"\n', 1))
+            subject = "speculative : work in progress (does not build)"
+        elif kind == "repair":
+            text = target.read_text()
+            target.write_text(text.replace('#error "bisectbot e2e: deliberately broken build"\n', "", 1))
+            subject = "speculative : fix the build"
+        elif kind == "code":
+            _append(target, f"\n// bisectbot e2e: ordinary change {p} (a comment, behaviour unchanged)\n")
+            subject = f"speculative : tidy up ({p})"
+        else:
+            doc = repo / "docs" / "bisectbot-e2e.md"
+            doc.parent.mkdir(exist_ok=True)
+            _append(doc, f"- note {p}: documentation only\n")
+            _git(repo, "add", str(doc.relative_to(repo)))
+            subject = f"docs : notes ({p})"
+        _git(repo, "commit", "-q", "--no-verify", "-am", subject, date=date)
+        commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": kind, "subject": subject})
+    return {
+        "seed": seed,
+        "defect": defect,
+        "good": commits[0]["sha"],
+        "bad": commits[bad_pos]["sha"],
+        "broken": commits[broken_pos]["sha"],
+        "repair": commits[broken_pos + 1]["sha"],
+        "head": commits[-1]["sha"],
+        "commits": commits,
+    }
+
+
+# --- measuring a binary ------------------------------------------------------------------------------
+
+def speculative_argv(binary: Path, fixtures: Path, seed: int) -> list[str]:
+    return [str(binary), "-m", str(fixtures / "target.gguf"), "-md", str(fixtures / "draft.gguf"),
+            "-p", "bcdbc", "-n", "4", "--spec-draft-n-max", "3", "-c", "64", "-t", "1",
+            "--cache-type-k", "f32", "--cache-type-v", "f32", "-fa", "off",
+            "--samplers", "penalties;top_k;top_p;min_p;temperature", "-np", "1", "--temp", "1.0",
+            "--top-k", "3", "--top-p", "1.0", "--min-p", "0.0", "--repeat-penalty", "1.0",
+            "--repeat-last-n", "64", "-s", str(seed)]
+
+
+def run_seed(binary: Path, fixtures: Path, seed: int, retries: int = 5) -> tuple[str | None, int]:
+    """Generated text for ``seed`` (prompt removed) or None; and the number of runs it took.
+    0.3.36 prints ``"\\n\\n" + prompt + generated + "\\n\\n\\n\\n"`` on stdout when complete; a
+    stdout without the four trailing newlines was cut short (a prefix of the complete one)."""
+    for attempt in range(1, retries + 1):
+        res = subprocess.run(speculative_argv(binary, fixtures, seed), capture_output=True, timeout=60)
+        out = res.stdout.decode(errors="replace")
+        if res.returncode == 0 and out.endswith("\n\n\n\n") and out.strip().startswith("bcdbc"):
+            return out.strip()[len("bcdbc"):], attempt
+    return None, retries
+
+
+def measure(binary: Path, fixtures: Path, seeds: int, jobs: int = 0) -> dict:
+    sys.path.insert(0, str(REPO_ROOT))
+    from bisectbot.llama_ref import condition_prob, next_token_probs
+
+    jobs = jobs or os.cpu_count() or 1
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        results = list(pool.map(lambda s: run_seed(binary, fixtures, s), range(1, seeds + 1)))
+    texts = [t for t, _ in results if t]
+    cut_runs = sum(n - 1 for t, n in results if t) + sum(n for t, n in results if not t)
+    t0 = collections.Counter(t[0] for t in texts if t)
+    t1 = collections.Counter(t[1] for t in texts if len(t) > 1 and t[0] == "f")
+    m = sum(t1.values())
+    ref = next_token_probs(fixtures / "target.gguf", [1, 2, 3, 1, 2, 5])
+    return {
+        "binary": str(binary), "seeds": seeds, "complete": len(texts), "cut_runs_rerun": cut_runs,
+        "p_token0_f": t0["f"] / max(1, len(texts)),
+        "p_token0_f_reference": condition_prob(fixtures / "target.gguf", [1, 2, 3, 1, 2], "f"),
+        "runs_with_f": m,
+        "token1_given_f": {k: c / m for k, c in sorted(t1.items())} if m else {},
+        "reference": {k: v for k, v in ref.items() if v > 0},
+        "lengths": dict(sorted(collections.Counter(len(t) for t in texts).items())),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("dest", type=Path)
+    p.add_argument("--version", default=DEFAULT_VERSION)
+    h = sub.add_parser("history")
+    h.add_argument("repo", type=Path)
+    h.add_argument("--seed", type=int, required=True)
+    h.add_argument("--commits", type=int, default=12)
+    h.add_argument("--defect", choices=sorted(REINTRODUCE), default="draft-top")
+    m = sub.add_parser("measure")
+    m.add_argument("binary", type=Path)
+    m.add_argument("--seeds", type=int, default=1000)
+    m.add_argument("--fixtures", type=Path, default=FIXTURES)
+    m.add_argument("--jobs", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.cmd == "prepare":
+        print(prepare_tree(a.dest, a.version))
+    elif a.cmd == "history":
+        print(json.dumps(build_history(a.repo, a.seed, n_commits=a.commits, defect=a.defect), indent=2))
+    else:
+        print(json.dumps(measure(a.binary.resolve(), a.fixtures.resolve(), a.seeds, a.jobs), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
