@@ -103,7 +103,8 @@ class Publisher(Protocol):
 class RetryPolicy:
     """How long and how often to retry. Tests shrink every number; defaults suit github.com.
 
-    ``give_up_after`` bounds the whole call (attempts plus waits). A server-requested
+    ``give_up_after`` bounds the whole call (attempts plus waits; it is checked between
+    attempts, so one attempt in flight can overrun it by up to the HTTP timeout). A server-requested
     wait (``Retry-After``, rate-limit reset) that would overrun it makes us give up at
     once rather than sleep uselessly. ``max_wait`` caps one exponential-backoff wait.
     """

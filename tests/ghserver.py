@@ -18,7 +18,7 @@ Fault kinds for :meth:`GitHubStandIn.fail`: ``500``, ``502`` (HTML body),
 ``secondary`` (403 + Retry-After + "secondary rate limit" message),
 ``secondary_no_retry_after``, ``429`` (+ Retry-After), ``ratelimit`` (403 with
 ``x-ratelimit-remaining: 0`` and a reset time), ``forbidden`` (plain permission 403),
-``not_found``, ``422``, ``drop`` (close the socket without answering, nothing done),
+``not_found``, ``422``, ``hang`` (no answer for ``hang_for`` s, then drop), ``drop`` (close the socket without answering, nothing done),
 ``write_then_drop`` and ``write_then_500`` (perform the request, then fail the answer).
 """
 
@@ -63,6 +63,7 @@ FAULT_KINDS = frozenset(
         "forbidden",
         "not_found",
         "422",
+        "hang",
         "drop",
         "write_then_drop",
         "write_then_500",
@@ -86,6 +87,7 @@ class Fault:
     times: int
     retry_after: int = 1
     reset_in: float = 1.0
+    hang_for: float = 1.0
 
 
 @dataclass
@@ -259,12 +261,12 @@ class GitHubStandIn:
             self.add_user(f"{slug}[bot]", "Bot")
 
     # ---------------------------------------------------------------- faults & records
-    def fail(self, method: str, path: str, kind: str, times: int = 1, retry_after: int = 1, reset_in: float = 1.0) -> None:
+    def fail(self, method: str, path: str, kind: str, times: int = 1, retry_after: int = 1, reset_in: float = 1.0, hang_for: float = 1.0) -> None:
         """Fail the next ``times`` requests for METHOD and path regex (full match)."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}")
         with self.lock:
-            self.faults.append(Fault(method.upper(), re.compile(path), kind, times, retry_after, reset_in))
+            self.faults.append(Fault(method.upper(), re.compile(path), kind, times, retry_after, reset_in, hang_for))
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
         with self.lock:
@@ -467,6 +469,9 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 gh.requests.append(rec)
             self._rec = rec
             fault = gh._take_fault(method, path)
+            if fault and fault.kind == "hang":  # answer nothing for a while, then drop
+                time.sleep(fault.hang_for)
+                return self._drop()
             if fault and fault.kind == "drop":
                 return self._drop()
             if fault and fault.kind not in ("write_then_drop", "write_then_500"):

@@ -214,6 +214,14 @@ def test_listing_failures_mid_pagination_are_retried(gh_server: GitHubStandIn) -
     assert len(publisher(gh_server).list_comments_since(ISSUE)) == 150
 
 
+def test_a_hung_request_times_out_and_is_retried(gh_server: GitHubStandIn) -> None:
+    gh_server.fail("GET", COMMENTS, "hang", times=1, hang_for=1.0)
+    start = time.monotonic()
+    p = publisher(gh_server, timeout=0.2)
+    assert p.list_comments_since(ISSUE) == []
+    assert time.monotonic() - start < 0.9 and gh_server.count("GET", COMMENTS) == 2
+
+
 def test_retry_after_is_honoured(gh_server: GitHubStandIn) -> None:
     sleep = RecordingSleep()
     gh_server.fail("POST", COMMENTS, "secondary", times=1, retry_after=3)
