@@ -271,7 +271,7 @@ def test_404_and_422_are_not_retried(gh_server: GitHubStandIn) -> None:
     with pytest.raises(GitHubError, match="404"):
         p.react(424242, "eyes")
     assert gh_server.count("POST", r".*/reactions") == 1
-    cid = p.upsert_job_comment(ISSUE, "job-1", "v1")
+    p.upsert_job_comment(ISSUE, "job-1", "v1")
     gh_server.fail("PATCH", ONE_COMMENT, "422", times=5)
     with pytest.raises(GitHubError, match="422 Validation Failed"):
         p.upsert_job_comment(ISSUE, "job-1", "v2")
