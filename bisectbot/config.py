@@ -7,6 +7,7 @@ Relative paths are resolved against the config file's directory, never the curre
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -224,6 +225,19 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+def _did_you_mean(loc: tuple[Any, ...]) -> str:
+    """' (did you mean targets?)' for a misspelt key, found among the keys allowed there."""
+    model: Any = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return ""
+        model = annotation
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate a config file; raise ConfigError with file and key path on any problem."""
     path = Path(path)
@@ -243,11 +257,13 @@ def load_config(path: str | Path) -> Config:
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        # A misspelt key shows up as "unknown" and "missing" at once: name the unknown one first.
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        err = errors[0]
         loc = _format_loc(err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = "unknown key" + _did_you_mean(err["loc"])
         elif err["type"] == "missing":
             msg = "missing key"
         msg = msg.removeprefix("Value error, ")

@@ -492,7 +492,7 @@ def demo_config() -> dict:
         "run": {
             "argv": ["{binary}", "--seed", "{seed}", "--prompt", PROMPT, "-n", str(N_PREDICT)],
             "first_seed": 1,
-            "max_runs": 3000,
+            "max_runs": 6000,
             "timeout": 10,
             "jobs": 0,
         },

@@ -12,6 +12,7 @@ incomplete stdout) is rerun with the same seed up to `retries` times and is neve
 from __future__ import annotations
 
 import os
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,63 +76,71 @@ def sweep(
     store: Store,
     jobs: int,
 ) -> SweepOutcome:
-    """Feed runs to `consume` in seed order, executing the missing ones `jobs` at a time."""
+    """Feed runs to `consume` in seed order, executing the missing ones `jobs` at a time.
+
+    Stored runs are replayed first and new seeds are only started while the stored ones have not
+    decided, so replaying a finished verdict executes nothing.
+    """
     jobs = max(1, jobs or os.cpu_count() or 1)
     pending: dict[int, Future[RunRecord]] = {}
     finished: dict[int, RunRecord] = {}
     order = iter(seeds)
-    queue: list[int] = []  # seeds in order, not yet consumed
+    queue: deque[int] = deque()  # seeds taken in order, not yet consumed
     consumed = executed = retried = 0
     exhausted = False
 
-    def refill(pool: ThreadPoolExecutor) -> None:
+    def take_next(pool: ThreadPoolExecutor) -> bool:
+        """Queue the next seed (replayed or started); False when none can be taken now."""
         nonlocal exhausted
-        while not exhausted and len(pending) < jobs:
-            seed = next(order, None)
-            if seed is None:
-                exhausted = True
-                return
-            queue.append(seed)
-            if seed in done:
-                finished[seed] = done[seed]
-            else:
-                pending[seed] = pool.submit(execute, seed)
+        if exhausted or len(pending) >= jobs:
+            return False
+        seed = next(order, None)
+        if seed is None:
+            exhausted = True
+            return False
+        queue.append(seed)
+        if seed in done:
+            finished[seed] = done[seed]
+        else:
+            pending[seed] = pool.submit(execute, seed)
+        return True
+
+    def collect(futures: Iterable[Future[RunRecord]]) -> None:
+        nonlocal executed, retried
+        for seed in [s for s, f in pending.items() if f in futures]:
+            rec = pending.pop(seed).result()
+            store(rec)
+            executed += 1
+            retried += rec.attempts - 1
+            finished[seed] = rec
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         try:
             while True:
-                refill(pool)
-                # consume everything available in order
                 while queue and queue[0] in finished:
-                    seed = queue.pop(0)
-                    rec = finished.pop(seed)
+                    rec = finished.pop(queue.popleft())
                     consumed += 1
                     if consume(rec):
-                        _drain(pending, store)
-                        return SweepOutcome(consumed, executed + len(pending), retried, True)
-                    refill(pool)
+                        for fut in pending.values():
+                            fut.cancel()
+                        # runs already in flight are finished work: store them, never discard
+                        collect([f for f in pending.values() if not f.cancelled()])
+                        return SweepOutcome(consumed, executed, retried, True)
+                # start new seeds only when the queue head is not ready to consume
+                if take_next(pool) and queue[-1] in finished:
+                    continue
+                while take_next(pool):
+                    if queue[-1] in finished:
+                        break
                 if not queue:
                     return SweepOutcome(consumed, executed, retried, False)
-                ready, _ = wait(pending.values(), return_when=FIRST_COMPLETED)
-                for seed in [s for s, f in pending.items() if f in ready]:
-                    rec = pending.pop(seed).result()
-                    store(rec)
-                    executed += 1
-                    retried += rec.attempts - 1
-                    finished[seed] = rec
+                if queue[0] not in finished:
+                    ready, _ = wait(pending.values(), return_when=FIRST_COMPLETED)
+                    collect(ready)
         except BaseException:
             for fut in pending.values():
                 fut.cancel()
             raise
-
-
-def _drain(pending: dict[int, Future[RunRecord]], store: Store) -> None:
-    """Store runs already in flight at the decision: finished work is never thrown away."""
-    for seed, fut in list(pending.items()):
-        if fut.cancel():
-            pending.pop(seed)
-    for seed, fut in list(pending.items()):
-        store(fut.result())
 
 
 def run_env(cfg: Config, kept_dir: Path | None) -> dict[str, str]:

@@ -26,10 +26,17 @@ def small_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
 
 
 @pytest.fixture(scope="session")
-def faulty_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
-    """A history whose binary aborts from commit 6 and hangs from commit 9."""
-    return generate_demo(tmp_path_factory.mktemp("faulty"), n_commits=12, culprit_index=3,
-                         break_index=1, crash_index=6, hang_index=9, seed=2)
+def crash_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
+    """A history whose binary aborts from commit 6 on."""
+    return generate_demo(tmp_path_factory.mktemp("crash"), n_commits=10, culprit_index=3,
+                         break_index=1, crash_index=6, seed=2)
+
+
+@pytest.fixture(scope="session")
+def hang_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
+    """A history whose binary sleeps forever from commit 6 on."""
+    return generate_demo(tmp_path_factory.mktemp("hang"), n_commits=10, culprit_index=3,
+                         break_index=1, hang_index=6, seed=2)
 
 
 def bisectbot_argv(*args: str) -> list[str]:

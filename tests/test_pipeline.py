@@ -94,7 +94,8 @@ def test_test_command_good_and_bad(small_demo: DemoHistory, tmp_path: Path) -> N
 @pytest.mark.parametrize("args, expected", [
     (("--good", "no-such-ref", "--bad", "main"), "'no-such-ref' does not resolve"),
     (("--good", "main", "--bad", "main~3"), "not an ancestor"),
-    (("--good", "$(touch pwned)", "--bad", "main"), "refusing ref"),
+    (("--good", "$(touch pwned)", "--bad", "main"), "does not resolve"),
+    (("--good", "--upload-pack=touch pwned", "--bad", "main"), "refusing ref"),
 ])
 def test_bad_refs_are_one_line_errors(small_demo: DemoHistory, tmp_path: Path, args: tuple, expected: str) -> None:
     proc = cli("bisect", str(small_demo.config), *args, "--state", str(tmp_path / "st"))
@@ -129,9 +130,9 @@ def _config_with(history: DemoHistory, tmp_path: Path, **run: object) -> Path:
     return path
 
 
-def test_crashing_binary_is_skipped_with_reason(faulty_demo: DemoHistory, tmp_path: Path) -> None:
-    assert faulty_demo.crash
-    proc = cli("test", str(faulty_demo.config), "--commit", faulty_demo.crash,
+def test_crashing_binary_is_skipped_with_reason(crash_demo: DemoHistory, tmp_path: Path) -> None:
+    assert crash_demo.crash
+    proc = cli("test", str(crash_demo.config), "--commit", crash_demo.crash,
                "--state", str(tmp_path / "st"), "--json", "-")
     assert proc.returncode == 4, proc.stderr
     result = json.loads(proc.stdout)
@@ -139,10 +140,10 @@ def test_crashing_binary_is_skipped_with_reason(faulty_demo: DemoHistory, tmp_pa
     assert result["failures"]["crash"] >= 5
 
 
-def test_hanging_binary_is_bounded_by_its_timeout(faulty_demo: DemoHistory, tmp_path: Path) -> None:
-    assert faulty_demo.hang
-    cfg = _config_with(faulty_demo, tmp_path, timeout=0.5)
-    proc = cli("test", str(cfg), "--commit", faulty_demo.hang, "--state", str(tmp_path / "st"),
+def test_hanging_binary_is_bounded_by_its_timeout(hang_demo: DemoHistory, tmp_path: Path) -> None:
+    assert hang_demo.hang
+    cfg = _config_with(hang_demo, tmp_path, timeout=0.5)
+    proc = cli("test", str(cfg), "--commit", hang_demo.hang, "--state", str(tmp_path / "st"),
                "--json", "-", timeout=120)
     assert proc.returncode == 4, proc.stderr
     result = json.loads(proc.stdout)
