@@ -83,13 +83,18 @@ class ParseConfig(_Strict):
     prefix: str = ""  # stdout must start with this (the echoed prompt); it is removed
     split: Literal["chars", "whitespace", "regex"] = "chars"
     pattern: str | None = None  # for split: regex, each match (group 1 if any) is a token
-    expect_tokens: int | None = Field(default=None, gt=0)  # fewer = incomplete, unless eos ends it
-    eos: str | None = None
+    expect_tokens: int | None = Field(default=None, gt=0)  # exactly this many (fewer = cut short)
+    min_tokens: int | None = Field(default=None, gt=0)  # at least this many (fewer = cut short)
+    eos: str | None = None  # a run that generated eos may stop early; tokens after it are dropped
+    # A complete stdout ends with this (llama-speculative 0.3.36: "\n\n\n\n"); else it was cut.
+    complete_suffix: str | None = None
 
     @model_validator(mode="after")
     def _pattern(self) -> "ParseConfig":
         if self.split == "regex" and not self.pattern:
             raise ValueError("split: regex needs a pattern")
+        if self.expect_tokens is not None and self.min_tokens is not None:
+            raise ValueError("give expect_tokens (exact) or min_tokens (at least), not both")
         return self
 
 

@@ -23,6 +23,8 @@ class Unparsable(ValueError):
 
 def parse_tokens(stdout: str, cfg: ParseConfig) -> tuple[str, ...]:
     """Generated tokens of one run; raises Incomplete or Unparsable (message says why)."""
+    if cfg.complete_suffix is not None and not stdout.endswith(cfg.complete_suffix):
+        raise Incomplete(f"output does not end with {cfg.complete_suffix!r}: {_show(stdout)}")
     text = stdout.strip("\r\n")
     if cfg.prefix:
         stripped = text.lstrip()
@@ -42,14 +44,14 @@ def parse_tokens(stdout: str, cfg: ParseConfig) -> tuple[str, ...]:
         tokens = tuple(
             m.group(1) if m.re.groups else m.group(0) for m in re.finditer(cfg.pattern, text)
         )
-    if cfg.expect_tokens is not None:
-        ended = cfg.eos is not None and cfg.eos in tokens
-        if cfg.eos is not None and ended:
-            tokens = tokens[: tokens.index(cfg.eos) + 1]
-        if len(tokens) < cfg.expect_tokens and not ended:
-            raise Incomplete(f"{len(tokens)} of {cfg.expect_tokens} tokens: {_show(text)}")
-        if len(tokens) > cfg.expect_tokens:
-            raise Unparsable(f"{len(tokens)} tokens, expected {cfg.expect_tokens}: {_show(text)}")
+    ended = cfg.eos is not None and cfg.eos in tokens
+    if ended:
+        tokens = tokens[: tokens.index(cfg.eos) + 1]
+    want = cfg.expect_tokens or cfg.min_tokens
+    if want is not None and len(tokens) < want and not ended:
+        raise Incomplete(f"{len(tokens)} of {want} tokens: {_show(text)}")
+    if cfg.expect_tokens is not None and len(tokens) > cfg.expect_tokens:
+        raise Unparsable(f"{len(tokens)} tokens, expected {cfg.expect_tokens}: {_show(text)}")
     if not tokens:
         raise Incomplete("no generated tokens")
     return tokens

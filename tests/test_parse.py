@@ -42,3 +42,18 @@ def test_observe_condition_and_outcome() -> None:
     assert observe(("f", "e", "a", "b"), stat).outcome == "e"
     assert not observe(("g", "e"), stat).met_condition
     assert observe(("f",), stat).outcome is None
+
+
+SPEC = ParseConfig(prefix="bcdbc", split="chars", min_tokens=2, eos="h", complete_suffix="\n\n\n\n")
+
+
+def test_llama_speculative_complete_output_has_the_trailing_newlines() -> None:
+    # measured on llama.cpp 0.3.36: "\n\nbcdbc<generated>\n\n\n\n"; -n 4 prints 4..8 tokens
+    assert parse_tokens("\n\nbcdbcfdgea\n\n\n\n", SPEC) == ("f", "d", "g", "e", "a")
+    assert parse_tokens("\n\nbcdbcfdhgf\n\n\n\n", SPEC) == ("f", "d", "h")
+
+
+@pytest.mark.parametrize("stdout", ["", "\n\n", "\n\nbcdbcfdge", "\n\nbcdbcfdgea\n\n", "\n\nbcdbcf\n\n\n\n"])
+def test_llama_speculative_cut_outputs_are_incomplete(stdout: str) -> None:
+    with pytest.raises(Incomplete):
+        parse_tokens(stdout, SPEC)
