@@ -31,6 +31,12 @@ def build_key(cfg: BuildConfig) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def build_dir_key(cfg: BuildConfig) -> str:
+    """Builds with the same cmake arguments share one build directory, whatever their targets:
+    building llama-server after llama-speculative at a commit reuses every common object."""
+    return hashlib.sha256(json.dumps(cfg.cmake_args).encode()).hexdigest()[:12]
+
+
 def ccache_args(source: Path) -> tuple[list[str], dict[str, str]]:
     """cmake launcher flags and environment for ccache, or nothing when it is not installed.
 

@@ -114,21 +114,61 @@ class StatisticConfig(_Strict):
     outcome: Outcome
 
 
-class ReferenceConfig(_Strict):
-    """The distribution a correct build produces: outcome probabilities, optionally P(condition)."""
+class ComputedReference(_Strict):
+    """An exact reference computed from the model instead of written down.
 
-    probs: dict[str, float] = Field(min_length=1)
+    `numpy`: a forward pass of the (tiny) GGUF model plus the sampler chain, no build needed.
+    `server`: the non-speculative llama-server built at `commit`, asked for post-sampling probs.
+    """
+
+    method: Literal["numpy", "server"]
+    model: str                                    # path; may use {fixtures} and {config_dir}
+    prompt: str
+    top_k: int = 40
+    top_p: float = 1.0
+    min_p: float = 0.0
+    temp: float = 1.0
+    samplers: str = "penalties;top_k;top_p;min_p;temperature"
+    commit: str | None = None                     # server: the commit to build it at
+    target: str = "llama-server"                  # server: cmake target
+    binary: list[str] = Field(default_factory=lambda: ["bin/llama-server", "bin/server"])
+    timeout: float = Field(default=300, gt=0)     # server: start-up and query
+
+    @model_validator(mode="after")
+    def _server_commit(self) -> "ComputedReference":
+        if self.method == "server" and not self.commit:
+            raise ValueError("compute.method server needs compute.commit (where to build llama-server)")
+        return self
+
+
+class ReferenceConfig(_Strict):
+    """The distribution a correct build produces: written (`probs`) or computed (`compute`)."""
+
+    probs: dict[str, float] | None = None
     condition_prob: float | None = Field(default=None, gt=0, le=1)
+    compute: ComputedReference | None = None
 
     @field_validator("probs")
     @classmethod
-    def _probs(cls, value: dict[str, float]) -> dict[str, float]:
+    def _probs(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is None:
+            return value
+        if not value:
+            raise ValueError("probs is empty")
         if any(p < 0 for p in value.values()):
             raise ValueError("probabilities must be non-negative")
         total = sum(value.values())
         if abs(total - 1.0) > 1e-3:
             raise ValueError(f"probabilities sum to {total:.6f}, not 1")
         return value
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "ReferenceConfig":
+        if (self.probs is None) == (self.compute is None):
+            raise ValueError("give exactly one of reference.probs or reference.compute")
+        if self.compute is not None and self.condition_prob is not None:
+            raise ValueError("condition_prob is computed with reference.compute: remove it")
+        return self
 
 
 class TestConfig(_Strict):
@@ -138,6 +178,33 @@ class TestConfig(_Strict):
     beta: float = Field(default=5e-4, gt=0, lt=0.5)
     tolerance: float = Field(default=0.1, gt=0, lt=1)  # total-variation indifference zone
     confidence: float = Field(default=0.99, gt=0.5, lt=1)  # whole-bisect target
+
+
+class GitHubConfig(_Strict):
+    """Where and how the bot talks to GitHub (optional: without it the bot only dry-runs).
+
+    Secrets are never in the file: ``token_env`` and ``webhook_secret_env`` name environment
+    variables. Paths (``configs_dir``, ``private_key``, ``dry_run_file``) are relative to the
+    config file.
+    """
+
+    repo: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")  # owner/name of the issues
+    api_url: str = "https://api.github.com"
+    html_url: str = "https://github.com"  # commit/PR links: {html_url}/{repo}/commit/{sha}
+    token_env: str = "GITHUB_TOKEN"
+    app_id: str | None = None
+    private_key: str | None = None
+    installation_id: int | None = None
+    bot_login: str | None = None  # whose comments are ours (default: asked from GitHub)
+    webhook_secret_env: str = "BISECTBOT_WEBHOOK_SECRET"
+    configs_dir: str | None = None  # `/bisect config=<name>` reads <configs_dir>/<name>.yaml
+    issue: int | None = Field(default=None, gt=0)  # default issue for watch/check
+    dry_run_file: str | None = None  # dry run writes here (default: stdout)
+    progress_interval: float = Field(default=30.0, ge=0)  # min seconds between progress edits
+    poll_interval: float = Field(default=60.0, gt=0)  # watch: seconds between polls
+    retry_give_up_after: float = Field(default=120.0, gt=0)
+    retry_backoff: float = Field(default=1.0, ge=0)
+    retry_max_wait: float = Field(default=30.0, ge=0)
 
 
 class Config(_Strict):
@@ -150,9 +217,20 @@ class Config(_Strict):
     statistic: StatisticConfig
     reference: ReferenceConfig
     test: TestConfig = TestConfig()
+    # GitHub settings are not part of the experiment: excluded from dumps, so from digest().
+    github: GitHubConfig | None = Field(default=None, exclude=True)
 
     # Filled in by `load_config`, not by the YAML.
     source_path: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _computable(self) -> "Config":
+        if self.reference.compute is not None:
+            cond, out = self.statistic.condition, self.statistic.outcome.position
+            if not ((cond is None and out == 0) or (cond is not None and cond.position == 0 and out == 1)):
+                raise ValueError("reference.compute needs the outcome right after the prompt "
+                                 "(outcome 0) or after the condition token (condition 0, outcome 1)")
+        return self
 
     @model_validator(mode="after")
     def _placeholders(self) -> "Config":
@@ -172,7 +250,9 @@ class Config(_Strict):
         return self.source_path.parent if self.source_path else Path.cwd()
 
     def resolve(self, value: str) -> Path:
-        """A path from the config, relative to the config file's directory."""
+        """A path from the config, relative to the config file's directory ({fixtures} allowed)."""
+        if "{" in value:
+            value = value.format(fixtures=self.fixtures_dir or "", config_dir=self.config_dir)
         path = Path(os.path.expanduser(value))
         return path if path.is_absolute() else (self.config_dir / path).resolve()
 

@@ -44,11 +44,13 @@ def environment(cfg: Config) -> dict[str, Any]:
     }
 
 
-def reference_json(cfg: Config, ref: Any) -> dict[str, Any]:
-    """The reference as reports show it: given probabilities and the test's categories."""
+def reference_json(cfg: Config, resolved: Any) -> dict[str, Any]:
+    """The reference as reports show it: its probabilities, source, and the test's categories."""
+    ref = resolved.stats_reference()
     return {
-        "probs": dict(cfg.reference.probs),
-        "condition_prob": cfg.reference.condition_prob,
+        "probs": dict(resolved.probs),
+        "condition_prob": resolved.condition_prob,
+        "source": resolved.source,
         "categories": list(ref.names),
         "category_probs": list(ref.probs),
         "condition": cfg.statistic.condition.model_dump() if cfg.statistic.condition else None,
@@ -117,7 +119,8 @@ def reference_line(reference: Mapping[str, Any]) -> str:
     where = f" given token {cond['position']} = `{cond['token']}`" if cond else ""
     pc = reference.get("condition_prob")
     tail = f"; P(condition) {pc:.4f}" if pc else ""
-    return f"token {reference['outcome']['position']}{where}: {probs}{tail}"
+    source = f" (from {reference['source']})" if reference.get("source") else ""
+    return f"token {reference['outcome']['position']}{where}: {probs}{tail}{source}"
 
 
 def environment_lines(env: Mapping[str, Any]) -> list[str]:

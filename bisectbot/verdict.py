@@ -15,15 +15,17 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
 from . import stats
-from .build import build_commit, build_key
+from .build import build_commit, build_dir_key, build_key
 from .commits import Workspace
-from .config import Config
+from .config import BuildConfig, Config
 from .parse import observe
 from .progress import Progress
+from .reference import ResolvedReference, resolve_reference
 from .state import BuildRecord, RunRecord, State
 from .sweep import run_env, run_seed, sweep
 
@@ -76,29 +78,47 @@ class Tester:
         self.state = state
         self.workspace = workspace
         self.progress = progress or Progress(quiet=True)
-        self.reference = stats.Reference.from_probs(cfg.reference.probs, cfg.reference.condition_prob)
         self.experiment = cfg.experiment_digest()
         self.build_key = build_key(cfg.build)
         self.builds_done: list[str] = []  # commits built by this process (not replayed)
 
+    @cached_property
+    def resolved(self) -> ResolvedReference:
+        """The reference, computed (and cached in the database) on first use."""
+        return resolve_reference(self.cfg, self)
+
+    @property
+    def reference(self) -> stats.Reference:
+        return self.resolved.stats_reference()
+
     # -- build ---------------------------------------------------------------------------------
     def ensure_built(self, sha: str) -> BuildRecord:
         """The commit's build record, building it only if no usable build is stored."""
-        rec = self.state.get_build(self.build_key, sha)
+        return self._build(sha, self.cfg.build)
+
+    def build_target(self, ref: str, target: str, binaries: list[str]) -> tuple[str, BuildRecord]:
+        """Another target at some commit (llama-server for a reference), same cmake arguments."""
+        sha = self.workspace.resolve(ref)
+        build_cfg = self.cfg.build.model_copy(update={"targets": [target], "binaries": {"server": binaries}})
+        return sha, self._build(sha, build_cfg)
+
+    def _build(self, sha: str, build_cfg: BuildConfig) -> BuildRecord:
+        key = build_key(build_cfg)
+        rec = self.state.get_build(key, sha)
         if rec is not None and (not rec.ok or all(Path(p).is_file() for p in rec.binaries.values())):
             return rec
         if rec is not None:  # kept binaries were deleted by hand: forget and rebuild
-            self.state.db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (self.build_key, sha))
-        self.progress.step(f"  building {sha[:12]} …")
+            self.state.db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (key, sha))
+        self.progress.step(f"  building {', '.join(build_cfg.targets)} at {sha[:12]} …")
         source = self.workspace.checkout(sha)
         rec = build_commit(
-            self.cfg.build, sha, source,
-            self.state.build_dir(self.build_key),
-            self.state.kept_dir(self.build_key, sha),
-            self.state.log_path(f"build-{sha}.log"),
+            build_cfg, sha, source,
+            self.state.build_dir(build_dir_key(build_cfg)),
+            self.state.kept_dir(key, sha),
+            self.state.log_path(f"build-{key}-{sha}.log"),
             progress=self.progress,
         )
-        self.state.put_build(self.build_key, rec)
+        self.state.put_build(key, rec)
         self.builds_done.append(sha)
         self.progress.step(
             f"  built {sha[:12]} in {rec.seconds:.1f} s" if rec.ok else f"  build {rec.status}: {rec.reason}"
@@ -156,7 +176,7 @@ class Tester:
             "fixtures": str(self.cfg.fixtures_dir or ""),
             "config_dir": str(self.cfg.config_dir),
             "source": str(self.workspace.root),
-            "build": str(self.state.build_dir(self.build_key)),
+            "build": str(self.state.build_dir(build_dir_key(self.cfg.build))),
         }
         workdir = self.state.root / "run"
         workdir.mkdir(exist_ok=True)
@@ -247,7 +267,7 @@ def run_test(cfg: Config, state: State, ref: str, *, progress: Progress | None =
         "reason": v.reason,
         "builds": len(tester.builds_done),
         "detail": v.to_json(),
-        "reference": reference_json(cfg, tester.reference),
+        "reference": reference_json(cfg, tester.resolved),
         "config": {"name": cfg.name, "digest": cfg.digest(), "path": config_path},
         "environment": environment(cfg),
         "reproduce": f"bisectbot test {config_path} --commit {sha}",
