@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -284,13 +285,18 @@ def server_reference(server_binary: Path, model: Path, prompt: str, n_probs: int
                      top_k: int = 3, top_p: float = 1.0, min_p: float = 0.0, temp: float = 1.0,
                      samplers: str = "penalties;top_k;top_p;min_p;temperature",
                      repeat_penalty: float = 1.0, repeat_last_n: int = 64, ctx_size: int = 64,
-                     timeout: float = 120.0, seed: int = 1) -> dict[str, float]:
+                     timeout: float = 120.0, seed: int = 1,
+                     extra_args: Sequence[str] | None = None) -> dict[str, float]:
     """Start ``llama-server`` on 127.0.0.1 (free port), wait for /health, ask /completion for the
-    post-sampling probabilities of the token after ``prompt``; always stops the server."""
+    post-sampling probabilities of the token after ``prompt``; always stops the server.
+
+    ``extra_args`` replaces the default ``--cache-type-k f32 --cache-type-v f32 -fa off`` (trees
+    before llama-cpp-python 0.3.18 take ``-fa`` as a bare switch: pass ``[]`` there)."""
     port = _free_port()
+    if extra_args is None:
+        extra_args = ["--cache-type-k", "f32", "--cache-type-v", "f32", "-fa", "off"]
     argv = [str(server_binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "-c", str(ctx_size), "-t", "1", "-np", "1", "--cache-type-k", "f32", "--cache-type-v", "f32",
-            "-fa", "off", "--no-webui"]
+            "-c", str(ctx_size), "-t", "1", "-np", "1", *extra_args]
     deadline = time.monotonic() + timeout
     log = tempfile.TemporaryFile()  # a file, not a pipe: a chatty server can never block on it
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
