@@ -65,16 +65,42 @@ class BuildConfig(_Strict):
         return value
 
 
-class RunConfig(_Strict):
-    """How to run one seed. `argv` is a list: nothing is ever passed through a shell."""
+class Variant(_Strict):
+    """One spelling of the command, for a span of the project's history (flags get renamed)."""
 
     argv: list[str] = Field(min_length=1)
+    # Besides every flag in argv, text the binary's --help must show for this variant to fit
+    # (e.g. "[on|off|auto]" when -fa started taking a value).
+    help_contains: list[str] = Field(default_factory=list)
+
+
+class RunConfig(_Strict):
+    """How to run one seed. `argv` is a list: nothing is ever passed through a shell.
+
+    Give `argv`, or `variants`: then per commit the first variant whose flags the built binary's
+    `--help` shows is used (and recorded); a commit where none fits is skipped.
+    """
+
+    argv: list[str] | None = Field(default=None, min_length=1)
+    variants: list[Variant] | None = Field(default=None, min_length=1)
+    help_args: list[str] = Field(default_factory=lambda: ["--help"])
     first_seed: int = 1
     max_runs: int = Field(default=1000, gt=0)
     timeout: float = Field(default=60, gt=0)
     jobs: int = Field(default=0, ge=0)  # 0 = number of cores
     retries: int = Field(default=3, ge=0)  # reruns of a seed whose output was incomplete
     env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_command(self) -> "RunConfig":
+        if (self.argv is None) == (self.variants is None):
+            raise ValueError("give exactly one of run.argv or run.variants")
+        return self
+
+    @property
+    def templates(self) -> list[Variant]:
+        """The command variants in order of preference (one when `argv` is given)."""
+        return self.variants if self.variants is not None else [Variant(argv=self.argv or [])]
 
 
 class ParseConfig(_Strict):
@@ -199,6 +225,7 @@ class GitHubConfig(_Strict):
     webhook_secret_env: str = "BISECTBOT_WEBHOOK_SECRET"
     configs_dir: str | None = None  # `/bisect config=<name>` reads <configs_dir>/<name>.yaml
     issue: int | None = Field(default=None, gt=0)  # default issue for watch/check
+    default_ref: str = "HEAD"  # what `/check` without ref= and `check` test (e.g. master)
     dry_run_file: str | None = None  # dry run writes here (default: stdout)
     progress_interval: float = Field(default=30.0, ge=0)  # min seconds between progress edits
     poll_interval: float = Field(default=60.0, gt=0)  # watch: seconds between polls
@@ -235,13 +262,15 @@ class Config(_Strict):
     @model_validator(mode="after")
     def _placeholders(self) -> "Config":
         known = BASE_PLACEHOLDERS | set(self.build.binaries)
-        for i, arg in enumerate(self.run.argv):
-            for name in placeholders_in(arg, f"run.argv[{i}]"):
-                if name not in known:
-                    raise ValueError(
-                        f"run.argv[{i}]: unknown placeholder {{{name}}} "
-                        f"(known: {', '.join(sorted(known))})"
-                    )
+        for v, variant in enumerate(self.run.templates):
+            where = "run.argv" if self.run.argv is not None else f"run.variants[{v}].argv"
+            for i, arg in enumerate(variant.argv):
+                for name in placeholders_in(arg, f"{where}[{i}]"):
+                    if name not in known:
+                        raise ValueError(
+                            f"{where}[{i}]: unknown placeholder {{{name}}} "
+                            f"(known: {', '.join(sorted(known))})"
+                        )
         return self
 
     # -- derived values -------------------------------------------------------------------

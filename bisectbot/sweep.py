@@ -12,13 +12,14 @@ incomplete stdout) is rerun with the same seed up to `retries` times and is neve
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from .config import Config
+from .config import Config, Variant
 from .parse import Incomplete, Unparsable, parse_tokens
 from .procs import clean_env, run
 from .state import RunRecord
@@ -39,6 +40,29 @@ class SweepOutcome:
 def render_argv(template: list[str], values: Mapping[str, str]) -> list[str]:
     """Fill `{placeholders}` in each argv element; the result is never joined into a shell string."""
     return [arg.format_map(values) for arg in template]
+
+
+def missing_for_variant(help_text: str, variant: Variant) -> list[str]:
+    """Flags (and help_contains texts) of a variant that the binary's --help does not show."""
+    missing = []
+    for arg in variant.argv[1:]:
+        if re.fullmatch(r"--?[A-Za-z][\w-]*(=.*)?", arg):
+            flag = arg.split("=", 1)[0]
+            if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text):
+                missing.append(flag)
+    missing += [text for text in variant.help_contains if text not in help_text]
+    return missing
+
+
+def pick_variant(help_text: str, variants: list[Variant]) -> tuple[int | None, str]:
+    """The first variant that fits, or None with the reason each one did not."""
+    reasons = []
+    for i, variant in enumerate(variants):
+        missing = missing_for_variant(help_text, variant)
+        if not missing:
+            return i, f"variant {i}"
+        reasons.append(f"variant {i} lacks {', '.join(missing[:3])}")
+    return None, "no command variant fits the binary's --help: " + "; ".join(reasons)
 
 
 def run_seed(cfg: Config, argv_template: list[str], values: Mapping[str, str], seed: int,

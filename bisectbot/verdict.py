@@ -12,6 +12,7 @@ independent of the verdicts that led the search there.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -27,7 +28,8 @@ from .parse import observe
 from .progress import Progress
 from .reference import ResolvedReference, resolve_reference
 from .state import BuildRecord, RunRecord, State
-from .sweep import run_env, run_seed, sweep
+from .procs import run
+from .sweep import pick_variant, run_env, run_seed, sweep
 
 # A commit whose runs mostly fail is skipped: judged once this many runs have failed.
 MIN_FAILURES_TO_SKIP = 5
@@ -64,6 +66,7 @@ class CommitVerdict:
     executed: int = 0              # runs executed by this call (0 when replayed)
     build_log: str | None = None
     binaries: dict[str, str] = field(default_factory=dict)
+    variant: int | None = None     # which run.variants entry was used (0 with plain argv)
 
     def to_json(self) -> dict:
         """The JSON form: `commit` (the contract's name) first, then every field."""
@@ -137,42 +140,16 @@ class Tester:
         build = self.ensure_built(sha)
         if not build.ok:
             return self._skip(sha, subject, role, mode, alpha, beta, build, build.reason)
+        kept = Path(next(iter(build.binaries.values()))).parent
+        env = run_env(self.cfg, kept)
+        variant, why = self.variant_for(sha, build, env)
+        if variant is None:
+            return self._skip(sha, subject, role, mode, alpha, beta, build, why)
 
         seeds = self.seed_block(block)
-        ref = self.reference
-        counts = [0] * len(ref.names)
-        failures: Counter[str] = Counter()
-        state = {"evidence": None, "consumed": 0, "first": None, "last": None, "skip": None,
-                 "retried": 0}
-        budget = len(seeds)
-
-        def consume(rec: RunRecord) -> bool:
-            state["consumed"] += 1
-            state["first"] = rec.seed if state["first"] is None else state["first"]
-            state["last"] = rec.seed
-            state["retried"] += rec.attempts - 1
-            if not rec.ok:
-                failures[rec.status] += 1
-                total_fail = sum(failures.values())
-                if total_fail >= MIN_FAILURES_TO_SKIP and total_fail * 2 > state["consumed"]:
-                    state["skip"] = _failure_reason(failures, state["consumed"], rec)
-                    return True
-                return False
-            obs = observe(rec.tokens or (), self.cfg.statistic)
-            idx = ref.index(obs.outcome, obs.met_condition)
-            if idx is not None:
-                counts[idx] += 1
-            ev = self._test(counts, mode, alpha, beta, budget)
-            state["evidence"] = ev
-            self.progress.status(
-                f"  {sha[:12]} seeds {state['consumed']}/{budget}: {_short_counts(ref.names, counts)}"
-            )
-            return ev.decision is not None
-
-        binaries = dict(build.binaries)
-        kept = Path(next(iter(binaries.values()))).parent if binaries else None
+        acc = _Accumulator(self, sha, mode, alpha, beta, len(seeds))
         values = {
-            **binaries,
+            **build.binaries,
             "fixtures": str(self.cfg.fixtures_dir or ""),
             "config_dir": str(self.cfg.config_dir),
             "source": str(self.workspace.root),
@@ -180,35 +157,46 @@ class Tester:
         }
         workdir = self.state.root / "run"
         workdir.mkdir(exist_ok=True)
-        env = run_env(self.cfg, kept)
-        done = self.state.get_runs(self.experiment, sha)
+        argv = self.cfg.run.templates[variant].argv
         outcome = sweep(
             seeds,
-            done,
-            execute=lambda seed: run_seed(self.cfg, self.cfg.run.argv, values, seed, workdir, env),
-            consume=consume,
+            self.state.get_runs(self.experiment, sha),
+            execute=lambda seed: run_seed(self.cfg, argv, values, seed, workdir, env, variant),
+            consume=acc.feed,
             store=lambda rec: self.state.put_run(self.experiment, sha, rec),
             jobs=self.cfg.run.jobs or os.cpu_count() or 1,
         )
-        ev: stats.Evidence | None = state["evidence"]
-        if state["skip"]:
-            verdict, reason = "skip", state["skip"]
-        elif ev is not None and ev.decision is not None:
-            verdict, reason = ev.decision.value, ev.reason
-        else:
-            verdict = "inconclusive"
-            reason = (f"undecided after {state['consumed']} runs (budget {budget})"
-                      + (f"; {ev.reason}" if ev is not None else "; no run met the condition"))
+        verdict, reason = acc.conclusion()
+        ev = acc.evidence
         return CommitVerdict(
-            sha=sha, subject=subject, role=role, verdict=verdict, runs=state["consumed"],
-            counts={name: c for name, c in zip(ref.names, counts)},
-            failures=dict(failures), retried=state["retried"],
-            log_e_bad=ev.log_e_bad if ev else 0.0, log_e_good=ev.log_e_good if ev else 0.0,
-            reason=reason, mode=mode.kind, alpha=alpha, beta=beta,
-            seeds=(state["first"], state["last"]) if state["first"] is not None else None,
+            sha=sha, subject=subject, role=role, verdict=verdict, runs=acc.consumed,
+            counts=dict(zip(acc.names, acc.counts)), failures=dict(acc.failures),
+            retried=acc.retried, log_e_bad=ev.log_e_bad if ev else 0.0,
+            log_e_good=ev.log_e_good if ev else 0.0, reason=reason, mode=mode.kind, alpha=alpha,
+            beta=beta, seeds=(acc.first, acc.last) if acc.first is not None else None,
             build=build.status, build_seconds=build.seconds, executed=outcome.executed,
-            build_log=build.log, binaries=binaries,
+            build_log=build.log, binaries=dict(build.binaries), variant=variant,
         )
+
+    def variant_for(self, sha: str, build: BuildRecord, env: dict[str, str]) -> tuple[int | None, str]:
+        """Which command variant this commit's binary accepts (asked once, then remembered)."""
+        variants = self.cfg.run.templates
+        if len(variants) == 1 and self.cfg.run.variants is None:
+            return 0, "argv"
+        key = f"variant:{self.build_key}:{self.experiment}:{sha}"
+        if (known := self.state.get_kv(key)) is not None:
+            index, why = json.loads(known)
+            return index, why
+        binary = next(iter(build.binaries.values()))
+        res = run([binary, *self.cfg.run.help_args], env=env, timeout=60,
+                  cwd=self.state.root)
+        index, why = pick_variant(res.stdout + res.stderr, variants)
+        if index is None and not (res.stdout + res.stderr).strip():
+            why = f"`{Path(binary).name} {' '.join(self.cfg.run.help_args)}` printed nothing (exit {res.returncode})"
+        self.state.put_kv(key, json.dumps([index, why]))
+        if index is not None:
+            self.progress.step(f"  {sha[:12]} uses command variant {index}")
+        return index, why
 
     def _test(self, counts: Sequence[int], mode: Mode, alpha: float, beta: float, budget: int) -> stats.Evidence:
         if mode.kind == "two-point":
@@ -226,6 +214,55 @@ class Tester:
             beta=beta, seeds=None, build=build.status, build_seconds=build.seconds,
             build_log=build.log,
         )
+
+
+class _Accumulator:
+    """Counts one commit's runs in seed order and asks the sequential test after each."""
+
+    def __init__(self, tester: Tester, sha: str, mode: Mode, alpha: float, beta: float, budget: int):
+        self.tester, self.sha, self.mode = tester, sha, mode
+        self.alpha, self.beta, self.budget = alpha, beta, budget
+        self.ref = tester.reference
+        self.names = self.ref.names
+        self.counts = [0] * len(self.names)
+        self.failures: Counter[str] = Counter()
+        self.consumed = self.retried = 0
+        self.first: int | None = None
+        self.last: int | None = None
+        self.evidence: stats.Evidence | None = None
+        self.skip: str | None = None
+
+    def feed(self, rec: RunRecord) -> bool:
+        """Count one run; True when the verdict is decided (or the commit is to be skipped)."""
+        self.consumed += 1
+        self.first = rec.seed if self.first is None else self.first
+        self.last = rec.seed
+        self.retried += rec.attempts - 1
+        if not rec.ok:
+            self.failures[rec.status] += 1
+            failed = sum(self.failures.values())
+            if failed >= MIN_FAILURES_TO_SKIP and failed * 2 > self.consumed:
+                self.skip = _failure_reason(self.failures, self.consumed, rec)
+                return True
+            return False
+        obs = observe(rec.tokens or (), self.tester.cfg.statistic)
+        idx = self.ref.index(obs.outcome, obs.met_condition)
+        if idx is not None:
+            self.counts[idx] += 1
+        self.evidence = self.tester._test(self.counts, self.mode, self.alpha, self.beta, self.budget)
+        self.tester.progress.status(
+            f"  {self.sha[:12]} seeds {self.consumed}/{self.budget}: {_short_counts(self.names, self.counts)}"
+        )
+        return self.evidence.decision is not None
+
+    def conclusion(self) -> tuple[str, str]:
+        ev = self.evidence
+        if self.skip:
+            return "skip", self.skip
+        if ev is not None and ev.decision is not None:
+            return ev.decision.value, ev.reason
+        return "inconclusive", (f"undecided after {self.consumed} runs (budget {self.budget})"
+                                + (f"; {ev.reason}" if ev is not None else "; no run met the condition"))
 
 
 def _failure_reason(failures: Counter[str], consumed: int, last: RunRecord) -> str:

@@ -194,3 +194,35 @@ def test_sigkill_mid_bisect_resumes_without_redoing_work(
     assert report["first_bad"] == bisected["first_bad"] == small_demo.culprit
     assert report["runs"] == bisected["runs"]
     assert report["runs_executed"] < report["runs"]
+
+
+def _config_with_variants(history: DemoHistory, tmp_path: Path, variants: list) -> Path:
+    data = yaml.safe_load(history.config.read_text())
+    data["repo"]["path"] = str(history.repo)
+    data["run"].pop("argv")
+    data["run"]["variants"] = variants
+    path = tmp_path / "variants.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_command_variant_is_picked_from_help(small_demo: DemoHistory, tmp_path: Path) -> None:
+    tail = ["--seed", "{seed}", "--prompt", "ab", "-n", "4"]
+    cfg = _config_with_variants(small_demo, tmp_path, [
+        {"argv": ["{binary}", "--spec-draft-n-max", "3", *tail]},   # a newer spelling: not in --help
+        {"argv": ["{binary}", "--draft-max", "3", *tail]},
+    ])
+    proc = cli("test", str(cfg), "--commit", "main", "--state", str(tmp_path / "st"), "--json", "-")
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads(proc.stdout)["detail"]["variant"] == 1
+
+
+def test_no_fitting_variant_skips_with_reason(small_demo: DemoHistory, tmp_path: Path) -> None:
+    cfg = _config_with_variants(small_demo, tmp_path, [
+        {"argv": ["{binary}", "--spec-draft-n-max", "3", "--seed", "{seed}"]},
+        {"argv": ["{binary}", "--draft", "3", "--seed", "{seed}"], "help_contains": ["[on|off]"]},
+    ])
+    proc = cli("test", str(cfg), "--commit", "main", "--state", str(tmp_path / "st"), "--json", "-")
+    assert proc.returncode == 4, proc.stderr
+    reason = json.loads(proc.stdout)["reason"]
+    assert "variant 0 lacks --spec-draft-n-max" in reason and "variant 1 lacks --draft" in reason
