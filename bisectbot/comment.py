@@ -1,0 +1,259 @@
+"""Result comments for GitHub issues (pure rendering, plus hashing the fixture files).
+
+Why a separate renderer from `report.bisect_markdown`: an issue comment is read by people who did
+not run the tool, so it leads with the culprit as a link (commit and PR), keeps the verdict table
+always visible (it is the fallback when the chart does not render), puts the chart in a
+collapsed `<details>`, and ends with everything needed to reproduce the result elsewhere. The
+job marker (`<!-- bisectbot:job=... -->`) is added by `publish.py`, not here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from . import __version__
+from .report import observed_vs_reference, reference_line, verdict_table
+
+PR_RE = re.compile(r"\(#(\d+)\)\s*$")
+MAX_FIXTURE_FILES = 50
+
+
+@dataclass(frozen=True)
+class CommentContext:
+    """What a comment needs besides the report: where links point and how to reproduce."""
+
+    repo: str                          # owner/name
+    html_url: str = "https://github.com"
+    fixtures: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
+    first_seed: int = 1
+    max_runs: int = 0
+    version: str = __version__
+
+    def commit_url(self, sha: str) -> str:
+        return f"{self.html_url.rstrip('/')}/{self.repo}/commit/{sha}"
+
+    def pr_url(self, number: str) -> str:
+        return f"{self.html_url.rstrip('/')}/{self.repo}/pull/{number}"
+
+    @property
+    def link(self) -> str:
+        """The `verdict_table` link template."""
+        return self.commit_url("{sha}")
+
+
+def fixture_hashes(directory: Path | None) -> dict[str, str]:
+    """sha256 of each file under the fixtures directory (sorted; capped so huge trees stay cheap)."""
+    if directory is None or not Path(directory).is_dir():
+        return {}
+    out: dict[str, str] = {}
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file())[:MAX_FIXTURE_FILES]:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        out[str(path.relative_to(directory))] = h.hexdigest()
+    return out
+
+
+def _code(text: str) -> str:
+    """Inline code that the text cannot break out of (no backticks, no newlines)."""
+    return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
+
+
+def commit_ref(sha: str, subject: str | None, ctx: CommentContext) -> str:
+    """'[`abc123def456`](link) subject ([#123](pr link))'."""
+    out = f"[`{sha[:12]}`]({ctx.commit_url(sha)})"
+    if subject:
+        clean = subject.replace("\n", " ").replace("|", "\\|")
+        m = PR_RE.search(clean)
+        if m:
+            clean = clean[: m.start()].rstrip()
+            out += f" {clean} ([#{m.group(1)}]({ctx.pr_url(m.group(1))}))"
+        else:
+            out += f" {clean}"
+    return out
+
+
+# -- chart ---------------------------------------------------------------------------------------
+def _frequencies(counts: Mapping[str, int], names: Sequence[str]) -> list[float]:
+    met = sum(counts.get(n, 0) for n in names)
+    return [round(counts.get(n, 0) / met, 4) if met else 0.0 for n in names]
+
+
+def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], reference: Mapping[str, Any]) -> str:
+    """A mermaid xychart-beta: reference as bars, each observed commit as a line, in <details>.
+
+    xychart-beta has no legend, so the summary line names the series in order.
+    """
+    names = [n for n in reference["categories"] if n != "<missed>"]
+    probs = dict(zip(reference["categories"], reference["category_probs"]))
+    p_met = sum(probs[n] for n in names) or 1.0
+    ref = [round(probs[n] / p_met, 4) for n in names]
+    labels = ", ".join('"' + n.replace('"', "'") + '"' for n in names)
+    lines = ["```mermaid", "xychart-beta", '    title "observed vs reference"',
+             f"    x-axis [{labels}]", '    y-axis "frequency" 0 --> 1',
+             f"    bar [{', '.join(map(str, ref))}]"]
+    legend = ["bars: reference"]
+    for label, counts in series:
+        lines.append(f"    line [{', '.join(map(str, _frequencies(counts, names)))}]")
+        legend.append(f"line {len(legend)}: {label}")
+    lines.append("```")
+    return ("<details><summary>Chart: observed vs reference distribution ("
+            + "; ".join(legend) + ")</summary>\n\n" + "\n".join(lines) + "\n\n</details>")
+
+
+# -- footer --------------------------------------------------------------------------------------
+def reproduction_footer(report: Mapping[str, Any], ctx: CommentContext, range_text: str) -> str:
+    env = report.get("environment", {})
+    cfg = report.get("config", {})
+    verdicts = report.get("verdicts") or ([report["detail"]] if report.get("detail") else [])
+    seeds = []
+    for v in verdicts:
+        s = v.get("seeds")
+        span = f"seeds {s[0]}–{s[1]}" if s else "no seeds"
+        seeds.append(f"`{v['sha'][:12]}` {v['role']}: {span}, {v['runs']} runs")
+    fixtures = (", ".join(f"`{name}` sha256 `{digest}`" for name, digest in ctx.fixtures.items())
+                or "(none)")
+    lines = [
+        "<details><summary>Reproduce</summary>",
+        "",
+        f"- repository: {ctx.repo}; range: {range_text}",
+        f"- config: {cfg.get('name')} (digest `{cfg.get('digest')}`)",
+        f"- cmake arguments: {_code(' '.join(env.get('cmake_args', [])) or '(none)')}",
+        f"- compiler: {env.get('compiler')}; {env.get('cmake')}",
+        f"- fixtures: {fixtures}",
+        f"- seeds: from {ctx.first_seed}, at most {ctx.max_runs} runs per commit and test; "
+        + ("; ".join(seeds) or "none"),
+        f"- bisectbot {ctx.version}",
+        "",
+        "```",
+        str(report.get("reproduce", "")),
+        "```",
+        "",
+        "</details>",
+    ]
+    return "\n".join(lines)
+
+
+# -- whole comments ------------------------------------------------------------------------------
+def render_bisect(report: Mapping[str, Any], ctx: CommentContext) -> str:
+    """The result comment of a bisect job (the JSON report of `run_bisect`)."""
+    find = report["find"]
+    what = "first bad" if find == "bad" else "first fixed"
+    verdicts = report["verdicts"]
+    subjects = {v["sha"]: v.get("subject") for v in verdicts}
+    if report["status"] == "found":
+        head = (f"### bisectbot: {what} commit is "
+                f"{commit_ref(report['first_bad'], report.get('first_bad_subject'), ctx)}")
+        body = [f"The commit before it, {commit_ref(report['last_good'], subjects.get(report['last_good']), ctx)}, "
+                f"tests {'GOOD' if find == 'bad' else 'BAD'}; both were re-tested on fresh seeds."]
+    elif report["status"] == "unconfirmed":
+        head = f"### bisectbot: {what} commit not confirmed"
+        body = [report["message"]]
+    else:
+        head = f"### bisectbot: {what} commit is one of {len(report['candidates'])}"
+        body = [report["message"], "",
+                "Candidates: " + ", ".join(commit_ref(c, subjects.get(c), ctx) for c in report["candidates"])]
+    range_text = (f"`{report['good'][:12]}` ({_code(report['good_ref'])}) .. "
+                  f"`{report['bad'][:12]}` ({_code(report['bad_ref'])}), {report['commits']} commits")
+    lines = [
+        head, "", *body, "",
+        f"**{report['status']}** · {range_text} · {report['builds']} builds · {report['runs']} runs · "
+        f"confidence ≥ {report['confidence']:.2%}",
+        "",
+        f"Reference: {reference_line(report['reference'])}",
+        "",
+        verdict_table(verdicts, report["reference"], ctx.link),
+        "",
+    ]
+    series = _chart_series(report)
+    if series:
+        lines += [distribution_chart(series, report["reference"]), ""]
+    lines.append(reproduction_footer(report, ctx, range_text))
+    return "\n".join(lines) + "\n"
+
+
+def _chart_series(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, int]]]:
+    """Observed counts worth charting: the culprit and its parent, else the endpoints."""
+    by_role: dict[str, Mapping[str, Any]] = {}
+    for v in report["verdicts"]:
+        if v.get("counts"):
+            by_role.setdefault(v["role"], v)
+    out = []
+    for role in ("retest-culprit", "retest-parent", "bad-endpoint", "good-endpoint"):
+        v = by_role.get(role)
+        if v is not None and len(out) < 2:
+            out.append((f"{role} {v['sha'][:12]}", v["counts"]))
+    return out
+
+
+def render_failed(kind: str, args: Mapping[str, Any], message: str, ctx: CommentContext) -> str:
+    """A job that ended without an answer (an endpoint did not test as given, git failed, …)."""
+    what = ""
+    if kind == "bisect":
+        what = f" `{str(args.get('good', ''))[:12]}`..`{str(args.get('bad', ''))[:12]}`"
+    return (f"### bisectbot: {kind}{what} stopped without an answer\n\n"
+            f"{message}\n\n<sub>bisectbot {ctx.version}</sub>\n")
+
+
+def render_progress(title: str, phase: str, lines: Sequence[str], ctx: CommentContext) -> str:
+    """The job comment while it runs: what is happening now, the last step lines collapsed."""
+    tail = "\n".join(lines[-25:])
+    out = f"### bisectbot: {title}\n\n⏳ {phase}\n"
+    if tail:
+        out += f"\n<details><summary>Progress</summary>\n\n```\n{tail.replace('```', '')}\n```\n\n</details>\n"
+    return out + f"\n<sub>bisectbot {ctx.version} · this comment is updated in place</sub>\n"
+
+
+def render_cancelled(title: str, who: str | None, ctx: CommentContext) -> str:
+    by = f" by @{who}" if who and re.fullmatch(r"[A-Za-z0-9-]{1,39}", who) else ""
+    return (f"### bisectbot: {title}\n\n⏹️ cancelled{by}. Finished builds and runs are kept: "
+            f"the same command resumes where it stopped.\n\n<sub>bisectbot {ctx.version}</sub>\n")
+
+
+def _test_summary(result: Mapping[str, Any], ctx: CommentContext) -> list[str]:
+    v = result["detail"]
+    return [
+        f"Reference: {reference_line(result['reference'])}",
+        "",
+        verdict_table([v], result["reference"], ctx.link),
+        "",
+        f"Why: {v['reason']}",
+        "",
+        reproduction_footer(result, ctx, f"`{result['commit'][:12]}` ({_code(result['ref'])})"),
+    ]
+
+
+def render_status(result: Mapping[str, Any], ctx: CommentContext, *, date: str,
+                  alarm: bool = False) -> str:
+    """The one status comment per issue that scheduled checks keep updating."""
+    sha = result["commit"]
+    link = commit_ref(sha, None, ctx)
+    if result["verdict"] == "good":
+        head = f"### bisectbot: ✅ still fixed at {link}, {date}"
+    elif result["verdict"] == "bad":
+        head = f"### bisectbot: ❌ broken again at {link}, {date}" + (" — see the alarm below" if alarm else "")
+    else:
+        head = f"### bisectbot: ❔ check at {link} is {result['verdict'].upper()}, {date}"
+    counts = observed_vs_reference(result["counts"], result["reference"]) if result["counts"] else "–"
+    return (f"{head}\n\n{_code(result['ref'])} after {result['runs']} runs: {counts}\n\n"
+            f"<details><summary>Details</summary>\n\n" + "\n".join(_test_summary(result, ctx))
+            + "\n\n</details>\n")
+
+
+def render_alarm(result: Mapping[str, Any], ctx: CommentContext, *, last_good: str | None,
+                 date: str) -> str:
+    """The fix no longer holds: say so loudly, and what happens next."""
+    sha = result["commit"]
+    head = f"### bisectbot: ⚠️ the fix no longer holds at {commit_ref(sha, result['detail'].get('subject'), ctx)}"
+    if last_good:
+        nxt = (f"Last commit known good: {commit_ref(last_good, None, ctx)}. Bisecting between them; "
+               "the culprit is posted in a separate comment.")
+    else:
+        nxt = ("No commit is recorded as known good for this config, so there is nothing to bisect "
+               "from: run `/bisect good=<ref> bad=" + sha[:12] + "`.")
+    return f"{head}\n\nChecked {_code(result['ref'])} on {date}.\n\n{nxt}\n\n" + "\n".join(_test_summary(result, ctx)) + "\n"
