@@ -85,6 +85,9 @@ class RunConfig(_Strict):
     variants: list[Variant] | None = Field(default=None, min_length=1)
     help_args: list[str] = Field(default_factory=lambda: ["--help"])
     first_seed: int = 1
+    # sequential: seed i is first_seed + i. hashed: a bijective 31-bit mix of it, for programs
+    # whose RNG makes consecutive seeds correlated (llama-speculative's minstd_rand0 does).
+    seeds: Literal["sequential", "hashed"] = "sequential"
     max_runs: int = Field(default=1000, gt=0)
     timeout: float = Field(default=60, gt=0)
     jobs: int = Field(default=0, ge=0)  # 0 = number of cores
@@ -96,6 +99,10 @@ class RunConfig(_Strict):
         if (self.argv is None) == (self.variants is None):
             raise ValueError("give exactly one of run.argv or run.variants")
         return self
+
+    def seed(self, index: int) -> int:
+        """The seed passed to the program for the index-th run of a sequence."""
+        return index if self.seeds == "sequential" else mix31(index)
 
     @property
     def templates(self) -> list[Variant]:
@@ -314,6 +321,18 @@ class Config(_Strict):
     def with_repo_path(self, path: str) -> "Config":
         """The same config pointed at another checkout (``--repo``)."""
         return self.model_copy(update={"repo": RepoConfig(path=str(Path(path).resolve()))})
+
+
+def mix31(x: int) -> int:
+    """A bijection of [0, 2^31) that scatters neighbours (xorshift-multiply rounds, each one
+    invertible), so hashed seeds never collide within a sequence."""
+    mask = 0x7FFFFFFF
+    x &= mask
+    for _ in range(2):
+        x ^= x >> 16
+        x = (x * 0x45D9F3B) & mask
+    x ^= x >> 16
+    return x
 
 
 def _digest(data: Any) -> str:

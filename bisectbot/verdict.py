@@ -129,9 +129,10 @@ class Tester:
         return rec
 
     # -- test ----------------------------------------------------------------------------------
-    def seed_block(self, block: int) -> range:
+    def seed_block(self, block: int) -> list[int]:
+        """Seeds of one block: the main test uses block 0, the final re-test block 1."""
         start = self.cfg.run.first_seed + block * self.cfg.run.max_runs
-        return range(start, start + self.cfg.run.max_runs)
+        return [self.cfg.run.seed(i) for i in range(start, start + self.cfg.run.max_runs)]
 
     def verdict(self, sha: str, *, role: str, mode: Mode = Mode(), alpha: float | None = None,
                 beta: float | None = None, block: int = 0, subject: str = "") -> CommitVerdict:

@@ -92,3 +92,16 @@ def test_experiment_digest_ignores_test_levels_but_not_the_command(tmp_path: Pat
 def test_shipped_configs_load() -> None:
     for path in sorted((Path(__file__).parent.parent / "configs").glob("*.yaml")):
         load_config(path)
+
+
+def test_hashed_seeds_are_distinct_and_scattered() -> None:
+    from bisectbot.config import RunConfig, mix31
+
+    run = RunConfig(argv=["x"], seeds="hashed")
+    seeds = [run.seed(i) for i in range(1, 20001)]
+    assert len(set(seeds)) == len(seeds)
+    assert all(0 <= s < 2**31 for s in seeds)
+    assert abs(seeds[1] - seeds[0]) > 1000  # neighbours land far apart
+    assert RunConfig(argv=["x"]).seed(7) == 7
+    # bijective on a small exhaustive check of the low bits' images
+    assert len({mix31(i) for i in range(1 << 16)}) == 1 << 16
