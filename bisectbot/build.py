@@ -37,21 +37,24 @@ def build_dir_key(cfg: BuildConfig) -> str:
     return hashlib.sha256(json.dumps(cfg.cmake_args).encode()).hexdigest()[:12]
 
 
-def ccache_args(source: Path) -> tuple[list[str], dict[str, str]]:
+def ccache_args(source: Path, build_dir: Path) -> tuple[list[str], dict[str, str]]:
     """cmake launcher flags and environment for ccache, or nothing when it is not installed.
 
-    CCACHE_BASEDIR/NOHASHDIR make hits independent of where the tree is checked out.
+    CCACHE_BASEDIR is the common parent of source and build directory, so both the sources and
+    the generated headers are hashed by relative path: another state directory (or worktree) of
+    the same layout hits the same cache. CCACHE_NOHASHDIR keeps the build path out of the hash.
     """
     if shutil.which("ccache") is None:
         return [], {}
+    base = os.path.commonpath([str(source.resolve()), str(build_dir.resolve())])
     return (
         ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"],
-        {"CCACHE_BASEDIR": str(source), "CCACHE_NOHASHDIR": "1"},
+        {"CCACHE_BASEDIR": base, "CCACHE_NOHASHDIR": "1"},
     )
 
 
 def cmake_configure_argv(cfg: BuildConfig, source: Path, build_dir: Path) -> list[str]:
-    launcher, _ = ccache_args(source)
+    launcher, _ = ccache_args(source, build_dir)
     return ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *cfg.cmake_args]
 
 
@@ -67,7 +70,7 @@ def build_commit(
     """Configure (when needed) and build `source` (already checked out at `sha`)."""
     build_dir.mkdir(parents=True, exist_ok=True)
     log.write_text("")
-    _, cc_env = ccache_args(source)
+    _, cc_env = ccache_args(source, build_dir)
     env = clean_env(cc_env)
     jobs = str(cfg.jobs or os.cpu_count() or 1)
     configure = cmake_configure_argv(cfg, source, build_dir)
