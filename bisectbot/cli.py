@@ -207,5 +207,166 @@ def demo(commits: int, seed: int, workdir: str | None, json_path: str | None, qu
     _guard(body)
 
 
+
+# -- GitHub: watch, serve, check, publish -------------------------------------------------------
+issue_option = click.option("--issue", type=click.IntRange(min=1),
+                            help="Issue number (default: github.issue in the config).")
+
+
+def _bot_session(config: str, state_dir: str | None, quiet: bool) -> tuple[Config, Path, Any, Progress]:
+    """Config, state directory, publisher (dry run without credentials) and progress."""
+    from .bot import publisher_for
+
+    cfg = load_config(config)
+    root = Path(state_dir) if state_dir else default_state_dir(cfg)
+    return cfg, root, publisher_for(cfg), Progress(quiet=quiet)
+
+
+def _issue(cfg: Config, issue: int | None, required: bool) -> int | None:
+    issue = issue or (cfg.github.issue if cfg.github else None)
+    if issue is None and required:
+        raise BisectbotError(f"{cfg.source_path}: no --issue given and no github.issue in the config")
+    return issue
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@issue_option
+@click.option("--once", is_flag=True, help="Poll once, handle what is new, and exit.")
+@click.option("--interval", type=click.FloatRange(min=1), help="Seconds between polls "
+              "(default: github.poll_interval).")
+@state_option
+@quiet_option
+def watch(config: str, issue: int | None, once: bool, interval: float | None, state_dir: str | None,
+          quiet: bool) -> None:
+    """Poll an issue for /bisect, /check and /cancel comments and run them, one at a time.
+
+    The last seen comment is remembered in the state database; a command is claimed before it
+    runs, so a restarted watch resumes an interrupted job instead of running it again.
+    """
+    from .bot import Bot, watch as run_watch
+    from .state import BotStore
+
+    def body() -> int:
+        cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
+        if cfg.github is None:
+            raise BisectbotError(f"{config}: watch needs a github: section (repo, token_env, …)")
+        number = _issue(cfg, issue, required=True)
+        assert number is not None
+        with State(root) as state:
+            store = BotStore(root)
+            try:
+                bot = Bot(cfg, config, state, store, publisher, progress)
+                run_watch(bot, number, once=once, interval=interval or cfg.github.poll_interval)
+                _, failed = bot.publish_pending()
+            finally:
+                store.close()
+        return EXIT_GITHUB if failed else EXIT_OK
+
+    _guard(body)
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: any free port, printed on start).")
+@state_option
+@quiet_option
+def serve(config: str, host: str, port: int, state_dir: str | None, quiet: bool) -> None:
+    """Receive GitHub issue_comment webhooks and run their commands on one worker thread.
+
+    The webhook secret comes from the environment variable named by github.webhook_secret_env;
+    unsigned or forged deliveries get 401, repeated X-GitHub-Delivery ids are ignored.
+    """
+    import time as _time
+
+    from .bot import BotServer
+
+    def body() -> int:
+        cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
+        if cfg.github is None:
+            raise BisectbotError(f"{config}: serve needs a github: section (repo, webhook_secret_env, …)")
+        secret = os.environ.get(cfg.github.webhook_secret_env, "").encode()
+        if not secret:
+            raise BisectbotError(f"{config}: github.webhook_secret_env: ${cfg.github.webhook_secret_env} is not set")
+        server = BotServer(cfg, config, root, publisher, secret, host=host, port=port, progress=progress).start()
+        click.echo(f"bisectbot: listening on http://{host}:{server.port}/ (POST webhooks, GET /healthz)", err=True)
+        try:
+            while server.error is None:
+                _time.sleep(0.5)
+        finally:
+            server.stop()
+        raise BisectbotError(f"worker stopped: {server.error}")
+
+    _guard(body)
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--ref", help="The ref to check (default: github.default_ref, else HEAD).")
+@issue_option
+@json_option
+@state_option
+@quiet_option
+def check(config: str, ref: str | None, issue: int | None, json_path: str | None,
+          state_dir: str | None, quiet: bool) -> None:
+    """Check that a fix still holds at REF (e.g. scheduled on master).
+
+    GOOD: REF is recorded as the last known good commit and the issue's status comment is
+    updated in place. BAD: an alarm is posted and the range from the last known good commit to
+    REF is bisected, the culprit posted in its own comment. Exit codes as `test`; 5 when
+    GitHub refused a comment (the result stays in the state database: `bisectbot publish`).
+    """
+    from .bot import Bot
+    from .report import bisect_markdown, test_markdown
+    from .state import BotStore
+
+    def body() -> int:
+        cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
+        number = _issue(cfg, issue, required=False)
+        the_ref = ref or (cfg.github.default_ref if cfg.github else "HEAD")
+        with State(root) as state:
+            store = BotStore(root)
+            try:
+                out = Bot(cfg, config, state, store, publisher, progress).run_check(the_ref, number)
+            finally:
+                store.close()
+        if json_path != "-":
+            click.echo(test_markdown(out.result))
+            if out.bisect:
+                click.echo(bisect_markdown(out.bisect))
+            elif out.bisect_error:
+                click.echo(f"bisect from the last known good commit stopped: {out.bisect_error}")
+        _write_json(json_path, {**out.result, "last_good": out.last_good, "bisect": out.bisect})
+        if not out.published:
+            return EXIT_GITHUB
+        return TEST_EXIT[out.result["verdict"]]
+
+    _guard(body)
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@state_option
+@quiet_option
+def publish(config: str, state_dir: str | None, quiet: bool) -> None:
+    """Post results GitHub refused earlier (kept in the state database), each in its job comment."""
+    from .bot import Bot
+    from .state import BotStore
+
+    def body() -> int:
+        cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
+        with State(root) as state:
+            store = BotStore(root)
+            try:
+                posted, failed = Bot(cfg, config, state, store, publisher, progress).publish_pending()
+            finally:
+                store.close()
+        click.echo(f"published {posted} result(s); {failed} still unpublished", err=True)
+        return EXIT_GITHUB if failed else EXIT_OK
+
+    _guard(body)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

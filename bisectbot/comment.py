@@ -178,16 +178,27 @@ def render_bisect(report: Mapping[str, Any], ctx: CommentContext) -> str:
 
 
 def _chart_series(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, int]]]:
-    """Observed counts worth charting: the culprit and its parent, else the endpoints."""
-    by_role: dict[str, Mapping[str, Any]] = {}
+    """Two observed distributions worth charting: the best-observed commit on each side.
+
+    Each commit's counts are summed over all its verdicts (step and re-test); on the bad side the
+    culprit or the bad endpoint, on the good side its parent or the good endpoint, whichever has
+    more runs meeting the condition (a line over 3 observations says little).
+    """
+    names = [n for n in report["reference"]["categories"] if n != "<missed>"]
+    totals: dict[str, dict[str, int]] = {}
     for v in report["verdicts"]:
-        if v.get("counts"):
-            by_role.setdefault(v["role"], v)
+        acc = totals.setdefault(v["sha"], {})
+        for k, c in (v.get("counts") or {}).items():
+            acc[k] = acc.get(k, 0) + c
+    met = {sha: sum(c.get(n, 0) for n in names) for sha, c in totals.items()}
+    sides = [("bad", [report.get("first_bad"), report["bad"] if report["find"] == "bad" else report["good"]]),
+             ("good", [report.get("last_good"), report["good"] if report["find"] == "bad" else report["bad"]])]
     out = []
-    for role in ("retest-culprit", "retest-parent", "bad-endpoint", "good-endpoint"):
-        v = by_role.get(role)
-        if v is not None and len(out) < 2:
-            out.append((f"{role} {v['sha'][:12]}", v["counts"]))
+    for side, shas in sides:
+        shas = [s for s in shas if s and met.get(s)]
+        if shas:
+            best = max(shas, key=lambda s: met[s])
+            out.append((f"{side} side `{best[:12]}` (n={met[best]})", totals[best]))
     return out
 
 

@@ -256,3 +256,142 @@ class State:
 def record_dict(obj: Any) -> dict[str, Any]:
     """A dataclass as plain JSON-able data (tuples become lists)."""
     return json.loads(json.dumps(asdict(obj)))
+
+
+# -- the GitHub bot's memory ---------------------------------------------------------------------
+BOT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bot_commands (
+    comment_id  INTEGER PRIMARY KEY,   -- the GitHub comment that holds the command
+    issue       INTEGER NOT NULL,
+    author      TEXT NOT NULL,
+    association TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    status      TEXT NOT NULL,         -- claimed | done | refused | failed | cancelled
+    job         TEXT,
+    created     REAL NOT NULL,
+    updated     REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bot_targets (
+    marker      TEXT NOT NULL,         -- the comment's job marker (a job id, or check-status)
+    issue       INTEGER NOT NULL,
+    job         TEXT NOT NULL,         -- the jobs-table row whose result it shows
+    kind        TEXT NOT NULL,         -- bisect | alarm | status
+    extra       TEXT NOT NULL,         -- JSON the renderer needs besides the job result
+    comment_id  INTEGER,
+    published   INTEGER NOT NULL DEFAULT 0,
+    updated     REAL NOT NULL,
+    PRIMARY KEY (marker, issue)
+);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    id          TEXT PRIMARY KEY,
+    created     REAL NOT NULL
+);
+"""
+
+
+class BotStore:
+    """Claims, comment targets, poll cursors and webhook delivery ids, in the state database.
+
+    Its own connection (usable from any thread, serialised by a lock): the webhook server's
+    HTTP threads record deliveries and claims while the worker thread holds the `State`.
+    Implements `webhook.DeliveryStore`.
+    """
+
+    def __init__(self, root: Path):
+        import threading
+
+        self._lock = threading.Lock()
+        try:
+            self.db = sqlite3.connect(Path(root) / "state.sqlite3", isolation_level=None,
+                                      check_same_thread=False, timeout=30)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.executescript(SCHEMA + BOT_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{Path(root) / 'state.sqlite3'}: {exc}") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _q(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self.db.execute(sql, args).fetchall()
+
+    # -- webhook deliveries (DeliveryStore) ----------------------------------------------------
+    def add_if_new(self, delivery_id: str) -> bool:
+        with self._lock:
+            cur = self.db.execute("INSERT OR IGNORE INTO webhook_deliveries VALUES (?,?)",
+                                  (delivery_id, time.time()))
+            return cur.rowcount == 1
+
+    def forget(self, delivery_id: str) -> None:
+        self._q("DELETE FROM webhook_deliveries WHERE id=?", (delivery_id,))
+
+    # -- commands ------------------------------------------------------------------------------
+    def claim_command(self, comment_id: int, issue: int, author: str, association: str, body: str) -> bool:
+        """Record a command before anything runs; False if it was already claimed (handled)."""
+        now = time.time()
+        with self._lock:
+            cur = self.db.execute(
+                "INSERT OR IGNORE INTO bot_commands VALUES (?,?,?,?,?,?,?,?,?)",
+                (int(comment_id), int(issue), author or "", association or "", body, "claimed", None, now, now))
+            return cur.rowcount == 1
+
+    def get_command(self, comment_id: int) -> dict[str, Any] | None:
+        rows = self._q("SELECT comment_id, issue, author, association, body, status, job FROM bot_commands "
+                       "WHERE comment_id=?", (int(comment_id),))
+        keys = ("comment_id", "issue", "author", "association", "body", "status", "job")
+        return dict(zip(keys, rows[0])) if rows else None
+
+    def set_command(self, comment_id: int, status: str, job: str | None = None) -> None:
+        self._q("UPDATE bot_commands SET status=?, job=COALESCE(?, job), updated=? WHERE comment_id=?",
+                (status, job, time.time(), int(comment_id)))
+
+    def claimed_commands(self) -> list[int]:
+        """Commands claimed but not finished (a killed bot resumes them), oldest first."""
+        return [r[0] for r in self._q("SELECT comment_id FROM bot_commands WHERE status='claimed' "
+                                      "ORDER BY comment_id")]
+
+    # -- comment targets -----------------------------------------------------------------------
+    def set_target(self, marker: str, issue: int, job: str, kind: str, extra: dict[str, Any] | None = None) -> None:
+        """(Re)point an issue comment at a job result; it is unpublished until posted."""
+        self._q("INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) "
+                "VALUES (?,?,?,?,?,0,?) ON CONFLICT(marker, issue) DO UPDATE SET job=excluded.job, "
+                "kind=excluded.kind, extra=excluded.extra, published=0, updated=excluded.updated",
+                (marker, int(issue), job, kind, json.dumps(extra or {}), time.time()))
+
+    def get_target(self, marker: str, issue: int) -> dict[str, Any] | None:
+        rows = self._q("SELECT marker, issue, job, kind, extra, comment_id, published FROM bot_targets "
+                       "WHERE marker=? AND issue=?", (marker, int(issue)))
+        if not rows:
+            return None
+        keys = ("marker", "issue", "job", "kind", "extra", "comment_id", "published")
+        out = dict(zip(keys, rows[0]))
+        out["extra"] = json.loads(out["extra"])
+        return out
+
+    def mark_target_published(self, marker: str, issue: int, comment_id: int) -> None:
+        """The comment shows the final result; the job is published once all its comments are."""
+        with self._lock:
+            row = self.db.execute("SELECT job FROM bot_targets WHERE marker=? AND issue=?",
+                                  (marker, int(issue))).fetchone()
+            self.db.execute("UPDATE bot_targets SET published=1, comment_id=? WHERE marker=? AND issue=?",
+                            (int(comment_id), marker, int(issue)))
+            if row is not None:
+                left = self.db.execute("SELECT COUNT(*) FROM bot_targets WHERE job=? AND published=0",
+                                       (row[0],)).fetchone()[0]
+                if left == 0:
+                    self.db.execute("UPDATE jobs SET published=1 WHERE id=?", (row[0],))
+
+    def unpublished_targets(self) -> list[tuple[str, int]]:
+        """Targets whose job finished (done, failed or cancelled) but whose comment is not final."""
+        return [(r[0], r[1]) for r in self._q(
+            "SELECT t.marker, t.issue FROM bot_targets t JOIN jobs j ON j.id = t.job "
+            "WHERE t.published=0 AND j.status != 'running' ORDER BY t.updated")]
+
+    # -- cursors -------------------------------------------------------------------------------
+    def get_cursor(self, key: str) -> dict[str, Any] | None:
+        rows = self._q("SELECT value FROM kv WHERE key=?", (f"cursor:{key}",))
+        return json.loads(rows[0][0]) if rows else None
+
+    def put_cursor(self, key: str, value: dict[str, Any]) -> None:
+        self._q("INSERT OR REPLACE INTO kv VALUES (?,?)", (f"cursor:{key}", json.dumps(value)))

@@ -101,7 +101,8 @@ def test_table_chart_and_reproduction_footer(tmp_path: Path) -> None:
     assert body.rindex("<details>", 0, body.index("```mermaid")) > table_at
     assert "xychart-beta" in chart and 'x-axis ["a", "b", "c", "d", "e", "f", "<other>"]' in chart
     assert "bar [0.1, 0.2, 0.05, 0.3, 0.25, 0.1, 0.0]" in chart
-    assert "line [0.0, 0.6667, 0.0, 0.25, 0.0, 0.0833, 0.0]" in chart
+    assert "line [0.0, 0.6667, 0.0, 0.25, 0.0, 0.0833, 0.0]" in chart  # the bad side
+    assert f"good side `{PARENT[:12]}` (n=581)" in body  # more runs than the good endpoint? a tie: first wins
     # footer: repo, range, digest, cmake args, compiler, fixture hash, seeds, version
     footer = body[body.index("<summary>Reproduce</summary>"):]
     for needle in ("ggml-org/llama.cpp", f"`{GOOD[:12]}`", "ad81a2d7a2ee4f1a", "-DCMAKE_BUILD_TYPE=Release",
