@@ -4,6 +4,12 @@
     python scripts/llama_e2e.py prepare  DEST [--version 0.3.36]
     python scripts/llama_e2e.py history  REPO --seed N [--defect draft-top|residual-by-position]
     python scripts/llama_e2e.py measure  BINARY [--seeds 1000] [--fixtures DIR] [--hashed-seeds]
+    python scripts/llama_e2e.py e2e      [--work DIR] [--seed N] [--commits 12] [--server]
+
+``e2e``: the whole check that CI runs after the unit tests: prepare a tree, build its history,
+then with the real ``bisectbot`` CLI: ``test`` the unpatched tree (must be BAD) and the patched
+one (GOOD), ``bisect`` the history (must name the planted commit), and with ``--server`` check
+that the llama-server reference agrees with the numpy one to 1e-3.
 
 ``prepare``: fetch the llama-cpp-python sdist (``pip download``, cached under
 ``${BISECTBOT_CACHE:-~/.cache/bisectbot}/sdist``), extract ``vendor/llama.cpp`` to DEST, delete
@@ -35,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -245,6 +252,83 @@ def measure(binary: Path, fixtures: Path, seeds: int, jobs: int = 0, hashed: boo
     }
 
 
+def _bisectbot(*args: str) -> tuple[int, dict]:
+    """Run the real CLI; returns its exit code and JSON report (progress goes to our stderr)."""
+    out = Path(tempfile.mkstemp(suffix=".json")[1])
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bisectbot.cli", *args, "--json", str(out)],
+                              stdout=subprocess.PIPE, text=True)
+        print(proc.stdout, flush=True)
+        data = json.loads(out.read_text()) if out.stat().st_size else {}
+    finally:
+        out.unlink(missing_ok=True)
+    return proc.returncode, data
+
+
+def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
+    """Prepare, build the history, test and bisect it with the real CLI; 0 when all checks hold."""
+    import time
+
+    start = time.monotonic()
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    tree = work / "llama.cpp"
+    unpatched = prepare_tree(tree)
+    hist = build_history(tree, seed, n_commits=n_commits)
+    planted = hist["bad"]
+    print(f"e2e: history of {len(hist['commits'])} commits, planted defect at {planted[:12]}, "
+          f"build break at {hist['broken'][:12]}", flush=True)
+    config = str(REPO_ROOT / "configs" / "llama-cpp-29975.yaml")
+    common = ["--repo", str(tree), "--state", str(work / "state")]
+    failures = []
+
+    code, res = _bisectbot("test", config, "--commit", unpatched, *common)
+    print(f"e2e: unpatched 0.3.36 tree: {res.get('verdict', '?').upper()} after {res.get('runs')} runs "
+          f"(exit {code}); counts {res.get('counts')}", flush=True)
+    if res.get("verdict") != "bad":
+        failures.append(f"unpatched tree tested {res.get('verdict')}, expected bad")
+    code, res = _bisectbot("test", config, "--commit", hist["good"], *common)
+    print(f"e2e: patched tree: {res.get('verdict', '?').upper()} after {res.get('runs')} runs "
+          f"(exit {code}); counts {res.get('counts')}", flush=True)
+    if res.get("verdict") != "good":
+        failures.append(f"patched tree tested {res.get('verdict')}, expected good")
+
+    code, rep = _bisectbot("bisect", config, "--good", hist["good"], "--bad", hist["head"], *common)
+    print(f"e2e: bisect: {rep.get('status')} first_bad {str(rep.get('first_bad'))[:12]} "
+          f"(planted {planted[:12]}), {rep.get('builds')} builds, {rep.get('runs')} runs, "
+          f"{rep.get('retried')} reruns of cut output (exit {code})", flush=True)
+    if rep.get("first_bad") != planted:
+        failures.append(f"bisect named {rep.get('first_bad')}, planted {planted}")
+
+    if server:
+        from bisectbot.config import load_config
+        from bisectbot.reference import resolve_reference
+        from bisectbot.state import State
+        from bisectbot.commits import Workspace
+        from bisectbot.verdict import Tester
+
+        cfg = load_config(config).with_repo_path(str(tree))
+        numpy_ref = resolve_reference(cfg)
+        comp = cfg.reference.compute.model_copy(update={"method": "server", "commit": hist["good"]})
+        cfg_server = cfg.model_copy(update={"reference": cfg.reference.model_copy(update={"compute": comp})})
+        with State(work / "state") as state:
+            tester = Tester(cfg_server, state, Workspace(cfg.repo_source, state.clone_dir))
+            server_ref = tester.resolved
+        gap = max([abs(numpy_ref.probs.get(k, 0) - server_ref.probs.get(k, 0))
+                   for k in set(numpy_ref.probs) | set(server_ref.probs)]
+                  + [abs((numpy_ref.condition_prob or 0) - (server_ref.condition_prob or 0))])
+        print(f"e2e: reference numpy {numpy_ref.probs} P(f)={numpy_ref.condition_prob:.10f}", flush=True)
+        print(f"e2e: reference server {server_ref.probs} P(f)={server_ref.condition_prob:.10f}", flush=True)
+        print(f"e2e: largest difference {gap:.2e} (must be <= 1e-3)", flush=True)
+        if gap > 1e-3:
+            failures.append(f"references differ by {gap:.2e}")
+
+    print(f"e2e: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
+          f"in {time.monotonic() - start:.0f} s", flush=True)
+    return 1 if failures else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -262,7 +346,14 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--fixtures", type=Path, default=FIXTURES)
     m.add_argument("--jobs", type=int, default=0)
     m.add_argument("--hashed-seeds", action="store_true", help="use hashed_seed(1..N) instead of 1..N")
+    e = sub.add_parser("e2e")
+    e.add_argument("--work", type=Path, default=None, help="work directory (default: <cache>/e2e)")
+    e.add_argument("--seed", type=int, default=1)
+    e.add_argument("--commits", type=int, default=12)
+    e.add_argument("--server", action="store_true", help="also check the llama-server reference")
     a = ap.parse_args(argv)
+    if a.cmd == "e2e":
+        return e2e(a.work or cache_dir() / "e2e", a.seed, a.commits, a.server)
     if a.cmd == "prepare":
         print(prepare_tree(a.dest, a.version))
     elif a.cmd == "history":
