@@ -368,5 +368,75 @@ def publish(config: str, state_dir: str | None, quiet: bool) -> None:
 
     _guard(body)
 
+@main.group()
+def fixtures() -> None:
+    """Generate test fixtures (the tiny GGUF models of llama.cpp #29975)."""
+
+
+@fixtures.command("tiny-llama")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory to write target.gguf and draft.gguf into.")
+@click.option("--seed", default=132, show_default=True, help="Generator seed (132 made the committed files).")
+def tiny_llama(out_dir: str, seed: int) -> None:
+    """Write a tiny random Llama target (2 layers, F32, vocab a..h, EOS h) and a noisy draft.
+
+    Deterministic: the same seed writes byte-identical files. Prints their sha256s.
+    """
+    from .fixtures import write_tiny_llama
+
+    def body() -> int:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, digest in write_tiny_llama(out, seed).items():
+            click.echo(f"{digest}  {out / name}")
+        return 0
+
+    _guard(body)
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--method", type=click.Choice(["config", "numpy", "server"]),
+              help="Override how the reference is obtained (default: as the config says).")
+@click.option("--commit", "ref", help="With --method server: the commit whose llama-server to build and ask.")
+@repo_option
+@json_option
+@state_option
+@quiet_option
+def reference(config: str, method: str | None, ref: str | None, repo: str | None,
+              json_path: str | None, state_dir: str | None, quiet: bool) -> None:
+    """Print the reference distribution the tests compare against (computing it if configured)."""
+    from dataclasses import asdict
+
+    from .commits import Workspace
+    from .verdict import Tester
+
+    def body() -> int:
+        cfg = _load(config, repo)
+        if method and method != "config":
+            if cfg.reference.compute is None:
+                raise BisectbotError(f"{config}: reference.compute is not set, so --method {method} "
+                                     "has no model and prompt to work from")
+            update: dict[str, Any] = {"method": method}
+            if ref:
+                update["commit"] = ref
+            comp = cfg.reference.compute.model_copy(update=update)
+            if comp.method == "server" and not comp.commit:
+                raise BisectbotError("--method server needs --commit REF")
+            cfg = cfg.model_copy(update={"reference": cfg.reference.model_copy(update={"compute": comp})})
+        with State(Path(state_dir) if state_dir else default_state_dir(cfg)) as state:
+            tester = Tester(cfg, state, Workspace(cfg.repo_source, state.clone_dir), Progress(quiet=quiet))
+            resolved = tester.resolved
+        if json_path != "-":
+            probs = ", ".join(f"{k} {v:.10f}" for k, v in sorted(resolved.probs.items()))
+            click.echo(f"{resolved.source}: {probs}")
+            if resolved.condition_prob is not None:
+                click.echo(f"P(condition) {resolved.condition_prob:.10f}")
+        _write_json(json_path, asdict(resolved))
+        return 0
+
+    _guard(body)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
