@@ -340,15 +340,18 @@ class Bot:
                     log.warning("could not post the queued comment (the job goes on): %s", exc)
         else:
             progress = self.progress
+        args = {"good": good, "bad": bad, "good_ref": good_ref, "bad_ref": bad_ref, "find": "bad",
+                "config": config_path}
         try:
             run_bisect(cfg, self.state, good, bad, find="bad", progress=progress, config_path=config_path)
         except JobCancelled as c:
+            if self.state.get_job(job) is None:  # stopped before run_bisect registered it
+                self.state.start_job(job, "bisect", args)
             self.state.finish_job(job, "cancelled", {"status": "cancelled", "by": c.who})
         except BisectbotError as exc:
             row = self.state.get_job(job)
             if row is None:
-                self.state.start_job(job, "bisect", {"good": good, "bad": bad, "good_ref": good_ref,
-                                                     "bad_ref": bad_ref, "find": "bad", "config": config_path})
+                self.state.start_job(job, "bisect", args)
             if row is None or row["status"] == "running":
                 self.state.finish_job(job, "failed", {"status": "failed", "message": str(exc)})
         if issue is not None:

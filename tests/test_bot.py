@@ -393,3 +393,19 @@ def test_workflow_examples_are_safe() -> None:
     job = comment["jobs"]["command"]
     assert '"OWNER", "MEMBER", "COLLABORATOR"' in job["if"] and "author_association" in job["if"]
     assert any("github.event.comment.body" in str(s.get("env", {})) for s in job["steps"])
+
+
+def test_cancel_stops_the_running_job_and_says_so_in_its_comment(
+        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    config = write_config(tmp_path, demo12, gh_server)
+    gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
+    cancel_id = gh_server.add_comment(FULL_NAME, ISSUE, "collab", "/cancel")
+    state_dir = tmp_path / "st"
+    with open_bot(config, state_dir) as bot:
+        watch(bot, ISSUE, once=True, interval=1)
+    ours = job_comments(gh_server)
+    assert len(ours) == 1 and "cancelled by @collab" in ours[0]
+    assert len(bot_comments(gh_server)) == 1  # the /cancel needs no reply of its own
+    assert "eyes" in gh_server.comments[cancel_id].reactions
+    assert db_rows(state_dir, "SELECT status FROM jobs") == [("cancelled",)]
+    assert db_rows(state_dir, "SELECT COUNT(*) FROM builds")[0][0] == 0  # stopped before building
