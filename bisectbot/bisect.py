@@ -95,8 +95,10 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
 
     def record(v: CommitVerdict) -> CommitVerdict:
         verdicts.append(v)
-        state.put_verdict(job, v.sha, v.role, v.verdict, v.to_json())
-        progress.step(f"  {v.role} {v.sha[:12]}: {v.verdict.upper()} after {v.runs} runs — {v.reason}")
+        key = v.role if v.arm == "main" else f"{v.role}@{v.arm}"
+        state.put_verdict(job, v.sha, key, v.verdict, v.to_json())
+        arm = "" if v.arm == "main" else f" [{v.arm}]"
+        progress.step(f"  {v.role}{arm} {v.sha[:12]}: {v.verdict.upper()} after {v.runs} runs — {v.reason}")
         return v
 
     def test(pos: int, role: str, mode: Mode = Mode(), block: int = 0) -> CommitVerdict:
@@ -118,6 +120,13 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
     working = test(working_pos, f"{working_name}-endpoint")
     if working.verdict != "good":
         _endpoint_failed(state, job, working_name, working_ref, working, "good")
+
+    # Cross-check arms (e.g. llama-server -md): their own verdicts at both endpoints, reported
+    # beside the main ones; they do not steer the search.
+    for name in cfg.arms:
+        for pos, role in ((broken_pos, f"{broken_name}-endpoint"), (working_pos, f"{working_name}-endpoint")):
+            progress.step(f"[arm {name}] testing {line[pos][:12]}")
+            record(tester.arm_verdict(line[pos], name, role=role, subject=ws.info(line[pos]).subject))
 
     q_bad = stats.smooth_bad([broken.counts[name] for name in tester.reference.names])
     two_point = Mode("two-point", tuple(q_bad))
@@ -152,9 +161,9 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         message = (f"{len(cands)} candidates between {line[result.last_good][:12]} and "
                    f"{line[result.first_bad][:12]}: the commits between could not be decided")
 
-    informative = [v for v in verdicts if v.verdict in ("good", "bad")]
+    informative = [v for v in verdicts if v.verdict in ("good", "bad") and v.arm == "main"]
     confidence = max(0.0, 1.0 - sum(max(v.alpha, v.beta) for v in informative))
-    tested = {v.sha for v in verdicts}  # every tested commit was built exactly once, ever
+    tested = {v.sha for v in verdicts if v.arm == "main"}  # each built exactly once, ever
     first = line[culprit_pos] if status in ("found", "unconfirmed") else None
     report = BisectReport(
         schema_version=SCHEMA_VERSION, kind="bisect", job=job, status=status, find=find,

@@ -241,6 +241,32 @@ class GitHubConfig(_Strict):
     retry_max_wait: float = Field(default=30.0, ge=0)
 
 
+class ArmConfig(_Strict):
+    """A second path to the same statistic at the same commit, with a verdict of its own: a
+    server (llama-server -md) started once per commit and asked once per seed over HTTP."""
+
+    targets: list[str] = Field(min_length=1)
+    binaries: dict[str, list[str]] = Field(min_length=1)
+    serve: list[str] = Field(min_length=1)     # argv; placeholders: binaries, {port}, {fixtures}, {config_dir}
+    health: str = "/health"
+    startup_timeout: float = Field(default=180, gt=0)
+    path: str = "/completion"
+    body: dict[str, Any]                      # JSON request; the string "{seed}" becomes the seed
+    field: str = "content"                    # the generated text in the JSON response
+    parse: ParseConfig = ParseConfig()
+    timeout: float = Field(default=60, gt=0)  # per request
+    jobs: int = Field(default=1, ge=1)        # requests in flight
+
+    @model_validator(mode="after")
+    def _placeholders(self) -> "ArmConfig":
+        known = {"port", "fixtures", "config_dir"} | set(self.binaries)
+        for i, arg in enumerate(self.serve):
+            for name in placeholders_in(arg, f"serve[{i}]"):
+                if name not in known:
+                    raise ValueError(f"serve[{i}]: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})")
+        return self
+
+
 class Config(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     repo: RepoConfig
@@ -251,6 +277,7 @@ class Config(_Strict):
     statistic: StatisticConfig
     reference: ReferenceConfig
     test: TestConfig = TestConfig()
+    arms: dict[str, ArmConfig] = Field(default_factory=dict)
     # GitHub settings are not part of the experiment: excluded from dumps, so from digest().
     github: GitHubConfig | None = Field(default=None, exclude=True)
 
@@ -316,6 +343,15 @@ class Config(_Strict):
             data["run"].pop(volatile, None)
         data["build"].pop("timeout", None)
         data["build"].pop("jobs", None)
+        return _digest(data)
+
+    def arm_digest(self, name: str) -> str:
+        """Stored runs of an arm are keyed by this (its own command, parser and statistic)."""
+        data = {"arm": self.arms[name].model_dump(mode="json"),
+                "statistic": self.statistic.model_dump(mode="json")}
+        data["arm"].pop("timeout", None)
+        data["arm"].pop("jobs", None)
+        data["arm"].pop("startup_timeout", None)
         return _digest(data)
 
     def with_repo_path(self, path: str) -> "Config":

@@ -101,3 +101,79 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class Server:
+    """A long-running child (llama-server) on 127.0.0.1, started once per commit and arm.
+
+    Used as a context manager: waits until `health` answers 200, and always stops the whole
+    process group on exit. Its output goes to `log`, a file, so it can never block on a pipe.
+    """
+
+    def __init__(self, argv: Sequence[str], *, port: int, health: str, startup_timeout: float,
+                 env: Mapping[str, str], log: Path, cwd: Path | None = None):
+        self.argv, self.port, self.health = list(argv), port, health
+        self.startup_timeout, self.env, self.log, self.cwd = startup_timeout, env, log, cwd
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "Server":
+        import urllib.error
+        import urllib.request
+
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=dict(self.env),
+                                         stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self.proc.poll() is not None:
+                self.__exit__()
+                raise ServerError(f"{Path(self.argv[0]).name} exited with {self.proc.returncode} "
+                                  f"before {self.health} answered: {_tail_of(self.log)}")
+            try:
+                with urllib.request.urlopen(self.base_url + self.health, timeout=2) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                self.__exit__()
+                raise ServerError(f"{Path(self.argv[0]).name} not healthy at {self.base_url}"
+                                  f"{self.health} after {self.startup_timeout:g} s: {_tail_of(self.log)}")
+            time.sleep(0.1)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=10)
+        except (ProcessLookupError, PermissionError):
+            pass
+        except subprocess.TimeoutExpired:
+            _kill_group(self.proc)
+            self.proc.wait()
+
+
+class ServerError(RuntimeError):
+    """The server did not start or did not become healthy (the message says why)."""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail_of(log: Path, limit: int = 200) -> str:
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    return (lines[-1] if lines else "no output")[:limit]

@@ -102,11 +102,16 @@ def verdict_table(verdicts: Sequence[Mapping[str, Any]], reference: Mapping[str,
         sha = f"[`{v['sha'][:12]}`]({link.format(sha=v['sha'])})" if link else f"`{v['sha'][:12]}`"
         subject = _cell(v.get("subject", ""))[:70]
         rows.append(
-            f"| {sha} | {subject} | {v['role']} | **{v['verdict'].upper()}** | {v['runs']} | "
+            f"| {sha} | {subject} | {_role(v)} | **{v['verdict'].upper()}** | {v['runs']} | "
             f"{_cell(observed_vs_reference(v['counts'], reference)) if v['counts'] else '–'} | "
             f"{_cell(evidence_cell(v))} |"
         )
     return "\n".join(rows)
+
+
+def _role(v: Mapping[str, Any]) -> str:
+    arm = v.get("arm", "main")
+    return v["role"] if arm == "main" else f"{v['role']} [{arm}]"
 
 
 def _cell(text: str) -> str:
@@ -189,6 +194,9 @@ def test_markdown(r: Mapping[str, Any]) -> str:
         "",
         f"Why: {v['reason']}",
     ]
+    for name, av in r.get("arms", {}).items():
+        lines += ["", f"Arm **{name}**: **{av['verdict'].upper()}** after {av['runs']} runs — {av['reason']}",
+                  "", verdict_table([av], r["reference"])]
     if v.get("failures"):
         lines.append("Failed runs: " + ", ".join(f"{k} {n}" for k, n in v["failures"].items()))
     if v.get("retried"):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from .config import Config, Variant
+from .config import ArmConfig, Config, Variant
 from .parse import Incomplete, Unparsable, parse_tokens
 from .procs import clean_env, run
 from .state import RunRecord
@@ -90,6 +90,37 @@ def run_seed(cfg: Config, argv_template: list[str], values: Mapping[str, str], s
         except Unparsable as exc:
             return RunRecord(seed, "unparsable", None, 0, seconds, attempts, variant, str(exc))
         return RunRecord(seed, "ok", tokens, 0, seconds, attempts, variant, "")
+
+
+def request_seed(arm: ArmConfig, port: int, seed: int) -> RunRecord:
+    """One seed of a server arm: POST the configured body with the seed filled in."""
+    import json
+    import time
+    import urllib.error
+    import urllib.request
+
+    body = {k: (seed if v == "{seed}" else v) for k, v in arm.body.items()}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{arm.path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    start = time.monotonic()
+    try:
+        with urllib.request.urlopen(req, timeout=arm.timeout) as resp:
+            payload = json.loads(resp.read())
+    except TimeoutError:
+        return RunRecord(seed, "timeout", None, None, time.monotonic() - start, 1, 0,
+                         f"no answer after {arm.timeout:g} s")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return RunRecord(seed, "crash", None, None, time.monotonic() - start, 1, 0,
+                         f"{arm.path}: {getattr(exc, 'reason', exc)}"[:160])
+    seconds = time.monotonic() - start
+    text = payload.get(arm.field) if isinstance(payload, dict) else None
+    if not isinstance(text, str):
+        return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, f"no string field {arm.field!r}")
+    try:
+        tokens = parse_tokens(text, arm.parse)
+    except (Incomplete, Unparsable) as exc:
+        return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, str(exc))
+    return RunRecord(seed, "ok", tokens, None, seconds, 1, 0, "")
 
 
 def sweep(

@@ -16,9 +16,10 @@ import json
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from . import stats
 from .build import build_commit, build_dir_key, build_key
@@ -28,8 +29,8 @@ from .parse import observe
 from .progress import Progress
 from .reference import ResolvedReference, resolve_reference
 from .state import BuildRecord, RunRecord, State
-from .procs import run
-from .sweep import pick_variant, run_env, run_seed, sweep
+from .procs import Server, ServerError, free_port, run
+from .sweep import pick_variant, render_argv, request_seed, run_env, run_seed, sweep
 
 # A commit whose runs mostly fail is skipped: judged once this many runs have failed.
 MIN_FAILURES_TO_SKIP = 5
@@ -67,6 +68,7 @@ class CommitVerdict:
     build_log: str | None = None
     binaries: dict[str, str] = field(default_factory=dict)
     variant: int | None = None     # which run.variants entry was used (0 with plain argv)
+    arm: str = "main"              # "main", or the name of a cross-check arm
 
     def to_json(self) -> dict:
         """The JSON form: `commit` (the contract's name) first, then every field."""
@@ -168,6 +170,12 @@ class Tester:
             jobs=self.cfg.run.jobs or os.cpu_count() or 1,
         )
         verdict, reason = acc.conclusion()
+        return self._verdict(sha, subject, role, mode, alpha, beta, build, acc, verdict, reason,
+                             outcome.executed, variant)
+
+    def _verdict(self, sha: str, subject: str, role: str, mode: Mode, alpha: float, beta: float,
+                 build: BuildRecord, acc: "_Accumulator", verdict: str, reason: str, executed: int,
+                 variant: int | None, arm: str = "main") -> CommitVerdict:
         ev = acc.evidence
         return CommitVerdict(
             sha=sha, subject=subject, role=role, verdict=verdict, runs=acc.consumed,
@@ -175,9 +183,51 @@ class Tester:
             retried=acc.retried, log_e_bad=ev.log_e_bad if ev else 0.0,
             log_e_good=ev.log_e_good if ev else 0.0, reason=reason, mode=mode.kind, alpha=alpha,
             beta=beta, seeds=(acc.first, acc.last) if acc.first is not None else None,
-            build=build.status, build_seconds=build.seconds, executed=outcome.executed,
-            build_log=build.log, binaries=dict(build.binaries), variant=variant,
+            build=build.status, build_seconds=build.seconds, executed=executed,
+            build_log=build.log, binaries=dict(build.binaries), variant=variant, arm=arm,
         )
+
+    def arm_verdict(self, sha: str, arm: str, *, role: str, alpha: float | None = None,
+                    beta: float | None = None, block: int = 0, subject: str = "") -> CommitVerdict:
+        """The generic test on a cross-check arm: a server started at this commit, one HTTP
+        request per seed. Its runs are stored under the arm's own digest."""
+        alpha = alpha if alpha is not None else self.cfg.test.alpha
+        beta = beta if beta is not None else self.cfg.test.beta
+        spec = self.cfg.arms[arm]
+        mode = Mode()
+        build_cfg = self.cfg.build.model_copy(update={"targets": spec.targets, "binaries": spec.binaries})
+        build = self._build(sha, build_cfg)
+        if not build.ok:
+            return self._skip(sha, subject, role, mode, alpha, beta, build, build.reason, arm=arm)
+        port = free_port()
+        kept = Path(next(iter(build.binaries.values()))).parent
+        values = {**build.binaries, "port": str(port), "fixtures": str(self.cfg.fixtures_dir or ""),
+                  "config_dir": str(self.cfg.config_dir)}
+        argv = render_argv(spec.serve, values)
+        experiment = self.cfg.arm_digest(arm)
+        seeds = self.seed_block(block)
+        acc = _Accumulator(self, sha, mode, alpha, beta, len(seeds))
+        done = self.state.get_runs(experiment, sha)
+        try:
+            # no server is started when every seed this verdict needs is already stored
+            server = (Server(argv, port=port, health=spec.health, startup_timeout=spec.startup_timeout,
+                             env=run_env(self.cfg, kept), log=self.state.log_path(f"server-{arm}-{sha}.log"),
+                             cwd=self.state.root)
+                      if not _replay_decides(acc, seeds, done) else None)
+            acc = _Accumulator(self, sha, mode, alpha, beta, len(seeds))
+            with server or _nothing():
+                outcome = sweep(
+                    seeds, done,
+                    execute=lambda seed: request_seed(spec, port, seed),
+                    consume=acc.feed,
+                    store=lambda rec: self.state.put_run(experiment, sha, rec),
+                    jobs=spec.jobs,
+                )
+        except ServerError as exc:
+            return self._skip(sha, subject, role, mode, alpha, beta, build, str(exc), arm=arm)
+        verdict, reason = acc.conclusion()
+        return self._verdict(sha, subject, role, mode, alpha, beta, build, acc, verdict, reason,
+                             outcome.executed, None, arm)
 
     def variant_for(self, sha: str, build: BuildRecord, env: dict[str, str]) -> tuple[int | None, str]:
         """Which command variant this commit's binary accepts (asked once, then remembered)."""
@@ -208,12 +258,12 @@ class Tester:
                                             tolerance=self.cfg.test.tolerance, max_runs=budget)
 
     def _skip(self, sha: str, subject: str, role: str, mode: Mode, alpha: float, beta: float,
-              build: BuildRecord, reason: str) -> CommitVerdict:
+              build: BuildRecord, reason: str, arm: str = "main") -> CommitVerdict:
         return CommitVerdict(
             sha=sha, subject=subject, role=role, verdict="skip", runs=0, counts={}, failures={},
             retried=0, log_e_bad=0.0, log_e_good=0.0, reason=reason, mode=mode.kind, alpha=alpha,
             beta=beta, seeds=None, build=build.status, build_seconds=build.seconds,
-            build_log=build.log,
+            build_log=build.log, arm=arm,
         )
 
 
@@ -266,6 +316,22 @@ class _Accumulator:
                                 + (f"; {ev.reason}" if ev is not None else "; no run met the condition"))
 
 
+def _replay_decides(acc: "_Accumulator", seeds: Sequence[int], done: dict[int, RunRecord]) -> bool:
+    """Whether the stored runs alone reach a decision (then no server needs to start)."""
+    for seed in seeds:
+        rec = done.get(seed)
+        if rec is None:
+            return False
+        if acc.feed(rec):
+            return True
+    return True
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
 def _failure_reason(failures: Counter[str], consumed: int, last: RunRecord) -> str:
     parts = ", ".join(f"{n} {status}" for status, n in failures.most_common())
     return f"runs mostly fail ({parts} of {consumed}); last: {last.detail or last.status}"
@@ -289,8 +355,16 @@ def run_test(cfg: Config, state: State, ref: str, *, progress: Progress | None =
     state.start_job(job, "test", {"commit": sha, "ref": ref, "config": config_path})
     tester = Tester(cfg, state, ws, progress)
     progress.step(f"testing {ref} = {sha[:12]}")
-    v = tester.verdict(sha, role="test", subject=ws.info(sha).subject)
+    subject = ws.info(sha).subject
+    v = tester.verdict(sha, role="test", subject=subject)
     state.put_verdict(job, sha, "test", v.verdict, v.to_json())
+    arms = {}
+    for name in cfg.arms:
+        progress.step(f"testing arm {name} at {sha[:12]}")
+        av = tester.arm_verdict(sha, name, role="test", subject=subject)
+        state.put_verdict(job, sha, f"test@{name}", av.verdict, av.to_json())
+        progress.step(f"  arm {name}: {av.verdict.upper()} after {av.runs} runs — {av.reason}")
+        arms[name] = av.to_json()
     result = {
         "schema_version": 1,
         "kind": "test",
@@ -305,6 +379,7 @@ def run_test(cfg: Config, state: State, ref: str, *, progress: Progress | None =
         "reason": v.reason,
         "builds": len(tester.builds_done),
         "detail": v.to_json(),
+        "arms": arms,
         "reference": reference_json(cfg, tester.resolved),
         "config": {"name": cfg.name, "digest": cfg.digest(), "path": config_path},
         "environment": environment(cfg),

@@ -172,10 +172,12 @@ def test_sigkill_mid_bisect_resumes_without_redoing_work(
     deadline = time.monotonic() + 300
     # kill once the endpoints are done and the search has started building
     while time.monotonic() < deadline and proc.poll() is None:
-        if db.exists():
-            builds, runs = _snapshot(db)
-            if len(builds) >= 3 and len(runs) > 0:
-                break
+        try:
+            builds, runs = _snapshot(db) if db.exists() else ({}, {})
+        except sqlite3.OperationalError:  # the schema is not created yet
+            builds, runs = {}, {}
+        if len(builds) >= 3 and len(runs) > 0:
+            break
         time.sleep(0.05)
     assert proc.poll() is None, "bisect finished before it could be killed"
     proc.send_signal(signal.SIGKILL)
