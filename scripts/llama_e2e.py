@@ -288,6 +288,11 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
           f"(exit {code}); counts {res.get('counts')}", flush=True)
     if res.get("verdict") != "bad":
         failures.append(f"unpatched tree tested {res.get('verdict')}, expected bad")
+    # The report's second path (speculative decoding inside llama-server) kept the distribution.
+    for name, arm in res.get("arms", {}).items():
+        print(f"e2e: unpatched tree, arm {name}: {arm['verdict'].upper()} after {arm['runs']} runs", flush=True)
+        if arm["verdict"] != "good":
+            failures.append(f"arm {name} on the unpatched tree tested {arm['verdict']}, expected good")
     code, res = _bisectbot("test", config, "--commit", hist["good"], *common)
     print(f"e2e: patched tree: {res.get('verdict', '?').upper()} after {res.get('runs')} runs "
           f"(exit {code}); counts {res.get('counts')}", flush=True)

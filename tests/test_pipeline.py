@@ -8,6 +8,7 @@ import math
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -228,3 +229,50 @@ def test_no_fitting_variant_skips_with_reason(small_demo: DemoHistory, tmp_path:
     assert proc.returncode == 4, proc.stderr
     reason = json.loads(proc.stdout)["reason"]
     assert "variant 0 lacks --spec-draft-n-max" in reason and "variant 1 lacks --draft" in reason
+
+
+# A tiny HTTP front for the demo binary: the cross-check arm's "server", started per commit.
+ARM_SERVER = '''
+import json, subprocess, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+binary, port = sys.argv[1], int(sys.argv[2])
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def reply(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code); self.send_header("Content-Length", str(len(data))); self.end_headers()
+        self.wfile.write(data)
+    def do_GET(self):
+        self.reply(200 if self.path == "/health" else 404, {"status": "ok"})
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        out = subprocess.run([binary, "--seed", str(req["seed"]), "--prompt", req["prompt"], "-n", "4"],
+                             capture_output=True, text=True).stdout
+        self.reply(200, {"content": out.strip()[len(req["prompt"]):]})
+ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+'''
+
+
+def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path: Path) -> None:
+    script = tmp_path / "arm_server.py"
+    script.write_text(ARM_SERVER)
+    data = yaml.safe_load(small_demo.config.read_text())
+    data["repo"]["path"] = str(small_demo.repo)
+    data["arms"] = {"http": {
+        "targets": ["specdemo"], "binaries": {"front": ["specdemo", "bin/specdemo"]},
+        "serve": [sys.executable, str(script), "{front}", "{port}"],
+        "body": {"prompt": "ab", "seed": "{seed}"}, "field": "content",
+        "parse": {"min_tokens": 2}, "jobs": 2,
+    }}
+    cfg = tmp_path / "arms.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    state = str(tmp_path / "st")
+    good = cli("test", str(cfg), "--commit", small_demo.good, "--state", state, "--json", "-")
+    assert good.returncode == 0, good.stderr
+    arm = json.loads(good.stdout)["arms"]["http"]
+    assert arm["verdict"] == "good" and arm["arm"] == "http" and arm["runs"] > 100
+    bad = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-")
+    assert json.loads(bad.stdout)["arms"]["http"]["verdict"] == "bad"
+    # a replay starts no server and runs nothing
+    again = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-")
+    assert json.loads(again.stdout)["arms"]["http"]["executed"] == 0
