@@ -1,0 +1,267 @@
+"""Simulation helpers shared by bench/bench_stats.py and tests/test_stats.py.
+
+They run the very formulas of bisectbot.stats, vectorised over many simulated run sequences:
+a sequence is drawn once, its cumulative counts (paths, T, K) are fed to the ``*_many``
+functions, and the first run at which a threshold is crossed is the stopping time. That is
+exactly what calling the scalar test after every run would do, only ~1000× faster.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from bisectbot import stats as S
+from bisectbot.search import Answer, bisect_search
+
+P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
+CONDITION_29975 = 0.82
+
+UNDECIDED, BAD, GOOD, UNLIKE = 0, 1, 2, 3
+
+
+def ref_29975() -> S.Reference:
+    return S.Reference.from_probs(P_29975, CONDITION_29975)
+
+
+def joint(cond_probs: Sequence[float], condition_prob: float | None = CONDITION_29975,
+          other: float = 0.0) -> np.ndarray:
+    """Category probabilities (support…, OTHER, MISSED) for a conditional outcome distribution."""
+    cp = np.append(np.asarray(cond_probs, dtype=float) * (1 - other), other)
+    return cp if condition_prob is None else np.append(cp * condition_prob, 1 - condition_prob)
+
+
+def draw_counts(rng: np.random.Generator, q: np.ndarray, paths: int, runs: int) -> np.ndarray:
+    """Cumulative category counts (paths, runs, K) of i.i.d. runs from q."""
+    u = rng.random((paths, runs))
+    cat = np.searchsorted(np.cumsum(q)[:-1], u, side="right")
+    onehot = np.zeros((paths, runs, q.size), dtype=np.int32)
+    np.put_along_axis(onehot, cat[..., None], 1, axis=-1)
+    return np.cumsum(onehot, axis=1)
+
+
+def first_true(mask: np.ndarray) -> np.ndarray:
+    """Index of the first True along the last axis, or −1."""
+    any_ = mask.any(-1)
+    return np.where(any_, mask.argmax(-1), -1)
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    decision: np.ndarray  # UNDECIDED / BAD / GOOD / UNLIKE per path
+    runs: np.ndarray  # runs at the decision (the budget when undecided)
+
+    def rate(self, d: int) -> float:
+        return float((self.decision == d).mean())
+
+    def mean_runs(self) -> float:
+        return float(self.runs.mean())
+
+    def p95(self) -> float:
+        return float(np.percentile(self.runs, 95))
+
+
+def _decide(bad_idx: np.ndarray, good_idx: np.ndarray, budget: int,
+            both: np.ndarray | None = None) -> Outcomes:
+    inf = np.iinfo(np.int64).max
+    b = np.where(bad_idx >= 0, bad_idx, inf)
+    g = np.where(good_idx >= 0, good_idx, inf)
+    first = np.minimum(b, g)
+    dec = np.where(first == inf, UNDECIDED, np.where(b <= g, BAD, GOOD))
+    if both is not None:
+        dec = np.where((both >= 0) & (both <= first), UNLIKE, dec)
+        first = np.where(both >= 0, np.minimum(first, both), first)
+    runs = np.where(first == inf, budget, first + 1)
+    return Outcomes(dec, runs)
+
+
+def simulate_generic(rng: np.random.Generator, ref: S.Reference, q: np.ndarray, *, alpha: float,
+                     beta: float, tolerance: float, max_runs: int, paths: int,
+                     chunk: int = 200) -> Outcomes:
+    """test_against_reference called after every run, for `paths` sequences from q."""
+    a = S.prior_matrix(ref.probs)
+    lb, lg = math.log(1 / alpha), math.log(1 / beta)
+    decs, runs = [], []
+    for start in range(0, paths, chunk):
+        c = draw_counts(rng, q, min(chunk, paths - start), max_runs).astype(float)
+        bad = first_true(S.log_e_bad_many(c, ref.p, a) >= lb)
+        good = first_true(S.log_e_good_many(c, ref, tolerance) >= lg)
+        o = _decide(bad, good, max_runs)
+        decs.append(o.decision)
+        runs.append(o.runs)
+    return Outcomes(np.concatenate(decs), np.concatenate(runs))
+
+
+def simulate_two_point(rng: np.random.Generator, ref: S.Reference, q_true: np.ndarray,
+                       q_hat: np.ndarray, *, alpha: float, beta: float, max_runs: int,
+                       paths: int, chunk: int = 500) -> Outcomes:
+    """test_two_point after every run, for `paths` sequences from q_true (one fixed q̂)."""
+    a_p, a_q = S.prior_matrix(ref.probs), S.prior_matrix(tuple(q_hat))
+    lb, lg = math.log(1 / alpha), math.log(1 / beta)
+    decs, runs = [], []
+    for start in range(0, paths, chunk):
+        c = draw_counts(rng, q_true, min(chunk, paths - start), max_runs).astype(float)
+        e_p, e_q = S.two_point_e_many(c, ref.p, q_hat, a_p, a_q)
+        fp, fq = e_p >= lb, e_q >= lg
+        o = _decide(first_true(fp & ~fq), first_true(fq & ~fp), max_runs, first_true(fp & fq))
+        decs.append(o.decision)
+        runs.append(o.runs)
+    return Outcomes(np.concatenate(decs), np.concatenate(runs))
+
+
+def chi2_fixed(rng: np.random.Generator, ref: S.Reference, q: np.ndarray, *, alpha: float,
+               runs: int, paths: int, every_run: bool = False, chunk: int = 500) -> float:
+    """Rejection rate of Pearson's χ² on the condition-met outcomes after a fixed sweep of
+    `runs` seeds (every_run: re-checked after each run, stopping at the first rejection —
+    the naive continuous monitoring that is *not* valid)."""
+    from scipy.stats import chi2
+
+    support = [i for i, nm in enumerate(ref.names) if nm not in (S.OTHER, S.MISSED)]
+    p_cond = ref.p[support] / ref.p[support].sum()
+    crit = chi2.ppf(1 - alpha, len(support) - 1)
+    rejected = 0
+    for start in range(0, paths, chunk):
+        c = draw_counts(rng, q, min(chunk, paths - start), runs).astype(float)
+        if not every_run:
+            c = c[:, -1:, :]
+        sup = c[..., support]
+        other = c[..., ref.names.index(S.OTHER)]
+        nmet = sup.sum(-1) + other
+        expct = nmet[..., None] * p_cond
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stat = np.where(expct > 0, (sup - expct) ** 2 / np.where(expct > 0, expct, 1), 0).sum(-1)
+        rej = (stat >= crit) & (nmet >= 5) | (other > 0)
+        rejected += int(rej.any(-1).sum())
+    return rejected / paths
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole bisects
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BisectStats:
+    right: float
+    mean_cost: float
+    mean_runs: float
+    mean_builds: float
+
+
+class RunSource:
+    """Categorical draws from a fixed distribution, buffered (fast per-run oracle)."""
+
+    def __init__(self, rng: np.random.Generator, q: np.ndarray, block: int = 4096):
+        self.rng, self.cdf, self.block = rng, np.cumsum(q)[:-1], block
+        self.buf: list[int] = []
+
+    def __call__(self) -> int:
+        if not self.buf:
+            self.buf = np.searchsorted(self.cdf, self.rng.random(self.block), side="right").tolist()
+        return self.buf.pop()
+
+
+def _step_stream(rng: np.random.Generator, q: np.ndarray, stat: Callable[[np.ndarray], int],
+                 max_runs: int, first: int = 64) -> tuple[int, int]:
+    """Feed runs from q to a vectorised test in growing blocks until it decides.
+    `stat(counts (T, K))` returns the first deciding index and the decision (via closure)."""
+    counts = np.zeros(q.size)
+    done = 0
+    size = first
+    while done < max_runs:
+        size = min(size, max_runs - done)
+        block = draw_counts(rng, q, 1, size)[0].astype(float) + counts
+        idx, dec = stat(block)
+        if idx >= 0:
+            return dec, done + idx + 1
+        counts = block[-1]
+        done += size
+        size *= 2
+    return UNDECIDED, max_runs
+
+
+def calibrate_bad(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray,
+                  max_runs: int = 100_000, block: int = 50) -> tuple[np.ndarray, int]:
+    """Measure the bad endpoint until stats.bad_endpoint_enough. Returns (q̂, runs used)."""
+    counts = np.zeros(q_bad.size)
+    runs = 0
+    while runs < max_runs:
+        for row in draw_counts(rng, q_bad, 1, block)[0]:
+            runs += 1
+            if S.bad_endpoint_enough(counts + row, ref):
+                return np.asarray(S.smooth_bad(counts + row)), runs
+        counts = counts + row
+    return np.asarray(S.smooth_bad(counts)), runs
+
+
+def bisect_plain(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, n: int,
+                 culprit: int, alpha: float, *, mode: str, tolerance: float = 0.1,
+                 max_runs: int = 20_000) -> tuple[int, int, int]:
+    """One plain bisect with the lead's bisect_search; returns (found, runs, builds)."""
+    runs = 0
+    if mode == "two-point":
+        q_hat, runs = calibrate_bad(rng, ref, q_bad)
+        a_p, a_q = S.prior_matrix(ref.probs), S.prior_matrix(tuple(q_hat))
+    a = S.prior_matrix(ref.probs)
+    lb = math.log(1 / alpha)
+
+    def stat_two_point(c: np.ndarray) -> tuple[int, int]:
+        e_p, e_q = S.two_point_e_many(c, ref.p, q_hat, a_p, a_q)
+        fp, fq = e_p >= lb, e_q >= lb
+        hit = np.flatnonzero(fp | fq)
+        if not hit.size:
+            return -1, UNDECIDED
+        i = hit[0]
+        return i, UNLIKE if fp[i] and fq[i] else (BAD if fp[i] else GOOD)
+
+    def stat_generic(c: np.ndarray) -> tuple[int, int]:
+        b = S.log_e_bad_many(c, ref.p, a) >= lb
+        g = S.log_e_good_many(c, ref, tolerance) >= lb
+        hit = np.flatnonzero(b | g)
+        if not hit.size:
+            return -1, UNDECIDED
+        return hit[0], BAD if b[hit[0]] else GOOD
+
+    stat = stat_two_point if mode == "two-point" else stat_generic
+    used = [0]
+
+    def oracle(i: int) -> Answer:
+        dec, r = _step_stream(rng, q_bad if i >= culprit else ref.p, stat, max_runs)
+        used[0] += r
+        return {BAD: Answer.BAD, GOOD: Answer.GOOD, UNLIKE: Answer.UNLIKE}.get(dec, Answer.INCONCLUSIVE)
+
+    res = bisect_search(n, oracle)
+    found = res.first_bad if res.exact else -1
+    return found, runs + used[0], len(res.asked)
+
+
+def bisect_sticky(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, n: int,
+                  culprit: int, confidence: float) -> tuple[int, int, int]:
+    """One sticky Bayesian bisect; the bad endpoint is measured as for the two-point mode."""
+    q_hat, runs = calibrate_bad(rng, ref, q_bad)
+    bad_counts = np.round(q_hat * (runs + q_hat.size / 2) - 0.5)  # undo smooth_bad
+    good, bad = RunSource(rng, ref.p), RunSource(rng, q_bad)
+    res = S.sticky_bisect(n, lambda i: bad() if i >= culprit else good(), ref.p, bad_counts,
+                          confidence=confidence)
+    return res.culprit, runs + res.runs, len(res.tested)
+
+
+def simulate_bisects(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, *, n: int,
+                     reps: int, build_cost: int, strategy: str, alpha: float,
+                     tolerance: float = 0.1, confidence: float = 0.999) -> BisectStats:
+    right, costs, runs_l, builds_l = 0, [], [], []
+    for _ in range(reps):
+        culprit = int(rng.integers(1, n))
+        if strategy == "sticky":
+            found, runs, builds = bisect_sticky(rng, ref, q_bad, n, culprit, confidence)
+        else:
+            found, runs, builds = bisect_plain(rng, ref, q_bad, n, culprit, alpha, mode=strategy,
+                                               tolerance=tolerance)
+        right += found == culprit
+        runs_l.append(runs)
+        builds_l.append(builds)
+        costs.append(runs + build_cost * builds)
+    return BisectStats(right / reps, float(np.mean(costs)), float(np.mean(runs_l)), float(np.mean(builds_l)))

@@ -1,0 +1,768 @@
+"""Sequential tests (pure): is a commit's outcome distribution the reference's, or not?
+
+Every run of the program under test is mapped to one *category*: an outcome of the reference's
+support, ``OTHER`` (anything else), or ``MISSED`` (the run did not meet the condition, when the
+reference gives P(condition)). A commit is then a multinomial source with unknown probabilities
+q, and we watch its counts n grow one run at a time. Every decision below is an *e-process*
+threshold: a nonnegative statistic E_n with E[E_τ] ≤ 1 at any stopping time τ under the null,
+so by Ville's inequality P(∃n: E_n ≥ 1/α) ≤ α. That is what makes it safe to call these
+functions after every single run and to stop, or to extend the budget later, whenever we like.
+
+Tests (see /work/shared/statistics.md for the design and its simulated figures):
+
+* BAD,  H0: q = p.  Dirichlet-mixture Bayes factor against the point null (Robbins' mixture
+  SPRT); a mixture of several priors so gross and subtle shifts are both caught early.
+  Lindon & Malek, "Anytime-valid inference for multinomial count data", NeurIPS 2022;
+  Howard, Ramdas, McAuliffe, Sekhon, Ann. Statist. 2021; Ramdas, Grünwald, Vovk, Shafer,
+  Stat. Sci. 2023.
+* GOOD, H0: TV(q, p) ≥ tolerance.  Universal inference: a predictable mixture likelihood over
+  the null's maximised likelihood (Wasserman, Ramdas, Balakrishnan, PNAS 2020).
+* Bisect mode: Wald's two-point SPRT against the bad endpoint's smoothed distribution q̂, with
+  a small Dirichlet-mixture side bet so "looks like neither" (UNLIKE) is also a valid verdict.
+* Control-sample mode: the reference is itself a finite sample (m runs on disjoint seeds);
+  a KT confidence set for p costs δ once (errors ≤ α + δ).
+
+Everything here is pure: numbers in, numbers out. No I/O, no printing, no global state other
+than small caches of subset masks. Vectorised helpers (``*_many``) take count arrays of shape
+(..., K) so the simulations in bench/ and tests/ run the *same* formulas as the pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import lru_cache
+from itertools import product
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+from scipy.special import gammaln, logsumexp, xlogy
+
+OTHER = "<other>"  # outcome not in the reference support
+MISSED = "<missed>"  # run did not meet the condition (only a category when condition_prob is given)
+
+# Priors of the Dirichlet mixture, equal weights 1/J. ("flat", a) is a·1 on every category
+# with p_k > 0: small a puts mass near the simplex's faces, so a collapse onto one token is
+# caught in ~14 runs. ("ref", c) is c·p, centred on the reference: subtle shifts pay less
+# for it. Tuned on the #29975 reference (bench/bench_stats.py); any choice is valid.
+DEFAULT_PRIORS: tuple[tuple[str, float], ...] = (("flat", 0.2), ("ref", 20.0), ("ref", 100.0))
+# Weight of the reference's own likelihood in the GOOD numerator (the rest on the mixture,
+# which keeps it robust to q near but not at p). Any fixed weight is valid.
+GOOD_NUMERATOR_WEIGHT = 0.9
+SUM_TOLERANCE = 1e-3  # reference probabilities must sum to 1 within this, then are renormalised
+
+
+class Decision(str, Enum):
+    GOOD = "good"
+    BAD = "bad"
+    INCONCLUSIVE = "inconclusive"
+    UNLIKE = "unlike"  # bisect mode: looks like neither the good nor the bad endpoint
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The reference distribution over categories: support names, then OTHER, then MISSED.
+
+    ``probs[OTHER]`` is 0 for a probability reference, so any unknown outcome proves BAD.
+    With ``condition_prob`` c the support probabilities are scaled by c and MISSED gets 1 − c:
+    the ~18% of runs that miss the condition then count as evidence instead of being discarded.
+    A reference built from a control sample also keeps the sample (``control``) and the
+    confidence-set price ``delta``; see :func:`test_against_control`.
+    """
+
+    names: tuple[str, ...]
+    probs: tuple[float, ...]
+    condition_prob: float | None = None
+    control: tuple[int, ...] | None = None
+    delta: float = 0.0
+
+    @classmethod
+    def from_probs(cls, probs: Mapping[str, float], condition_prob: float | None = None) -> "Reference":
+        """Validate and build; probabilities must be ≥ 0 and sum to 1 within 1e-3 (renormalised)."""
+        names = _check_names(probs)
+        values = np.array([float(v) for v in probs.values()])
+        bad = [n for n, v in zip(names, values) if not math.isfinite(v) or v < 0]
+        if bad:
+            raise ValueError(f"reference probability of {bad[0]!r} must be a finite number ≥ 0, "
+                             f"got {probs[bad[0]]!r}")
+        total = float(values.sum())
+        if abs(total - 1.0) > SUM_TOLERANCE:
+            raise ValueError(f"reference probabilities sum to {total:.6g}, not 1 (tolerance "
+                             f"{SUM_TOLERANCE:g}); give the full distribution of the outcome")
+        values = values / total
+        out_names = list(names) + [OTHER]
+        out = list(values) + [0.0]
+        if condition_prob is not None:
+            c = float(condition_prob)
+            if not (math.isfinite(c) and 0.0 < c <= 1.0):
+                raise ValueError(f"condition_prob must be in (0, 1], got {condition_prob!r}")
+            out = [v * c for v in out] + [1.0 - c]
+            out_names.append(MISSED)
+        return cls(tuple(out_names), tuple(float(v) for v in out),
+                   None if condition_prob is None else float(condition_prob))
+
+    @classmethod
+    def from_control(cls, counts_by_name: Mapping[str, int], delta: float = 1e-3) -> "Reference":
+        """A reference known only through a control sample (runs of the good build, seeds
+        disjoint from every tested commit). ``probs`` is the sample's MLE m/M; keys OTHER and
+        MISSED may appear and become categories (MISSED is then an ordinary category)."""
+        if not (0.0 < delta < 1.0):
+            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        extra = {k: counts_by_name[k] for k in (OTHER, MISSED) if k in counts_by_name}
+        support = {k: v for k, v in counts_by_name.items() if k not in extra}
+        names = _check_names(support)
+        counts = [support[n] for n in names] + [extra.get(OTHER, 0)]
+        names = list(names) + [OTHER]
+        if MISSED in extra:
+            names.append(MISSED)
+            counts.append(extra[MISSED])
+        for n, c in zip(names, counts):
+            if int(c) != c or c < 0:
+                raise ValueError(f"control count of {n!r} must be an integer ≥ 0, got {c!r}")
+        total = sum(counts)
+        if total <= 0:
+            raise ValueError("control sample is empty: run the good build on some seeds first")
+        return cls(tuple(names), tuple(c / total for c in counts), None,
+                   tuple(int(c) for c in counts), float(delta))
+
+    def index(self, outcome: str | None, met_condition: bool = True) -> int | None:
+        """Category of one run. Unknown outcomes (and None: the run produced no outcome token)
+        go to OTHER; a run that missed the condition goes to MISSED, or is discarded (None)
+        when the reference has no condition probability."""
+        if not met_condition:
+            return len(self.names) - 1 if self.names[-1] == MISSED else None
+        try:
+            i = self.names.index(outcome) if outcome is not None else -1
+        except ValueError:
+            i = -1
+        if i < 0 or self.names[i] in (OTHER, MISSED):
+            return self.names.index(OTHER)
+        return i
+
+    @property
+    def p(self) -> np.ndarray:
+        return np.asarray(self.probs, dtype=float)
+
+    @property
+    def has_condition(self) -> bool:
+        """True when MISSED is a category whose tolerance is judged separately (from_probs)."""
+        return self.condition_prob is not None
+
+
+def _check_names(mapping: Mapping[str, object]) -> tuple[str, ...]:
+    names = tuple(mapping.keys())
+    if not names:
+        raise ValueError("reference support is empty: give at least one outcome")
+    for n in names:
+        if not isinstance(n, str) or not n:
+            raise ValueError(f"outcome names must be non-empty strings, got {n!r}")
+        if n in (OTHER, MISSED):
+            raise ValueError(f"outcome name {n!r} is reserved")
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# Evidence and the building blocks (vectorised over leading axes of `counts`)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evidence:
+    decision: Decision | None  # None = undecided, keep sampling
+    n: int  # runs counted (all categories)
+    log_e_bad: float  # log e-value against H0 "q = reference"
+    log_e_good: float  # log e-value against H0 "TV(q, reference) ≥ tolerance" (or vs bad endpoint)
+    reason: str  # one line, human readable
+
+
+@lru_cache(maxsize=64)
+def prior_matrix(p: tuple[float, ...],
+                 priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS) -> np.ndarray:
+    """Dirichlet parameters a_j (J, K) on the categories with p_k > 0 (others get 0 and are
+    never used: a zero-probability category that occurs decides BAD by itself)."""
+    pa = np.asarray(p, dtype=float)
+    pos = pa > 0
+    rows = []
+    for kind, c in priors:
+        if kind not in ("flat", "ref") or not c > 0:
+            raise ValueError(f"bad prior {(kind, c)!r}: use ('flat', a) or ('ref', c) with a, c > 0")
+        rows.append(np.where(pos, c, 0.0) if kind == "flat" else c * pa)
+    return np.array(rows)
+
+
+def log_mixture_many(counts: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """log M_n = log (1/J) Σ_j B(a_j + n) / B(a_j), B(a) = Π Γ(a_k) / Γ(Σ a_k).
+
+    The Dirichlet-multinomial marginal likelihood of the *sequence* (not the counts), i.e. a
+    predictable mixture: each run is predicted from the runs before it, so M_n / L_q(n) is a
+    nonnegative martingale under any fixed q. Categories where every a_jk = 0 are ignored (the
+    caller guarantees they have count 0).
+    """
+    n = np.asarray(counts, dtype=float)
+    keep = a.max(axis=0) > 0
+    n, a = n[..., keep], a[:, keep]
+    nj = n[..., None, :]  # (..., 1, K)
+    per = (gammaln(a + nj) - gammaln(a)).sum(-1) - (gammaln(a.sum(-1) + nj.sum(-1)) - gammaln(a.sum(-1)))
+    return logsumexp(per, axis=-1) - math.log(a.shape[0])
+
+
+def log_lik_many(counts: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Σ_k n_k log p_k (−inf when a category with p_k = 0 occurs)."""
+    with np.errstate(divide="ignore"):
+        return xlogy(np.asarray(counts, dtype=float), p).sum(-1)
+
+
+def log_e_bad_many(counts: np.ndarray, p: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """log E_n = log M_n − Σ n_k log p_k; +inf when a zero-probability category occurred."""
+    ll = log_lik_many(counts, p)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isneginf(ll), np.inf, log_mixture_many(counts, a) - ll)
+
+
+@lru_cache(maxsize=32)
+def subset_masks(k: int) -> np.ndarray:
+    """All nonempty proper subsets S of k categories as a (2^k − 2, k) 0/1 matrix (cached)."""
+    rows = [r for r in product((0.0, 1.0), repeat=k) if 0 < sum(r) < k]
+    return np.array(rows)
+
+
+def _mle_within(n: np.ndarray) -> np.ndarray:
+    """Σ n_k log n_k: with n_S log n_S terms subtracted this gives Σ n_k log(n_k / n_S)."""
+    return xlogy(n, n).sum(-1)
+
+
+def log_sup_tv_null_many(counts: np.ndarray, p: np.ndarray, eps: float) -> np.ndarray:
+    """max_{q: TV(q,p) ≥ ε} Σ n_k log q_k.
+
+    TV(q, p) = max_S q(S) − p(S), so the null is the union over S of {q(S) ≥ p(S) + ε}. On one
+    such set the likelihood splits into a binomial part, maximised at t = max(p(S) + ε, n_S/n),
+    and within-S / within-S̄ parts maximised at q_k ∝ n_k. Subsets with p(S) + ε > 1 are empty.
+    """
+    n = np.asarray(counts, dtype=float)
+    masks = subset_masks(n.shape[-1])
+    ps = masks @ p
+    ns = n @ masks.T  # (..., S)
+    tot = n.sum(-1, keepdims=True)
+    nc = tot - ns
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(tot > 0, ns / np.where(tot > 0, tot, 1.0), 0.0)
+        t = np.minimum(np.maximum(ps + eps, frac), 1.0)  # p(S)+ε may round to 1+1e-16
+        ll = (xlogy(ns, t) + xlogy(nc, 1.0 - t) + _mle_within(n)[..., None]
+              - xlogy(ns, ns) - xlogy(nc, nc))
+    ll = np.where(ps + eps <= 1.0 + 1e-12, ll, -np.inf)
+    return ll.max(-1)
+
+
+def log_e_good_tv_many(counts: np.ndarray, p: np.ndarray, eps: float, a: np.ndarray,
+                       w: float = GOOD_NUMERATOR_WEIGHT) -> np.ndarray:
+    """log G_n = log(w·L_p + (1−w)·M_n) − max_{q: TV(q,p) ≥ ε} log L_q (universal inference).
+
+    The numerator is a fixed mixture of predictable likelihoods, so for the true q in the null,
+    G_n ≤ (w·L_p + (1−w)·M_n) / L_q, a nonnegative martingale with mean 1: anytime valid.
+    (statistics.md uses w = ½; w = 0.9 certifies GOOD ~40 runs sooner at q = p.)
+    """
+    n = np.asarray(counts, dtype=float)
+    num = np.logaddexp(math.log(w) + log_lik_many(n, p), math.log1p(-w) + log_mixture_many(n, a))
+    return num - log_sup_tv_null_many(n, p, eps)
+
+
+def log_e_good_many(counts: np.ndarray, ref: Reference, eps: float,
+                    priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS) -> np.ndarray:
+    """The GOOD e-value: small when some q with "TV ≥ tolerance" explains the data as well as p.
+
+    Without a condition probability: TV(q, p) ≥ ε over all categories.
+    With P(condition) = c: the tolerance means what a user means by it, namely the *conditional*
+    outcome distribution moved by TV ≥ ε, or P(condition) moved by ≥ ε. GOOD needs both
+      A: the runs that met the condition, tested against p_cond (TV ≥ ε), and
+      B: met/missed as a Bernoulli, tested against c (|c_q − c| ≥ ε is TV ≥ ε on 2 points)
+    to fire; any q in the null lies in A's or B's null, so P(false GOOD) ≤ β. We return
+    min(log G_A, log G_B). (Judging A on the met runs only is valid because they are i.i.d.
+    from q_cond whatever c is, and cheaper than fitting c inside A's null.)
+    """
+    n = np.asarray(counts, dtype=float)
+    if not ref.has_condition:
+        return log_e_good_tv_many(n, ref.p, eps, prior_matrix(ref.probs, priors))
+    c = float(ref.condition_prob)
+    p_cond = tuple(float(x) for x in ref.p[:-1] / c)
+    met = n[..., :-1]
+    g_a = log_e_good_tv_many(met, np.asarray(p_cond), eps, prior_matrix(p_cond, priors))
+    bern = np.stack([met.sum(-1), n[..., -1]], axis=-1)
+    p_c = (c, 1.0 - c)
+    g_b = log_e_good_tv_many(bern, np.asarray(p_c), eps, prior_matrix(p_c, priors))
+    return np.minimum(g_a, g_b)
+
+
+# ---------------------------------------------------------------------------------------------
+# The tests the pipeline calls
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_counts(counts: Sequence[int], ref: Reference) -> np.ndarray:
+    n = np.asarray(counts, dtype=float)
+    if n.shape != (len(ref.names),):
+        raise ValueError(f"expected {len(ref.names)} counts ({', '.join(ref.names)}), got {n.shape}")
+    if (n < 0).any():
+        raise ValueError("counts must be ≥ 0")
+    return n
+
+
+def _check_levels(alpha: float, beta: float) -> None:
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if not (0.0 < v < 1.0):
+            raise ValueError(f"{name} must be in (0, 1), got {v!r}")
+
+
+def _zero_prob_hit(n: np.ndarray, p: np.ndarray, names: Sequence[str]) -> str | None:
+    hit = np.flatnonzero((n > 0) & (p <= 0))
+    return names[hit[0]] if hit.size else None
+
+
+def _fmt_e(log_e: float) -> str:
+    if log_e == math.inf:
+        return "inf"
+    return f"{math.exp(log_e):.3g}" if log_e < 700 else f"e^{log_e:.0f}"
+
+
+def test_against_reference(counts: Sequence[int], ref: Reference, *, alpha: float, beta: float,
+                           tolerance: float, max_runs: int,
+                           priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS) -> Evidence:
+    """Generic test of a commit against the reference, valid after every run.
+
+    BAD  when E_bad ≥ 1/α  (P(false BAD) ≤ α under q = p);
+    GOOD when G ≥ 1/β      (P(false GOOD) ≤ β whenever TV(q, p) ≥ tolerance; see
+                            :func:`log_e_good_many` for the conditional reading);
+    INCONCLUSIVE when n ≥ max_runs and neither fired. Continuing past the budget later stays
+    valid (both statistics are e-processes). If both fire at once, BAD wins: a detected change
+    is reported even when it is within tolerance. Depends only on counts (order-free).
+    """
+    _check_levels(alpha, beta)
+    if not (0.0 < tolerance < 1.0):
+        raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
+    n = _as_counts(counts, ref)
+    total = int(n.sum())
+    a = prior_matrix(ref.probs, priors)
+    hit = _zero_prob_hit(n, ref.p, ref.names)
+    if hit is not None:
+        return Evidence(Decision.BAD, total, math.inf, -math.inf,
+                        f"outcome {hit!r} has reference probability 0 (seen {int(n[ref.names.index(hit)])}×"
+                        f" in {total} runs)")
+    log_bad = float(log_e_bad_many(n, ref.p, a))
+    log_good = float(log_e_good_many(n, ref, tolerance, priors))
+    return _decide(total, log_bad, log_good, alpha, beta, max_runs,
+                   good_what=f"TV < {tolerance:g}")
+
+
+def _decide(total: int, log_bad: float, log_good: float, alpha: float, beta: float,
+            max_runs: int, good_what: str) -> Evidence:
+    lb, lg = math.log(1 / alpha), math.log(1 / beta)
+    if log_bad >= lb:
+        return Evidence(Decision.BAD, total, log_bad, log_good,
+                        f"E_bad = {_fmt_e(log_bad)} ≥ 1/alpha = {1 / alpha:.3g} after {total} runs")
+    if log_good >= lg:
+        return Evidence(Decision.GOOD, total, log_bad, log_good,
+                        f"E_good = {_fmt_e(log_good)} ≥ 1/beta = {1 / beta:.3g} after {total} runs "
+                        f"({good_what})")
+    if total >= max_runs:
+        return Evidence(Decision.INCONCLUSIVE, total, log_bad, log_good,
+                        f"undecided after {total} runs (budget {max_runs}): E_bad = {_fmt_e(log_bad)}, "
+                        f"E_good = {_fmt_e(log_good)}")
+    return Evidence(None, total, log_bad, log_good,
+                    f"undecided after {total} runs: E_bad = {_fmt_e(log_bad)}, E_good = {_fmt_e(log_good)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bisect mode: two-point SPRT against the bad endpoint
+# ---------------------------------------------------------------------------------------------
+
+UNLIKE_WEIGHT = 0.1  # share of each e-value bet on "neither endpoint" (costs log(1/0.9) ≈ 0.1 nat)
+
+
+def smooth_bad(counts_bad: Sequence[int]) -> tuple[float, ...]:
+    """q̂_k = (b_k + ½) / (|b| + K/2): the KT estimate, never 0, so one surprising run at a
+    bad commit cannot make the two-point log-likelihood ratio −∞."""
+    b = np.asarray(counts_bad, dtype=float)
+    if b.ndim != 1 or b.size == 0 or (b < 0).any():
+        raise ValueError("bad-endpoint counts must be a non-empty sequence of counts ≥ 0")
+    return tuple(float(x) for x in (b + 0.5) / (b.sum() + b.size / 2))
+
+
+BAD_ENDPOINT_NATS_PER_DF = 10.0  # see bad_endpoint_enough
+BAD_ENDPOINT_MIN_RUNS = 100
+
+
+def bad_endpoint_enough(counts_bad: Sequence[int], ref: Reference, *,
+                        nats_per_df: float = BAD_ENDPOINT_NATS_PER_DF,
+                        minimum: int = BAD_ENDPOINT_MIN_RUNS) -> bool:
+    """Has the bad endpoint been measured long enough to use q̂ = smooth_bad(b) in bisect mode?
+
+    At a bad commit the two-point statistic drifts by KL(q‖p) − KL(q‖q̂) per run, and
+    E KL(q‖q̂) ≈ (d−1)/(2 n_b) for n_b runs over d used categories. If the drift shrinks to a
+    fraction f of Wald's, a wrong GOOD there has probability ≈ β^f instead of β: q̂ must be good
+    *relative to the size of the bug*. So we measure until n_b·KL(q̂‖p) ≥ nats_per_df·(d−1):
+    the expected loss is then 1/(2·nats_per_df) = 5% of the drift, for a gross bug after the
+    `minimum` runs (100) and for a TV-0.1 bug after ~1,800. The rule looks at q̂ as it evolves,
+    so an early lucky streak does not stop it short.
+    """
+    b = np.asarray(counts_bad, dtype=float)
+    n_b = b.sum()
+    if n_b < minimum:
+        return False
+    if _zero_prob_hit(b, ref.p, ref.names) is not None:
+        return True  # an impossible outcome: q̂ differs from p in a way no good run can match
+    used = int(((b > 0) | (ref.p > 0)).sum())
+    return n_b * kl(b / n_b, ref.p) >= nats_per_df * max(used - 1, 1)
+
+
+def log_lr_many(counts: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Σ n_k log(q_k / p_k); +inf when a category with p_k = 0 occurred (q must be > 0)."""
+    n = np.asarray(counts, dtype=float)
+    lp = log_lik_many(n, p)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isneginf(lp), np.inf, log_lik_many(n, q) - lp)
+
+
+def two_point_e_many(counts: np.ndarray, p: np.ndarray, q: np.ndarray, a_p: np.ndarray,
+                     a_q: np.ndarray, w: float = UNLIKE_WEIGHT) -> tuple[np.ndarray, np.ndarray]:
+    """(log E_notp, log E_notq) for bisect mode.
+
+    E_notp = (1−w)·Π(q̂/p)^n + w·M_p/L_p   — an e-process under p (both terms are),
+    E_notq = (1−w)·Π(p/q̂)^n + w·M_q̂/L_q̂  — an e-process under q̂.
+    The first terms are Wald's SPRT; the Dirichlet mixtures let data that fit neither endpoint
+    reject both (UNLIKE).
+    """
+    lr = log_lr_many(counts, p, q)
+    lw, l1w = math.log(w), math.log1p(-w)
+    e_p = np.logaddexp(l1w + lr, lw + log_e_bad_many(counts, p, a_p))
+    e_q = np.logaddexp(l1w - lr, lw + log_e_bad_many(counts, q, a_q))
+    return e_p, e_q
+
+
+def test_two_point(counts: Sequence[int], ref: Reference, q_bad: Sequence[float], *, alpha: float,
+                   beta: float, max_runs: int, unlike_weight: float = UNLIKE_WEIGHT) -> Evidence:
+    """Bisect mode: is this commit like the good endpoint (p) or the bad one (q̂)?
+
+    BAD    when E_notp ≥ 1/α and E_notq < 1/β;
+    GOOD   when E_notq ≥ 1/β and E_notp < 1/α;
+    UNLIKE when both fire (neither endpoint fits);
+    INCONCLUSIVE at max_runs. See :func:`two_point_e_many`.
+    Guarantees: under q = p, P(BAD or UNLIKE) ≤ α; under q = q̂, P(GOOD or UNLIKE) ≤ β. With the
+    SPRT share 1−w = 0.9 the thresholds on Σ n_k log(q̂_k/p_k) are log(1/α) + 0.105 and
+    −log(1/β) − 0.105, i.e. Wald's test up to a tenth of a nat. GOOD is guaranteed against q̂
+    itself; the real bad distribution differs from q̂ by estimation noise, which is why the bad
+    endpoint is measured until :func:`bad_endpoint_enough` first.
+    """
+    _check_levels(alpha, beta)
+    n = _as_counts(counts, ref)
+    q = np.asarray(q_bad, dtype=float)
+    if q.shape != n.shape or (q <= 0).any() or abs(q.sum() - 1) > SUM_TOLERANCE:
+        raise ValueError("q_bad must be a strictly positive distribution over the reference's "
+                         "categories (use smooth_bad on the bad endpoint's counts)")
+    q = q / q.sum()
+    total = int(n.sum())
+    hit = _zero_prob_hit(n, ref.p, ref.names)
+    if hit is not None:
+        return Evidence(Decision.BAD, total, math.inf, -math.inf,
+                        f"outcome {hit!r} has reference probability 0")
+    a_p = prior_matrix(ref.probs)
+    a_q = prior_matrix(tuple(q))
+    lp, lq = (float(x) for x in two_point_e_many(n, ref.p, q, a_p, a_q, unlike_weight))
+    fire_p, fire_q = lp >= math.log(1 / alpha), lq >= math.log(1 / beta)
+    if fire_p and fire_q:
+        return Evidence(Decision.UNLIKE, total, lp, lq,
+                        f"fits neither endpoint after {total} runs: E vs good = {_fmt_e(lp)}, "
+                        f"E vs bad = {_fmt_e(lq)}")
+    return _decide(total, lp, lq, alpha, beta, max_runs, good_what="like the good endpoint")
+
+
+# ---------------------------------------------------------------------------------------------
+# Error budget of a whole bisect, and Wald's lower bounds
+# ---------------------------------------------------------------------------------------------
+
+
+def step_level(n_commits: int, confidence: float = 0.99) -> float:
+    """Per-verdict α (= β) so that a bisect over n_commits is right with prob ≥ confidence.
+
+    The bisect is right if every verdict it relies on is right. Plain bisection over positions
+    0..n−1 (0 good, n−1 bad, both known) asks at most ⌈log2(n − 1)⌉ verdicts, and the pipeline
+    re-tests the culprit and its parent once more: +2. Each verdict is wrong with probability
+    ≤ α (a good commit) or ≤ β (a bad one), so by the union bound the whole is wrong with
+    probability ≤ (⌈log2(n−1)⌉ + 2)·α. (Using n − 1 rather than n is exact for the number of
+    steps and never gives a smaller α than (1−confidence)/(⌈log2 n⌉ + 2).)
+    """
+    if n_commits < 2:
+        raise ValueError("a bisect needs at least two commits")
+    if not (0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    steps = math.ceil(math.log2(n_commits - 1)) if n_commits > 2 else 0
+    return (1.0 - confidence) / (steps + 2)
+
+
+def kl(q: Sequence[float], p: Sequence[float]) -> float:
+    """KL(q‖p) = Σ q_k log(q_k/p_k) in nats (inf when q puts mass where p has none)."""
+    qa, pa = np.asarray(q, dtype=float), np.asarray(p, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(qa > 0, qa * (np.log(qa) - np.log(pa)), 0.0)
+    return float(terms.sum())
+
+
+def binary_kl(a: float, b: float) -> float:
+    return kl((a, 1 - a), (b, 1 - b))
+
+
+def wald_bound(q: Sequence[float], p: Sequence[float], alpha: float, beta: float) -> float:
+    """Lower bound on E_q[N] for ANY sequential test that decides "not p" with probability
+    ≥ 1 − β under q and ≤ α under p (Wald 1945; Hoeffding 1960): d(1−β ‖ α) / KL(q‖p),
+    d the binary KL. ≈ log(1/α)/KL(q‖p) for small α, β."""
+    d = kl(q, p)
+    return binary_kl(1 - beta, alpha) / d if d > 0 else math.inf
+
+
+def good_wald_bound(ref: Reference, tolerance: float, alpha: float, beta: float) -> float:
+    """Wald bound for certifying GOOD under q = p against every q with TV ≥ tolerance:
+    d(1−α ‖ β) / min_{q ∈ H0} KL(p‖q), the minimum over the same null as the GOOD test
+    (binary reductions per subset S). With a condition probability c the conditional part
+    learns only from the fraction c of runs that meet it, and both parts must be certified."""
+    d = binary_kl(1 - alpha, beta)
+    if not ref.has_condition:
+        return d / _min_binary_kl(ref.p, tolerance)
+    c = float(ref.condition_prob)
+    part_a = d / (c * _min_binary_kl(ref.p[:-1] / c, tolerance))
+    part_b = d / _min_binary_kl(np.array([c, 1 - c]), tolerance)
+    return max(part_a, part_b)
+
+
+def _min_binary_kl(p: np.ndarray, eps: float) -> float:
+    masks = subset_masks(p.size)
+    vals = [binary_kl(float(ps), float(ps) + eps) for ps in masks @ p if ps + eps <= 1 + 1e-12]
+    return min(vals)
+
+
+def hardest_tv_shift(p: Sequence[float], tv: float) -> tuple[float, ...]:
+    """The q with TV(q, p) = tv that is hardest to tell from p (min KL(q‖p)): for the best
+    subset S, q(S) = p(S) + tv with q ∝ p inside S and inside S̄ (chain rule of KL)."""
+    pa = np.asarray(p, dtype=float)
+    best, arg = math.inf, None
+    for m in subset_masks(pa.size):
+        ps = float(m @ pa)
+        if ps + tv > 1 or ps <= 0:
+            continue
+        d = binary_kl(ps + tv, ps)
+        if d < best:
+            best, arg = d, m
+    assert arg is not None
+    ps = float(arg @ pa)
+    q = np.where(arg > 0, pa * (ps + tv) / ps, pa * (1 - ps - tv) / (1 - ps))
+    return tuple(float(x) for x in q)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference as a control sample
+# ---------------------------------------------------------------------------------------------
+
+
+def log_kt(m: Sequence[int]) -> float:
+    """log of the Krichevsky–Trofimov (Dirichlet ½) marginal likelihood of a sequence with counts m."""
+    ma = np.asarray(m, dtype=float)
+    k = ma.size
+    return float(gammaln(ma + 0.5).sum() - k * gammaln(0.5) - gammaln(ma.sum() + k / 2) + gammaln(k / 2))
+
+
+def control_radius(control: Reference) -> float:
+    """max TV(r, m/M) over the confidence set C_p = {r : Σ m_k log r_k ≥ log KT(m) − log(1/δ)}.
+
+    C_p holds p with probability ≥ 1 − δ (Markov on KT(m)/L_p(m), whose mean is 1). In KL terms
+    C_p = {r : KL(m/M ‖ r) ≤ κ}, κ = [Σ m log(m/M) − log KT(m) + log(1/δ)] / M, and for each S
+    the largest r(S) solves d(p̂(S) ‖ t) = κ (data processing makes it binary).
+    """
+    return _control_geometry(control.control, control.delta)[1]
+
+
+@lru_cache(maxsize=16)
+def _control_geometry(m: tuple[int, ...], delta: float) -> tuple[float, float]:
+    """(threshold on Σ m log r, TV radius)."""
+    ma = np.asarray(m, dtype=float)
+    tot = ma.sum()
+    thr = log_kt(m) - math.log(1 / delta)
+    kappa = (float(xlogy(ma, ma / tot).sum()) - thr) / tot
+    p_hat = ma / tot
+    radius = 0.0
+    for mask in subset_masks(ma.size):
+        ps = float(mask @ p_hat)
+        lo, hi = ps, 1.0
+        if binary_kl(ps, hi) <= kappa:
+            radius = max(radius, 1.0 - ps)
+            continue
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if binary_kl(ps, mid) <= kappa else (lo, mid)
+        radius = max(radius, lo - ps)
+    return thr, radius
+
+
+def _control_max_loglik(n: np.ndarray, m: np.ndarray, thr: float) -> float:
+    """max_{r ∈ C_p} Σ n_k log r_k. KKT puts the maximiser on r(s) = (1−s)·n/N + s·m/M, at the
+    smallest s ∈ [0, 1] where Σ m log r(s) ≥ thr (concave along the segment, max at s = 1)."""
+    tot_n, tot_m = n.sum(), m.sum()
+    if tot_n == 0:
+        return 0.0
+    a, b = n / tot_n, m / tot_m
+
+    def h(s: float) -> float:
+        with np.errstate(divide="ignore"):
+            return float(xlogy(m, (1 - s) * a + s * b).sum())
+
+    if h(0.0) >= thr:
+        s = 0.0
+    else:
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if h(mid) >= thr else (mid, hi)
+        s = hi
+    with np.errstate(divide="ignore"):
+        return float(xlogy(n, (1 - s) * a + s * b).sum())
+
+
+def test_against_control(counts: Sequence[int], control: Reference, *, alpha: float, beta: float,
+                         tolerance: float, max_runs: int) -> Evidence:
+    """Generic test when the reference is a control sample m (Reference.from_control).
+
+    BAD:  log M_n − max_{r ∈ C_p} Σ n_k log r_k ≥ log(1/α). On the event p ∈ C_p (prob ≥ 1−δ)
+          the max is ≥ log L_p(n), so the statistic is below the BAD e-process: false BAD ≤ α + δ.
+    GOOD: the universal-inference test around p̂ = m/M with tolerance shrunk by the set's TV
+          radius ρ (TV(q,p) ≥ ε and TV(p,p̂) ≤ ρ imply TV(q,p̂) ≥ ε − ρ): false GOOD ≤ β + δ.
+    The mixture priors centre on the KT-smoothed control (m + ½)/(M + K/2), never 0.
+    δ is paid once for the whole bisect (the control sample is collected once).
+    """
+    _check_levels(alpha, beta)
+    if control.control is None:
+        raise ValueError("test_against_control needs a Reference built with Reference.from_control")
+    n = _as_counts(counts, control)
+    m = np.asarray(control.control, dtype=float)
+    total = int(n.sum())
+    thr, radius = _control_geometry(control.control, control.delta)
+    p_smooth = (m + 0.5) / (m.sum() + m.size / 2)
+    a = prior_matrix(tuple(p_smooth))
+    log_bad = float(log_mixture_many(n, a)) - _control_max_loglik(n, m, thr)
+    eps = tolerance - radius
+    if eps <= 0:
+        log_good = -math.inf
+        what = f"cannot certify: control radius {radius:.3g} ≥ tolerance {tolerance:g}"
+    else:
+        num = np.logaddexp(math.log(GOOD_NUMERATOR_WEIGHT) + log_lik_many(n, p_smooth),
+                           math.log1p(-GOOD_NUMERATOR_WEIGHT) + log_mixture_many(n, a))
+        log_good = float(num - log_sup_tv_null_many(n, m / m.sum(), eps))
+        what = f"TV < {tolerance:g} incl. control radius {radius:.3g}"
+    return _decide(total, log_bad, log_good, alpha, beta, max_runs, good_what=what)
+
+
+# ---------------------------------------------------------------------------------------------
+# Probabilistic ("sticky") bisection
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StickyResult:
+    culprit: int  # most probable first bad position
+    posterior: float  # its posterior probability
+    runs: int  # runs used at positions 1..n−2 (the bad endpoint's runs are the caller's)
+    tested: tuple[int, ...]  # distinct positions run, in first-visit order (each costs a build)
+    visits: int  # number of (re)visits, i.e. moves between positions
+
+
+def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_counts: Sequence[int], *,
+                  confidence: float = 0.999, band: tuple[float, float] = (0.02, 0.98),
+                  max_runs: int = 1_000_000) -> StickyResult:
+    """Bayesian ("probabilistic") bisection over positions 0..n−1, 0 good and n−1 bad, that
+    also learns the bad distribution. `run(i)` returns the category index of one fresh run at i;
+    `bad_counts` are the bad endpoint's counts (its runs are evidence like any other).
+
+    Model: the first bad position c is uniform on 1..n−1; runs at i < c come from p (known),
+    runs at i ≥ c from an unknown q ~ Dirichlet(½) shared by every bad position. Given the
+    visited positions v_1 < … < v_m = n−1 with counts N_i, every c in (v_{j−1}, v_j] has the
+    same likelihood  L_p(Σ_{i<j} N_i) · KT(Σ_{i≥j} N_i)  (KT: the Dirichlet-½ marginal), so the
+    exact posterior lives on m intervals. Because q is integrated out, a noisy estimate of the
+    bad distribution cannot make the bisection overconfident (a plug-in q̂ does: see the bench),
+    and every run at a bad position sharpens what "bad" looks like.
+
+    Policy (Horstein 1963; Waeber, Frazier, Henderson, SICON 2013): move to the position whose
+    P(c ≤ i) is nearest ½, and *stick* there while P(c ≤ i) stays inside `band`, since moving
+    costs a build (Henderson et al., "Flake-Aware Culprit Finding", ICST 2023). A wrong local
+    call is not final: later runs pull the posterior back. Stop when culprit and parent are both
+    visited and P(c = culprit) ≥ confidence.
+    """
+    if n < 2:
+        raise ValueError("need at least a good and a bad position")
+    logp = np.log(np.asarray(p, dtype=float)) if min(p) > 0 else _safe_log(np.asarray(p, dtype=float))
+    k = logp.size
+    bad = np.asarray(bad_counts, dtype=float)
+    if bad.shape != (k,):
+        raise ValueError(f"bad_counts must have {k} entries")
+    pos: list[int] = [n - 1]  # visited positions, sorted
+    own: list[np.ndarray] = [bad.copy()]  # counts per visited position
+    lo_band, hi_band = band
+    runs, visits = 0, 0
+    tested: list[int] = []
+
+    def interval_loglik() -> tuple[np.ndarray, np.ndarray]:
+        counts = np.array(own)
+        suffix = np.cumsum(counts[::-1], axis=0)[::-1]  # Σ_{i ≥ j} N_i
+        prefix = np.vstack([np.zeros(k), np.cumsum(counts, axis=0)[:-1]])  # Σ_{i < j} N_i
+        ll = _xlogy_safe(prefix, logp) + (gammaln(suffix + 0.5).sum(-1) - gammaln(suffix.sum(-1) + k / 2))
+        return ll, suffix
+
+    while True:
+        ll, suffix = interval_loglik()
+        starts = np.array([1] + [v + 1 for v in pos[:-1]])
+        sizes = np.array(pos) - starts + 1
+        logpost = ll + np.log(np.maximum(sizes, 1)) + np.where(sizes > 0, 0.0, -np.inf)
+        post = np.exp(logpost - logsumexp(logpost))
+        j = int(post.argmax())
+        exact = sizes[j] == 1
+        if (exact and post[j] >= confidence) or runs >= max_runs or n == 2:
+            return StickyResult(int(pos[j]), float(post[j] if exact else post[j] / sizes[j]),
+                                runs, tuple(tested), visits)
+        density = np.repeat(post / np.maximum(sizes, 1), sizes)  # P(c = x), x = 1..n−1
+        cdf = np.cumsum(density)[: n - 2]  # P(c ≤ i), i = 1..n−2
+        i = int(np.abs(cdf - 0.5).argmin()) + 1
+        if i not in pos:
+            t = int(np.searchsorted(pos, i))
+            pos.insert(t, i)
+            own.insert(t, np.zeros(k))
+            tested.append(i)
+            ll, suffix = interval_loglik()
+            starts = np.array([1] + [v + 1 for v in pos[:-1]])
+            sizes = np.array(pos) - starts + 1
+            logpost = ll + np.log(np.maximum(sizes, 1)) + np.where(sizes > 0, 0.0, -np.inf)
+        t = pos.index(i)
+        visits += 1
+        left = slice(0, t + 1)  # intervals with c ≤ i: i is bad there
+        while runs < max_runs:
+            x = run(i)
+            runs += 1
+            s_left = suffix[left]
+            logpost[left] += np.log((s_left[:, x] + 0.5) / (s_left.sum(-1) + k / 2))
+            suffix[left, x] += 1
+            logpost[t + 1:] += logp[x]
+            own[t][x] += 1
+            p_bad = math.exp(logsumexp(logpost[left]) - logsumexp(logpost))
+            if not (lo_band < p_bad < hi_band):
+                break
+
+
+def _safe_log(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+def _xlogy_safe(counts: np.ndarray, logp: np.ndarray) -> np.ndarray:
+    """Σ n_k log p_k with 0·log 0 = 0 and n·log 0 = −inf."""
+    with np.errstate(invalid="ignore"):
+        terms = np.where(counts > 0, counts * logp, 0.0)
+    return terms.sum(-1)
