@@ -1,0 +1,237 @@
+"""bisectbot.stats: calibration by simulation (fixed seeds) and property tests.
+
+Monte Carlo margins: with N simulated sequences an error rate r is estimated with standard
+error sqrt(r(1−r)/N); assertions allow ~3 standard errors (or a Clopper-Pearson-style count
+bound) so a fixed seed cannot pass by luck nor fail by it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bisectbot import stats as S
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import simulate as sim  # noqa: E402
+
+REF = sim.ref_29975()
+P_COND = list(sim.P_29975.values())
+GROSS = sim.joint([1.0, 0.0, 0.0])
+TV10 = sim.joint(S.hardest_tv_shift(P_COND, 0.1))
+
+
+# -- reference ---------------------------------------------------------------------------------
+
+
+def test_reference_layout_and_index() -> None:
+    assert REF.names == ("e", "g", "h", S.OTHER, S.MISSED)
+    assert REF.probs[3] == 0.0 and math.isclose(sum(REF.probs), 1.0)
+    assert math.isclose(REF.probs[4], 0.18)
+    assert REF.index("g") == 1
+    assert REF.index("zzz") == 3 and REF.index(None) == 3
+    assert REF.index("g", met_condition=False) == 4
+    plain = S.Reference.from_probs({"a": 0.5, "b": 0.5})
+    assert plain.names == ("a", "b", S.OTHER) and plain.index("a", met_condition=False) is None
+
+
+@pytest.mark.parametrize("probs, cond, msg", [
+    ({"a": 0.5, "b": 0.4}, None, "sum to 0.9"),
+    ({"a": -0.1, "b": 1.1}, None, "≥ 0"),
+    ({}, None, "empty"),
+    ({"a": 1.0}, 0.0, "condition_prob"),
+    ({S.OTHER: 1.0}, None, "reserved"),
+])
+def test_reference_validation(probs, cond, msg) -> None:
+    with pytest.raises(ValueError, match=msg):
+        S.Reference.from_probs(probs, cond)
+
+
+def test_reference_renormalises_within_tolerance() -> None:
+    r = S.Reference.from_probs({"a": 0.5004, "b": 0.5})
+    assert math.isclose(sum(r.probs), 1.0)
+
+
+# -- calibration (fixed seeds) -----------------------------------------------------------------
+
+ALPHA = 5e-3  # larger than the pipeline's so false alarms are frequent enough to measure
+
+
+def test_false_bad_rate_under_reference_is_at_most_alpha() -> None:
+    out = sim.simulate_generic(np.random.default_rng(11), REF, REF.p, alpha=ALPHA, beta=ALPHA,
+                               tolerance=0.1, max_runs=1000, paths=4000)
+    false_bad = out.rate(sim.BAD)
+    # Ville: ≤ α at any stopping time; allow 3 Monte Carlo standard errors.
+    assert false_bad <= ALPHA + 3 * math.sqrt(ALPHA / 4000), false_bad
+    assert out.rate(sim.GOOD) >= 0.9  # GOOD at tolerance 0.1 within 1000 runs, mostly
+
+
+def test_false_good_rate_at_tolerance_boundary_is_at_most_beta() -> None:
+    """Truth exactly at TV = tolerance (the hardest point of the GOOD null)."""
+    out = sim.simulate_generic(np.random.default_rng(12), REF, TV10, alpha=ALPHA, beta=ALPHA,
+                               tolerance=0.1, max_runs=1500, paths=1500)
+    assert out.rate(sim.GOOD) <= ALPHA + 3 * math.sqrt(ALPHA / 1500)
+    assert out.rate(sim.BAD) >= 0.9
+
+
+def test_power_gross_bug() -> None:
+    out = sim.simulate_generic(np.random.default_rng(13), REF, GROSS, alpha=5e-4, beta=5e-4,
+                               tolerance=0.1, max_runs=200, paths=3000)
+    assert out.rate(sim.BAD) == 1.0
+    assert out.mean_runs() <= 15.0  # acceptance: ≤ 15 runs at α = 5e-4 (measured ≈ 13.9)
+
+
+def test_unseen_token_is_bad_at_once() -> None:
+    q = sim.joint(P_COND, other=0.02)
+    out = sim.simulate_generic(np.random.default_rng(14), REF, q, alpha=5e-4, beta=5e-4,
+                               tolerance=0.1, max_runs=2000, paths=500)
+    assert out.rate(sim.BAD) == 1.0
+
+
+def test_two_point_errors_and_speed() -> None:
+    rng = np.random.default_rng(15)
+    q_hat = np.asarray(S.smooth_bad([82, 0, 0, 0, 18]))
+    good = sim.simulate_two_point(rng, REF, REF.p, q_hat, alpha=ALPHA, beta=ALPHA, max_runs=300,
+                                  paths=4000)
+    assert good.rate(sim.BAD) + good.rate(sim.UNLIKE) <= ALPHA + 3 * math.sqrt(ALPHA / 4000)
+    assert good.rate(sim.GOOD) >= 0.99
+    bad = sim.simulate_two_point(rng, REF, GROSS, q_hat, alpha=5e-4, beta=5e-4, max_runs=300,
+                                 paths=2000)
+    assert bad.rate(sim.BAD) == 1.0
+    assert bad.mean_runs() <= 1.3 * S.wald_bound(GROSS, REF.p, 5e-4, 5e-4)
+
+
+def test_two_point_unlike_when_neither_endpoint_fits() -> None:
+    q_hat = S.smooth_bad([82, 0, 0, 0, 18])
+    ev = S.test_two_point([0, 0, 60, 0, 10], REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000)
+    assert ev.decision is S.Decision.UNLIKE
+
+
+def test_control_sample_mode() -> None:
+    rng = np.random.default_rng(16)
+    m = sim.draw_counts(rng, REF.p, 1, 20_000)[0, -1]
+    control = S.Reference.from_control(dict(zip(REF.names, m.tolist())), delta=1e-3)
+    assert control.names == REF.names and S.control_radius(control) < 0.05
+    runs = sim.draw_counts(rng, GROSS, 1, 60)[0]
+    first = next(i for i, c in enumerate(runs)
+                 if S.test_against_control(c, control, alpha=5e-4, beta=5e-4, tolerance=0.1,
+                                           max_runs=1000).decision is S.Decision.BAD)
+    assert first < 40
+    false_bad = 0
+    for path in sim.draw_counts(rng, REF.p, 200, 300):
+        ev = S.test_against_control(path[-1], control, alpha=0.01, beta=0.01, tolerance=0.1,
+                                    max_runs=1000)
+        false_bad += ev.log_e_bad >= math.log(100)
+    assert false_bad <= 6  # ≤ α + δ = 1.1% of 200, with margin
+
+
+def test_sticky_bisect_finds_gross_culprit() -> None:
+    rng = np.random.default_rng(17)
+    right = 0
+    for _ in range(20):
+        culprit = int(rng.integers(1, 4096))
+        found, runs, builds = sim.bisect_sticky(rng, REF, GROSS, 4096, culprit, 0.999)
+        right += found == culprit
+        assert builds <= 20
+    assert right == 20
+
+
+def test_step_level_and_wald_figures() -> None:
+    assert math.isclose(S.step_level(4096), 0.01 / 14)
+    assert math.isclose(S.step_level(4097), 0.01 / 14)  # 4096 gaps: 12 steps
+    assert math.isclose(S.step_level(4098), 0.01 / 15)
+    assert math.isclose(S.step_level(3), 0.01 / 3)
+    assert S.wald_bound(GROSS, REF.p, 1e-3, 1e-3) == pytest.approx(7.9, abs=0.1)
+    assert S.wald_bound(TV10, REF.p, 1e-3, 1e-3) == pytest.approx(419, rel=0.01)
+    assert S.good_wald_bound(REF, 0.1, 1e-3, 1e-3) == pytest.approx(419, rel=0.01)
+
+
+def test_sequential_matches_vectorised() -> None:
+    """The scalar test called after each run equals the vectorised simulation."""
+    rng = np.random.default_rng(18)
+    path = sim.draw_counts(rng, TV10, 1, 400)[0]
+    a = S.prior_matrix(REF.probs)
+    vb = S.log_e_bad_many(path.astype(float), REF.p, a)
+    vg = S.log_e_good_many(path.astype(float), REF, 0.1)
+    for t in range(0, 400, 37):
+        ev = S.test_against_reference(path[t], REF, alpha=1e-9, beta=1e-9, tolerance=0.1, max_runs=10**6)
+        assert ev.log_e_bad == pytest.approx(vb[t]) and ev.log_e_good == pytest.approx(vg[t])
+
+
+# -- properties (hypothesis) -------------------------------------------------------------------
+
+counts5 = st.lists(st.integers(0, 300), min_size=5, max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(counts5, st.sampled_from([0.05, 0.1, 0.3]))
+def test_e_values_nonnegative_and_well_defined(counts, tol) -> None:
+    ev = S.test_against_reference(counts, REF, alpha=1e-3, beta=1e-3, tolerance=tol, max_runs=500)
+    for v in (ev.log_e_bad, ev.log_e_good):  # log E ∈ [−inf, +inf], never NaN ⇔ E ≥ 0
+        assert not math.isnan(v)
+    assert ev.log_e_bad > -math.inf  # the mixture never gives zero mass to seen data
+    assert ev.n == sum(counts)
+    if sum(counts) >= 500 and ev.decision is None:
+        pytest.fail("budget reached but undecided")
+
+
+@settings(max_examples=100, deadline=None)
+@given(counts5, st.integers(1, 5))
+def test_zero_probability_outcome_is_bad(counts, extra) -> None:
+    counts = list(counts)
+    counts[3] += extra  # OTHER has reference probability 0
+    ev = S.test_against_reference(counts, REF, alpha=1e-6, beta=1e-6, tolerance=0.1, max_runs=10**6)
+    assert ev.decision is S.Decision.BAD and ev.log_e_bad == math.inf
+    ev2 = S.test_two_point(counts, REF, S.smooth_bad([80, 0, 0, 0, 20]), alpha=1e-6, beta=1e-6,
+                           max_runs=10**6)
+    assert ev2.decision is S.Decision.BAD
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=0, max_size=60), st.randoms(use_true_random=False))
+def test_order_free_and_one_by_one_equals_counts(seq, rnd) -> None:
+    """Feeding runs one at a time ends where the counts are; shuffling changes nothing."""
+    counts = [0] * 5
+    for k in seq:
+        counts[k] += 1
+    shuffled = list(seq)
+    rnd.shuffle(shuffled)
+    again = [0] * 5
+    for k in shuffled:
+        again[k] += 1
+    kw = dict(alpha=1e-3, beta=1e-3, tolerance=0.1, max_runs=1000)
+    a = S.test_against_reference(counts, REF, **kw)
+    b = S.test_against_reference(again, REF, **kw)
+    assert (a.log_e_bad, a.log_e_good, a.decision) == (b.log_e_bad, b.log_e_good, b.decision)
+    # the sequential product of one-step predictive probabilities equals the closed form
+    amat = S.prior_matrix(REF.probs)
+    pos = REF.p > 0
+    if not seq or any(not pos[k] for k in seq):
+        return
+    log_m = np.log(np.mean([_sequential_dirichlet(shuffled, aj) for aj in amat]))
+    assert log_m == pytest.approx(float(S.log_mixture_many(np.array(counts, float), amat)), abs=1e-8)
+
+
+def _sequential_dirichlet(seq: list[int], a: np.ndarray) -> float:
+    """Π_t (a_k + n_k(t)) / (Σa + t): the Dirichlet predictive, one run at a time."""
+    n = np.zeros_like(a)
+    prob = 1.0
+    for k in seq:
+        prob *= (a[k] + n[k]) / (a.sum() + n.sum())
+        n[k] += 1
+    return prob
+
+
+@settings(max_examples=80, deadline=None)
+@given(counts5, st.lists(st.integers(0, 200), min_size=5, max_size=5))
+def test_two_point_statistic_is_valid_shape(counts, bad) -> None:
+    ev = S.test_two_point(counts, REF, S.smooth_bad(bad), alpha=1e-3, beta=1e-3, max_runs=10**6)
+    assert not math.isnan(ev.log_e_bad) and not math.isnan(ev.log_e_good)
+    if counts[3] == 0:
+        assert ev.log_e_bad < math.inf
