@@ -128,7 +128,12 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
             progress.step(f"[arm {name}] testing {line[pos][:12]}")
             record(tester.arm_verdict(line[pos], name, role=role, subject=ws.info(line[pos]).subject))
 
-    q_bad = stats.smooth_bad([broken.counts[name] for name in tester.reference.names])
+    # The bad model q̂ for bisect mode: keep measuring the broken endpoint (same seeds onwards)
+    # until q̂ is precise relative to the size of the bug (≥ 100 runs; more for subtle bugs).
+    model = test(broken_pos, f"{broken_name}-model", Mode("bad-model"))
+    if model.verdict != "bad":
+        _endpoint_failed(state, job, broken_name, broken_ref, model, "bad")
+    q_bad = stats.smooth_bad([model.counts[name] for name in tester.reference.names])
     two_point = Mode("two-point", tuple(q_bad))
     steps = max(1, math.ceil(math.log2(max(n - 1, 2))))
     step_no = 0
@@ -161,7 +166,8 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         message = (f"{len(cands)} candidates between {line[result.last_good][:12]} and "
                    f"{line[result.first_bad][:12]}: the commits between could not be decided")
 
-    informative = [v for v in verdicts if v.verdict in ("good", "bad") and v.arm == "main"]
+    informative = [v for v in verdicts
+                   if v.verdict in ("good", "bad") and v.arm == "main" and v.mode != "bad-model"]
     confidence = max(0.0, 1.0 - sum(max(v.alpha, v.beta) for v in informative))
     tested = {v.sha for v in verdicts if v.arm == "main"}  # each built exactly once, ever
     first = line[culprit_pos] if status in ("found", "unconfirmed") else None

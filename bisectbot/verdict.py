@@ -38,10 +38,11 @@ MIN_FAILURES_TO_SKIP = 5
 
 @dataclass(frozen=True)
 class Mode:
-    """Which test decides: the generic one against the reference, or the bisect-mode two-point
-    test against the bad endpoint's smoothed distribution `q_bad`."""
+    """Which test decides: the generic one against the reference, the bisect-mode two-point
+    test against the bad endpoint's smoothed distribution `q_bad`, or (bad-model) no test but
+    measuring the bad endpoint until `q_bad` is estimated well enough."""
 
-    kind: str = "reference"  # reference | two-point
+    kind: str = "reference"  # reference | two-point | bad-model
     q_bad: tuple[float, ...] | None = None
 
 
@@ -250,6 +251,12 @@ class Tester:
         return index, why
 
     def _test(self, counts: Sequence[int], mode: Mode, alpha: float, beta: float, budget: int) -> stats.Evidence:
+        if mode.kind == "bad-model":
+            # Not a test: keep measuring the (already BAD) endpoint until q̂ is good enough for
+            # bisect mode relative to the size of the bug (stats.bad_endpoint_enough).
+            enough = stats.bad_endpoint_enough(counts, self.reference)
+            return stats.Evidence(stats.Decision.BAD if enough else None, sum(counts), 0.0, 0.0,
+                                  f"bad-endpoint model from {sum(counts)} counted runs")
         if mode.kind == "two-point":
             assert mode.q_bad is not None
             return stats.test_two_point(counts, self.reference, mode.q_bad,
