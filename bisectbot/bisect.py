@@ -17,17 +17,17 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from . import stats
 from .commits import Workspace
 from .config import Config
-from .errors import EndpointError
+from .errors import BisectbotError, EndpointError
 from .progress import Progress
-from .search import Answer, bisect_search
+from .search import Answer, SearchResult, bisect_search
 from .state import State
 from .report import environment, reference_json
-from .verdict import CommitVerdict, Mode, Tester
+from .verdict import Accumulator, CommitVerdict, Mode, Tester
 
 SCHEMA_VERSION = 1
 
@@ -63,6 +63,7 @@ class BisectReport:
     config: dict[str, Any]
     environment: dict[str, Any]
     reproduce: str
+    strategy: str = "plain"     # plain | sticky
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -75,7 +76,7 @@ def job_id(kind: str, cfg: Config, *parts: str) -> str:
 
 
 def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
-               find: str = "bad", progress: Progress | None = None,
+               find: str = "bad", strategy: str = "plain", progress: Progress | None = None,
                config_path: str = "CONFIG") -> BisectReport:
     progress = progress or Progress(quiet=True)
     ws = Workspace(cfg.repo_source, state.clone_dir)
@@ -84,9 +85,10 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
     good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
     line = ws.first_parent_line(good, bad)
     n = len(line)
-    job = job_id("bisect", cfg, good, bad, find)
+    job = job_id("bisect", cfg, good, bad, find, *(() if strategy == "plain" else (strategy,)))
     state.start_job(job, "bisect", {"good": good, "bad": bad, "good_ref": good_ref,
-                                    "bad_ref": bad_ref, "find": find, "config": config_path})
+                                    "bad_ref": bad_ref, "find": find, "strategy": strategy,
+                                    "config": config_path})
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(n, cfg.test.confidence))
     tester = Tester(cfg, state, ws, progress)
     verdicts: list[CommitVerdict] = []
@@ -146,7 +148,13 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         answer = Answer(v.verdict) if v.verdict in Answer._value2member_map_ else Answer.SKIP
         return _flip(answer) if find == "fixed" else answer
 
-    result = bisect_search(n, oracle)
+    posterior = None
+    if strategy == "sticky":
+        progress.step("[sticky] Bayesian bisection: stays on a commit until its side is clear")
+        result, posterior = _sticky_search(tester, line, find, model, progress, record,
+                                           confidence=1 - level)
+    else:
+        result = bisect_search(n, oracle)
     culprit_pos = result.first_bad  # the first bad one, or with find=fixed the first fixed one
     status, message = "ambiguous", ""
     if result.exact:
@@ -166,9 +174,11 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         message = (f"{len(cands)} candidates between {line[result.last_good][:12]} and "
                    f"{line[result.first_bad][:12]}: the commits between could not be decided")
 
-    informative = [v for v in verdicts
-                   if v.verdict in ("good", "bad") and v.arm == "main" and v.mode != "bad-model"]
-    confidence = max(0.0, 1.0 - sum(max(v.alpha, v.beta) for v in informative))
+    informative = [v for v in verdicts if v.verdict in ("good", "bad") and v.arm == "main"
+                   and v.mode in ("reference", "two-point")]
+    # Union bound: wrong only if a verdict on the way is wrong (or, sticky, the posterior is).
+    doubt = sum(max(v.alpha, v.beta) for v in informative) + (1 - posterior if posterior else 0)
+    confidence = max(0.0, 1.0 - doubt)
     tested = {v.sha for v in verdicts if v.arm == "main"}  # each built exactly once, ever
     first = line[culprit_pos] if status in ("found", "unconfirmed") else None
     report = BisectReport(
@@ -182,6 +192,7 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         runs=sum(v.runs for v in verdicts), runs_executed=sum(v.executed for v in verdicts),
         retried=sum(v.retried for v in verdicts), confidence=confidence, step_alpha=level,
         message=message, verdicts=[v.to_json() for v in verdicts],
+        strategy=strategy,
         reference=reference_json(cfg, tester.resolved),
         config={"name": cfg.name, "digest": cfg.digest(), "path": config_path,
                 "experiment": tester.experiment},
@@ -207,3 +218,91 @@ def _endpoint_failed(state: State, job: str, name: str, ref: str, v: CommitVerdi
 def _reproduce(config_path: str, good: str, bad: str, find: str, cfg: Config) -> str:
     extra = " --find fixed" if find == "fixed" else ""
     return f"bisectbot bisect {config_path} --good {good} --bad {bad}{extra}"
+
+
+class _Untestable(Exception):
+    def __init__(self, index: int, reason: str):
+        super().__init__(reason)
+        self.index = index
+
+
+class _Feed:
+    """One commit's runs for the sticky bisection, one category at a time in seed order:
+    replayed from the database when stored, executed (and stored) otherwise."""
+
+    def __init__(self, tester: Tester, sha: str, index: int):
+        self.tester, self.sha, self.index = tester, sha, index
+        self.build, self.execute, self.variant, self.why = tester.runner(sha)
+        self.seeds = iter(tester.seed_block(0))
+        self.done = tester.state.get_runs(tester.experiment, sha)
+        self.acc = Accumulator(tester, sha, Mode("sticky"), 0.0, 0.0, tester.cfg.run.max_runs)
+        self.executed = 0
+
+    def next(self) -> int:
+        if self.execute is None:
+            raise _Untestable(self.index, self.why)
+        for seed in self.seeds:
+            rec = self.done.get(seed)
+            if rec is None:
+                rec = self.execute(seed)
+                self.tester.state.put_run(self.tester.experiment, self.sha, rec)
+                self.executed += 1
+            if self.acc.feed(rec):
+                raise _Untestable(self.index, self.acc.skip or "runs mostly fail")
+            if self.acc.last_index is not None:
+                return self.acc.last_index
+        raise _Untestable(self.index, f"seed budget of {self.tester.cfg.run.max_runs} runs used up")
+
+
+def _sticky_search(tester: Tester, line: list[str], find: str, model: CommitVerdict,
+                   progress: Progress, record: Callable[[CommitVerdict], CommitVerdict], *,
+                   confidence: float) -> tuple[SearchResult, float]:
+    """Probabilistic bisection (stats.sticky_bisect) over the commits that can be tested.
+
+    A commit that cannot be built or run is dropped and the search restarted on the rest; its
+    stored runs replay, so a restart costs nothing. Each tested commit is recorded as a verdict
+    on the side the final posterior puts it."""
+    names = tester.reference.names
+    p = tester.reference.probs
+    bad_counts = [model.counts[name] for name in names]
+    if find == "fixed":
+        raise BisectbotError("--strategy sticky supports --find bad only")
+    positions = list(range(len(line)))  # testable positions of the line
+    while True:
+        feeds: dict[int, _Feed] = {}
+
+        def run(i: int) -> int:
+            pos = positions[i]
+            if pos not in feeds:
+                progress.step(f"[sticky] {line[pos][:12]} (position {pos} of {len(line) - 1})")
+                feeds[pos] = _Feed(tester, line[pos], i)
+            return feeds[pos].next()
+
+        try:
+            res = stats.sticky_bisect(len(positions), run, p, bad_counts, confidence=confidence,
+                                      max_runs=tester.cfg.run.max_runs * len(line))
+            break
+        except _Untestable as exc:
+            pos = positions[exc.index]
+            progress.step(f"[sticky] skipping {line[pos][:12]}: {exc}")
+            record(_feed_verdict(feeds[pos], "skip", str(exc)))
+            positions.remove(pos)
+    culprit = positions[res.culprit]
+    parent = positions[res.culprit - 1]
+    for pos, feed in sorted(feeds.items()):
+        side = "bad" if pos >= culprit else "good"
+        record(_feed_verdict(feed, side, f"sticky bisection: P(first bad = {line[culprit][:12]}) = "
+                                         f"{res.posterior:.4f} after {res.runs} runs, {res.visits} visits"))
+    return SearchResult(parent, culprit), res.posterior
+
+
+def _feed_verdict(feed: _Feed, verdict: str, reason: str) -> CommitVerdict:
+    acc = feed.acc
+    return CommitVerdict(
+        sha=feed.sha, subject=feed.tester.workspace.info(feed.sha).subject, role="sticky",
+        verdict=verdict, runs=acc.consumed, counts=dict(zip(acc.names, acc.counts)),
+        failures=dict(acc.failures), retried=acc.retried, log_e_bad=0.0, log_e_good=0.0,
+        reason=reason, mode="sticky", alpha=0.0, beta=0.0,
+        seeds=(acc.first, acc.last) if acc.first is not None else None,
+        build=feed.build.status, build_seconds=feed.build.seconds, executed=feed.executed,
+        build_log=feed.build.log, binaries=dict(feed.build.binaries), variant=feed.variant)

@@ -90,13 +90,17 @@ def main() -> None:
 @click.option("--find", type=click.Choice(["bad", "fixed"]), default="bad", show_default=True,
               help="Find the first bad commit, or (fixed) the first commit where a bug went away: "
                    "then --good is the old broken ref and --bad the new working one.")
+@click.option("--strategy", type=click.Choice(["plain", "sticky"]), default="plain", show_default=True,
+              help="plain: binary search, each commit decided by a two-point test. sticky: Bayesian "
+                   "bisection that stays on a commit until its side is clear — fewer runs for "
+                   "subtle bugs, where runs cost more than builds.")
 @repo_option
 @json_option
 @state_option
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="Also write the Markdown summary here.")
 @quiet_option
-def bisect(config: str, good: str, bad: str, find: str, repo: str | None, json_path: str | None,
-           state_dir: str | None, md_path: str | None, quiet: bool) -> None:
+def bisect(config: str, good: str, bad: str, find: str, strategy: str, repo: str | None,
+           json_path: str | None, state_dir: str | None, md_path: str | None, quiet: bool) -> None:
     """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
 
     Both endpoints are tested first; the culprit and its parent are re-tested on fresh seeds.
@@ -108,8 +112,8 @@ def bisect(config: str, good: str, bad: str, find: str, repo: str | None, json_p
     def body() -> int:
         cfg = _load(config, repo)
         with State(Path(state_dir) if state_dir else default_state_dir(cfg)) as state:
-            report = run_bisect(cfg, state, good, bad, find=find, progress=Progress(quiet=quiet),
-                                config_path=config).to_json()
+            report = run_bisect(cfg, state, good, bad, find=find, strategy=strategy,
+                                progress=Progress(quiet=quiet), config_path=config).to_json()
         md = bisect_markdown(report)
         if json_path != "-":
             click.echo(md)

@@ -109,7 +109,7 @@ class State:
     """The state directory: database, lock, clone, build dir, kept binaries, logs."""
 
     def __init__(self, root: Path):
-        self.root = Path(root)
+        self.root = Path(root).resolve()  # relative paths would break cmake, which runs elsewhere
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

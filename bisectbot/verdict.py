@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from . import stats
 from .build import build_commit, build_dir_key, build_key
@@ -42,7 +42,7 @@ class Mode:
     test against the bad endpoint's smoothed distribution `q_bad`, or (bad-model) no test but
     measuring the bad endpoint until `q_bad` is estimated well enough."""
 
-    kind: str = "reference"  # reference | two-point | bad-model
+    kind: str = "reference"  # reference | two-point | bad-model | sticky
     q_bad: tuple[float, ...] | None = None
 
 
@@ -137,21 +137,18 @@ class Tester:
         start = self.cfg.run.first_seed + block * self.cfg.run.max_runs
         return [self.cfg.run.seed(i) for i in range(start, start + self.cfg.run.max_runs)]
 
-    def verdict(self, sha: str, *, role: str, mode: Mode = Mode(), alpha: float | None = None,
-                beta: float | None = None, block: int = 0, subject: str = "") -> CommitVerdict:
-        alpha = alpha if alpha is not None else self.cfg.test.alpha
-        beta = beta if beta is not None else self.cfg.test.beta
+    def runner(self, sha: str) -> tuple[BuildRecord, Callable[[int], RunRecord] | None, int | None, str]:
+        """Build the commit and pick its command variant: (build, run one seed, variant, why).
+
+        The run callable is None (with the reason) when the commit cannot be tested."""
         build = self.ensure_built(sha)
         if not build.ok:
-            return self._skip(sha, subject, role, mode, alpha, beta, build, build.reason)
+            return build, None, None, build.reason
         kept = Path(next(iter(build.binaries.values()))).parent
         env = run_env(self.cfg, kept)
         variant, why = self.variant_for(sha, build, env)
         if variant is None:
-            return self._skip(sha, subject, role, mode, alpha, beta, build, why)
-
-        seeds = self.seed_block(block)
-        acc = _Accumulator(self, sha, mode, alpha, beta, len(seeds))
+            return build, None, None, why
         values = {
             **build.binaries,
             "fixtures": str(self.cfg.fixtures_dir or ""),
@@ -162,10 +159,21 @@ class Tester:
         workdir = self.state.root / "run"
         workdir.mkdir(exist_ok=True)
         argv = self.cfg.run.templates[variant].argv
+        return build, (lambda seed: run_seed(self.cfg, argv, values, seed, workdir, env, variant)), variant, why
+
+    def verdict(self, sha: str, *, role: str, mode: Mode = Mode(), alpha: float | None = None,
+                beta: float | None = None, block: int = 0, subject: str = "") -> CommitVerdict:
+        alpha = alpha if alpha is not None else self.cfg.test.alpha
+        beta = beta if beta is not None else self.cfg.test.beta
+        build, execute, variant, why = self.runner(sha)
+        if execute is None:
+            return self._skip(sha, subject, role, mode, alpha, beta, build, why)
+        seeds = self.seed_block(block)
+        acc = Accumulator(self, sha, mode, alpha, beta, len(seeds))
         outcome = sweep(
             seeds,
             self.state.get_runs(self.experiment, sha),
-            execute=lambda seed: run_seed(self.cfg, argv, values, seed, workdir, env, variant),
+            execute=execute,
             consume=acc.feed,
             store=lambda rec: self.state.put_run(self.experiment, sha, rec),
             jobs=self.cfg.run.jobs or os.cpu_count() or 1,
@@ -175,7 +183,7 @@ class Tester:
                              outcome.executed, variant)
 
     def _verdict(self, sha: str, subject: str, role: str, mode: Mode, alpha: float, beta: float,
-                 build: BuildRecord, acc: "_Accumulator", verdict: str, reason: str, executed: int,
+                 build: BuildRecord, acc: "Accumulator", verdict: str, reason: str, executed: int,
                  variant: int | None, arm: str = "main") -> CommitVerdict:
         ev = acc.evidence
         return CommitVerdict(
@@ -207,7 +215,7 @@ class Tester:
         argv = render_argv(spec.serve, values)
         experiment = self.cfg.arm_digest(arm)
         seeds = self.seed_block(block)
-        acc = _Accumulator(self, sha, mode, alpha, beta, len(seeds))
+        acc = Accumulator(self, sha, mode, alpha, beta, len(seeds))
         done = self.state.get_runs(experiment, sha)
         try:
             # no server is started when every seed this verdict needs is already stored
@@ -215,7 +223,7 @@ class Tester:
                              env=run_env(self.cfg, kept), log=self.state.log_path(f"server-{arm}-{sha}.log"),
                              cwd=self.state.root)
                       if not _replay_decides(acc, seeds, done) else None)
-            acc = _Accumulator(self, sha, mode, alpha, beta, len(seeds))
+            acc = Accumulator(self, sha, mode, alpha, beta, len(seeds))
             with server or _nothing():
                 outcome = sweep(
                     seeds, done,
@@ -251,6 +259,8 @@ class Tester:
         return index, why
 
     def _test(self, counts: Sequence[int], mode: Mode, alpha: float, beta: float, budget: int) -> stats.Evidence:
+        if mode.kind == "sticky":  # the sticky bisection decides from all commits at once
+            return stats.Evidence(None, sum(counts), 0.0, 0.0, "")
         if mode.kind == "bad-model":
             # Not a test: keep measuring the (already BAD) endpoint until q̂ is good enough for
             # bisect mode relative to the size of the bug (stats.bad_endpoint_enough).
@@ -274,7 +284,7 @@ class Tester:
         )
 
 
-class _Accumulator:
+class Accumulator:
     """Counts one commit's runs in seed order and asks the sequential test after each."""
 
     def __init__(self, tester: Tester, sha: str, mode: Mode, alpha: float, beta: float, budget: int):
@@ -289,6 +299,7 @@ class _Accumulator:
         self.last: int | None = None
         self.evidence: stats.Evidence | None = None
         self.skip: str | None = None
+        self.last_index: int | None = None  # category of the last run fed (None: not counted)
 
     def feed(self, rec: RunRecord) -> bool:
         """Count one run; True when the verdict is decided (or the commit is to be skipped)."""
@@ -296,6 +307,7 @@ class _Accumulator:
         self.first = rec.seed if self.first is None else self.first
         self.last = rec.seed
         self.retried += rec.attempts - 1
+        self.last_index = None
         if not rec.ok:
             self.failures[rec.status] += 1
             failed = sum(self.failures.values())
@@ -305,6 +317,7 @@ class _Accumulator:
             return False
         obs = observe(rec.tokens or (), self.tester.cfg.statistic)
         idx = self.ref.index(obs.outcome, obs.met_condition)
+        self.last_index = idx
         if idx is not None:
             self.counts[idx] += 1
         self.evidence = self.tester._test(self.counts, self.mode, self.alpha, self.beta, self.budget)
@@ -323,7 +336,7 @@ class _Accumulator:
                                 + (f"; {ev.reason}" if ev is not None else "; no run met the condition"))
 
 
-def _replay_decides(acc: "_Accumulator", seeds: Sequence[int], done: dict[int, RunRecord]) -> bool:
+def _replay_decides(acc: "Accumulator", seeds: Sequence[int], done: dict[int, RunRecord]) -> bool:
     """Whether the stored runs alone reach a decision (then no server needs to start)."""
     for seed in seeds:
         rec = done.get(seed)

@@ -20,9 +20,9 @@ from bisectbot.demo import DemoHistory
 from conftest import bisectbot_argv, subprocess_env
 
 
-def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(bisectbot_argv(*args), capture_output=True, text=True,
-                          timeout=timeout, env=subprocess_env(CI="1"))
+                          timeout=timeout, env=subprocess_env(CI="1"), cwd=cwd)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -276,3 +276,17 @@ def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path:
     # a replay starts no server and runs nothing
     again = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-")
     assert json.loads(again.stdout)["arms"]["http"]["executed"] == 0
+
+
+def test_sticky_strategy_finds_the_culprit(small_demo: DemoHistory, tmp_path: Path) -> None:
+    # also: a relative --state works (cmake runs in other directories)
+    proc = cli("bisect", str(small_demo.config), "--good", small_demo.good, "--bad", "main",
+               "--strategy", "sticky", "--state", "st", "--json", "r.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["strategy"] == "sticky" and report["first_bad"] == small_demo.culprit
+    roles = {v["role"] for v in report["verdicts"]}
+    assert {"sticky", "retest-culprit", "retest-parent"} <= roles
+    # the build break was either never visited or skipped, never counted as a side
+    assert all(v["verdict"] == "skip" for v in report["verdicts"] if v["sha"] == small_demo.build_break)
+    assert report["confidence"] >= 0.99
