@@ -174,12 +174,23 @@ class ComputedReference(_Strict):
         return self
 
 
+class ControlReference(_Strict):
+    """No exact reference: run a known-good commit on seeds disjoint from every test, once, and
+    use its counts — their own uncertainty is paid for with `delta` (errors ≤ alpha + delta)."""
+
+    commit: str
+    runs: int = Field(default=20000, gt=0)
+    delta: float = Field(default=1e-3, gt=0, lt=0.5)
+
+
 class ReferenceConfig(_Strict):
-    """The distribution a correct build produces: written (`probs`) or computed (`compute`)."""
+    """The distribution a correct build produces: written (`probs`), computed (`compute`), or
+    estimated from a control sample (`control`)."""
 
     probs: dict[str, float] | None = None
     condition_prob: float | None = Field(default=None, gt=0, le=1)
     compute: ComputedReference | None = None
+    control: ControlReference | None = None
 
     @field_validator("probs")
     @classmethod
@@ -197,10 +208,10 @@ class ReferenceConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_way(self) -> "ReferenceConfig":
-        if (self.probs is None) == (self.compute is None):
-            raise ValueError("give exactly one of reference.probs or reference.compute")
-        if self.compute is not None and self.condition_prob is not None:
-            raise ValueError("condition_prob is computed with reference.compute: remove it")
+        if sum(x is not None for x in (self.probs, self.compute, self.control)) != 1:
+            raise ValueError("give exactly one of reference.probs, reference.compute or reference.control")
+        if self.probs is None and self.condition_prob is not None:
+            raise ValueError("condition_prob goes with reference.probs only (it is computed or measured otherwise)")
         return self
 
 

@@ -1,11 +1,13 @@
 """Reference stage: the distribution a correct build must produce, written down or computed.
 
-Three ways, chosen in the config:
+Four ways, chosen in the config:
   (a) `reference.probs` (+ `condition_prob`): numbers written in the config;
   (b) `reference.compute.method: server`: the non-speculative `llama-server` built at a given
       commit, queried on 127.0.0.1 for post-sampling probabilities, then stopped;
   (c) `reference.compute.method: numpy`: a forward pass of the tiny GGUF model in numpy plus the
-      sampler chain — independent of any llama.cpp build.
+      sampler chain — independent of any llama.cpp build;
+  (d) `reference.control`: no exact reference, but a known-good commit: its counts over seeds
+      disjoint from every test (stats.test_against_control pays δ once for their uncertainty).
 Computed references are cached in the state database by (method, commit, model sha256, prompt,
 sampler settings), so a bisect computes its reference once.
 
@@ -33,8 +35,12 @@ class ResolvedReference:
     probs: dict[str, float]
     condition_prob: float | None
     source: str  # human-readable: where the numbers come from
+    control: dict[str, int] | None = None  # the control sample's counts, when it is one
+    delta: float = 0.0
 
     def stats_reference(self) -> stats.Reference:
+        if self.control is not None:
+            return stats.Reference.from_control(self.control, self.delta)
         return stats.Reference.from_probs(self.probs, self.condition_prob)
 
 
@@ -45,13 +51,23 @@ class Builder(Protocol):
 
     def build_target(self, ref: str, target: str, binaries: list[str]) -> tuple[str, BuildRecord]: ...
 
+    def control_counts(self, ref: str, runs: int) -> tuple[str, dict[str, int]]: ...
+
 
 def resolve_reference(cfg: Config, builder: Builder | None = None) -> ResolvedReference:
     ref = cfg.reference
-    if ref.compute is None:
-        assert ref.probs is not None
+    if ref.probs is not None:
         return ResolvedReference(dict(ref.probs), ref.condition_prob, "config")
+    if ref.control is not None:
+        if builder is None:
+            raise BisectbotError("reference.control needs runs of the control commit")
+        sha, counts = builder.control_counts(ref.control.commit, ref.control.runs)
+        total = sum(counts.values())
+        return ResolvedReference({k: v / total for k, v in counts.items()}, None,
+                                 f"control sample of {total} runs at {sha[:12]} (δ = {ref.control.delta:g})",
+                                 counts, ref.control.delta)
     comp = ref.compute
+    assert comp is not None
     model = cfg.resolve(comp.model)
     if not model.is_file():
         raise BisectbotError(f"reference.compute.model: {model} does not exist")

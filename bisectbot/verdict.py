@@ -34,6 +34,8 @@ from .sweep import pick_variant, render_argv, request_seed, run_env, run_seed, s
 
 # A commit whose runs mostly fail is skipped: judged once this many runs have failed.
 MIN_FAILURES_TO_SKIP = 5
+# The control sample's seeds start this far out: disjoint from every test block.
+CONTROL_SEED_OFFSET = 10**9
 
 
 @dataclass(frozen=True)
@@ -93,9 +95,41 @@ class Tester:
         """The reference, computed (and cached in the database) on first use."""
         return resolve_reference(self.cfg, self)
 
-    @property
+    @cached_property
     def reference(self) -> stats.Reference:
         return self.resolved.stats_reference()
+
+    def control_counts(self, ref: str, runs: int) -> tuple[str, dict[str, int]]:
+        """The control sample: `runs` runs of a known-good commit, on seeds no test uses."""
+        from .errors import BisectbotError
+
+        sha = self.workspace.resolve(ref)
+        build, execute, _, why = self.runner(sha)
+        if execute is None:
+            raise BisectbotError(f"reference.control: {ref} ({sha[:12]}) cannot be tested: {why}")
+        start = CONTROL_SEED_OFFSET + self.cfg.run.first_seed
+        seeds = [self.cfg.run.seed(i) for i in range(start, start + runs)]
+        counts: Counter[str] = Counter()
+        failures = 0
+
+        def consume(rec: RunRecord) -> bool:
+            nonlocal failures
+            if not rec.ok:
+                failures += 1
+                return False
+            obs = observe(rec.tokens or (), self.cfg.statistic)
+            counts[(obs.outcome if obs.outcome is not None else stats.OTHER)
+                   if obs.met_condition else stats.MISSED] += 1
+            self.progress.status(f"  control {sha[:12]}: {sum(counts.values())}/{runs} runs")
+            return False
+
+        self.progress.step(f"  control sample: {runs} runs at {sha[:12]}")
+        sweep(seeds, self.state.get_runs(self.experiment, sha), execute=execute, consume=consume,
+              store=lambda rec: self.state.put_run(self.experiment, sha, rec),
+              jobs=self.cfg.run.jobs or os.cpu_count() or 1)
+        if failures * 2 > runs or not counts:
+            raise BisectbotError(f"reference.control: {failures} of {runs} runs at {sha[:12]} failed")
+        return sha, dict(counts)
 
     # -- build ---------------------------------------------------------------------------------
     def ensure_built(self, sha: str) -> BuildRecord:
@@ -267,11 +301,18 @@ class Tester:
             enough = stats.bad_endpoint_enough(counts, self.reference)
             return stats.Evidence(stats.Decision.BAD if enough else None, sum(counts), 0.0, 0.0,
                                   f"bad-endpoint model from {sum(counts)} counted runs")
+        ref = self.reference
         if mode.kind == "two-point":
             assert mode.q_bad is not None
-            return stats.test_two_point(counts, self.reference, mode.q_bad,
+            if ref.control is not None:  # a control sample's zeros are not impossibilities
+                m = [c + 0.5 for c in ref.control]
+                ref = stats.Reference(ref.names, tuple(c / sum(m) for c in m))
+            return stats.test_two_point(counts, ref, mode.q_bad,
                                         alpha=alpha, beta=beta, max_runs=budget)
-        return stats.test_against_reference(counts, self.reference, alpha=alpha, beta=beta,
+        if ref.control is not None:
+            return stats.test_against_control(counts, ref, alpha=alpha, beta=beta,
+                                              tolerance=self.cfg.test.tolerance, max_runs=budget)
+        return stats.test_against_reference(counts, ref, alpha=alpha, beta=beta,
                                             tolerance=self.cfg.test.tolerance, max_runs=budget)
 
     def _skip(self, sha: str, subject: str, role: str, mode: Mode, alpha: float, beta: float,

@@ -290,3 +290,25 @@ def test_sticky_strategy_finds_the_culprit(small_demo: DemoHistory, tmp_path: Pa
     # the build break was either never visited or skipped, never counted as a side
     assert all(v["verdict"] == "skip" for v in report["verdicts"] if v["sha"] == small_demo.build_break)
     assert report["confidence"] >= 0.99
+
+
+def test_control_sample_serves_as_reference(small_demo: DemoHistory, tmp_path: Path) -> None:
+    """No exact reference: a known-good commit's runs on disjoint seeds stand in for it."""
+    data = yaml.safe_load(small_demo.config.read_text())
+    data["repo"]["path"] = str(small_demo.repo)
+    data["reference"] = {"control": {"commit": small_demo.good, "runs": 10000}}
+    cfg = tmp_path / "control.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    state = str(tmp_path / "st")
+    bad = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-")
+    assert bad.returncode == 1, bad.stderr
+    result = json.loads(bad.stdout)
+    assert result["verdict"] == "bad" and "control sample of 10000 runs" in result["reference"]["source"]
+    good = cli("test", str(cfg), "--commit", small_demo.commits[2], "--state", state, "--json", "-")
+    assert json.loads(good.stdout)["verdict"] == "good", good.stderr
+    # the control runs' seeds never overlap the tested ones
+    con = sqlite3.connect(tmp_path / "st" / "state.sqlite3")
+    control_seeds = {r[0] for r in con.execute("SELECT seed FROM runs WHERE sha=? AND seed >= 1000000000", (small_demo.good,))}
+    tested = {r[0] for r in con.execute("SELECT seed FROM runs WHERE seed < 1000000000")}
+    con.close()
+    assert len(control_seeds) == 10000 and not control_seeds & tested
