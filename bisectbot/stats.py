@@ -30,7 +30,7 @@ than small caches of subset masks. Vectorised helpers (``*_many``) take count ar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from itertools import product
@@ -699,47 +699,43 @@ def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_cou
     """
     if n < 2:
         raise ValueError("need at least a good and a bad position")
-    logp = np.log(np.asarray(p, dtype=float)) if min(p) > 0 else _safe_log(np.asarray(p, dtype=float))
+    with np.errstate(divide="ignore"):
+        logp = np.log(np.asarray(p, dtype=float))
     k = logp.size
     bad = np.asarray(bad_counts, dtype=float)
     if bad.shape != (k,):
         raise ValueError(f"bad_counts must have {k} entries")
     pos: list[int] = [n - 1]  # visited positions, sorted
     own: list[np.ndarray] = [bad.copy()]  # counts per visited position
-    lo_band, hi_band = band
     runs, visits = 0, 0
     tested: list[int] = []
 
-    def interval_loglik() -> tuple[np.ndarray, np.ndarray]:
+    def intervals() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(log posterior, sizes, suffix counts) of the intervals (v_{j−1}, v_j]."""
         counts = np.array(own)
         suffix = np.cumsum(counts[::-1], axis=0)[::-1]  # Σ_{i ≥ j} N_i
         prefix = np.vstack([np.zeros(k), np.cumsum(counts, axis=0)[:-1]])  # Σ_{i < j} N_i
-        ll = _xlogy_safe(prefix, logp) + (gammaln(suffix + 0.5).sum(-1) - gammaln(suffix.sum(-1) + k / 2))
-        return ll, suffix
+        with np.errstate(invalid="ignore"):
+            ll_good = np.where(prefix > 0, prefix * logp, 0.0).sum(-1)
+        ll_bad = gammaln(suffix + 0.5).sum(-1) - gammaln(suffix.sum(-1) + k / 2)
+        sizes = np.diff(np.array([0] + pos))
+        return ll_good + ll_bad + np.log(sizes), sizes, suffix
 
     while True:
-        ll, suffix = interval_loglik()
-        starts = np.array([1] + [v + 1 for v in pos[:-1]])
-        sizes = np.array(pos) - starts + 1
-        logpost = ll + np.log(np.maximum(sizes, 1)) + np.where(sizes > 0, 0.0, -np.inf)
+        logpost, sizes, suffix = intervals()
         post = np.exp(logpost - logsumexp(logpost))
         j = int(post.argmax())
         exact = sizes[j] == 1
         if (exact and post[j] >= confidence) or runs >= max_runs or n == 2:
-            return StickyResult(int(pos[j]), float(post[j] if exact else post[j] / sizes[j]),
-                                runs, tuple(tested), visits)
-        density = np.repeat(post / np.maximum(sizes, 1), sizes)  # P(c = x), x = 1..n−1
-        cdf = np.cumsum(density)[: n - 2]  # P(c ≤ i), i = 1..n−2
+            return StickyResult(int(pos[j]), float(post[j] / sizes[j]), runs, tuple(tested), visits)
+        cdf = np.cumsum(np.repeat(post / sizes, sizes))[: n - 2]  # P(c ≤ i), i = 1..n−2
         i = int(np.abs(cdf - 0.5).argmin()) + 1
         if i not in pos:
             t = int(np.searchsorted(pos, i))
             pos.insert(t, i)
             own.insert(t, np.zeros(k))
             tested.append(i)
-            ll, suffix = interval_loglik()
-            starts = np.array([1] + [v + 1 for v in pos[:-1]])
-            sizes = np.array(pos) - starts + 1
-            logpost = ll + np.log(np.maximum(sizes, 1)) + np.where(sizes > 0, 0.0, -np.inf)
+            logpost, sizes, suffix = intervals()
         t = pos.index(i)
         visits += 1
         left = slice(0, t + 1)  # intervals with c ≤ i: i is bad there
@@ -752,17 +748,5 @@ def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_cou
             logpost[t + 1:] += logp[x]
             own[t][x] += 1
             p_bad = math.exp(logsumexp(logpost[left]) - logsumexp(logpost))
-            if not (lo_band < p_bad < hi_band):
+            if not (band[0] < p_bad < band[1]):
                 break
-
-
-def _safe_log(x: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        return np.log(x)
-
-
-def _xlogy_safe(counts: np.ndarray, logp: np.ndarray) -> np.ndarray:
-    """Σ n_k log p_k with 0·log 0 = 0 and n·log 0 = −inf."""
-    with np.errstate(invalid="ignore"):
-        terms = np.where(counts > 0, counts * logp, 0.0)
-    return terms.sum(-1)
