@@ -122,6 +122,7 @@ STRATEGIES = {
     "two-point": "plain bisect, two-point SPRT (q̂ plug-in) at step level",
     "sticky": "sticky Bayesian bisection (learns q, band 0.02–0.98, stop at 0.999)",
     "generic": f"plain bisect, generic test (tol {TOL}) at step level",
+    "auto": "auto (the CLI default): two-point for gross bugs, sticky for subtle ones",
 }
 
 

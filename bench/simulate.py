@@ -199,11 +199,12 @@ def calibrate_bad(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray,
 
 def bisect_plain(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, n: int,
                  culprit: int, alpha: float, *, mode: str, tolerance: float = 0.1,
-                 max_runs: int = 20_000) -> tuple[int, int, int]:
+                 max_runs: int = 20_000, calibrated: tuple[np.ndarray, int] | None = None
+                 ) -> tuple[int, int, int]:
     """One plain bisect with the lead's bisect_search; returns (found, runs, builds)."""
     runs = 0
     if mode == "two-point":
-        q_hat, runs = calibrate_bad(rng, ref, q_bad)
+        q_hat, runs = calibrated or calibrate_bad(rng, ref, q_bad)
         a_p, a_q = S.prior_matrix(ref.probs), S.prior_matrix(tuple(q_hat))
     a = S.prior_matrix(ref.probs)
     lb = math.log(1 / alpha)
@@ -239,9 +240,10 @@ def bisect_plain(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, 
 
 
 def bisect_sticky(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, n: int,
-                  culprit: int, confidence: float) -> tuple[int, int, int]:
+                  culprit: int, confidence: float,
+                  calibrated: tuple[np.ndarray, int] | None = None) -> tuple[int, int, int]:
     """One sticky Bayesian bisect; the bad endpoint is measured as for the two-point mode."""
-    q_hat, runs = calibrate_bad(rng, ref, q_bad)
+    q_hat, runs = calibrated or calibrate_bad(rng, ref, q_bad)
     bad_counts = np.round(q_hat * (runs + q_hat.size / 2) - 0.5)  # undo smooth_bad
     good, bad = RunSource(rng, ref.p), RunSource(rng, q_bad)
     res = S.sticky_bisect(n, lambda i: bad() if i >= culprit else good(), ref.p, bad_counts,
@@ -255,7 +257,14 @@ def simulate_bisects(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarr
     right, costs, runs_l, builds_l = 0, [], [], []
     for _ in range(reps):
         culprit = int(rng.integers(1, n))
-        if strategy == "sticky":
+        if strategy == "auto":  # the pipeline's default: measure the bad endpoint, then choose
+            cal = calibrate_bad(rng, ref, q_bad)
+            if S.prefer_sticky([cal[1]]):
+                found, runs, builds = bisect_sticky(rng, ref, q_bad, n, culprit, confidence, cal)
+            else:
+                found, runs, builds = bisect_plain(rng, ref, q_bad, n, culprit, alpha,
+                                                   mode="two-point", tolerance=tolerance, calibrated=cal)
+        elif strategy == "sticky":
             found, runs, builds = bisect_sticky(rng, ref, q_bad, n, culprit, confidence)
         else:
             found, runs, builds = bisect_plain(rng, ref, q_bad, n, culprit, alpha, mode=strategy,

@@ -63,7 +63,7 @@ class BisectReport:
     config: dict[str, Any]
     environment: dict[str, Any]
     reproduce: str
-    strategy: str = "plain"     # plain | sticky
+    strategy: str = "plain"     # plain | sticky (the one used; `auto` picks per bug)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def job_id(kind: str, cfg: Config, *parts: str) -> str:
 
 
 def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
-               find: str = "bad", strategy: str = "plain", progress: Progress | None = None,
+               find: str = "bad", strategy: str = "auto", progress: Progress | None = None,
                config_path: str = "CONFIG") -> BisectReport:
     progress = progress or Progress(quiet=True)
     ws = Workspace(cfg.repo_source, state.clone_dir)
@@ -85,7 +85,7 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
     good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
     line = ws.first_parent_line(good, bad)
     n = len(line)
-    job = job_id("bisect", cfg, good, bad, find, *(() if strategy == "plain" else (strategy,)))
+    job = job_id("bisect", cfg, good, bad, find, *(() if strategy == "auto" else (strategy,)))
     state.start_job(job, "bisect", {"good": good, "bad": bad, "good_ref": good_ref,
                                     "bad_ref": bad_ref, "find": find, "strategy": strategy,
                                     "config": config_path})
@@ -149,6 +149,11 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         return _flip(answer) if find == "fixed" else answer
 
     posterior = None
+    requested = strategy
+    if strategy == "auto":
+        strategy = "sticky" if stats.prefer_sticky(list(model.counts.values())) else "plain"
+        progress.step(f"[strategy] {strategy} bisection: the bad endpoint model took "
+                      f"{sum(model.counts.values())} counted runs")
     if strategy == "sticky":
         progress.step("[sticky] Bayesian bisection: stays on a commit until its side is clear")
         result, posterior = _sticky_search(tester, line, find, model, progress, record,
@@ -157,7 +162,11 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         result = bisect_search(n, oracle)
     culprit_pos = result.first_bad  # the first bad one, or with find=fixed the first fixed one
     status, message = "ambiguous", ""
-    if result.exact:
+    if posterior is not None and posterior < 1 - level:
+        status = "unconfirmed"
+        message = (f"sticky bisection ran out of runs with P(first bad = {line[culprit_pos][:12]}) "
+                   f"= {posterior:.4f} only")
+    elif result.exact:
         progress.step(f"[confirm] re-testing {line[culprit_pos][:12]} and its parent on fresh seeds")
         again = test(culprit_pos, "retest-culprit", two_point, block=1)
         parent = test(culprit_pos - 1, "retest-parent", two_point, block=1)
@@ -192,7 +201,7 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         runs=sum(v.runs for v in verdicts), runs_executed=sum(v.executed for v in verdicts),
         retried=sum(v.retried for v in verdicts), confidence=confidence, step_alpha=level,
         message=message, verdicts=[v.to_json() for v in verdicts],
-        strategy=strategy,
+        strategy=strategy, extra={"strategy_requested": requested},
         reference=reference_json(cfg, tester.resolved),
         config={"name": cfg.name, "digest": cfg.digest(), "path": config_path,
                 "experiment": tester.experiment},
@@ -262,8 +271,11 @@ def _sticky_search(tester: Tester, line: list[str], find: str, model: CommitVerd
     A commit that cannot be built or run is dropped and the search restarted on the rest; its
     stored runs replay, so a restart costs nothing. Each tested commit is recorded as a verdict
     on the side the final posterior puts it."""
-    names = tester.reference.names
-    p = tester.reference.probs
+    ref = tester.reference
+    names = ref.names
+    # a control sample's zero counts are not impossibilities: smooth them like q̂
+    p = ref.probs if ref.control is None else tuple(
+        (c + 0.5) / (sum(ref.control) + len(ref.control) / 2) for c in ref.control)
     bad_counts = [model.counts[name] for name in names]
     if find == "fixed":
         raise BisectbotError("--strategy sticky supports --find bad only")

@@ -90,10 +90,11 @@ def main() -> None:
 @click.option("--find", type=click.Choice(["bad", "fixed"]), default="bad", show_default=True,
               help="Find the first bad commit, or (fixed) the first commit where a bug went away: "
                    "then --good is the old broken ref and --bad the new working one.")
-@click.option("--strategy", type=click.Choice(["plain", "sticky"]), default="plain", show_default=True,
+@click.option("--strategy", type=click.Choice(["auto", "plain", "sticky"]), default="auto", show_default=True,
               help="plain: binary search, each commit decided by a two-point test. sticky: Bayesian "
-                   "bisection that stays on a commit until its side is clear — fewer runs for "
-                   "subtle bugs, where runs cost more than builds.")
+                   "bisection that stays on a commit until its side is clear — right more often "
+                   "and cheaper for subtle bugs, where runs cost more than builds. auto: plain "
+                   "for gross bugs, sticky for subtle ones (judged from the bad endpoint).")
 @repo_option
 @json_option
 @state_option

@@ -421,6 +421,19 @@ def bad_endpoint_enough(counts_bad: Sequence[int], ref: Reference, *,
     return n_b * kl(b / n_b, ref.p) >= nats_per_df * max(used - 1, 1)
 
 
+def prefer_sticky(counts_bad: Sequence[int]) -> bool:
+    """The `auto` bisect strategy: sticky (Bayesian) bisection for subtle bugs, plain bisection
+    with the two-point test for gross ones.
+
+    A bug is "subtle" when the bad endpoint needed more than the minimum runs to be measured
+    (bad_endpoint_enough). For gross bugs builds dominate and plain bisection's two-point test
+    is right ≥ 99.8% at the fewest builds; for subtle bugs the plug-in q̂ is too noisy for the
+    two-point test (95.5% right at TV 0.1) while the sticky bisection, which integrates q out,
+    was right in 100% and cheaper (bench/bench_stats.py).
+    """
+    return float(np.sum(counts_bad)) > BAD_ENDPOINT_MIN_RUNS
+
+
 def log_lr_many(counts: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Σ n_k log(q_k / p_k); +inf when a category with p_k = 0 occurred (q must be > 0)."""
     n = np.asarray(counts, dtype=float)
