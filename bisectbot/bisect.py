@@ -198,7 +198,7 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         candidates=[line[p] for p in result.candidates],
         good=good, bad=bad, good_ref=good_ref, bad_ref=bad_ref, commits=n,
         builds=len(tested), builds_bound=math.ceil(math.log2(n)) + 3,
-        runs=sum(v.runs for v in verdicts), runs_executed=sum(v.executed for v in verdicts),
+        runs=_distinct_runs(verdicts), runs_executed=sum(v.executed for v in verdicts),
         retried=sum(v.retried for v in verdicts), confidence=confidence, step_alpha=level,
         message=message, verdicts=[v.to_json() for v in verdicts],
         strategy=strategy, extra={"strategy_requested": requested},
@@ -210,6 +210,16 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
     )
     state.finish_job(job, "done", report.to_json())
     return report
+
+
+def _distinct_runs(verdicts: list[CommitVerdict]) -> int:
+    """Runs spent, each counted once: verdicts on the same commit, arm and seed block read the
+    same seeds from the start (the bad-endpoint model extends the bad endpoint's test)."""
+    longest: dict[tuple[str, str, int], int] = {}
+    for v in verdicts:
+        key = (v.sha, v.arm, v.block)
+        longest[key] = max(longest.get(key, 0), v.runs)
+    return sum(longest.values())
 
 
 def _flip(answer: Answer) -> Answer:

@@ -72,6 +72,7 @@ class CommitVerdict:
     binaries: dict[str, str] = field(default_factory=dict)
     variant: int | None = None     # which run.variants entry was used (0 with plain argv)
     arm: str = "main"              # "main", or the name of a cross-check arm
+    block: int = 0                 # seed block: 0 for the search, 1 for the final re-test
 
     def to_json(self) -> dict:
         """The JSON form: `commit` (the contract's name) first, then every field."""
@@ -214,11 +215,11 @@ class Tester:
         )
         verdict, reason = acc.conclusion()
         return self._verdict(sha, subject, role, mode, alpha, beta, build, acc, verdict, reason,
-                             outcome.executed, variant)
+                             outcome.executed, variant, block=block)
 
     def _verdict(self, sha: str, subject: str, role: str, mode: Mode, alpha: float, beta: float,
                  build: BuildRecord, acc: "Accumulator", verdict: str, reason: str, executed: int,
-                 variant: int | None, arm: str = "main") -> CommitVerdict:
+                 variant: int | None, arm: str = "main", block: int = 0) -> CommitVerdict:
         ev = acc.evidence
         return CommitVerdict(
             sha=sha, subject=subject, role=role, verdict=verdict, runs=acc.consumed,
@@ -228,6 +229,7 @@ class Tester:
             beta=beta, seeds=(acc.first, acc.last) if acc.first is not None else None,
             build=build.status, build_seconds=build.seconds, executed=executed,
             build_log=build.log, binaries=dict(build.binaries), variant=variant, arm=arm,
+            block=block,
         )
 
     def arm_verdict(self, sha: str, arm: str, *, role: str, alpha: float | None = None,
@@ -270,7 +272,7 @@ class Tester:
             return self._skip(sha, subject, role, mode, alpha, beta, build, str(exc), arm=arm)
         verdict, reason = acc.conclusion()
         return self._verdict(sha, subject, role, mode, alpha, beta, build, acc, verdict, reason,
-                             outcome.executed, None, arm)
+                             outcome.executed, None, arm, block)
 
     def variant_for(self, sha: str, build: BuildRecord, env: dict[str, str]) -> tuple[int | None, str]:
         """Which command variant this commit's binary accepts (asked once, then remembered)."""
