@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import socket
-import subprocess
 import tempfile
 import time
 import urllib.error
@@ -29,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bisectbot.errors import BisectbotError
+from bisectbot.procs import Server, ServerError, clean_env, free_port
 
 __all__ = [
     "TinyLlama",
@@ -249,12 +248,6 @@ def condition_prob(target_gguf: Path, prompt_ids: list[int], token: str | int, t
 
 # --- reference (b): llama-server ------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _http(url: str, payload: dict | None, timeout: float) -> tuple[int, bytes]:
     data = None if payload is None else json.dumps(payload).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
@@ -292,49 +285,31 @@ def server_reference(server_binary: Path, model: Path, prompt: str, n_probs: int
 
     ``extra_args`` replaces the default ``--cache-type-k f32 --cache-type-v f32 -fa off`` (trees
     before llama-cpp-python 0.3.18 take ``-fa`` as a bare switch: pass ``[]`` there)."""
-    port = _free_port()
+    port = free_port()
     if extra_args is None:
         extra_args = ["--cache-type-k", "f32", "--cache-type-v", "f32", "-fa", "off"]
     argv = [str(server_binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
             "-c", str(ctx_size), "-t", "1", "-np", "1", *extra_args]
     deadline = time.monotonic() + timeout
-    log = tempfile.TemporaryFile()  # a file, not a pipe: a chatty server can never block on it
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                err = log.read().decode(errors="replace")[-2000:]
-                raise BisectbotError(f"llama-server exited with {proc.returncode} before /health: {err}")
-            if time.monotonic() > deadline:
-                raise BisectbotError(f"llama-server at {base} not healthy after {timeout:.0f} s")
-            try:
-                status, _ = _http(base + "/health", None, 2.0)
-                if status == 200:
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(0.1)
-        payload = {
-            "prompt": prompt, "n_predict": 1, "n_probs": n_probs, "post_sampling_probs": True,
-            "samplers": samplers.split(";"), "temperature": temp, "top_k": top_k, "top_p": top_p,
-            "min_p": min_p, "repeat_penalty": repeat_penalty, "repeat_last_n": repeat_last_n,
-            "seed": seed, "cache_prompt": False,
-        }
-        status, raw = _http(base + "/completion", payload, max(1.0, deadline - time.monotonic()))
-        if status != 200:
-            raise BisectbotError(f"llama-server /completion returned HTTP {status}: {raw[:300]!r}")
-        return parse_completion_probs(json.loads(raw))
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        # procs.Server: credential-free environment, health wait, whole process group stopped
+        try:
+            server = Server(argv, port=port, health="/health", startup_timeout=timeout,
+                            env=clean_env(), log=Path(tmp) / "server.log")
+            with server:
+                payload = {
+                    "prompt": prompt, "n_predict": 1, "n_probs": n_probs, "post_sampling_probs": True,
+                    "samplers": samplers.split(";"), "temperature": temp, "top_k": top_k,
+                    "top_p": top_p, "min_p": min_p, "repeat_penalty": repeat_penalty,
+                    "repeat_last_n": repeat_last_n, "seed": seed, "cache_prompt": False,
+                }
+                status, raw = _http(server.base_url + "/completion", payload,
+                                    max(1.0, deadline - time.monotonic()))
+        except ServerError as exc:
+            raise BisectbotError(f"llama-server: {exc}") from None
+    if status != 200:
+        raise BisectbotError(f"llama-server /completion returned HTTP {status}: {raw[:300]!r}")
+    return parse_completion_probs(json.loads(raw))
 
 
 # --- what llama-speculative should show, with or without the #29975 defects ------------------------
