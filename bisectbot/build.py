@@ -80,9 +80,10 @@ def build_commit(
         progress(f"{step} {sha[:12]}")
         with open(log, "a") as fh:
             fh.write(f"$ {' '.join(argv)}\n")
-        result = run(argv, cwd=build_dir, env=env, timeout=max(cfg.timeout - seconds, 1), log=log)
-        seconds += result.seconds
-        if result.timed_out:
+        remaining = cfg.timeout - seconds
+        result = run(argv, cwd=build_dir, env=env, timeout=remaining, log=log) if remaining > 0 else None
+        seconds += result.seconds if result else 0.0
+        if result is None or result.timed_out:
             return BuildRecord(sha, "timeout", {}, str(log), seconds,
                                f"{step} exceeded the build timeout of {cfg.timeout:g} s")
         if result.returncode != 0:

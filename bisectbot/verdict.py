@@ -146,9 +146,13 @@ class Tester:
     def _build(self, sha: str, build_cfg: BuildConfig) -> BuildRecord:
         key = build_key(build_cfg)
         rec = self.state.get_build(key, sha)
-        if rec is not None and (not rec.ok or all(Path(p).is_file() for p in rec.binaries.values())):
+        # A stored build is final, unless its binaries were deleted by hand or it timed out and
+        # the timeout has since been raised.
+        retry_timeout = rec is not None and rec.status == "timeout" and build_cfg.timeout > rec.seconds + 1
+        if rec is not None and not retry_timeout and (
+                not rec.ok or all(Path(p).is_file() for p in rec.binaries.values())):
             return rec
-        if rec is not None:  # kept binaries were deleted by hand: forget and rebuild
+        if rec is not None:  # forget it and build again
             self.state.db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (key, sha))
         self.progress.step(f"  building {', '.join(build_cfg.targets)} at {sha[:12]} …")
         source = self.workspace.checkout(sha)

@@ -312,3 +312,21 @@ def test_control_sample_serves_as_reference(small_demo: DemoHistory, tmp_path: P
     tested = {r[0] for r in con.execute("SELECT seed FROM runs WHERE seed < 1000000000")}
     con.close()
     assert len(control_seeds) == 10000 and not control_seeds & tested
+
+
+def test_build_timeout_is_enforced_and_skips(small_demo: DemoHistory, tmp_path: Path) -> None:
+    data = yaml.safe_load(small_demo.config.read_text())
+    data["repo"]["path"] = str(small_demo.repo)
+    data["build"]["timeout"] = 0.05   # no cmake configure finishes this fast
+    cfg = tmp_path / "slow-build.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    proc = cli("test", str(cfg), "--commit", "main", "--state", str(tmp_path / "st"), "--json", "-")
+    assert proc.returncode == 4, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "skip" and "build timeout" in result["reason"]
+    assert result["detail"]["build"] == "timeout"
+    # with a larger timeout the same state builds it again instead of replaying the skip
+    data["build"]["timeout"] = 300
+    cfg.write_text(yaml.safe_dump(data))
+    proc = cli("test", str(cfg), "--commit", "main", "--state", str(tmp_path / "st"), "--json", "-")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["verdict"] == "bad", proc.stderr
