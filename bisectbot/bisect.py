@@ -22,7 +22,7 @@ from typing import Any, Callable
 from . import stats
 from .commits import Workspace
 from .config import Config
-from .errors import BisectbotError, EndpointError
+from .errors import EndpointError
 from .progress import Progress
 from .search import Answer, SearchResult, bisect_search
 from .state import State
@@ -287,35 +287,38 @@ def _sticky_search(tester: Tester, line: list[str], find: str, model: CommitVerd
     p = ref.probs if ref.control is None else tuple(
         (c + 0.5) / (sum(ref.control) + len(ref.control) / 2) for c in ref.control)
     bad_counts = [model.counts[name] for name in names]
-    if find == "fixed":
-        raise BisectbotError("--strategy sticky supports --find bad only")
     positions = list(range(len(line)))  # testable positions of the line
     while True:
+        # sticky_bisect wants good first and bad last: with find=fixed walk the line backwards
+        order = positions if find == "bad" else positions[::-1]
         feeds: dict[int, _Feed] = {}
 
         def run(i: int) -> int:
-            pos = positions[i]
+            pos = order[i]
             if pos not in feeds:
                 progress.step(f"[sticky] {line[pos][:12]} (position {pos} of {len(line) - 1})")
                 feeds[pos] = _Feed(tester, line[pos], i)
             return feeds[pos].next()
 
         try:
-            res = stats.sticky_bisect(len(positions), run, p, bad_counts, confidence=confidence,
+            res = stats.sticky_bisect(len(order), run, p, bad_counts, confidence=confidence,
                                       max_runs=tester.cfg.run.max_runs * len(line))
             break
         except _Untestable as exc:
-            pos = positions[exc.index]
+            pos = order[exc.index]
             progress.step(f"[sticky] skipping {line[pos][:12]}: {exc}")
             record(_feed_verdict(feeds[pos], "skip", str(exc)))
             positions.remove(pos)
-    culprit = positions[res.culprit]
-    parent = positions[res.culprit - 1]
+    # In `order`, res.culprit is the first broken position and the one before it the last
+    # working one; in line order that is (last good, first bad), or with find=fixed
+    # (last broken, first fixed) — run_bisect's (last_good, first_bad) either way.
+    broken, working = order[res.culprit], order[res.culprit - 1]
+    boundary = (working, broken) if find == "bad" else (broken, working)
     for pos, feed in sorted(feeds.items()):
-        side = "bad" if pos >= culprit else "good"
-        record(_feed_verdict(feed, side, f"sticky bisection: P(first bad = {line[culprit][:12]}) = "
-                                         f"{res.posterior:.4f} after {res.runs} runs, {res.visits} visits"))
-    return SearchResult(parent, culprit), res.posterior
+        side = "bad" if (pos >= broken if find == "bad" else pos <= broken) else "good"
+        record(_feed_verdict(feed, side, f"sticky bisection: P(first {find} = {line[boundary[1]][:12]}) "
+                                         f"= {res.posterior:.4f} after {res.runs} runs, {res.visits} visits"))
+    return SearchResult(*boundary), res.posterior
 
 
 def _feed_verdict(feed: _Feed, verdict: str, reason: str) -> CommitVerdict:

@@ -330,3 +330,26 @@ def test_build_timeout_is_enforced_and_skips(small_demo: DemoHistory, tmp_path: 
     cfg.write_text(yaml.safe_dump(data))
     proc = cli("test", str(cfg), "--commit", "main", "--state", str(tmp_path / "st"), "--json", "-")
     assert proc.returncode == 1 and json.loads(proc.stdout)["verdict"] == "bad", proc.stderr
+
+
+@pytest.mark.parametrize("strategy", ["plain", "sticky"])
+def test_find_fixed_names_the_commit_that_removed_the_defect(tmp_path: Path, strategy: str) -> None:
+    from bisectbot import demo
+
+    history = demo.generate_demo(tmp_path / "d", n_commits=8, culprit_index=2, break_index=4, seed=4)
+    repo = history.repo
+    src = repo / "src" / "speculative.cpp"
+    src.write_text(src.read_text().replace(demo._DRAFT_PICK_DEFECT, demo._DRAFT_PICK_OK))
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "commit", "-qam", "speculative: sample the draft token again"], check=True)
+    fix = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    for i in range(3):
+        (repo / "docs" / "NOTES.md").open("a").write(f"later note {i}\n")
+        subprocess.run([*git, "commit", "-qam", f"docs: later note {i}"], check=True)
+    proc = cli("bisect", str(history.config), "--good", history.culprit, "--bad", "main",
+               "--find", "fixed", "--strategy", strategy, "--state", str(tmp_path / "st"),
+               "--json", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["find"] == "fixed" and report["first_bad"] == fix
+    assert report["strategy"] == strategy
