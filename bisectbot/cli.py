@@ -24,6 +24,7 @@ import click
 from . import __version__
 from .config import Config, load_config
 from .errors import BisectbotError
+from .procs import treat_as_secret
 from .progress import Progress
 from .state import State
 
@@ -292,6 +293,7 @@ def serve(config: str, host: str, port: int, state_dir: str | None, quiet: bool)
         cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
         if cfg.github is None:
             raise BisectbotError(f"{config}: serve needs a github: section (repo, webhook_secret_env, …)")
+        treat_as_secret(cfg.github.webhook_secret_env)
         secret = os.environ.get(cfg.github.webhook_secret_env, "").encode()
         if not secret:
             raise BisectbotError(f"{config}: github.webhook_secret_env: ${cfg.github.webhook_secret_env} is not set")

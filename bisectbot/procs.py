@@ -21,12 +21,23 @@ _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|API_
 _SECRET_PREFIXES = ("GITHUB_", "GH_", "BISECTBOT_GITHUB")
 
 
+# Variables named as secrets by the config (github.token_env, webhook_secret_env), whatever
+# their names look like: registered once by whoever reads them.
+_NAMED_SECRETS: set[str] = set()
+
+
+def treat_as_secret(*names: str) -> None:
+    """Never pass these environment variables to a child, even if their names look harmless."""
+    _NAMED_SECRETS.update(n for n in names if n)
+
+
 def clean_env(extra: Mapping[str, str] | None = None, drop: Sequence[str] = ()) -> dict[str, str]:
     """The current environment without anything that looks like a credential, plus `extra`."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not _SECRET.search(k) and not k.startswith(_SECRET_PREFIXES) and k not in drop
+        and k not in _NAMED_SECRETS
     }
     env.update(extra or {})
     return env

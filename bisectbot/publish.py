@@ -44,6 +44,7 @@ from github3.issues.comment import IssueComment
 from github3.session import AppInstallationTokenAuth
 
 from bisectbot.errors import GitHubError
+from bisectbot.procs import treat_as_secret
 
 log = logging.getLogger(__name__)
 
@@ -669,6 +670,7 @@ class GitHubSettings:
 def make_publisher(settings: GitHubSettings, env: Mapping[str, str] | None = None) -> GitHubPublisher | DryRunPublisher:
     """A real publisher when credentials are configured, else a dry run (logged, never silent)."""
     env = os.environ if env is None else env
+    treat_as_secret(settings.token_env)  # whatever its name, it never reaches a build or run
     app_parts = (settings.app_id, settings.private_key_path, settings.installation_id)
     if all(p is not None for p in app_parts):
         app = AppCredentials(str(settings.app_id), Path(str(settings.private_key_path)), int(settings.installation_id or 0))

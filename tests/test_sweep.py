@@ -96,3 +96,12 @@ def test_children_never_see_credentials(monkeypatch: pytest.MonkeyPatch, tmp_pat
     res = run([sys.executable, "-c", "import os; print(sorted(os.environ.items()))"],
               env=clean_env(), timeout=30)
     assert "secret" not in res.stdout and "PATH" in res.stdout
+
+
+def test_secrets_named_by_the_config_are_dropped_whatever_their_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bisectbot.publish import GitHubSettings, make_publisher
+
+    monkeypatch.setenv("LLAMA_BOT_PAT", "ghp_plainname")
+    assert "LLAMA_BOT_PAT" in clean_env()  # nothing in the name says it is a credential ...
+    make_publisher(GitHubSettings(repo="o/r", token_env="LLAMA_BOT_PAT"))
+    assert "LLAMA_BOT_PAT" not in clean_env()  # ... but the config said so
