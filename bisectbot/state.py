@@ -17,7 +17,7 @@ import fcntl
 import json
 import sqlite3
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -171,9 +171,6 @@ class State:
              rec.reason, time.time()),
         )
 
-    def count_builds(self, build_key: str) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM builds WHERE build_key=?", (build_key,)).fetchone()[0]
-
     # -- runs ----------------------------------------------------------------------------------
     def get_runs(self, experiment: str, sha: str) -> dict[int, RunRecord]:
         rows = self.db.execute(
@@ -202,12 +199,6 @@ class State:
             (job, sha, role, verdict, json.dumps(record), time.time()),
         )
 
-    def get_verdicts(self, job: str) -> list[dict[str, Any]]:
-        rows = self.db.execute(
-            "SELECT record FROM verdicts WHERE job=? ORDER BY created", (job,)
-        ).fetchall()
-        return [json.loads(r[0]) for r in rows]
-
     def start_job(self, job: str, kind: str, args: dict[str, Any]) -> None:
         now = time.time()
         self.db.execute(
@@ -235,27 +226,12 @@ class State:
         out["result"] = json.loads(out["result"]) if out["result"] else None
         return out
 
-    def jobs(self, *, unpublished: bool = False) -> list[dict[str, Any]]:
-        sql = "SELECT id FROM jobs"
-        if unpublished:
-            sql += " WHERE published=0 AND status!='running'"
-        ids = [r[0] for r in self.db.execute(sql + " ORDER BY created")]
-        return [j for j in (self.get_job(i) for i in ids) if j]
-
-    def mark_published(self, job: str) -> None:
-        self.db.execute("UPDATE jobs SET published=1 WHERE id=?", (job,))
-
     def get_kv(self, key: str, default: str | None = None) -> str | None:
         row = self.db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
         return row[0] if row else default
 
     def put_kv(self, key: str, value: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO kv VALUES (?,?)", (key, value))
-
-
-def record_dict(obj: Any) -> dict[str, Any]:
-    """A dataclass as plain JSON-able data (tuples become lists)."""
-    return json.loads(json.dumps(asdict(obj)))
 
 
 # -- the GitHub bot's memory ---------------------------------------------------------------------
