@@ -182,9 +182,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def last_line(text: str, limit: int = 160) -> str:
+    """The last non-blank line of a child's output, cut to `limit`: what an error message quotes."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[-1] if lines else "")[:limit]
+
+
 def _tail_of(log: Path, limit: int = 200) -> str:
     try:
-        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        text = log.read_text(errors="replace")
     except OSError:
         return "no log"
-    return (lines[-1] if lines else "no output")[:limit]
+    return last_line(text, limit) or "no output"

@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Mapping
 
 from .config import ArmConfig, Config, Variant
 from .parse import Incomplete, Unparsable, parse_tokens
-from .procs import clean_env, run
+from .procs import clean_env, last_line, run
 from .state import RunRecord
 
 # Decide whether to stop after seeing one more run (in seed order). Returns True to stop.
@@ -80,7 +80,7 @@ def run_seed(cfg: Config, argv_template: list[str], values: Mapping[str, str], s
                              f"killed after {cfg.run.timeout:g} s")
         if res.returncode != 0:
             return RunRecord(seed, "crash", None, res.returncode, seconds, attempts, variant,
-                             _tail(res.stderr) or f"exit status {res.returncode}")
+                             last_line(res.stderr) or f"exit status {res.returncode}")
         try:
             tokens = parse_tokens(res.stdout, cfg.parse)
         except Incomplete as exc:
@@ -206,7 +206,3 @@ def run_env(cfg: Config, kept_dir: Path | None) -> dict[str, str]:
         extra.setdefault("LD_LIBRARY_PATH", f"{kept_dir}{os.pathsep + old if old else ''}")
     return clean_env(extra)
 
-
-def _tail(text: str, limit: int = 160) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return (lines[-1] if lines else "")[:limit]
