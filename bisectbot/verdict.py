@@ -108,8 +108,7 @@ class Tester:
         build, execute, _, why = self.runner(sha)
         if execute is None:
             raise BisectbotError(f"reference.control: {ref} ({sha[:12]}) cannot be tested: {why}")
-        start = CONTROL_SEED_OFFSET + self.cfg.run.first_seed
-        seeds = [self.cfg.run.seed(i) for i in range(start, start + runs)]
+        seeds = self._seeds(CONTROL_SEED_OFFSET + self.cfg.run.first_seed, runs)
         counts: Counter[str] = Counter()
         failures = 0
 
@@ -173,8 +172,11 @@ class Tester:
     # -- test ----------------------------------------------------------------------------------
     def seed_block(self, block: int) -> list[int]:
         """Seeds of one block: the main test uses block 0, the final re-test block 1."""
-        start = self.cfg.run.first_seed + block * self.cfg.run.max_runs
-        return [self.cfg.run.seed(i) for i in range(start, start + self.cfg.run.max_runs)]
+        return self._seeds(self.cfg.run.first_seed + block * self.cfg.run.max_runs, self.cfg.run.max_runs)
+
+    def _seeds(self, start: int, count: int) -> list[int]:
+        """The seeds passed for run indices start … start + count − 1 (hashed or not)."""
+        return [self.cfg.run.seed(i) for i in range(start, start + count)]
 
     def runner(self, sha: str) -> tuple[BuildRecord, Callable[[int], RunRecord] | None, int | None, str]:
         """Build the commit and pick its command variant: (build, run one seed, variant, why).
