@@ -16,10 +16,10 @@ import json
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from contextlib import contextmanager
+from contextlib import nullcontext
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 from . import stats
 from .build import build_commit, build_dir_key, build_key
@@ -257,16 +257,16 @@ class Tester:
         argv = render_argv(spec.serve, values)
         experiment = self.cfg.arm_digest(arm)
         seeds = self.seed_block(block)
-        acc = Accumulator(self, sha, mode, alpha, beta, len(seeds))
         done = self.state.get_runs(experiment, sha)
+        # no server is started when the stored runs alone decide this verdict
+        replayed = _replay_decides(Accumulator(self, sha, mode, alpha, beta, len(seeds)), seeds, done)
+        server = nullcontext() if replayed else Server(
+            argv, port=port, health=spec.health, startup_timeout=spec.startup_timeout,
+            env=run_env(self.cfg, kept), log=self.state.log_path(f"server-{arm}-{sha}.log"),
+            cwd=self.state.root)
+        acc = Accumulator(self, sha, mode, alpha, beta, len(seeds))
         try:
-            # no server is started when every seed this verdict needs is already stored
-            server = (Server(argv, port=port, health=spec.health, startup_timeout=spec.startup_timeout,
-                             env=run_env(self.cfg, kept), log=self.state.log_path(f"server-{arm}-{sha}.log"),
-                             cwd=self.state.root)
-                      if not _replay_decides(acc, seeds, done) else None)
-            acc = Accumulator(self, sha, mode, alpha, beta, len(seeds))
-            with server or _nothing():
+            with server:
                 outcome = sweep(
                     seeds, done,
                     execute=lambda seed: request_seed(spec, port, seed),
@@ -394,11 +394,6 @@ def _replay_decides(acc: "Accumulator", seeds: Sequence[int], done: dict[int, Ru
         if acc.feed(rec):
             return True
     return True
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def _failure_reason(failures: Counter[str], consumed: int, last: RunRecord) -> str:
