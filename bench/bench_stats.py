@@ -10,7 +10,6 @@ Per-commit rows use α = β = 5e-4; bisects use stats.step_level(4096) per verdi
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor

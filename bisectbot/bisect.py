@@ -206,7 +206,7 @@ def run_bisect(cfg: Config, state: State, good_ref: str, bad_ref: str, *,
         config={"name": cfg.name, "digest": cfg.digest(), "path": config_path,
                 "experiment": tester.experiment},
         environment=environment(cfg),
-        reproduce=_reproduce(config_path, good, bad, find, cfg),
+        reproduce=_reproduce(config_path, good, bad, find, strategy),
     )
     state.finish_job(job, "done", report.to_json())
     return report
@@ -234,9 +234,9 @@ def _endpoint_failed(state: State, job: str, name: str, ref: str, v: CommitVerdi
     raise EndpointError(msg)
 
 
-def _reproduce(config_path: str, good: str, bad: str, find: str, cfg: Config) -> str:
+def _reproduce(config_path: str, good: str, bad: str, find: str, strategy: str) -> str:
     extra = " --find fixed" if find == "fixed" else ""
-    return f"bisectbot bisect {config_path} --good {good} --bad {bad}{extra}"
+    return f"bisectbot bisect {config_path} --good {good} --bad {bad}{extra} --strategy {strategy}"
 
 
 class _Untestable(Exception):
