@@ -402,7 +402,7 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
             out += f"[{part}]"
         else:
             out += ("." if out else "") + str(part)
-    return out or "(top level)"
+    return out
 
 
 def _did_you_mean(loc: tuple[Any, ...]) -> str:
