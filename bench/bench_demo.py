@@ -15,11 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bisectbot.bisect import run_bisect
+from bisectbot.pipeline.bisect import run_bisect
 from bisectbot.config import load_config
 from bisectbot.demo import generate_demo
-from bisectbot.progress import Progress
-from bisectbot.state import State
+from bisectbot.pipeline.progress import Progress
+from bisectbot.edges.storage import State
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Benchmark of bisectbot.stats on the #29975 reference, side by side with the design's targets.
+"""Benchmark of bisectbot.core.stats on the #29975 reference, side by side with the design's targets.
 
     python bench/bench_stats.py            # 10,000 sequences per row, 1,000 bisects (minutes)
     python bench/bench_stats.py --quick    # 1,000 sequences, 100 bisects (about a minute)
@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import simulate as sim  # noqa: E402
-from bisectbot import stats as S  # noqa: E402
+from bisectbot.core import stats as S  # noqa: E402
 
 ALPHA = 5e-4
 TOL = 0.1
@@ -142,7 +142,7 @@ def main() -> None:
         for bug, strat, res in bisects:
             results.setdefault((bug, strat), []).append(res)
 
-    print(f"# bisectbot.stats bench — p = (0.3455, 0.4517, 0.2028), 82% meet the condition, "
+    print(f"# bisectbot.core.stats bench — p = (0.3455, 0.4517, 0.2028), 82% meet the condition, "
           f"α = β = {ALPHA:g}, {paths} sequences per row\n")
     print(table(("truth", "verdict", "rate", "mean runs to a verdict", "p95", "Wald bound", "mean/Wald",
                  "fixed 1000-run χ² (same α)"), rows))

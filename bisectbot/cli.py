@@ -21,12 +21,12 @@ from typing import Any, Callable
 
 import click
 
-from . import __version__
-from .config import Config, load_config
-from .errors import BisectbotError
-from .procs import treat_as_secret
-from .progress import Progress
-from .state import State
+from bisectbot import __version__
+from bisectbot.config import Config, load_config
+from bisectbot.errors import BisectbotError
+from bisectbot.edges.procs import treat_as_secret
+from bisectbot.pipeline.progress import Progress
+from bisectbot.edges.storage import State
 
 EXIT_OK, EXIT_BAD, EXIT_INPUT, EXIT_UNDECIDED, EXIT_ENDPOINT, EXIT_GITHUB = 0, 1, 2, 3, 4, 5
 TEST_EXIT = {"good": EXIT_OK, "bad": EXIT_BAD, "inconclusive": EXIT_UNDECIDED,
@@ -108,8 +108,8 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, repo: str
     Both endpoints are tested first; the culprit and its parent are re-tested on fresh seeds.
     Killed or interrupted? Run the same command again: it resumes from the state database.
     """
-    from .bisect import run_bisect
-    from .report import bisect_markdown
+    from bisectbot.pipeline.bisect import run_bisect
+    from bisectbot.report import bisect_markdown
 
     def body() -> int:
         cfg = _load(config, repo)
@@ -137,8 +137,8 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, repo: str
 def test(config: str, ref: str, repo: str | None, json_path: str | None, state_dir: str | None,
          quiet: bool) -> None:
     """Build one commit and give its verdict: GOOD, BAD, INCONCLUSIVE or SKIP."""
-    from .report import test_markdown
-    from .verdict import run_test
+    from bisectbot.report import test_markdown
+    from bisectbot.pipeline.verdict import run_test
 
     def body() -> int:
         cfg = _load(config, repo)
@@ -159,8 +159,8 @@ def test(config: str, ref: str, repo: str | None, json_path: str | None, state_d
 @state_option
 def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) -> None:
     """Print the kept build log of a commit (e.g. one the bisect skipped)."""
-    from .build import build_key
-    from .commits import Workspace
+    from bisectbot.pipeline.build import build_key
+    from bisectbot.edges.workspace import Workspace
 
     def body() -> int:
         cfg = _load(config, repo)
@@ -187,9 +187,9 @@ def demo(commits: int, seed: int, workdir: str | None, json_path: str | None, qu
     """Generate a C++ speculative sampler with a planted defect in its history, and bisect it."""
     import tempfile
 
-    from .bisect import run_bisect
-    from .demo import generate_demo
-    from .report import bisect_markdown
+    from bisectbot.pipeline.bisect import run_bisect
+    from bisectbot.demo import generate_demo
+    from bisectbot.report import bisect_markdown
 
     def body() -> int:
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bisectbot-demo-"))
@@ -221,7 +221,7 @@ issue_option = click.option("--issue", type=click.IntRange(min=1),
 
 def _bot_session(config: str, state_dir: str | None, quiet: bool) -> tuple[Config, Path, Any, Progress]:
     """Config, state directory, publisher (dry run without credentials) and progress."""
-    from .bot import publisher_for
+    from bisectbot.github.bot import publisher_for
 
     cfg = load_config(config)
     root = Path(state_dir) if state_dir else default_state_dir(cfg)
@@ -250,8 +250,8 @@ def watch(config: str, issue: int | None, once: bool, interval: float | None, st
     The last seen comment is remembered in the state database; a command is claimed before it
     runs, so a restarted watch resumes an interrupted job instead of running it again.
     """
-    from .bot import Bot, watch as run_watch
-    from .state import BotStore
+    from bisectbot.github.bot import Bot, watch as run_watch
+    from bisectbot.edges.storage import BotStore
 
     def body() -> int:
         cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
@@ -287,7 +287,7 @@ def serve(config: str, host: str, port: int, state_dir: str | None, quiet: bool)
     """
     import time as _time
 
-    from .bot import BotServer
+    from bisectbot.github.bot import BotServer
 
     def body() -> int:
         cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
@@ -325,9 +325,9 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
     REF is bisected, the culprit posted in its own comment. Exit codes as `test`; 5 when
     GitHub refused a comment (the result stays in the state database: `bisectbot publish`).
     """
-    from .bot import Bot
-    from .report import bisect_markdown, test_markdown
-    from .state import BotStore
+    from bisectbot.github.bot import Bot
+    from bisectbot.report import bisect_markdown, test_markdown
+    from bisectbot.edges.storage import BotStore
 
     def body() -> int:
         cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
@@ -359,8 +359,8 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
 @quiet_option
 def publish(config: str, state_dir: str | None, quiet: bool) -> None:
     """Post results GitHub refused earlier (kept in the state database), each in its job comment."""
-    from .bot import Bot
-    from .state import BotStore
+    from bisectbot.github.bot import Bot
+    from bisectbot.edges.storage import BotStore
 
     def body() -> int:
         cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
@@ -389,7 +389,7 @@ def tiny_llama(out_dir: str, seed: int) -> None:
 
     Deterministic: the same seed writes byte-identical files. Prints their sha256s.
     """
-    from .fixtures import write_tiny_llama
+    from bisectbot.llama.fixtures import write_tiny_llama
 
     def body() -> int:
         out = Path(out_dir)
@@ -415,8 +415,8 @@ def reference(config: str, method: str | None, ref: str | None, repo: str | None
     """Print the reference distribution the tests compare against (computing it if configured)."""
     from dataclasses import asdict
 
-    from .commits import Workspace
-    from .verdict import Tester
+    from bisectbot.edges.workspace import Workspace
+    from bisectbot.pipeline.verdict import Tester
 
     def body() -> int:
         cfg = _load(config, repo)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError
+from bisectbot.errors import ConfigError
 
 # Placeholders every argv template may use; `binaries` adds one per named binary.
 BASE_PLACEHOLDERS = frozenset({"seed", "fixtures", "config_dir", "source", "build"})

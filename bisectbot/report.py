@@ -13,9 +13,9 @@ import platform
 import shutil
 from typing import Any, Mapping, Sequence
 
-from . import __version__
-from .config import Config
-from .procs import run
+from bisectbot import __version__
+from bisectbot.config import Config
+from bisectbot.edges.procs import run
 
 OTHER_LABELS = {"<other>": "other", "<missed>": "missed"}
 

@@ -229,7 +229,7 @@ def hashed_seed(i: int) -> int:
 
 def measure(binary: Path, fixtures: Path, seeds: int, jobs: int = 0, hashed: bool = False) -> dict:
     sys.path.insert(0, str(REPO_ROOT))
-    from bisectbot.llama_ref import condition_prob, next_token_probs
+    from bisectbot.llama.reference import condition_prob, next_token_probs
 
     jobs = jobs or os.cpu_count() or 1
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
@@ -308,10 +308,10 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
 
     if server:
         from bisectbot.config import load_config
-        from bisectbot.reference import resolve_reference
-        from bisectbot.state import State
-        from bisectbot.commits import Workspace
-        from bisectbot.verdict import Tester
+        from bisectbot.pipeline.reference import resolve_reference
+        from bisectbot.edges.storage import State
+        from bisectbot.edges.workspace import Workspace
+        from bisectbot.pipeline.verdict import Tester
 
         cfg = load_config(config).with_repo_path(str(tree))
         numpy_ref = resolve_reference(cfg)

@@ -1,7 +1,7 @@
 """A real GitHub REST stand-in on 127.0.0.1 for the publish/webhook tests.
 
 Why a server and not mocks: the retry, pagination and duplicate-avoidance logic in
-``bisectbot.publish`` only means something against real HTTP — real sockets that drop,
+``bisectbot.github.client`` only means something against real HTTP — real sockets that drop,
 real ``Link``/``Retry-After``/``x-ratelimit-*`` headers, and github3.py parsing real
 GitHub field sets. Every ``url`` in a response points back at this server.
 

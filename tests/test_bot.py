@@ -19,11 +19,11 @@ import pytest
 import requests
 import yaml
 
-from bisectbot.bot import Bot, BotServer, publisher_for, watch
+from bisectbot.github.bot import Bot, BotServer, publisher_for, watch
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.state import BotStore, State
-from bisectbot.webhook import sign
+from bisectbot.edges.storage import BotStore, State
+from bisectbot.github.webhook import sign
 
 from conftest import bisectbot_argv, subprocess_env
 from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisectbot.commands import (
+from bisectbot.github.commands import (
     BisectCommand,
     CancelCommand,
     CheckCommand,

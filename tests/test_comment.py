@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from bisectbot import __version__
-from bisectbot.bot import CommentProgress, JobCancelled
-from bisectbot.comment import (CommentContext, commit_ref, fixture_hashes, render_alarm,
+from bisectbot.github.bot import CommentProgress, JobCancelled
+from bisectbot.github.comment import (CommentContext, commit_ref, fixture_hashes, render_alarm,
                                render_bisect, render_progress, render_status)
-from bisectbot.progress import Progress
-from bisectbot.publish import BODY_LIMIT, fit_body
+from bisectbot.pipeline.progress import Progress
+from bisectbot.github.client import BODY_LIMIT, fit_body
 
 CULPRIT = "60488cfca65a3397efe863d5a17de27690693113"
 PARENT = "2d5528afbae2786560f2830e76f49dbba90ef99b"

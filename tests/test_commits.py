@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.commits import Workspace
+from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import RefError
 
 

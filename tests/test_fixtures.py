@@ -12,7 +12,7 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 
-from bisectbot import fixtures as fx  # noqa: E402
+from bisectbot.llama import fixtures as fx  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("gguf")
 
-from bisectbot import llama_ref as ref  # noqa: E402
+from bisectbot.llama import reference as ref  # noqa: E402
 from bisectbot.errors import BisectbotError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def test_tokenization_facts():
 
 
 def test_loaded_weights_round_trip():
-    from bisectbot.fixtures import make_weights
+    from bisectbot.llama.fixtures import make_weights
 
     target, _ = make_weights(MANIFEST["seed"])
     m = ref.load_gguf(TARGET)

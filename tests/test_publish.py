@@ -1,4 +1,4 @@
-"""bisectbot.publish against a real HTTP GitHub stand-in (tests/ghserver.py). No mocks."""
+"""bisectbot.github.client against a real HTTP GitHub stand-in (tests/ghserver.py). No mocks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bisectbot.errors import GitHubError
-from bisectbot.publish import (
+from bisectbot.github.client import (
     BODY_LIMIT,
     AppCredentials,
     DryRunPublisher,

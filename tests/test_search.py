@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisectbot.search import Answer, bisect_search, next_probe
+from bisectbot.core.search import Answer, bisect_search, next_probe
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""bisectbot.stats: calibration by simulation (fixed seeds) and property tests.
+"""bisectbot.core.stats: calibration by simulation (fixed seeds) and property tests.
 
 Monte Carlo margins: with N simulated sequences an error rate r is estimated with standard
 error sqrt(r(1−r)/N); assertions allow ~3 standard errors (or a Clopper-Pearson-style count
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisectbot import stats as S
+from bisectbot.core import stats as S
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import simulate as sim  # noqa: E402

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bisectbot.config import Config
-from bisectbot.procs import clean_env, run
-from bisectbot.state import RunRecord
-from bisectbot.sweep import run_seed, sweep
+from bisectbot.edges.procs import clean_env, run
+from bisectbot.edges.storage import RunRecord
+from bisectbot.pipeline.sweep import run_seed, sweep
 
 # Prints like llama-speculative: "\n\nbcdbc<tokens>\n\n\n\n". Per seed, the first attempts are
 # cut short (empty, or missing the tail), as its logging thread does at exit with status 0.
@@ -99,7 +99,7 @@ def test_children_never_see_credentials(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 def test_secrets_named_by_the_config_are_dropped_whatever_their_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bisectbot.publish import GitHubSettings, make_publisher
+    from bisectbot.github.client import GitHubSettings, make_publisher
 
     monkeypatch.setenv("LLAMA_BOT_PAT", "ghp_plainname")
     assert "LLAMA_BOT_PAT" in clean_env()  # nothing in the name says it is a credential ...

@@ -10,8 +10,8 @@ from typing import Any, Iterator
 import pytest
 import requests
 
-from bisectbot.commands import BisectCommand, parse_comment
-from bisectbot.webhook import (
+from bisectbot.github.commands import BisectCommand, parse_comment
+from bisectbot.github.webhook import (
     DeliveryStore,
     InMemoryDeliveryStore,
     make_webhook_server,

@@ -21,16 +21,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import stats
-from .build import build_commit, build_dir_key, build_key
-from .commits import Workspace
-from .config import BuildConfig, Config
-from .parse import observe
-from .progress import Progress
-from .reference import ResolvedReference, resolve_reference
-from .state import BuildRecord, RunRecord, State
-from .procs import Server, ServerError, free_port, run
-from .sweep import pick_variant, render_argv, request_seed, run_env, run_seed, sweep
+from bisectbot.core import stats
+from bisectbot.pipeline.build import build_commit, build_dir_key, build_key
+from bisectbot.edges.workspace import Workspace
+from bisectbot.config import BuildConfig, Config
+from bisectbot.pipeline.parse import observe
+from bisectbot.pipeline.progress import Progress
+from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
+from bisectbot.edges.storage import BuildRecord, RunRecord, State
+from bisectbot.edges.procs import Server, ServerError, free_port, run
+from bisectbot.pipeline.sweep import pick_variant, render_argv, request_seed, run_env, run_seed, sweep
 
 # A commit whose runs mostly fail is skipped: judged once this many runs have failed.
 MIN_FAILURES_TO_SKIP = 5
@@ -102,7 +102,7 @@ class Tester:
 
     def control_counts(self, ref: str, runs: int) -> tuple[str, dict[str, int]]:
         """The control sample: `runs` runs of a known-good commit, on seeds no test uses."""
-        from .errors import BisectbotError
+        from bisectbot.errors import BisectbotError
 
         sha = self.workspace.resolve(ref)
         build, execute, _, why = self.runner(sha)
@@ -408,7 +408,7 @@ def _short_counts(names: Sequence[str], counts: Sequence[int]) -> str:
 def run_test(cfg: Config, state: State, ref: str, *, progress: Progress | None = None,
              config_path: str = "CONFIG") -> dict:
     """`bisectbot test`: one commit's verdict with the generic test, as the JSON report."""
-    from .report import environment, reference_json
+    from bisectbot.report import environment, reference_json
 
     progress = progress or Progress(quiet=True)
     ws = Workspace(cfg.repo_source, state.clone_dir)

@@ -19,15 +19,15 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from . import stats
-from .commits import Workspace
-from .config import Config
-from .errors import EndpointError
-from .progress import Progress
-from .search import Answer, SearchResult, bisect_search
-from .state import State
-from .report import environment, reference_json
-from .verdict import Accumulator, CommitVerdict, Mode, Tester
+from bisectbot.core import stats
+from bisectbot.edges.workspace import Workspace
+from bisectbot.config import Config
+from bisectbot.errors import EndpointError
+from bisectbot.pipeline.progress import Progress
+from bisectbot.core.search import Answer, SearchResult, bisect_search
+from bisectbot.edges.storage import State
+from bisectbot.report import environment, reference_json
+from bisectbot.pipeline.verdict import Accumulator, CommitVerdict, Mode, Tester
 
 SCHEMA_VERSION = 1
 

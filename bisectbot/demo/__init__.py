@@ -276,7 +276,7 @@ class _State:
 
 
 def _templates() -> dict[str, str]:
-    """Template files shipped in bisectbot/demo_src, keyed by relative posix path."""
+    """Template files shipped in bisectbot/demo/src, keyed by relative posix path."""
     out: dict[str, str] = {}
 
     def walk(node: resources.abc.Traversable, prefix: str) -> None:
@@ -288,7 +288,7 @@ def _templates() -> dict[str, str]:
             else:
                 out[rel] = child.read_text(encoding="utf-8")
 
-    walk(resources.files("bisectbot") / "demo_src", "")
+    walk(resources.files("bisectbot.demo") / "src", "")
     return out
 
 

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import stats
-from .config import ComputedReference, Config
-from .errors import BisectbotError
-from .state import BuildRecord, State
+from bisectbot.core import stats
+from bisectbot.config import ComputedReference, Config
+from bisectbot.errors import BisectbotError
+from bisectbot.edges.storage import BuildRecord, State
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def _support(probs: dict[str, float]) -> dict[str, float]:
 
 
 def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedReference:
-    from . import llama_ref
+    from bisectbot.llama import reference
 
     tiny = llama_ref.load_gguf(model)
     ids = llama_ref.tokenize(tiny, comp.prompt)
@@ -123,7 +123,7 @@ def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedRe
 
 def _server(comp: ComputedReference, binary: Path, model: Path, cond: str | None,
             sha: str) -> ResolvedReference:
-    from . import llama_ref
+    from bisectbot.llama import reference
 
     kw = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp,
               samplers=comp.samplers, timeout=comp.timeout)

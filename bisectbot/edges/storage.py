@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import StateError
+from bisectbot.errors import StateError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS builds (

@@ -44,7 +44,7 @@ from github3.issues.comment import IssueComment
 from github3.session import AppInstallationTokenAuth
 
 from bisectbot.errors import GitHubError
-from bisectbot.procs import treat_as_secret
+from bisectbot.edges.procs import treat_as_secret
 
 log = logging.getLogger(__name__)
 

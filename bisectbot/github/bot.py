@@ -33,18 +33,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .bisect import job_id, run_bisect
-from .commands import (BisectCommand, CancelCommand, CheckCommand, Refusal, parse_comment,
+from bisectbot.pipeline.bisect import job_id, run_bisect
+from bisectbot.github.commands import (BisectCommand, CancelCommand, CheckCommand, Refusal, parse_comment,
                        validate_config_name)
-from .comment import (CommentContext, fixture_hashes, render_alarm, render_bisect,
+from bisectbot.github.comment import (CommentContext, fixture_hashes, render_alarm, render_bisect,
                       render_cancelled, render_failed, render_progress, render_status)
-from .commits import Workspace
-from .config import Config, GitHubConfig, load_config
-from .errors import BisectbotError, ConfigError, GitHubError, RefError
-from .progress import Progress
-from .publish import DryRunPublisher, GitHubSettings, Publisher, RetryPolicy, format_since, make_publisher
-from .state import BotStore, State
-from .verdict import run_test
+from bisectbot.edges.workspace import Workspace
+from bisectbot.config import Config, GitHubConfig, load_config
+from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError
+from bisectbot.pipeline.progress import Progress
+from bisectbot.github.client import DryRunPublisher, GitHubSettings, Publisher, RetryPolicy, format_since, make_publisher
+from bisectbot.edges.storage import BotStore, State
+from bisectbot.pipeline.verdict import run_test
 
 log = logging.getLogger(__name__)
 
@@ -532,7 +532,7 @@ class BotServer:
     def __init__(self, cfg: Config, config_path: str, state_dir: Path, publisher: Publisher,
                  secret: bytes, *, host: str = "127.0.0.1", port: int = 0,
                  progress: Progress | None = None):
-        from .webhook import make_webhook_server
+        from bisectbot.github.webhook import make_webhook_server
 
         self.cfg, self.config_path, self.state_dir = cfg, config_path, Path(state_dir)
         self.publisher, self.progress = publisher, progress or Progress(quiet=True)

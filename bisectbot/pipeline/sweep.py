@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from .config import ArmConfig, Config, Variant
-from .parse import Incomplete, Unparsable, parse_tokens
-from .procs import clean_env, last_line, run
-from .state import RunRecord
+from bisectbot.config import ArmConfig, Config, Variant
+from bisectbot.pipeline.parse import Incomplete, Unparsable, parse_tokens
+from bisectbot.edges.procs import clean_env, last_line, run
+from bisectbot.edges.storage import RunRecord
 
 # Decide whether to stop after seeing one more run (in seed order). Returns True to stop.
 Consumer = Callable[[RunRecord], bool]

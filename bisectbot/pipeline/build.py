@@ -18,9 +18,9 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from .config import BuildConfig
-from .procs import clean_env, run
-from .state import BuildRecord
+from bisectbot.config import BuildConfig
+from bisectbot.edges.procs import clean_env, run
+from bisectbot.edges.storage import BuildRecord
 
 Progress = Callable[[str], None]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bisectbot.errors import BisectbotError
-from bisectbot.procs import Server, ServerError, clean_env, free_port
+from bisectbot.edges.procs import Server, ServerError, clean_env, free_port
 
 __all__ = [
     "TinyLlama",

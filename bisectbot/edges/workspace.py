@@ -13,7 +13,7 @@ from pathlib import Path
 
 import git
 
-from .errors import GitError, RefError
+from bisectbot.errors import GitError, RefError
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 

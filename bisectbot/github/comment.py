@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import __version__
-from .report import observed_vs_reference, reference_line, verdict_table
+from bisectbot import __version__
+from bisectbot.report import observed_vs_reference, reference_line, verdict_table
 
 PR_RE = re.compile(r"\(#(\d+)\)\s*$")
 MAX_FIXTURE_FILES = 50
