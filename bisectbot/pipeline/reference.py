@@ -105,7 +105,7 @@ def _support(probs: dict[str, float]) -> dict[str, float]:
 
 
 def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedReference:
-    from bisectbot.llama import reference
+    from bisectbot.llama import reference as llama_ref
 
     tiny = llama_ref.load_gguf(model)
     ids = llama_ref.tokenize(tiny, comp.prompt)
@@ -123,7 +123,7 @@ def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedRe
 
 def _server(comp: ComputedReference, binary: Path, model: Path, cond: str | None,
             sha: str) -> ResolvedReference:
-    from bisectbot.llama import reference
+    from bisectbot.llama import reference as llama_ref
 
     kw = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp,
               samplers=comp.samplers, timeout=comp.timeout)
