@@ -15,11 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bisectbot.pipeline.bisect import run_bisect
 from bisectbot.config import load_config
 from bisectbot.demo import generate_demo
-from bisectbot.pipeline.progress import Progress
-from bisectbot.edges.storage import State
+from bisectbot.edges.storage import StateDir
+from bisectbot.pipeline import jobs
 
 
 def main() -> None:
@@ -37,9 +36,9 @@ def main() -> None:
             history = generate_demo(Path(tmp), n_commits=args.commits, seed=seed)
             cfg = load_config(history.config)
             start = time.monotonic()
-            with State(Path(tmp) / "state") as state:
-                report = run_bisect(cfg, state, history.good, history.bad,
-                                    progress=Progress(quiet=True)).to_json()
+            with StateDir(Path(tmp) / "state") as state:
+                session = jobs.Session(cfg, state)
+                report = jobs.run_bisect(session, jobs.plan_bisect(session, history.good, history.bad)).to_json()
             seconds = time.monotonic() - start
         found = report["first_bad"] == history.culprit
         # a fixed sweep spends the whole budget on every tested commit

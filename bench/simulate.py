@@ -15,7 +15,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from bisectbot.core import stats as S
-from bisectbot.core.search import Answer, bisect_search
+from bisectbot.core.outcome import Verdict
+from bisectbot.core.search import bisect_search
 
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
 CONDITION_29975 = 0.82
@@ -192,9 +193,9 @@ def calibrate_bad(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray,
         for row in draw_counts(rng, q_bad, 1, block)[0]:
             runs += 1
             if S.bad_endpoint_enough(counts + row, ref):
-                return np.asarray(S.smooth_bad(counts + row)), runs
+                return np.asarray(S.kt_smooth(counts + row)), runs
         counts = counts + row
-    return np.asarray(S.smooth_bad(counts)), runs
+    return np.asarray(S.kt_smooth(counts)), runs
 
 
 def bisect_plain(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, n: int,
@@ -229,10 +230,10 @@ def bisect_plain(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, 
     stat = stat_two_point if mode == "two-point" else stat_generic
     used = [0]
 
-    def oracle(i: int) -> Answer:
+    def oracle(i: int) -> Verdict:
         dec, r = _step_stream(rng, q_bad if i >= culprit else ref.p, stat, max_runs)
         used[0] += r
-        return {BAD: Answer.BAD, GOOD: Answer.GOOD, UNLIKE: Answer.UNLIKE}.get(dec, Answer.INCONCLUSIVE)
+        return {BAD: Verdict.BAD, GOOD: Verdict.GOOD, UNLIKE: Verdict.UNLIKE}.get(dec, Verdict.INCONCLUSIVE)
 
     res = bisect_search(n, oracle)
     found = res.first_bad if res.exact else -1
@@ -244,7 +245,7 @@ def bisect_sticky(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray,
                   calibrated: tuple[np.ndarray, int] | None = None) -> tuple[int, int, int]:
     """One sticky Bayesian bisect; the bad endpoint is measured as for the two-point mode."""
     q_hat, runs = calibrated or calibrate_bad(rng, ref, q_bad)
-    bad_counts = np.round(q_hat * (runs + q_hat.size / 2) - 0.5)  # undo smooth_bad
+    bad_counts = np.round(q_hat * (runs + q_hat.size / 2) - 0.5)  # undo kt_smooth
     good, bad = RunSource(rng, ref.p), RunSource(rng, q_bad)
     res = S.sticky_bisect(n, lambda i: bad() if i >= culprit else good(), ref.p, bad_counts,
                           confidence=confidence)

@@ -23,15 +23,19 @@ import click
 
 from bisectbot import __version__
 from bisectbot.config import Config, load_config
+from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.reports import BisectStatus
+from bisectbot.edges.storage import StateDir
 from bisectbot.errors import BisectbotError
-from bisectbot.edges.procs import treat_as_secret
-from bisectbot.pipeline.progress import Progress
-from bisectbot.edges.storage import State
+from bisectbot.pipeline import jobs
+from bisectbot.pipeline.events import Events
+from bisectbot.pipeline.terminal import Terminal
 
 EXIT_OK, EXIT_BAD, EXIT_INPUT, EXIT_UNDECIDED, EXIT_ENDPOINT, EXIT_GITHUB = 0, 1, 2, 3, 4, 5
-TEST_EXIT = {"good": EXIT_OK, "bad": EXIT_BAD, "inconclusive": EXIT_UNDECIDED,
-             "unlike": EXIT_UNDECIDED, "skip": EXIT_ENDPOINT}
-BISECT_EXIT = {"found": EXIT_OK, "ambiguous": EXIT_UNDECIDED, "unconfirmed": EXIT_UNDECIDED}
+TEST_EXIT = {Verdict.GOOD: EXIT_OK, Verdict.BAD: EXIT_BAD, Verdict.INCONCLUSIVE: EXIT_UNDECIDED,
+             Verdict.UNLIKE: EXIT_UNDECIDED, Verdict.SKIP: EXIT_ENDPOINT}
+BISECT_EXIT = {BisectStatus.FOUND: EXIT_OK, BisectStatus.AMBIGUOUS: EXIT_UNDECIDED,
+               BisectStatus.UNCONFIRMED: EXIT_UNDECIDED}
 
 
 def default_state_dir(cfg: Config) -> Path:
@@ -44,6 +48,10 @@ def default_state_dir(cfg: Config) -> Path:
 def _load(config: str, repo: str | None) -> Config:
     cfg = load_config(config)
     return cfg.with_repo_path(repo) if repo else cfg
+
+
+def _state(cfg: Config, state_dir: str | None) -> StateDir:
+    return StateDir(Path(state_dir) if state_dir else default_state_dir(cfg))
 
 
 def _guard(fn: Callable[[], int]) -> None:
@@ -108,21 +116,21 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, repo: str
     Both endpoints are tested first; the culprit and its parent are re-tested on fresh seeds.
     Killed or interrupted? Run the same command again: it resumes from the state database.
     """
-    from bisectbot.pipeline.bisect import run_bisect
     from bisectbot.report import bisect_markdown
 
     def body() -> int:
         cfg = _load(config, repo)
-        with State(Path(state_dir) if state_dir else default_state_dir(cfg)) as state:
-            report = run_bisect(cfg, state, good, bad, find=find, strategy=strategy,
-                                progress=Progress(quiet=quiet), config_path=config).to_json()
+        with _state(cfg, state_dir) as state:
+            session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config)
+            plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy)
+            report = jobs.run_bisect(session, plan)
         md = bisect_markdown(report)
         if json_path != "-":
             click.echo(md)
         if md_path:
             Path(md_path).write_text(md)
-        _write_json(json_path, report)
-        return BISECT_EXIT[report["status"]]
+        _write_json(json_path, report.to_json())
+        return BISECT_EXIT[report.status]
 
     _guard(body)
 
@@ -138,16 +146,16 @@ def test(config: str, ref: str, repo: str | None, json_path: str | None, state_d
          quiet: bool) -> None:
     """Build one commit and give its verdict: GOOD, BAD, INCONCLUSIVE or SKIP."""
     from bisectbot.report import test_markdown
-    from bisectbot.pipeline.verdict import run_test
 
     def body() -> int:
         cfg = _load(config, repo)
-        with State(Path(state_dir) if state_dir else default_state_dir(cfg)) as state:
-            result = run_test(cfg, state, ref, progress=Progress(quiet=quiet), config_path=config)
+        with _state(cfg, state_dir) as state:
+            session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config)
+            report = jobs.run_test(session, jobs.plan_test(session, ref))
         if json_path != "-":
-            click.echo(test_markdown(result))
-        _write_json(json_path, result)
-        return TEST_EXIT[result["verdict"]]
+            click.echo(test_markdown(report))
+        _write_json(json_path, report.to_json())
+        return TEST_EXIT[report.verdict]
 
     _guard(body)
 
@@ -159,14 +167,14 @@ def test(config: str, ref: str, repo: str | None, json_path: str | None, state_d
 @state_option
 def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) -> None:
     """Print the kept build log of a commit (e.g. one the bisect skipped)."""
-    from bisectbot.pipeline.build import build_key
     from bisectbot.edges.workspace import Workspace
+    from bisectbot.pipeline.build import build_key
 
     def body() -> int:
         cfg = _load(config, repo)
-        with State(Path(state_dir) if state_dir else default_state_dir(cfg)) as state:
+        with _state(cfg, state_dir) as state:
             sha = Workspace(cfg.repo_source, state.clone_dir).resolve(ref)
-            rec = state.get_build(build_key(cfg.build), sha)
+            rec = state.store.build(build_key(cfg.build), sha)
             if rec is None:
                 raise BisectbotError(f"no build of {sha[:12]} is recorded in {state.root}")
             click.echo(f"# {sha} build {rec.status} in {rec.seconds:.1f} s {rec.reason}".rstrip())
@@ -187,7 +195,6 @@ def demo(commits: int, seed: int, workdir: str | None, json_path: str | None, qu
     """Generate a C++ speculative sampler with a planted defect in its history, and bisect it."""
     import tempfile
 
-    from bisectbot.pipeline.bisect import run_bisect
     from bisectbot.demo import generate_demo
     from bisectbot.report import bisect_markdown
 
@@ -195,19 +202,19 @@ def demo(commits: int, seed: int, workdir: str | None, json_path: str | None, qu
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bisectbot-demo-"))
         if workdir and root.exists() and any(root.iterdir()):
             raise BisectbotError(f"--dir {root} is not empty: give a new or empty directory")
-        progress = Progress(quiet=quiet)
-        progress.step(f"generating a {commits}-commit history in {root} …")
+        terminal = Terminal(quiet=quiet)
+        terminal.line(f"generating a {commits}-commit history in {root} …")
         history = generate_demo(root, n_commits=commits, seed=seed)
         cfg = load_config(history.config)
-        with State(root / "state") as state:
-            report = run_bisect(cfg, state, history.good, history.bad, progress=progress,
-                                config_path=str(history.config)).to_json()
+        with StateDir(root / "state") as state:
+            session = jobs.Session(cfg, state, Events(terminal), config_path=str(history.config))
+            report = jobs.run_bisect(session, jobs.plan_bisect(session, history.good, history.bad))
         click.echo(bisect_markdown(report))
-        _write_json(json_path, report)
-        found = report["first_bad"] == history.culprit
+        _write_json(json_path, report.to_json())
+        found = report.first_bad == history.culprit
         click.echo(f"planted culprit {history.culprit[:12]}: "
-                   f"{'found' if found else 'NOT found'} with {report['builds']} builds "
-                   f"(bound {report['builds_bound']}) and {report['runs']} runs")
+                   f"{'found' if found else 'NOT found'} with {report.builds} builds "
+                   f"(bound {report.builds_bound}) and {report.runs} runs")
         return EXIT_OK if found else EXIT_UNDECIDED
 
     _guard(body)
@@ -219,13 +226,13 @@ issue_option = click.option("--issue", type=click.IntRange(min=1),
                             help="Issue number (default: github.issue in the config).")
 
 
-def _bot_session(config: str, state_dir: str | None, quiet: bool) -> tuple[Config, Path, Any, Progress]:
-    """Config, state directory, publisher (dry run without credentials) and progress."""
-    from bisectbot.github.bot import publisher_for
+def _bot(config: str, state_dir: str | None, quiet: bool) -> tuple[Config, Path, Any, Terminal]:
+    """Config, state directory, GitHub client (a dry run without credentials) and terminal."""
+    from bisectbot.github.client import make_client
 
     cfg = load_config(config)
     root = Path(state_dir) if state_dir else default_state_dir(cfg)
-    return cfg, root, publisher_for(cfg), Progress(quiet=quiet)
+    return cfg, root, make_client(cfg), Terminal(quiet=quiet)
 
 
 def _issue(cfg: Config, issue: int | None, required: bool) -> int | None:
@@ -251,22 +258,17 @@ def watch(config: str, issue: int | None, once: bool, interval: float | None, st
     runs, so a restarted watch resumes an interrupted job instead of running it again.
     """
     from bisectbot.github.bot import Bot, watch as run_watch
-    from bisectbot.edges.storage import BotStore
 
     def body() -> int:
-        cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
+        cfg, root, client, terminal = _bot(config, state_dir, quiet)
         if cfg.github is None:
             raise BisectbotError(f"{config}: watch needs a github: section (repo, token_env, …)")
         number = _issue(cfg, issue, required=True)
         assert number is not None
-        with State(root) as state:
-            store = BotStore(root)
-            try:
-                bot = Bot(cfg, config, state, store, publisher, progress)
-                run_watch(bot, number, once=once, interval=interval or cfg.github.poll_interval)
-                _, failed = bot.publish_pending()
-            finally:
-                store.close()
+        with StateDir(root) as state:
+            bot = Bot(cfg, config, state, client, terminal)
+            run_watch(bot, number, once=once, interval=interval or cfg.github.poll_interval)
+            _, failed = bot.publish_pending()
         return EXIT_GITHUB if failed else EXIT_OK
 
     _guard(body)
@@ -290,14 +292,13 @@ def serve(config: str, host: str, port: int, state_dir: str | None, quiet: bool)
     from bisectbot.github.bot import BotServer
 
     def body() -> int:
-        cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
+        cfg, root, client, terminal = _bot(config, state_dir, quiet)
         if cfg.github is None:
             raise BisectbotError(f"{config}: serve needs a github: section (repo, webhook_secret_env, …)")
-        treat_as_secret(cfg.github.webhook_secret_env)
         secret = os.environ.get(cfg.github.webhook_secret_env, "").encode()
         if not secret:
             raise BisectbotError(f"{config}: github.webhook_secret_env: ${cfg.github.webhook_secret_env} is not set")
-        server = BotServer(cfg, config, root, publisher, secret, host=host, port=port, progress=progress).start()
+        server = BotServer(cfg, config, root, client, secret, host=host, port=port, terminal=terminal).start()
         click.echo(f"bisectbot: listening on http://{host}:{server.port}/ (POST webhooks, GET /healthz)", err=True)
         try:
             while server.error is None:
@@ -327,28 +328,23 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
     """
     from bisectbot.github.bot import Bot
     from bisectbot.report import bisect_markdown, test_markdown
-    from bisectbot.edges.storage import BotStore
 
     def body() -> int:
-        cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
+        cfg, root, client, terminal = _bot(config, state_dir, quiet)
         number = _issue(cfg, issue, required=False)
         the_ref = ref or (cfg.github.default_ref if cfg.github else "HEAD")
-        with State(root) as state:
-            store = BotStore(root)
-            try:
-                out = Bot(cfg, config, state, store, publisher, progress).run_check(the_ref, number)
-            finally:
-                store.close()
+        with StateDir(root) as state:
+            out = Bot(cfg, config, state, client, terminal).run_check(the_ref, number)
         if json_path != "-":
-            click.echo(test_markdown(out.result))
+            click.echo(test_markdown(out.test))
             if out.bisect:
                 click.echo(bisect_markdown(out.bisect))
             elif out.bisect_error:
                 click.echo(f"bisect from the last known good commit stopped: {out.bisect_error}")
-        _write_json(json_path, {**out.result, "last_good": out.last_good, "bisect": out.bisect})
+        _write_json(json_path, out.to_json())
         if not out.published:
             return EXIT_GITHUB
-        return TEST_EXIT[out.result["verdict"]]
+        return TEST_EXIT[out.test.verdict]
 
     _guard(body)
 
@@ -360,16 +356,11 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
 def publish(config: str, state_dir: str | None, quiet: bool) -> None:
     """Post results GitHub refused earlier (kept in the state database), each in its job comment."""
     from bisectbot.github.bot import Bot
-    from bisectbot.edges.storage import BotStore
 
     def body() -> int:
-        cfg, root, publisher, progress = _bot_session(config, state_dir, quiet)
-        with State(root) as state:
-            store = BotStore(root)
-            try:
-                posted, failed = Bot(cfg, config, state, store, publisher, progress).publish_pending()
-            finally:
-                store.close()
+        cfg, root, client, terminal = _bot(config, state_dir, quiet)
+        with StateDir(root) as state:
+            posted, failed = Bot(cfg, config, state, client, terminal).publish_pending()
         click.echo(f"published {posted} result(s); {failed} still unpublished", err=True)
         return EXIT_GITHUB if failed else EXIT_OK
 
@@ -415,9 +406,6 @@ def reference(config: str, method: str | None, ref: str | None, repo: str | None
     """Print the reference distribution the tests compare against (computing it if configured)."""
     from dataclasses import asdict
 
-    from bisectbot.edges.workspace import Workspace
-    from bisectbot.pipeline.verdict import Tester
-
     def body() -> int:
         cfg = _load(config, repo)
         if method and method != "config":
@@ -431,9 +419,8 @@ def reference(config: str, method: str | None, ref: str | None, repo: str | None
             if comp.method == "server" and not comp.commit:
                 raise BisectbotError("--method server needs --commit REF")
             cfg = cfg.model_copy(update={"reference": cfg.reference.model_copy(update={"compute": comp})})
-        with State(Path(state_dir) if state_dir else default_state_dir(cfg)) as state:
-            tester = Tester(cfg, state, Workspace(cfg.repo_source, state.clone_dir), Progress(quiet=quiet))
-            resolved = tester.resolved
+        with _state(cfg, state_dir) as state:
+            resolved = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config).reference
         if json_path != "-":
             probs = ", ".join(f"{k} {v:.10f}" for k, v in sorted(resolved.probs.items()))
             click.echo(f"{resolved.source}: {probs}")

@@ -12,6 +12,8 @@ import hashlib
 import json
 import os
 import string
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -365,6 +367,13 @@ class Config(_Strict):
         data["arm"].pop("startup_timeout", None)
         return _digest(data)
 
+    @property
+    def secret_env_names(self) -> tuple[str, ...]:
+        """Environment variables this config names as secrets (the GitHub token, the webhook
+        secret): never passed to builds or runs, whatever their names look like."""
+        gh = self.github
+        return (gh.token_env, gh.webhook_secret_env) if gh is not None else ()
+
     def with_repo_path(self, path: str) -> "Config":
         """The same config pointed at another checkout (``--repo``)."""
         return self.model_copy(update={"repo": RepoConfig(path=str(Path(path).resolve()))})
@@ -406,16 +415,36 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
 
 
 def _did_you_mean(loc: tuple[Any, ...]) -> str:
-    """' (did you mean targets?)' for a misspelt key, found among the keys allowed there."""
-    model: Any = Config
+    """' (did you mean targets?)' for a misspelt key, found among the keys allowed there.
+
+    Walks the key path through optional sections (`github.isue`), dict values
+    (`arms.<name>.serv`) and list items (`run.variants[0].agrv`)."""
+    annotation: Any = Config
     for part in loc[:-1]:
-        field = model.model_fields.get(part) if isinstance(part, str) else None
-        annotation = getattr(field, "annotation", None)
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        annotation = _unwrap_optional(annotation)
+        origin = typing.get_origin(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(part) if isinstance(part, str) else None
+            if field is None:
+                return ""
+            annotation = field.annotation
+        elif origin in (dict, list):
+            annotation = typing.get_args(annotation)[-1]  # skip the key or index
+        else:
             return ""
-        model = annotation
+    model = _unwrap_optional(annotation)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return ""
     close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    """`X | None` → X (other unions are left alone)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
 
 
 def load_config(path: str | Path) -> Config:

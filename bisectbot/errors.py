@@ -17,7 +17,13 @@ class ConfigError(BisectbotError):
 
 
 class RefError(BisectbotError):
-    """A git ref does not resolve, or good is not an ancestor of bad."""
+    """A git ref does not resolve, or good is not an ancestor of bad.
+
+    `unresolved` names the ref when the problem is that it does not resolve."""
+
+    def __init__(self, message: str, *, unresolved: str | None = None):
+        super().__init__(message)
+        self.unresolved = unresolved
 
 
 class GitError(BisectbotError):

@@ -229,7 +229,7 @@ def hashed_seed(i: int) -> int:
 
 def measure(binary: Path, fixtures: Path, seeds: int, jobs: int = 0, hashed: bool = False) -> dict:
     sys.path.insert(0, str(REPO_ROOT))
-    from bisectbot.llama.reference import condition_prob, next_token_probs
+    from bisectbot.llama.forward import condition_prob, next_token_probs
 
     jobs = jobs or os.cpu_count() or 1
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
@@ -308,18 +308,16 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
 
     if server:
         from bisectbot.config import load_config
+        from bisectbot.edges.storage import StateDir
+        from bisectbot.pipeline.jobs import Session
         from bisectbot.pipeline.reference import resolve_reference
-        from bisectbot.edges.storage import State
-        from bisectbot.edges.workspace import Workspace
-        from bisectbot.pipeline.verdict import Tester
 
         cfg = load_config(config).with_repo_path(str(tree))
         numpy_ref = resolve_reference(cfg)
         comp = cfg.reference.compute.model_copy(update={"method": "server", "commit": hist["good"]})
         cfg_server = cfg.model_copy(update={"reference": cfg.reference.model_copy(update={"compute": comp})})
-        with State(work / "state") as state:
-            tester = Tester(cfg_server, state, Workspace(cfg.repo_source, state.clone_dir))
-            server_ref = tester.resolved
+        with StateDir(work / "state") as state:
+            server_ref = Session(cfg_server, state).reference
         gap = max([abs(numpy_ref.probs.get(k, 0) - server_ref.probs.get(k, 0))
                    for k in set(numpy_ref.probs) | set(server_ref.probs)]
                   + [abs((numpy_ref.condition_prob or 0) - (server_ref.condition_prob or 0))])

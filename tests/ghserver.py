@@ -590,7 +590,13 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 if method == "GET" and path == "/app":
                     if kind != "jwt" or gh.app is None:
                         return 401, {"message": "A JSON web token could not be decoded", "documentation_url": DOCS}, {}
-                    return 200, {"id": int(gh.app.app_id), "slug": gh.app.slug, "node_id": "A_1", "name": gh.app.slug, "owner": gh.user_json(OWNER) if OWNER in gh.users else None}, {}
+                    owner = gh.user_json(OWNER) if OWNER in gh.users else gh.user_json(next(iter(gh.users)))
+                    app_json = {"id": int(gh.app.app_id), "slug": gh.app.slug, "node_id": "A_1", "name": gh.app.slug,
+                                "owner": owner, "description": "", "external_url": f"{gh.html_root}/apps/{gh.app.slug}",
+                                "html_url": f"{gh.html_root}/apps/{gh.app.slug}", "created_at": "2024-01-01T00:00:00Z",
+                                "updated_at": "2024-01-01T00:00:00Z", "permissions": {"issues": "write", "metadata": "read"},
+                                "events": ["issue_comment"]}
+                    return 200, app_json, {}
                 if kind == "jwt":
                     return 401, {"message": "A JSON web token cannot be used for this endpoint", "documentation_url": DOCS}, {}
                 login = subject

@@ -1,70 +1,75 @@
-"""Result-comment rendering (pure): links, table, chart, reproduction footer, size limit."""
+"""Result comments (pure rendering of typed reports), the job comment's progress, and the poster
+that sends it from its own thread."""
 
 from __future__ import annotations
 
 import hashlib
-import io
+import threading
+import time
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from bisectbot import __version__
-from bisectbot.github.bot import CommentProgress, JobCancelled
-from bisectbot.github.comment import (CommentContext, commit_ref, fixture_hashes, render_alarm,
-                               render_bisect, render_progress, render_status)
-from bisectbot.pipeline.progress import Progress
+from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.records import CommitVerdict
+from bisectbot.core.reports import (BisectReport, BisectStatus, ConfigSummary, Environment,
+                                    ReferenceSummary, TestReport)
+from bisectbot.errors import GitHubError
+from bisectbot.github.bot import CommentObserver, ProgressPoster, fixture_hashes
 from bisectbot.github.client import BODY_LIMIT, fit_body
+from bisectbot.github.comment import CommentContext, commit_ref, render_alarm, render_bisect, render_status
+from bisectbot.pipeline.events import (BisectStarted, Building, Built, CancelToken, EndpointStarted,
+                                       RunsProgress, StepStarted)
 
 CULPRIT = "60488cfca65a3397efe863d5a17de27690693113"
 PARENT = "2d5528afbae2786560f2830e76f49dbba90ef99b"
 GOOD = "eb9e4f74679b1d6ff1ef8b47ef1a6ff05bc711f0"
 BAD = "bbf3fb5a170220952c75da96fceb76a89ba18c13"
-REFERENCE = {
-    "probs": {"a": 0.1, "b": 0.2, "c": 0.05, "d": 0.3, "e": 0.25, "f": 0.1},
-    "condition_prob": 0.4,
-    "categories": ["a", "b", "c", "d", "e", "f", "<other>", "<missed>"],
-    "category_probs": [0.04, 0.08, 0.02, 0.12, 0.1, 0.04, 0.0, 0.6],
-    "condition": {"position": 0, "token": "c"},
-    "outcome": {"position": 1},
-}
+REFERENCE = ReferenceSummary(
+    probs={"a": 0.1, "b": 0.2, "c": 0.05, "d": 0.3, "e": 0.25, "f": 0.1}, condition_prob=0.4,
+    source="config", categories=["a", "b", "c", "d", "e", "f", "<other>", "<missed>"],
+    category_probs=[0.04, 0.08, 0.02, 0.12, 0.1, 0.04, 0.0, 0.6],
+    condition={"position": 0, "token": "c"}, outcome={"position": 1})
+ENVIRONMENT = Environment(compiler="c++ (Debian 12.2.0) 12.2.0", cmake="cmake version 3.25.1",
+                          cmake_args=["-DCMAKE_BUILD_TYPE=Release"], host="h", platform="p",
+                          python="3.11", bisectbot=__version__)
+BAD_COUNTS = {"a": 0, "b": 8, "c": 0, "d": 3, "e": 0, "f": 1, "<other>": 0, "<missed>": 1}
+GOOD_COUNTS = {"a": 56, "b": 118, "c": 25, "d": 177, "e": 141, "f": 64, "<other>": 0, "<missed>": 810}
 
 
-def verdict(sha: str, role: str, v: str, counts: dict[str, int], subject: str = "x (#1)",
-            seeds: tuple[int, int] | None = (1, 13)) -> dict[str, Any]:
-    return {"commit": sha, "sha": sha, "subject": subject, "role": role, "verdict": v,
-            "runs": sum(counts.values()), "counts": counts, "failures": {}, "retried": 0,
-            "log_e_bad": 9.0 if v == "bad" else -8.0, "log_e_good": -8.0 if v == "bad" else 8.0,
-            "reason": "decided", "mode": "reference", "alpha": 5e-4, "beta": 5e-4,
-            "seeds": list(seeds) if seeds else None, "build": "ok", "build_seconds": 1.0}
+def verdict(sha: str, role: str, v: Verdict, counts: dict[str, int], subject: str = "x (#1)",
+            seeds: tuple[int, int] | None = (1, 13)) -> CommitVerdict:
+    return CommitVerdict(sha=sha, subject=subject, role=role, verdict=v, runs=sum(counts.values()),
+                         counts=counts, failures={}, retried=0,
+                         log_e_bad=9.0 if v is Verdict.BAD else -8.0,
+                         log_e_good=-8.0 if v is Verdict.BAD else 8.0, reason="decided",
+                         mode="reference", alpha=5e-4, beta=5e-4, seeds=seeds, build="ok", build_seconds=1.0)
 
 
-def bisect_report(n_extra: int = 0) -> dict[str, Any]:
-    bad_counts = {"a": 0, "b": 8, "c": 0, "d": 3, "e": 0, "f": 1, "<other>": 0, "<missed>": 1}
-    good_counts = {"a": 56, "b": 118, "c": 25, "d": 177, "e": 141, "f": 64, "<other>": 0, "<missed>": 810}
+def bisect_report(n_extra: int = 0) -> BisectReport:
     verdicts = [
-        verdict(BAD, "bad-endpoint", "bad", bad_counts, "docs: note output format (#1045)"),
-        verdict(GOOD, "good-endpoint", "good", good_counts, "specdemo: demo (#1003)", (1, 1391)),
-        *[verdict(PARENT, "step", "good", good_counts, "pipes | in subject") for _ in range(n_extra)],
-        verdict(CULPRIT, "retest-culprit", "bad", bad_counts, "speculative: take top draft candidate (#1032)",
-                (6001, 6022)),
-        verdict(PARENT, "retest-parent", "good", good_counts, "build: bump version to 0.1.2 (#1028)",
+        verdict(BAD, "bad-endpoint", Verdict.BAD, BAD_COUNTS, "docs: note output format (#1045)"),
+        verdict(GOOD, "good-endpoint", Verdict.GOOD, GOOD_COUNTS, "specdemo: demo (#1003)", (1, 1391)),
+        *[verdict(PARENT, "step", Verdict.GOOD, GOOD_COUNTS, "pipes | in subject") for _ in range(n_extra)],
+        verdict(CULPRIT, "retest-culprit", Verdict.BAD, BAD_COUNTS,
+                "speculative: take top draft candidate (#1032)", (6001, 6022)),
+        verdict(PARENT, "retest-parent", Verdict.GOOD, GOOD_COUNTS, "build: bump version to 0.1.2 (#1028)",
                 (6001, 6006)),
     ]
-    return {
-        "schema_version": 1, "kind": "bisect", "job": "bisect-0123456789ab", "status": "found",
-        "find": "bad", "first_bad": CULPRIT,
-        "first_bad_subject": "speculative: take top draft candidate (#1032)", "last_good": PARENT,
-        "candidates": [CULPRIT], "good": GOOD, "bad": BAD, "good_ref": GOOD, "bad_ref": "main",
-        "commits": 12, "builds": 6, "builds_bound": 7, "runs": 1460, "runs_executed": 1460,
-        "retried": 0, "confidence": 0.996, "step_alpha": 5e-4, "message": "first bad commit is x",
-        "verdicts": verdicts, "reference": REFERENCE,
-        "config": {"name": "specdemo", "digest": "ad81a2d7a2ee4f1a", "path": "c.yaml", "experiment": "e"},
-        "environment": {"compiler": "c++ (Debian 12.2.0) 12.2.0", "cmake": "cmake version 3.25.1",
-                        "cmake_args": ["-DCMAKE_BUILD_TYPE=Release"], "host": "h", "platform": "p",
-                        "python": "3.11", "bisectbot": __version__},
-        "reproduce": f"bisectbot bisect c.yaml --good {GOOD} --bad {BAD}",
-    }
+    return BisectReport(
+        job="bisect-0123456789ab", status=BisectStatus.FOUND, find=Find.BAD, first_bad=CULPRIT,
+        first_bad_subject="speculative: take top draft candidate (#1032)", last_good=PARENT,
+        candidates=[CULPRIT], good=GOOD, bad=BAD, good_ref=GOOD, bad_ref="main", commits=12, builds=6,
+        builds_bound=7, runs=1460, runs_executed=1460, retried=0, confidence=0.996, step_alpha=5e-4,
+        message="first bad commit is x", verdicts=verdicts, reference=REFERENCE,
+        config=ConfigSummary("specdemo", "ad81a2d7a2ee4f1a", "c.yaml", "e"), environment=ENVIRONMENT,
+        reproduce=f"bisectbot bisect c.yaml --good {GOOD} --bad {BAD}")
+
+
+def a_test_report(v: Verdict) -> TestReport:
+    return TestReport(job="test-x", commit=BAD, ref="master",
+                      detail=verdict(BAD, "test", v, GOOD_COUNTS, "docs: note output format (#1045)"),
+                      arms={}, builds=1, reference=REFERENCE, config=ConfigSummary("s", "d", "c.yaml"),
+                      environment=ENVIRONMENT, reproduce=f"bisectbot test c.yaml --commit {BAD}")
 
 
 def ctx(fixtures: dict[str, str] | None = None) -> CommentContext:
@@ -78,7 +83,14 @@ def test_culprit_is_linked_with_subject_and_pr() -> None:
     assert f"[`{CULPRIT[:12]}`](https://github.com/ggml-org/llama.cpp/commit/{CULPRIT})" in first
     assert "speculative: take top draft candidate" in first
     assert "([#1032](https://github.com/ggml-org/llama.cpp/pull/1032))" in first
-    assert f"commit/{PARENT}" in body  # the last good commit is linked too
+    assert f"commit/{PARENT}" in body and "tests GOOD" in body  # the last good commit, linked
+
+
+def test_first_fixed_says_the_parent_tests_bad() -> None:
+    from dataclasses import replace
+
+    body = render_bisect(replace(bisect_report(), find=Find.FIXED), ctx())
+    assert body.startswith("### bisectbot: first fixed commit is") and "tests BAD" in body
 
 
 def test_subject_without_pr_number_has_no_pr_link() -> None:
@@ -102,7 +114,9 @@ def test_table_chart_and_reproduction_footer(tmp_path: Path) -> None:
     assert "xychart-beta" in chart and 'x-axis ["a", "b", "c", "d", "e", "f", "<other>"]' in chart
     assert "bar [0.1, 0.2, 0.05, 0.3, 0.25, 0.1, 0.0]" in chart
     assert "line [0.0, 0.6667, 0.0, 0.25, 0.0, 0.0833, 0.0]" in chart  # the bad side
-    assert f"good side `{PARENT[:12]}` (n=581)" in body  # more runs than the good endpoint? a tie: first wins
+    # the good side: the parent's re-test and the good endpoint met the condition equally often
+    # (581 runs each); the parent comes first
+    assert f"good side `{PARENT[:12]}` (n=581)" in body
     # footer: repo, range, digest, cmake args, compiler, fixture hash, seeds, version
     footer = body[body.index("<summary>Reproduce</summary>"):]
     for needle in ("ggml-org/llama.cpp", f"`{GOOD[:12]}`", "ad81a2d7a2ee4f1a", "-DCMAKE_BUILD_TYPE=Release",
@@ -120,43 +134,82 @@ def test_huge_report_fits_github_limit_and_keeps_the_head() -> None:
 
 
 def test_status_and_alarm_comments() -> None:
-    result = {"commit": BAD, "ref": "master", "verdict": "good", "runs": 1391,
-              "counts": bisect_report()["verdicts"][1]["counts"], "reference": REFERENCE,
-              "detail": verdict(BAD, "test", "good", {"a": 1}), "config": {"name": "s", "digest": "d"},
-              "environment": {"cmake_args": []}, "reproduce": f"bisectbot test c.yaml --commit {BAD}"}
-    ok = render_status(result, ctx(), date="2025-01-02 04:17 UTC")
+    ok = render_status(a_test_report(Verdict.GOOD), ctx(), date="2025-01-02 04:17 UTC")
     assert ok.startswith(f"### bisectbot: ✅ still fixed at [`{BAD[:12]}`]") and "2025-01-02 04:17 UTC" in ok
-    alarm = render_alarm(dict(result, verdict="bad"), ctx(), last_good=GOOD, date="d")
+    assert "`master` after 1391 runs: a 56 (0.10 vs 0.10)" in ok
+    broken = render_status(a_test_report(Verdict.BAD), ctx(), date="d", alarm=True)
+    assert "❌ broken again" in broken and "see the alarm below" in broken
+    alarm = render_alarm(a_test_report(Verdict.BAD), ctx(), last_good=GOOD, date="d")
     assert "no longer holds" in alarm and f"commit/{GOOD}" in alarm
-    none = render_alarm(dict(result, verdict="bad"), ctx(), last_good=None, date="d")
+    none = render_alarm(a_test_report(Verdict.BAD), ctx(), last_good=None, date="d")
     assert "/bisect good=<ref> bad=" + BAD[:12] in none
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def test_progress_updates_the_comment_at_most_every_interval() -> None:
+# -- the job comment while it runs ----------------------------------------------------------------
+def test_comment_observer_tracks_the_phase_from_typed_events() -> None:
     bodies: list[str] = []
-    clock = FakeClock()
-    cancel: list[str] = []
-    p = CommentProgress(Progress(io.StringIO(), quiet=True), "bisecting a..b", ctx(), bodies.append,
-                        interval=30, cancelled=lambda: cancel[0] if cancel else None, clock=clock)
-    p.step("bisecting 12 commits aaaa..bbbb (find first bad; per-step error ≤ 5e-4)")
-    assert len(bodies) == 1
-    p.step("[endpoint] testing bad main = bbf3fb5a1702")
-    p.step("  building bbf3fb5a1702 …")
-    assert len(bodies) == 1  # throttled
-    clock.t = 31
-    p.step("[step 2/~4] 60488cfca65a (position 8 of 11)")
-    assert len(bodies) == 2
-    assert "commit 2 of ~6: bisect step 2 of ~4, `60488cfca65a`" in bodies[-1]
-    assert bodies[-1] == render_progress("bisecting a..b", p.phase(), p.lines, ctx())
-    cancel.append("maintainer")
-    with pytest.raises(JobCancelled) as exc:
-        p.step("  built 60488cfca65a in 1.0 s")
-    assert exc.value.who == "maintainer"
+    obs = CommentObserver("bisecting a..b", ctx(), bodies.append)
+    obs(BisectStarted(12, GOOD, BAD, "bad", 5e-4, 4))
+    assert "⏳ starting" in bodies[-1]
+    obs(EndpointStarted("bad", "main", BAD))
+    obs(Building(BAD, ("specdemo",)))
+    assert "⏳ commit 1 of ~6: testing bad main = bbf3fb5a1702 — building" in bodies[-1]
+    n = len(bodies)
+    obs(RunsProgress(BAD, 3, 6000, "b=3"))  # transient: not a line, no new body
+    assert len(bodies) == n
+    obs(Built(BAD, "ok", 1.0, ""))
+    obs(StepStarted(2, 4, CULPRIT, 8, 11))
+    body = bodies[-1]
+    assert "⏳ commit 2 of ~6: bisect step 2 of ~4, `60488cfca65a`\n" in body
+    assert "[step 2/~4] 60488cfca65a (position 8 of 11)" in body  # the last lines, collapsed
+    assert "seeds 3/6000" not in body
+
+
+def wait_for(predicate, timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_poster_posts_the_first_body_at_once_then_at_most_once_per_interval() -> None:
+    posted: list[str] = []
+    with ProgressPoster(posted.append, 3600, CancelToken()) as poster:
+        poster.offer("v1")
+        assert wait_for(lambda: posted == ["v1"])
+        for i in range(2, 50):
+            poster.offer(f"v{i}")
+        time.sleep(0.3)  # room for a wrong extra post (the interval is an hour)
+    assert posted == ["v1"]  # nothing more, and nothing on stop: the result comes next
+
+
+def test_poster_survives_github_failures_and_sends_the_latest_body() -> None:
+    posted: list[str] = []
+    failures = [GitHubError("500"), GitHubError("502")]
+
+    def post(body: str) -> None:
+        if failures:
+            raise failures.pop()
+        posted.append(body)
+
+    with ProgressPoster(post, 0, CancelToken()) as poster:
+        poster.offer("first")
+        assert wait_for(lambda: not failures)
+        poster.offer("second")
+        poster.offer("third")
+        assert wait_for(lambda: posted[-1:] == ["third"])
+    assert "second" not in posted  # replaced before it was sent
+
+
+def test_poster_stops_the_job_when_it_finds_a_cancel() -> None:
+    token, asked = CancelToken(), threading.Event()
+
+    def poll() -> str | None:
+        asked.set()
+        return "maintainer"
+
+    with ProgressPoster(lambda body: None, 0, token, poll_cancel=poll):
+        assert wait_for(lambda: token.requested)
+    assert asked.is_set() and token.requested_by == "maintainer"

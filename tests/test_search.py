@@ -7,7 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisectbot.core.search import Answer, bisect_search, next_probe
+from bisectbot.core.outcome import Verdict
+from bisectbot.core.search import bisect_search, next_probe
 
 
 @st.composite
@@ -18,17 +19,17 @@ def histories(draw: st.DrawFn) -> tuple[int, int, set[int]]:
     return n, culprit, uninformative
 
 
-@given(histories(), st.sampled_from([Answer.SKIP, Answer.INCONCLUSIVE, Answer.UNLIKE]))
+@given(histories(), st.sampled_from([Verdict.SKIP, Verdict.INCONCLUSIVE, Verdict.UNLIKE]))
 @settings(max_examples=400)
-def test_finds_boundary_or_honest_range(h: tuple[int, int, set[int]], blank: Answer) -> None:
+def test_finds_boundary_or_honest_range(h: tuple[int, int, set[int]], blank: Verdict) -> None:
     n, culprit, uninformative = h
     calls: list[int] = []
 
-    def oracle(pos: int) -> Answer:
+    def oracle(pos: int) -> Verdict:
         calls.append(pos)
         if pos in uninformative:
             return blank
-        return Answer.BAD if pos >= culprit else Answer.GOOD
+        return Verdict.BAD if pos >= culprit else Verdict.GOOD
 
     result = bisect_search(n, oracle)
     assert len(calls) == len(set(calls)), "a position was asked twice"
@@ -44,15 +45,15 @@ def test_finds_boundary_or_honest_range(h: tuple[int, int, set[int]], blank: Ans
 @given(st.integers(2, 2000), st.data())
 def test_log2_probes_without_skips(n: int, data: st.DataObject) -> None:
     culprit = data.draw(st.integers(1, n - 1))
-    result = bisect_search(n, lambda p: Answer.BAD if p >= culprit else Answer.GOOD)
+    result = bisect_search(n, lambda p: Verdict.BAD if p >= culprit else Verdict.GOOD)
     assert result.first_bad == culprit and result.exact
     assert len(result.asked) <= math.ceil(math.log2(n))
 
 
 def test_skip_tries_a_neighbour() -> None:
     # 0 good, 10 bad, culprit 5; the midpoint 5 does not build
-    answers = {5: Answer.SKIP}
-    result = bisect_search(11, lambda p: answers.get(p, Answer.BAD if p >= 5 else Answer.GOOD))
+    answers = {5: Verdict.SKIP}
+    result = bisect_search(11, lambda p: answers.get(p, Verdict.BAD if p >= 5 else Verdict.GOOD))
     assert result.asked[:2] == (5, 4)
     assert result.first_bad == 6 and result.last_good == 4
     assert list(result.candidates) == [5, 6]

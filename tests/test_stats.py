@@ -96,7 +96,7 @@ def test_unseen_token_is_bad_at_once() -> None:
 
 def test_two_point_errors_and_speed() -> None:
     rng = np.random.default_rng(15)
-    q_hat = np.asarray(S.smooth_bad([82, 0, 0, 0, 18]))
+    q_hat = np.asarray(S.kt_smooth([82, 0, 0, 0, 18]))
     good = sim.simulate_two_point(rng, REF, REF.p, q_hat, alpha=ALPHA, beta=ALPHA, max_runs=300,
                                   paths=4000)
     assert good.rate(sim.BAD) + good.rate(sim.UNLIKE) <= ALPHA + 3 * math.sqrt(ALPHA / 4000)
@@ -108,9 +108,9 @@ def test_two_point_errors_and_speed() -> None:
 
 
 def test_two_point_unlike_when_neither_endpoint_fits() -> None:
-    q_hat = S.smooth_bad([82, 0, 0, 0, 18])
+    q_hat = S.kt_smooth([82, 0, 0, 0, 18])
     ev = S.test_two_point([0, 0, 60, 0, 10], REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000)
-    assert ev.decision is S.Decision.UNLIKE
+    assert ev.decision is S.Verdict.UNLIKE
 
 
 def test_control_sample_mode() -> None:
@@ -121,7 +121,7 @@ def test_control_sample_mode() -> None:
     runs = sim.draw_counts(rng, GROSS, 1, 60)[0]
     first = next(i for i, c in enumerate(runs)
                  if S.test_against_control(c, control, alpha=5e-4, beta=5e-4, tolerance=0.1,
-                                           max_runs=1000).decision is S.Decision.BAD)
+                                           max_runs=1000).decision is S.Verdict.BAD)
     assert first < 40
     false_bad = 0
     for path in sim.draw_counts(rng, REF.p, 200, 300):
@@ -187,10 +187,10 @@ def test_zero_probability_outcome_is_bad(counts, extra) -> None:
     counts = list(counts)
     counts[3] += extra  # OTHER has reference probability 0
     ev = S.test_against_reference(counts, REF, alpha=1e-6, beta=1e-6, tolerance=0.1, max_runs=10**6)
-    assert ev.decision is S.Decision.BAD and ev.log_e_bad == math.inf
-    ev2 = S.test_two_point(counts, REF, S.smooth_bad([80, 0, 0, 0, 20]), alpha=1e-6, beta=1e-6,
+    assert ev.decision is S.Verdict.BAD and ev.log_e_bad == math.inf
+    ev2 = S.test_two_point(counts, REF, S.kt_smooth([80, 0, 0, 0, 20]), alpha=1e-6, beta=1e-6,
                            max_runs=10**6)
-    assert ev2.decision is S.Decision.BAD
+    assert ev2.decision is S.Verdict.BAD
 
 
 @settings(max_examples=60, deadline=None)
@@ -231,7 +231,7 @@ def _sequential_dirichlet(seq: list[int], a: np.ndarray) -> float:
 @settings(max_examples=80, deadline=None)
 @given(counts5, st.lists(st.integers(0, 200), min_size=5, max_size=5))
 def test_two_point_statistic_is_valid_shape(counts, bad) -> None:
-    ev = S.test_two_point(counts, REF, S.smooth_bad(bad), alpha=1e-3, beta=1e-3, max_runs=10**6)
+    ev = S.test_two_point(counts, REF, S.kt_smooth(bad), alpha=1e-3, beta=1e-3, max_runs=10**6)
     assert not math.isnan(ev.log_e_bad) and not math.isnan(ev.log_e_good)
     if counts[3] == 0:
         assert ev.log_e_bad < math.inf

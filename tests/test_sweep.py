@@ -1,5 +1,6 @@
-"""Sweeps with a real flaky program: cut-short and empty outputs are rerun, never counted;
-crashes and timeouts are recorded; seeds are consumed in order whatever finishes first."""
+"""The one run path, with a real flaky program: cut-short and empty outputs are rerun, never
+counted; crashes and timeouts are recorded; runs come out in seed order whatever finishes
+first; stored runs are replayed without executing anything; runs in flight are kept."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bisectbot.config import Config
+from bisectbot.core.records import RunRecord
 from bisectbot.edges.procs import clean_env, run
-from bisectbot.edges.storage import RunRecord
-from bisectbot.pipeline.sweep import run_seed, sweep
+from bisectbot.pipeline.sweep import ProgramExecutor, RunStream
 
 # Prints like llama-speculative: "\n\nbcdbc<tokens>\n\n\n\n". Per seed, the first attempts are
 # cut short (empty, or missing the tail), as its logging thread does at exit with status 0.
@@ -36,7 +37,7 @@ FLAKY = textwrap.dedent("""
 """)
 
 
-def make_config(tmp_path: Path) -> tuple[Config, list[str]]:
+def make_config(tmp_path: Path) -> tuple[Config, ProgramExecutor]:
     script = tmp_path / "flaky.py"
     script.write_text(FLAKY)
     (tmp_path / "tries").mkdir()
@@ -50,12 +51,24 @@ def make_config(tmp_path: Path) -> tuple[Config, list[str]]:
         "statistic": {"condition": {"position": 0, "token": "f"}, "outcome": {"position": 1}},
         "reference": {"probs": {"e": 0.5, "g": 0.5}},
     })
-    return cfg, cfg.run.argv
+    executor = ProgramExecutor(cfg.run.argv or [], {}, run_cfg=cfg.run, parse_cfg=cfg.parse,
+                               workdir=tmp_path, env=clean_env())
+    return cfg, executor
+
+
+class Refuse:
+    """An executor that must not be asked: every run is stored already."""
+
+    def run(self, seed: int) -> RunRecord:
+        pytest.fail(f"seed {seed} executed again")
+
+    def close(self) -> None:
+        pass
 
 
 def test_cut_and_empty_outputs_are_rerun_not_counted(tmp_path: Path) -> None:
-    cfg, argv = make_config(tmp_path)
-    records = {s: run_seed(cfg, argv, {}, s, tmp_path, clean_env()) for s in range(1, 11)}
+    cfg, executor = make_config(tmp_path)
+    records = {s: executor.run(s) for s in range(1, 11)}
     # seed 3, 6: empty once, then complete; seed 1, 4, 10: cut twice, then complete
     assert records[3].status == "ok" and records[3].attempts == 2
     assert records[4].status == "ok" and records[4].attempts == 3
@@ -67,26 +80,40 @@ def test_cut_and_empty_outputs_are_rerun_not_counted(tmp_path: Path) -> None:
     assert records[7].status == "timeout"
 
 
-def test_sweep_consumes_in_seed_order_and_stores_everything(tmp_path: Path) -> None:
-    cfg, argv = make_config(tmp_path)
+def test_runs_come_in_seed_order_and_everything_is_stored(tmp_path: Path) -> None:
+    cfg, executor = make_config(tmp_path)
     stored: dict[int, RunRecord] = {}
     consumed: list[int] = []
-
-    def consume(rec: RunRecord) -> bool:
-        consumed.append(rec.seed)
-        return len(consumed) == 15
-
-    out = sweep(range(1, 100), {}, lambda s: run_seed(cfg, argv, {}, s, tmp_path, clean_env()),
-                consume, lambda r: stored.__setitem__(r.seed, r), jobs=4)
+    with RunStream(range(1, 100), {}, executor, lambda r: stored.__setitem__(r.seed, r), jobs=4) as stream:
+        for rec in stream:
+            consumed.append(rec.seed)
+            if len(consumed) == 15:
+                break
     assert consumed == list(range(1, 16))
-    assert out.stopped and out.consumed == 15
     assert set(range(1, 16)) <= set(stored)          # in-flight runs are kept, not dropped
-    assert out.retried == sum(r.attempts - 1 for r in stored.values())
-    # replay: everything comes from `done`, nothing is executed
-    replayed: list[int] = []
-    out2 = sweep(range(1, 100), stored, lambda s: pytest.fail(f"seed {s} executed again"),
-                 lambda r: replayed.append(r.seed) or len(replayed) == 15, lambda r: None, jobs=4)
-    assert replayed == consumed and out2.executed == 0
+    assert stream.executed == len(stored) and stream.executed < 15 + 4
+    assert stream.retried == sum(r.attempts - 1 for r in stored.values()) > 0
+    # replay: everything comes from storage, nothing is executed, the same sequence
+    replayed: list[RunRecord] = []
+    with RunStream(range(1, 100), stored, Refuse(), lambda r: pytest.fail("stored again"), jobs=4) as again:
+        for rec in again:
+            replayed.append(rec)
+            if len(replayed) == 15:
+                break
+    assert [r.seed for r in replayed] == consumed and again.executed == 0
+    assert all(r is stored[r.seed] for r in replayed)
+
+
+def test_a_partly_stored_sequence_resumes_where_storage_ends(tmp_path: Path) -> None:
+    cfg, executor = make_config(tmp_path)
+    first: dict[int, RunRecord] = {}
+    with RunStream(range(1, 7), {}, executor, lambda r: first.__setitem__(r.seed, r), jobs=1) as stream:
+        assert [r.seed for r in stream] == [1, 2, 3, 4, 5, 6]
+    stored = {s: first[s] for s in (1, 2, 3)}  # as if killed after seed 3
+    ran: list[int] = []
+    with RunStream(range(1, 7), stored, executor, lambda r: ran.append(r.seed), jobs=2) as stream:
+        assert [r.seed for r in stream] == [1, 2, 3, 4, 5, 6]
+    assert sorted(ran) == [4, 5, 6] and stream.executed == 3
 
 
 def test_children_never_see_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -98,10 +125,14 @@ def test_children_never_see_credentials(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert "secret" not in res.stdout and "PATH" in res.stdout
 
 
-def test_secrets_named_by_the_config_are_dropped_whatever_their_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bisectbot.github.client import GitHubSettings, make_publisher
-
+def test_secrets_named_by_the_config_are_dropped_whatever_their_name(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    cfg, _ = make_config(tmp_path)
+    cfg = Config.model_validate({**cfg.model_dump(), "github": {"repo": "o/r", "token_env": "LLAMA_BOT_PAT",
+                                                                "webhook_secret_env": "HOOK_WORD"}})
     monkeypatch.setenv("LLAMA_BOT_PAT", "ghp_plainname")
-    assert "LLAMA_BOT_PAT" in clean_env()  # nothing in the name says it is a credential ...
-    make_publisher(GitHubSettings(repo="o/r", token_env="LLAMA_BOT_PAT"))
-    assert "LLAMA_BOT_PAT" not in clean_env()  # ... but the config said so
+    monkeypatch.setenv("HOOK_WORD", "plain")
+    assert {"LLAMA_BOT_PAT", "HOOK_WORD"} <= set(clean_env())  # nothing in the names says "secret" ...
+    kept = clean_env(drop=cfg.secret_env_names)
+    assert "LLAMA_BOT_PAT" not in kept and "HOOK_WORD" not in kept  # ... but the config said so
+    assert "PATH" in kept

@@ -1,23 +1,20 @@
-"""bisectbot.webhook over real HTTP: signatures, de-duplication, event filtering."""
+"""bisectbot.github.webhook over real HTTP: signatures, de-duplication (in the real state
+database), event filtering."""
 
 from __future__ import annotations
 
 import json
 import threading
 import uuid
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import requests
 
+from bisectbot.edges.storage import Store
 from bisectbot.github.commands import BisectCommand, parse_comment
-from bisectbot.github.webhook import (
-    DeliveryStore,
-    InMemoryDeliveryStore,
-    make_webhook_server,
-    sign,
-    verify_signature,
-)
+from bisectbot.github.webhook import make_webhook_server, sign, verify_signature
 
 SECRET = b"It's a Secret to Everybody"
 
@@ -36,9 +33,9 @@ def test_verify_signature_matches_githubs_documented_example() -> None:
 
 
 class Hook:
-    def __init__(self) -> None:
+    def __init__(self, db: Path) -> None:
         self.calls: list[dict[str, Any]] = []
-        self.seen = InMemoryDeliveryStore()
+        self.seen = Store(db)
         self.fail_next = False
         self.server = make_webhook_server("127.0.0.1", 0, SECRET, self.on_command, self.seen)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
@@ -65,13 +62,14 @@ class Hook:
 
 
 @pytest.fixture
-def hook() -> Iterator[Hook]:
-    h = Hook()
+def hook(tmp_path: Path) -> Iterator[Hook]:
+    h = Hook(tmp_path / "state.sqlite3")
     try:
         yield h
     finally:
         h.server.shutdown()
         h.server.server_close()
+        h.seen.close()
 
 
 def comment_event(body: str = "/bisect good=b1 bad=b2", association: str = "MEMBER", action: str = "created", user_type: str = "User") -> dict[str, Any]:
@@ -163,15 +161,15 @@ def test_malformed_requests(hook: Hook) -> None:
     assert hook.calls == []
 
 
-def test_in_memory_store_is_a_bounded_delivery_store() -> None:
-    store = InMemoryDeliveryStore(capacity=2)
-    assert isinstance(store, DeliveryStore)
-    assert store.add_if_new("a") and store.add_if_new("b") and not store.add_if_new("a")
-    assert store.add_if_new("c") and "a" not in store and "c" in store  # oldest evicted
-    store.forget("c")
-    assert store.add_if_new("c")
+def test_delivery_ids_outlive_the_server(hook: Hook, tmp_path: Path) -> None:
+    assert hook.post(comment_event(), delivery="d-9").status_code == 202
+    again = Store(tmp_path / "state.sqlite3")  # another process, later
+    try:
+        assert not again.add_delivery_if_new("d-9") and again.add_delivery_if_new("d-10")
+    finally:
+        again.close()
 
 
-def test_server_requires_a_secret() -> None:
+def test_server_requires_a_secret(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
-        make_webhook_server("127.0.0.1", 0, b"", lambda p: None, InMemoryDeliveryStore())
+        make_webhook_server("127.0.0.1", 0, b"", lambda p: None, Store(tmp_path / "s.sqlite3"))

@@ -1,7 +1,7 @@
 """Search (pure): binary search for the first bad commit over an oracle, knowing nothing of git.
 
 Positions 0..n-1 are the commits of the first-parent line, oldest first; position 0 is known
-good and n-1 known bad (the caller confirmed both). The oracle answers GOOD, BAD, SKIP (cannot
+good and n-1 known bad (the caller confirmed both). The oracle answers a `Verdict`: GOOD, BAD, SKIP (cannot
 be built or run) or INCONCLUSIVE (the test ran out of budget). SKIP and INCONCLUSIVE are both
 "no information": the search tries the nearest untried neighbour of the midpoint instead, and
 when only such commits separate the last good from the first bad, it reports the whole range
@@ -11,20 +11,9 @@ rather than guess. UNLIKE (a third behaviour) is treated the same way and report
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Callable
 
-
-class Answer(str, Enum):
-    GOOD = "good"
-    BAD = "bad"
-    SKIP = "skip"
-    INCONCLUSIVE = "inconclusive"
-    UNLIKE = "unlike"
-
-    @property
-    def informative(self) -> bool:
-        return self in (Answer.GOOD, Answer.BAD)
+from bisectbot.core.outcome import Verdict
 
 
 @dataclass(frozen=True)
@@ -34,7 +23,7 @@ class SearchResult:
     last_good: int
     first_bad: int
     asked: tuple[int, ...] = field(default=())  # positions the oracle was asked, in order
-    answers: tuple[Answer, ...] = field(default=())
+    answers: tuple[Verdict, ...] = field(default=())
 
     @property
     def exact(self) -> bool:
@@ -59,21 +48,21 @@ def next_probe(lo: int, hi: int, uninformative: set[int]) -> int | None:
     return None
 
 
-def bisect_search(n: int, oracle: Callable[[int], Answer]) -> SearchResult:
+def bisect_search(n: int, oracle: Callable[[int], Verdict]) -> SearchResult:
     """Binary search over positions 0..n-1 (0 good, n-1 bad); at most one oracle call per position."""
     if n < 2:
         raise ValueError("need at least a good and a bad position")
     lo, hi = 0, n - 1
     uninformative: set[int] = set()
     asked: list[int] = []
-    answers: list[Answer] = []
+    answers: list[Verdict] = []
     while (pos := next_probe(lo, hi, uninformative)) is not None:
-        answer = Answer(oracle(pos))
+        answer = Verdict(oracle(pos))
         asked.append(pos)
         answers.append(answer)
-        if answer is Answer.GOOD:
+        if answer is Verdict.GOOD:
             lo = pos
-        elif answer is Answer.BAD:
+        elif answer is Verdict.BAD:
             hi = pos
         else:
             uninformative.add(pos)

@@ -8,7 +8,7 @@ threshold: a nonnegative statistic E_n with E[E_τ] ≤ 1 at any stopping time �
 so by Ville's inequality P(∃n: E_n ≥ 1/α) ≤ α. That is what makes it safe to call these
 functions after every single run and to stop, or to extend the budget later, whenever we like.
 
-Tests (see /work/shared/statistics.md for the design and its simulated figures):
+Tests (README.md, "How it decides", summarises them; bench/bench_stats.py measures them):
 
 * BAD,  H0: q = p.  Dirichlet-mixture Bayes factor against the point null (Robbins' mixture
   SPRT); a mixture of several priors so gross and subtle shifts are both caught early.
@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 from functools import lru_cache
 from itertools import product
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy.special import gammaln, logsumexp, xlogy
+
+from bisectbot.core.outcome import Verdict
 
 OTHER = "<other>"  # outcome not in the reference support
 MISSED = "<missed>"  # run did not meet the condition (only a category when condition_prob is given)
@@ -51,13 +52,6 @@ DEFAULT_PRIORS: tuple[tuple[str, float], ...] = (("flat", 0.2), ("ref", 20.0), (
 # which keeps it robust to q near but not at p). Any fixed weight is valid.
 GOOD_NUMERATOR_WEIGHT = 0.9
 SUM_TOLERANCE = 1e-3  # reference probabilities must sum to 1 within this, then are renormalised
-
-
-class Decision(str, Enum):
-    GOOD = "good"
-    BAD = "bad"
-    INCONCLUSIVE = "inconclusive"
-    UNLIKE = "unlike"  # bisect mode: looks like neither the good nor the bad endpoint
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,6 +144,16 @@ class Reference:
         return np.asarray(self.probs, dtype=float)
 
     @property
+    def estimate(self) -> tuple[float, ...]:
+        """The reference as one distribution to plug in: the exact probabilities, or for a
+        control sample its KT estimate (a category the sample never saw is not impossible)."""
+        return self.probs if self.control is None else kt_smooth(self.control)
+
+    def as_point(self) -> "Reference":
+        """This reference with `estimate` as its probabilities (what point tests compare to)."""
+        return self if self.control is None else Reference(self.names, self.estimate)
+
+    @property
     def has_condition(self) -> bool:
         """True when MISSED is a category whose tolerance is judged separately (from_probs)."""
         return self.condition_prob is not None
@@ -174,7 +178,7 @@ def _check_names(mapping: Mapping[str, object]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Evidence:
-    decision: Decision | None  # None = undecided, keep sampling
+    decision: Verdict | None  # GOOD, BAD, UNLIKE or INCONCLUSIVE; None = undecided, keep sampling
     n: int  # runs counted (all categories)
     log_e_bad: float  # log e-value against H0 "q = reference"
     log_e_good: float  # log e-value against H0 "TV(q, reference) ≥ tolerance" (or vs bad endpoint)
@@ -265,7 +269,7 @@ def log_e_good_tv_many(counts: np.ndarray, p: np.ndarray, eps: float, a: np.ndar
 
     The numerator is a fixed mixture of predictable likelihoods, so for the true q in the null,
     G_n ≤ (w·L_p + (1−w)·M_n) / L_q, a nonnegative martingale with mean 1: anytime valid.
-    (statistics.md uses w = ½; w = 0.9 certifies GOOD ~40 runs sooner at q = p.)
+    (w = ½ is the textbook choice; w = 0.9 certifies GOOD ~40 runs sooner at q = p.)
     """
     n = np.asarray(counts, dtype=float)
     num = np.logaddexp(math.log(w) + log_lik_many(n, p), math.log1p(-w) + log_mixture_many(n, a))
@@ -349,7 +353,7 @@ def test_against_reference(counts: Sequence[int], ref: Reference, *, alpha: floa
     a = prior_matrix(ref.probs, priors)
     hit = _zero_prob_hit(n, ref.p, ref.names)
     if hit is not None:
-        return Evidence(Decision.BAD, total, math.inf, -math.inf,
+        return Evidence(Verdict.BAD, total, math.inf, -math.inf,
                         f"outcome {hit!r} has reference probability 0 (seen {int(n[ref.names.index(hit)])}×"
                         f" in {total} runs)")
     log_bad = float(log_e_bad_many(n, ref.p, a))
@@ -362,14 +366,14 @@ def _decide(total: int, log_bad: float, log_good: float, alpha: float, beta: flo
             max_runs: int, good_what: str) -> Evidence:
     lb, lg = math.log(1 / alpha), math.log(1 / beta)
     if log_bad >= lb:
-        return Evidence(Decision.BAD, total, log_bad, log_good,
+        return Evidence(Verdict.BAD, total, log_bad, log_good,
                         f"E_bad = {_fmt_e(log_bad)} ≥ 1/alpha = {1 / alpha:.3g} after {total} runs")
     if log_good >= lg:
-        return Evidence(Decision.GOOD, total, log_bad, log_good,
+        return Evidence(Verdict.GOOD, total, log_bad, log_good,
                         f"E_good = {_fmt_e(log_good)} ≥ 1/beta = {1 / beta:.3g} after {total} runs "
                         f"({good_what})")
     if total >= max_runs:
-        return Evidence(Decision.INCONCLUSIVE, total, log_bad, log_good,
+        return Evidence(Verdict.INCONCLUSIVE, total, log_bad, log_good,
                         f"undecided after {total} runs (budget {max_runs}): E_bad = {_fmt_e(log_bad)}, "
                         f"E_good = {_fmt_e(log_good)}")
     return Evidence(None, total, log_bad, log_good,
@@ -383,12 +387,15 @@ def _decide(total: int, log_bad: float, log_good: float, alpha: float, beta: flo
 UNLIKE_WEIGHT = 0.1  # share of each e-value bet on "neither endpoint" (costs log(1/0.9) ≈ 0.1 nat)
 
 
-def smooth_bad(counts_bad: Sequence[int]) -> tuple[float, ...]:
-    """q̂_k = (b_k + ½) / (|b| + K/2): the KT estimate, never 0, so one surprising run at a
-    bad commit cannot make the two-point log-likelihood ratio −∞."""
-    b = np.asarray(counts_bad, dtype=float)
+def kt_smooth(counts: Sequence[int]) -> tuple[float, ...]:
+    """(c_k + ½) / (Σc + K/2): the Krichevsky–Trofimov estimate, never 0.
+
+    Used wherever observed counts stand in for a distribution: the bad endpoint's q̂ (so one
+    surprising run at a bad commit cannot make the two-point log-likelihood ratio −∞) and a
+    control sample (whose zero counts are not impossibilities)."""
+    b = np.asarray(counts, dtype=float)
     if b.ndim != 1 or b.size == 0 or (b < 0).any():
-        raise ValueError("bad-endpoint counts must be a non-empty sequence of counts ≥ 0")
+        raise ValueError("counts must be a non-empty sequence of counts ≥ 0")
     return tuple(float(x) for x in (b + 0.5) / (b.sum() + b.size / 2))
 
 
@@ -399,7 +406,7 @@ BAD_ENDPOINT_MIN_RUNS = 100
 def bad_endpoint_enough(counts_bad: Sequence[int], ref: Reference, *,
                         nats_per_df: float = BAD_ENDPOINT_NATS_PER_DF,
                         minimum: int = BAD_ENDPOINT_MIN_RUNS) -> bool:
-    """Has the bad endpoint been measured long enough to use q̂ = smooth_bad(b) in bisect mode?
+    """Has the bad endpoint been measured long enough to use q̂ = kt_smooth(b) in bisect mode?
 
     At a bad commit the two-point statistic drifts by KL(q‖p) − KL(q‖q̂) per run, and
     E KL(q‖q̂) ≈ (d−1)/(2 n_b) for n_b runs over d used categories. A wrong GOOD there has
@@ -478,19 +485,19 @@ def test_two_point(counts: Sequence[int], ref: Reference, q_bad: Sequence[float]
     q = np.asarray(q_bad, dtype=float)
     if q.shape != n.shape or (q <= 0).any() or abs(q.sum() - 1) > SUM_TOLERANCE:
         raise ValueError("q_bad must be a strictly positive distribution over the reference's "
-                         "categories (use smooth_bad on the bad endpoint's counts)")
+                         "categories (use kt_smooth on the bad endpoint's counts)")
     q = q / q.sum()
     total = int(n.sum())
     hit = _zero_prob_hit(n, ref.p, ref.names)
     if hit is not None:
-        return Evidence(Decision.BAD, total, math.inf, -math.inf,
+        return Evidence(Verdict.BAD, total, math.inf, -math.inf,
                         f"outcome {hit!r} has reference probability 0")
     a_p = prior_matrix(ref.probs)
     a_q = prior_matrix(tuple(q))
     lp, lq = (float(x) for x in two_point_e_many(n, ref.p, q, a_p, a_q, unlike_weight))
     fire_p, fire_q = lp >= math.log(1 / alpha), lq >= math.log(1 / beta)
     if fire_p and fire_q:
-        return Evidence(Decision.UNLIKE, total, lp, lq,
+        return Evidence(Verdict.UNLIKE, total, lp, lq,
                         f"fits neither endpoint after {total} runs: E vs good = {_fmt_e(lp)}, "
                         f"E vs bad = {_fmt_e(lq)}")
     return _decide(total, lp, lq, alpha, beta, max_runs, good_what="like the good endpoint")
@@ -663,7 +670,7 @@ def test_against_control(counts: Sequence[int], control: Reference, *, alpha: fl
     m = np.asarray(control.control, dtype=float)
     total = int(n.sum())
     thr, radius = _control_geometry(control.control, control.delta)
-    p_smooth = (m + 0.5) / (m.sum() + m.size / 2)
+    p_smooth = np.asarray(control.estimate)
     a = prior_matrix(tuple(p_smooth))
     log_bad = float(log_mixture_many(n, a)) - _control_max_loglik(n, m, thr)
     eps = tolerance - radius

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 import yaml
+
+from bisectbot.edges.procs import run
 
 # --- the model ------------------------------------------------------------------------------
 
@@ -324,10 +325,10 @@ def _git_env() -> dict[str, str]:
 
 
 def _git(repo: Path, *args: str, env: dict[str, str]) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
+    res = run(["git", "-C", str(repo), *args], env=env, timeout=120)
+    if res.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed in {repo}: {res.stderr.strip() or 'timed out'}")
+    return res.stdout.strip()
 
 
 def _pick_positions(

@@ -14,30 +14,25 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
+
+from bisectbot.edges import localhttp
 
 # Variables never passed to builds or runs: tokens, keys, secrets, GitHub's own settings.
 _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|API_KEY)", re.I)
 _SECRET_PREFIXES = ("GITHUB_", "GH_", "BISECTBOT_GITHUB")
 
 
-# Variables named as secrets by the config (github.token_env, webhook_secret_env), whatever
-# their names look like: registered once by whoever reads them.
-_NAMED_SECRETS: set[str] = set()
+def clean_env(extra: Mapping[str, str] | None = None, drop: Iterable[str] = ()) -> dict[str, str]:
+    """The current environment without anything that looks like a credential, plus `extra`.
 
-
-def treat_as_secret(*names: str) -> None:
-    """Never pass these environment variables to a child, even if their names look harmless."""
-    _NAMED_SECRETS.update(n for n in names if n)
-
-
-def clean_env(extra: Mapping[str, str] | None = None, drop: Sequence[str] = ()) -> dict[str, str]:
-    """The current environment without anything that looks like a credential, plus `extra`."""
+    `drop` names more variables to withhold whatever their names look like: the secrets a
+    config names (`Config.secret_env_names`: github.token_env, webhook_secret_env)."""
+    drop = set(drop)
     env = {
         k: v
         for k, v in os.environ.items()
         if not _SECRET.search(k) and not k.startswith(_SECRET_PREFIXES) and k not in drop
-        and k not in _NAMED_SECRETS
     }
     env.update(extra or {})
     return env
@@ -132,9 +127,13 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> "Server":
-        import urllib.error
-        import urllib.request
+        return self.start()
 
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> "Server":
+        """Start the server and wait until `health` answers 200 (ServerError otherwise)."""
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=dict(self.env),
                                          stdin=subprocess.DEVNULL, stdout=out,
@@ -142,22 +141,22 @@ class Server:
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if self.proc.poll() is not None:
-                self.__exit__()
+                self.stop()
                 raise ServerError(f"{Path(self.argv[0]).name} exited with {self.proc.returncode} "
                                   f"before {self.health} answered: {_tail_of(self.log)}")
             try:
-                with urllib.request.urlopen(self.base_url + self.health, timeout=2) as resp:
-                    if resp.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
+                if localhttp.request(self.base_url + self.health, timeout=2).status == 200:
+                    return self
+            except localhttp.HttpFailure:
                 pass
             if time.monotonic() > deadline:
-                self.__exit__()
+                self.stop()
                 raise ServerError(f"{Path(self.argv[0]).name} not healthy at {self.base_url}"
                                   f"{self.health} after {self.startup_timeout:g} s: {_tail_of(self.log)}")
             time.sleep(0.1)
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
+        """Stop the whole process group (SIGTERM, then SIGKILL after 10 s)."""
         if self.proc is None or self.proc.poll() is not None:
             return
         try:

@@ -1,11 +1,17 @@
-"""State: one SQLite database under the state directory, the memory that makes runs resumable.
+"""Storage: the state directory and its SQLite database, the memory that makes work resumable.
 
-Every finished build and every finished seed is written (and committed) the moment it finishes,
-so `kill -9` at any point loses at most the build or runs that were in flight. Verdicts are
-derived data (recomputed from the runs) but are stored too, for reports and history.
+Nothing else in bisectbot writes SQL. Why it looks like this:
 
-Builds and runs are inserted, never replaced: doing one twice would be a bug, and the primary
-key turns it into an error instead of hiding it.
+* **Written the moment it finishes.** Every build and every seed is committed as soon as it is
+  done, so `kill -9` loses at most what was in flight. Builds and runs are inserted, never
+  replaced: doing one twice would be a bug, and the primary key turns it into an error.
+* **A versioned schema.** `PRAGMA user_version` says which migrations a database has had; on
+  open, the missing ones run in order, each in its own transaction, after a copy of the old
+  file is kept beside it (`state.sqlite3.v<N>.bak`). A database written by a newer bisectbot is
+  refused, never misread. Version 1 is the schema before versions existed (bisectbot b6ae5a0).
+* **Named columns and typed rows.** Queries name their columns; rows come back as dataclasses.
+* **Usable from the bot's threads.** Each thread gets its own connection (WAL mode, a busy
+  timeout), so the webhook server's HTTP threads record deliveries while a job writes runs.
 
 Runs are keyed by (experiment digest, commit, seed): changing the test levels or the reference
 reuses every stored run; changing the command or the parser does not.
@@ -16,14 +22,20 @@ from __future__ import annotations
 import fcntl
 import json
 import sqlite3
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
+from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.errors import StateError
 
-SCHEMA = """
+SCHEMA_VERSION = 2
+
+# Version 1: the tables of bisectbot b6ae5a0, the last schema without a version number.
+_V1 = """
 CREATE TABLE IF NOT EXISTS builds (
     build_key  TEXT NOT NULL,
     sha        TEXT NOT NULL,
@@ -52,7 +64,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS verdicts (
     job        TEXT NOT NULL,
     sha        TEXT NOT NULL,
-    role       TEXT NOT NULL,          -- good-endpoint | bad-endpoint | step | retest-... | check
+    role       TEXT NOT NULL,          -- good-endpoint | bad-endpoint | step | retest-… | test (@arm)
     verdict    TEXT NOT NULL,
     record     TEXT NOT NULL,          -- JSON of the CommitVerdict
     created    REAL NOT NULL,
@@ -60,10 +72,10 @@ CREATE TABLE IF NOT EXISTS verdicts (
 );
 CREATE TABLE IF NOT EXISTS jobs (
     id         TEXT PRIMARY KEY,
-    kind       TEXT NOT NULL,          -- bisect | test | check
-    status     TEXT NOT NULL,          -- running | done | failed
+    kind       TEXT NOT NULL,          -- bisect | test
+    status     TEXT NOT NULL,          -- running | done | failed | cancelled
     args       TEXT NOT NULL,          -- JSON
-    result     TEXT,                   -- JSON report when done
+    result     TEXT,                   -- JSON report when done, {status, message, by} otherwise
     published  INTEGER NOT NULL DEFAULT 0,
     created    REAL NOT NULL,
     updated    REAL NOT NULL
@@ -72,177 +84,13 @@ CREATE TABLE IF NOT EXISTS kv (
     key        TEXT PRIMARY KEY,
     value      TEXT NOT NULL
 );
-"""
-
-
-@dataclass(frozen=True)
-class BuildRecord:
-    sha: str
-    status: str
-    binaries: dict[str, str]
-    log: str
-    seconds: float
-    reason: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    seed: int
-    status: str
-    tokens: tuple[str, ...] | None
-    exit_code: int | None
-    seconds: float
-    attempts: int = 1
-    variant: int = 0
-    detail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-class State:
-    """The state directory: database, lock, clone, build dir, kept binaries, logs."""
-
-    def __init__(self, root: Path):
-        self.root = Path(root).resolve()  # relative paths would break cmake, which runs elsewhere
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StateError(f"cannot create state directory {self.root}: {exc.strerror}") from None
-        self._lock_file = open(self.root / "lock", "w")
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StateError(
-                f"state directory {self.root} is in use by another bisectbot process"
-            ) from None
-        try:
-            self.db = sqlite3.connect(self.root / "state.sqlite3", isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StateError(f"{self.root / 'state.sqlite3'}: {exc}") from None
-
-    # -- layout --------------------------------------------------------------------------------
-    @property
-    def clone_dir(self) -> Path:
-        return self.root / "src"
-
-    def build_dir(self, build_key: str) -> Path:
-        return self.root / f"build-{build_key}"
-
-    def kept_dir(self, build_key: str, sha: str) -> Path:
-        return self.root / "kept" / build_key / sha
-
-    def log_path(self, name: str) -> Path:
-        (self.root / "logs").mkdir(exist_ok=True)
-        return self.root / "logs" / name
-
-    def close(self) -> None:
-        self.db.close()
-        self._lock_file.close()
-
-    def __enter__(self) -> "State":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- builds --------------------------------------------------------------------------------
-    def get_build(self, build_key: str, sha: str) -> BuildRecord | None:
-        row = self.db.execute(
-            "SELECT sha, status, binaries, log, seconds, reason FROM builds WHERE build_key=? AND sha=?",
-            (build_key, sha),
-        ).fetchone()
-        if row is None:
-            return None
-        return BuildRecord(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5])
-
-    def put_build(self, build_key: str, rec: BuildRecord) -> None:
-        self.db.execute(
-            "INSERT INTO builds VALUES (?,?,?,?,?,?,?,?)",
-            (build_key, rec.sha, rec.status, json.dumps(rec.binaries), rec.log, rec.seconds,
-             rec.reason, time.time()),
-        )
-
-    # -- runs ----------------------------------------------------------------------------------
-    def get_runs(self, experiment: str, sha: str) -> dict[int, RunRecord]:
-        rows = self.db.execute(
-            "SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail FROM runs "
-            "WHERE experiment=? AND sha=?",
-            (experiment, sha),
-        )
-        return {
-            r[0]: RunRecord(r[0], r[1], tuple(json.loads(r[2])) if r[2] is not None else None,
-                            r[3], r[4], r[5], r[6], r[7])
-            for r in rows
-        }
-
-    def put_run(self, experiment: str, sha: str, rec: RunRecord) -> None:
-        tokens = json.dumps(list(rec.tokens)) if rec.tokens is not None else None
-        self.db.execute(
-            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (experiment, sha, rec.seed, rec.status, tokens, rec.exit_code, rec.seconds,
-             rec.attempts, rec.variant, rec.detail, time.time()),
-        )
-
-    # -- verdicts and jobs ---------------------------------------------------------------------
-    def put_verdict(self, job: str, sha: str, role: str, verdict: str, record: dict[str, Any]) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?)",
-            (job, sha, role, verdict, json.dumps(record), time.time()),
-        )
-
-    def start_job(self, job: str, kind: str, args: dict[str, Any]) -> None:
-        now = time.time()
-        self.db.execute(
-            "INSERT INTO jobs (id, kind, status, args, created, updated) VALUES (?,?,?,?,?,?) "
-            "ON CONFLICT(id) DO UPDATE SET status='running', updated=excluded.updated",
-            (job, kind, "running", json.dumps(args), now, now),
-        )
-
-    def finish_job(self, job: str, status: str, result: dict[str, Any]) -> None:
-        self.db.execute(
-            "UPDATE jobs SET status=?, result=?, updated=? WHERE id=?",
-            (status, json.dumps(result), time.time(), job),
-        )
-
-    def get_job(self, job: str) -> dict[str, Any] | None:
-        row = self.db.execute(
-            "SELECT id, kind, status, args, result, published, created, updated FROM jobs WHERE id=?",
-            (job,),
-        ).fetchone()
-        if row is None:
-            return None
-        keys = ("id", "kind", "status", "args", "result", "published", "created", "updated")
-        out = dict(zip(keys, row))
-        out["args"] = json.loads(out["args"])
-        out["result"] = json.loads(out["result"]) if out["result"] else None
-        return out
-
-    def get_kv(self, key: str, default: str | None = None) -> str | None:
-        row = self.db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
-        return row[0] if row else default
-
-    def put_kv(self, key: str, value: str) -> None:
-        self.db.execute("INSERT OR REPLACE INTO kv VALUES (?,?)", (key, value))
-
-
-# -- the GitHub bot's memory ---------------------------------------------------------------------
-BOT_SCHEMA = """
 CREATE TABLE IF NOT EXISTS bot_commands (
     comment_id  INTEGER PRIMARY KEY,   -- the GitHub comment that holds the command
     issue       INTEGER NOT NULL,
     author      TEXT NOT NULL,
     association TEXT NOT NULL,
     body        TEXT NOT NULL,
-    status      TEXT NOT NULL,         -- claimed | done | refused | failed | cancelled
+    status      TEXT NOT NULL,         -- claimed | done | refused | failed
     job         TEXT,
     created     REAL NOT NULL,
     updated     REAL NOT NULL
@@ -264,110 +112,446 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 );
 """
 
+# Version 2: what lived under prefixed keys in `kv` gets tables of its own.
+_V2 = """
+CREATE TABLE variants (
+    build_key   TEXT NOT NULL,
+    experiment  TEXT NOT NULL,
+    sha         TEXT NOT NULL,
+    variant     INTEGER,               -- index into run.variants; NULL when none fits
+    why         TEXT NOT NULL,
+    PRIMARY KEY (build_key, experiment, sha)
+);
+CREATE TABLE reference_cache (
+    key         TEXT PRIMARY KEY,      -- hash of method, model, prompt, sampling, commit
+    value       TEXT NOT NULL          -- JSON of the resolved reference
+);
+CREATE TABLE bot_cursors (
+    key         TEXT PRIMARY KEY,      -- owner/name#issue
+    comment_id  INTEGER NOT NULL,      -- the newest comment handled
+    at          TEXT                   -- its time, as GitHub's `since` wants it
+);
+CREATE TABLE last_good (
+    config      TEXT PRIMARY KEY,      -- config name
+    sha         TEXT NOT NULL,
+    ref         TEXT NOT NULL,
+    date        TEXT NOT NULL
+);
+"""
 
-class BotStore:
-    """Claims, comment targets, poll cursors and webhook delivery ids, in the state database.
 
-    Its own connection (usable from any thread, serialised by a lock): the webhook server's
-    HTTP threads record deliveries and claims while the worker thread holds the `State`.
-    Implements `webhook.DeliveryStore`.
-    """
+def _execute_each(db: sqlite3.Connection, script: str) -> None:
+    """Run a script statement by statement (executescript would COMMIT the migration's transaction)."""
+    for statement in script.split(";\n"):
+        if statement.strip():
+            db.execute(statement)
 
-    def __init__(self, root: Path):
-        import threading
 
+def _to_v1(db: sqlite3.Connection) -> None:
+    _execute_each(db, _V1)
+
+
+def _to_v2(db: sqlite3.Connection) -> None:
+    _execute_each(db, _V2)
+    moved = []
+    for row in db.execute("SELECT key, value FROM kv").fetchall():
+        key, value = row["key"], json.loads(row["value"])
+        kind, _, rest = key.partition(":")
+        if kind == "variant":
+            build_key, experiment, sha = rest.split(":", 2)
+            db.execute("INSERT INTO variants (build_key, experiment, sha, variant, why) VALUES (?,?,?,?,?)",
+                       (build_key, experiment, sha, value[0], value[1]))
+        elif kind == "reference":
+            db.execute("INSERT INTO reference_cache (key, value) VALUES (?,?)", (rest, row["value"]))
+        elif kind == "cursor":
+            db.execute("INSERT INTO bot_cursors (key, comment_id, at) VALUES (?,?,?)",
+                       (rest, int(value["id"]), value.get("at")))
+        elif kind == "check" and rest.startswith("last-good:"):
+            db.execute("INSERT INTO last_good (config, sha, ref, date) VALUES (?,?,?,?)",
+                       (rest.removeprefix("last-good:"), value["sha"], value["ref"], value["date"]))
+        else:
+            continue  # not ours to interpret: it stays in kv
+        moved.append(key)
+    db.executemany("DELETE FROM kv WHERE key=?", [(k,) for k in moved])
+    if db.execute("SELECT COUNT(*) FROM kv").fetchone()[0] == 0:
+        db.execute("DROP TABLE kv")
+
+
+# MIGRATIONS[v] takes a database at version v to v + 1.
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2)
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+# -- rows ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    kind: str
+    status: str                    # running | done | failed | cancelled
+    args: dict[str, Any]
+    result: dict[str, Any] | None
+    published: bool
+
+
+@dataclass(frozen=True)
+class CommandRow:
+    comment_id: int
+    issue: int
+    author: str
+    association: str
+    body: str
+    status: str                    # claimed | done | refused | failed
+    job: str | None
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    marker: str
+    issue: int
+    job: str
+    kind: str                      # bisect | alarm | status
+    extra: dict[str, Any]
+    comment_id: int | None
+    published: bool
+
+
+@dataclass(frozen=True)
+class LastGood:
+    sha: str
+    ref: str
+    date: str
+
+
+@dataclass(frozen=True)
+class Cursor:
+    comment_id: int
+    at: str | None
+
+
+# -- the database --------------------------------------------------------------------------------
+class Store:
+    """The state database: typed reads and writes, one connection per thread."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._local = threading.local()
         self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._migrate()
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _db(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            try:
+                con = sqlite3.connect(self.path, isolation_level=None, timeout=30,
+                                      check_same_thread=False)
+                con.row_factory = sqlite3.Row
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.Error as exc:
+                raise StateError(f"{self.path}: {exc}") from None
+            self._local.con = con
+            with self._lock:
+                self._connections.append(con)
+        return con
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One transaction; an SQLite failure becomes a one-line StateError naming the file."""
+        db = self._db()
         try:
-            self.db = sqlite3.connect(Path(root) / "state.sqlite3", isolation_level=None,
-                                      check_same_thread=False, timeout=30)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.executescript(SCHEMA + BOT_SCHEMA)
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StateError(f"{self.path}: {exc}") from None
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        try:
+            return self._db().execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise StateError(f"{self.path}: {exc}") from None
+
+    def _one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        rows = self._rows(sql, args)
+        return rows[0] if rows else None
+
+    def _migrate(self) -> None:
+        db = self._db()
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StateError(f"{self.path}: written by a newer bisectbot (schema {version}; "
+                                 f"this one knows up to {SCHEMA_VERSION})")
+            if version == SCHEMA_VERSION:
+                return
+            if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+                backup = self.path.with_name(f"{self.path.name}.v{version}.bak")
+                if not backup.exists():
+                    db.execute("VACUUM INTO ?", (str(backup),))
+            for v in range(version, SCHEMA_VERSION):
+                with self._write() as tx:
+                    if tx.execute("PRAGMA user_version").fetchone()[0] != v:
+                        continue  # another process got there first
+                    MIGRATIONS[v](tx)
+                    tx.execute(f"PRAGMA user_version = {v + 1}")
         except sqlite3.DatabaseError as exc:
-            raise StateError(f"{Path(root) / 'state.sqlite3'}: {exc}") from None
+            raise StateError(f"{self.path}: {exc}") from None
+
+    @property
+    def version(self) -> int:
+        return int(self._rows("PRAGMA user_version")[0][0])
 
     def close(self) -> None:
-        self.db.close()
-
-    def _q(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self.db.execute(sql, args).fetchall()
+            for con in self._connections:
+                con.close()
+            self._connections.clear()
+        self._local = threading.local()
 
-    # -- webhook deliveries (DeliveryStore) ----------------------------------------------------
-    def add_if_new(self, delivery_id: str) -> bool:
-        with self._lock:
-            cur = self.db.execute("INSERT OR IGNORE INTO webhook_deliveries VALUES (?,?)",
-                                  (delivery_id, time.time()))
-            return cur.rowcount == 1
+    # -- builds --------------------------------------------------------------------------------
+    def build(self, build_key: str, sha: str) -> BuildRecord | None:
+        row = self._one("SELECT sha, status, binaries, log, seconds, reason FROM builds "
+                        "WHERE build_key=? AND sha=?", (build_key, sha))
+        if row is None:
+            return None
+        return BuildRecord(sha=row["sha"], status=row["status"], binaries=json.loads(row["binaries"]),
+                           log=row["log"], seconds=row["seconds"], reason=row["reason"])
 
-    def forget(self, delivery_id: str) -> None:
-        self._q("DELETE FROM webhook_deliveries WHERE id=?", (delivery_id,))
+    def put_build(self, build_key: str, rec: BuildRecord) -> None:
+        with self._write() as db:
+            db.execute("INSERT INTO builds (build_key, sha, status, binaries, log, seconds, reason, created) "
+                       "VALUES (?,?,?,?,?,?,?,?)",
+                       (build_key, rec.sha, rec.status, json.dumps(rec.binaries), rec.log, rec.seconds,
+                        rec.reason, time.time()))
 
-    # -- commands ------------------------------------------------------------------------------
+    def forget_build(self, build_key: str, sha: str) -> None:
+        """A stored build that can no longer be used (its binaries are gone): build again."""
+        with self._write() as db:
+            db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
+
+    # -- runs ----------------------------------------------------------------------------------
+    def runs(self, experiment: str, sha: str) -> dict[int, RunRecord]:
+        rows = self._rows("SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail "
+                          "FROM runs WHERE experiment=? AND sha=?", (experiment, sha))
+        return {
+            r["seed"]: RunRecord(seed=r["seed"], status=r["status"],
+                                 tokens=tuple(json.loads(r["tokens"])) if r["tokens"] is not None else None,
+                                 exit_code=r["exit_code"], seconds=r["seconds"], attempts=r["attempts"],
+                                 variant=r["variant"], detail=r["detail"])
+            for r in rows
+        }
+
+    def put_run(self, experiment: str, sha: str, rec: RunRecord) -> None:
+        tokens = json.dumps(list(rec.tokens)) if rec.tokens is not None else None
+        with self._write() as db:
+            db.execute("INSERT INTO runs (experiment, sha, seed, status, tokens, exit_code, seconds, "
+                       "attempts, variant, detail, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                       (experiment, sha, rec.seed, rec.status, tokens, rec.exit_code, rec.seconds,
+                        rec.attempts, rec.variant, rec.detail, time.time()))
+
+    # -- verdicts ------------------------------------------------------------------------------
+    def put_verdict(self, job: str, v: CommitVerdict) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO verdicts (job, sha, role, verdict, record, created) "
+                       "VALUES (?,?,?,?,?,?)",
+                       (job, v.sha, v.key, v.verdict.value, json.dumps(v.to_json()), time.time()))
+
+    def verdicts(self, job: str) -> list[CommitVerdict]:
+        """A job's verdicts, in the order they were reached."""
+        rows = self._rows("SELECT record FROM verdicts WHERE job=? ORDER BY created, rowid", (job,))
+        return [CommitVerdict.from_json(json.loads(r["record"])) for r in rows]
+
+    # -- jobs ----------------------------------------------------------------------------------
+    def start_job(self, job: str, kind: str, args: dict[str, Any]) -> None:
+        """Register a job (or mark a resumed one running again)."""
+        now = time.time()
+        with self._write() as db:
+            db.execute("INSERT INTO jobs (id, kind, status, args, created, updated) VALUES (?,?,?,?,?,?) "
+                       "ON CONFLICT(id) DO UPDATE SET status='running', updated=excluded.updated",
+                       (job, kind, "running", json.dumps(args), now, now))
+
+    def finish_job(self, job: str, status: str, result: dict[str, Any]) -> None:
+        with self._write() as db:
+            db.execute("UPDATE jobs SET status=?, result=?, updated=? WHERE id=?",
+                       (status, json.dumps(result), time.time(), job))
+
+    def job(self, job: str) -> JobRow | None:
+        row = self._one("SELECT id, kind, status, args, result, published FROM jobs WHERE id=?", (job,))
+        if row is None:
+            return None
+        return JobRow(id=row["id"], kind=row["kind"], status=row["status"], args=json.loads(row["args"]),
+                      result=json.loads(row["result"]) if row["result"] else None,
+                      published=bool(row["published"]))
+
+    # -- command variants and computed references ----------------------------------------------
+    def variant(self, build_key: str, experiment: str, sha: str) -> tuple[int | None, str] | None:
+        row = self._one("SELECT variant, why FROM variants WHERE build_key=? AND experiment=? AND sha=?",
+                        (build_key, experiment, sha))
+        return None if row is None else (row["variant"], row["why"])
+
+    def put_variant(self, build_key: str, experiment: str, sha: str, index: int | None, why: str) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO variants (build_key, experiment, sha, variant, why) "
+                       "VALUES (?,?,?,?,?)", (build_key, experiment, sha, index, why))
+
+    def cached_reference(self, key: str) -> dict[str, Any] | None:
+        row = self._one("SELECT value FROM reference_cache WHERE key=?", (key,))
+        return None if row is None else json.loads(row["value"])
+
+    def put_reference(self, key: str, value: dict[str, Any]) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO reference_cache (key, value) VALUES (?,?)",
+                       (key, json.dumps(value)))
+
+    # -- scheduled checks ----------------------------------------------------------------------
+    def last_good(self, config: str) -> LastGood | None:
+        row = self._one("SELECT sha, ref, date FROM last_good WHERE config=?", (config,))
+        return None if row is None else LastGood(row["sha"], row["ref"], row["date"])
+
+    def put_last_good(self, config: str, good: LastGood) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO last_good (config, sha, ref, date) VALUES (?,?,?,?)",
+                       (config, good.sha, good.ref, good.date))
+
+    # -- the GitHub bot: commands, comment targets, cursors, webhook deliveries ----------------
     def claim_command(self, comment_id: int, issue: int, author: str, association: str, body: str) -> bool:
         """Record a command before anything runs; False if it was already claimed (handled)."""
         now = time.time()
-        with self._lock:
-            cur = self.db.execute(
-                "INSERT OR IGNORE INTO bot_commands VALUES (?,?,?,?,?,?,?,?,?)",
-                (int(comment_id), int(issue), author or "", association or "", body, "claimed", None, now, now))
+        with self._write() as db:
+            cur = db.execute("INSERT OR IGNORE INTO bot_commands (comment_id, issue, author, association, "
+                             "body, status, job, created, updated) VALUES (?,?,?,?,?,?,?,?,?)",
+                             (int(comment_id), int(issue), author or "", association or "", body,
+                              "claimed", None, now, now))
             return cur.rowcount == 1
 
-    def get_command(self, comment_id: int) -> dict[str, Any] | None:
-        rows = self._q("SELECT comment_id, issue, author, association, body, status, job FROM bot_commands "
-                       "WHERE comment_id=?", (int(comment_id),))
-        keys = ("comment_id", "issue", "author", "association", "body", "status", "job")
-        return dict(zip(keys, rows[0])) if rows else None
+    def command(self, comment_id: int) -> CommandRow | None:
+        row = self._one("SELECT comment_id, issue, author, association, body, status, job FROM bot_commands "
+                        "WHERE comment_id=?", (int(comment_id),))
+        return None if row is None else CommandRow(**dict(row))
 
     def set_command(self, comment_id: int, status: str, job: str | None = None) -> None:
-        self._q("UPDATE bot_commands SET status=?, job=COALESCE(?, job), updated=? WHERE comment_id=?",
-                (status, job, time.time(), int(comment_id)))
+        with self._write() as db:
+            db.execute("UPDATE bot_commands SET status=?, job=COALESCE(?, job), updated=? WHERE comment_id=?",
+                       (status, job, time.time(), int(comment_id)))
 
     def claimed_commands(self) -> list[int]:
         """Commands claimed but not finished (a killed bot resumes them), oldest first."""
-        return [r[0] for r in self._q("SELECT comment_id FROM bot_commands WHERE status='claimed' "
-                                      "ORDER BY comment_id")]
+        return [r["comment_id"] for r in self._rows(
+            "SELECT comment_id FROM bot_commands WHERE status='claimed' ORDER BY comment_id")]
 
-    # -- comment targets -----------------------------------------------------------------------
     def set_target(self, marker: str, issue: int, job: str, kind: str, extra: dict[str, Any] | None = None) -> None:
         """(Re)point an issue comment at a job result; it is unpublished until posted."""
-        self._q("INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) "
-                "VALUES (?,?,?,?,?,0,?) ON CONFLICT(marker, issue) DO UPDATE SET job=excluded.job, "
-                "kind=excluded.kind, extra=excluded.extra, published=0, updated=excluded.updated",
-                (marker, int(issue), job, kind, json.dumps(extra or {}), time.time()))
+        with self._write() as db:
+            db.execute("INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) "
+                       "VALUES (?,?,?,?,?,0,?) ON CONFLICT(marker, issue) DO UPDATE SET job=excluded.job, "
+                       "kind=excluded.kind, extra=excluded.extra, published=0, updated=excluded.updated",
+                       (marker, int(issue), job, kind, json.dumps(extra or {}), time.time()))
 
-    def get_target(self, marker: str, issue: int) -> dict[str, Any] | None:
-        rows = self._q("SELECT marker, issue, job, kind, extra, comment_id, published FROM bot_targets "
-                       "WHERE marker=? AND issue=?", (marker, int(issue)))
-        if not rows:
+    def target(self, marker: str, issue: int) -> TargetRow | None:
+        row = self._one("SELECT marker, issue, job, kind, extra, comment_id, published FROM bot_targets "
+                        "WHERE marker=? AND issue=?", (marker, int(issue)))
+        if row is None:
             return None
-        keys = ("marker", "issue", "job", "kind", "extra", "comment_id", "published")
-        out = dict(zip(keys, rows[0]))
-        out["extra"] = json.loads(out["extra"])
-        return out
+        return TargetRow(marker=row["marker"], issue=row["issue"], job=row["job"], kind=row["kind"],
+                         extra=json.loads(row["extra"]), comment_id=row["comment_id"],
+                         published=bool(row["published"]))
 
     def mark_target_published(self, marker: str, issue: int, comment_id: int) -> None:
         """The comment shows the final result; the job is published once all its comments are."""
-        with self._lock:
-            row = self.db.execute("SELECT job FROM bot_targets WHERE marker=? AND issue=?",
-                                  (marker, int(issue))).fetchone()
-            self.db.execute("UPDATE bot_targets SET published=1, comment_id=? WHERE marker=? AND issue=?",
-                            (int(comment_id), marker, int(issue)))
+        with self._write() as db:
+            row = db.execute("SELECT job FROM bot_targets WHERE marker=? AND issue=?",
+                             (marker, int(issue))).fetchone()
+            db.execute("UPDATE bot_targets SET published=1, comment_id=? WHERE marker=? AND issue=?",
+                       (int(comment_id), marker, int(issue)))
             if row is not None:
-                left = self.db.execute("SELECT COUNT(*) FROM bot_targets WHERE job=? AND published=0",
-                                       (row[0],)).fetchone()[0]
+                left = db.execute("SELECT COUNT(*) FROM bot_targets WHERE job=? AND published=0",
+                                  (row["job"],)).fetchone()[0]
                 if left == 0:
-                    self.db.execute("UPDATE jobs SET published=1 WHERE id=?", (row[0],))
+                    db.execute("UPDATE jobs SET published=1 WHERE id=?", (row["job"],))
 
     def unpublished_targets(self) -> list[tuple[str, int]]:
         """Targets whose job finished (done, failed or cancelled) but whose comment is not final."""
-        return [(r[0], r[1]) for r in self._q(
+        return [(r["marker"], r["issue"]) for r in self._rows(
             "SELECT t.marker, t.issue FROM bot_targets t JOIN jobs j ON j.id = t.job "
             "WHERE t.published=0 AND j.status != 'running' ORDER BY t.updated")]
 
-    # -- cursors -------------------------------------------------------------------------------
-    def get_cursor(self, key: str) -> dict[str, Any] | None:
-        rows = self._q("SELECT value FROM kv WHERE key=?", (f"cursor:{key}",))
-        return json.loads(rows[0][0]) if rows else None
+    def cursor(self, key: str) -> Cursor | None:
+        row = self._one("SELECT comment_id, at FROM bot_cursors WHERE key=?", (key,))
+        return None if row is None else Cursor(row["comment_id"], row["at"])
 
-    def put_cursor(self, key: str, value: dict[str, Any]) -> None:
-        self._q("INSERT OR REPLACE INTO kv VALUES (?,?)", (f"cursor:{key}", json.dumps(value)))
+    def put_cursor(self, key: str, cursor: Cursor) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO bot_cursors (key, comment_id, at) VALUES (?,?,?)",
+                       (key, cursor.comment_id, cursor.at))
+
+    def add_delivery_if_new(self, delivery_id: str) -> bool:
+        """Record a webhook delivery id; True if it was not seen before (atomic)."""
+        with self._write() as db:
+            cur = db.execute("INSERT OR IGNORE INTO webhook_deliveries (id, created) VALUES (?,?)",
+                             (delivery_id, time.time()))
+            return cur.rowcount == 1
+
+    def forget_delivery(self, delivery_id: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM webhook_deliveries WHERE id=?", (delivery_id,))
+
+
+# -- the state directory -------------------------------------------------------------------------
+class StateDir:
+    """The state directory: its lock, its layout (clone, build dirs, kept binaries, logs) and
+    its database. One process at a time: a second one is refused with a clear message."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()  # relative paths would break cmake, which runs elsewhere
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"cannot create state directory {self.root}: {exc.strerror}") from None
+        self._lock_file = open(self.root / "lock", "w")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise StateError(f"state directory {self.root} is in use by another bisectbot process") from None
+        try:
+            self.store = Store(self.root / "state.sqlite3")
+        except BaseException:
+            self._lock_file.close()
+            raise
+
+    @property
+    def clone_dir(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def run_dir(self) -> Path:
+        """Where the program under test runs (its working directory)."""
+        path = self.root / "run"
+        path.mkdir(exist_ok=True)
+        return path
+
+    def build_dir(self, key: str) -> Path:
+        return self.root / f"build-{key}"
+
+    def kept_dir(self, build_key: str, sha: str) -> Path:
+        return self.root / "kept" / build_key / sha
+
+    def log_path(self, name: str) -> Path:
+        (self.root / "logs").mkdir(exist_ok=True)
+        return self.root / "logs" / name
+
+    def close(self) -> None:
+        self.store.close()
+        self._lock_file.close()
+
+    def __enter__(self) -> "StateDir":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

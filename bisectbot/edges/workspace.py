@@ -84,7 +84,7 @@ class Workspace:
                 if sha:
                     break
         if sha is None:
-            raise RefError(f"ref {ref!r} does not resolve to a commit in {self.source}")
+            raise RefError(f"ref {ref!r} does not resolve to a commit in {self.source}", unresolved=ref)
         self._ensure_present(sha)
         return sha
 

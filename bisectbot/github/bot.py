@@ -3,77 +3,70 @@ comment per job out.
 
 Why it is built this way:
 
-* **Claim before run.** A command comment is recorded (`BotStore.claim_command`) before
-  anything runs; a claim that already exists is never handled again, and a claim left
-  unfinished by a killed bot is *resumed* on the next start (`run_bisect` replays every finished
-  build and seed from the state database, so resuming costs only the work that was in flight).
-* **One comment per job.** The job comment's marker is the job id (`bisect.job_id`, computed
-  before the job starts from the resolved shas), and `publish.upsert_job_comment` finds an
-  existing comment by marker after a retry or a restart, so a job never gets two comments.
+* **Claim before run.** A command comment is recorded (`Store.claim_command`) before anything
+  runs; a claim that already exists is never handled again, and a claim left unfinished by a
+  killed bot is *resumed* on the next start (the job replays every finished build and seed).
+* **One comment per job.** The job comment's marker is the job id, fixed by `jobs.plan_bisect`
+  before the job starts, and `GitHubClient.upsert_job_comment` finds an existing comment by
+  marker after a retry or a restart, so a job never gets two comments.
+* **GitHub never sits on the job's path.** The job emits typed events; `CommentObserver`
+  turns them into the comment's progress text and hands it to a `ProgressPoster`, a thread of
+  its own that posts the latest text at most every `progress_interval` seconds and (in watch
+  mode) looks for `/cancel`. A cancel reaches the job as a `CancelToken`.
 * **Results are never lost.** The result lives in the jobs table first; a comment target
-  (`bot_targets`) is only marked published once GitHub accepted the final body, and
+  (`bot_targets`) is marked published only once GitHub accepted the final body, and
   `publish_pending` (`bisectbot publish`) posts whatever GitHub refused earlier.
 * **Comment text never reaches a shell or git unchecked.** `commands.parse_comment` validates
-  syntax and authorisation; refs are then resolved with `Workspace.resolve` (argv only, after
-  `--end-of-options`) before any job starts, and config names map only to files directly inside
-  the configured configs directory.
+  syntax and authorisation; refs are resolved (argv only, after `--end-of-options`) before any
+  job starts, and config names map only to files directly inside the configured directory.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
 import math
 import queue
-import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
-from bisectbot.pipeline.bisect import job_id, run_bisect
-from bisectbot.github.commands import (BisectCommand, CancelCommand, CheckCommand, Refusal, parse_comment,
-                       validate_config_name)
-from bisectbot.github.comment import (CommentContext, fixture_hashes, render_alarm, render_bisect,
-                      render_cancelled, render_failed, render_progress, render_status)
-from bisectbot.edges.workspace import Workspace
 from bisectbot.config import Config, GitHubConfig, load_config
+from bisectbot.core.outcome import Verdict
+from bisectbot.core.reports import BisectReport, JobStop, TestReport, load_result
+from bisectbot.edges.storage import Cursor, JobRow, StateDir, TargetRow
 from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError
-from bisectbot.pipeline.progress import Progress
-from bisectbot.github.client import DryRunPublisher, GitHubSettings, Publisher, RetryPolicy, format_since, make_publisher
-from bisectbot.edges.storage import BotStore, State
-from bisectbot.pipeline.verdict import run_test
+from bisectbot.github.client import IssueClient, format_since
+from bisectbot.github.commands import (BisectCommand, CancelCommand, CheckCommand, Refusal, parse_comment,
+                                       validate_config_name)
+from bisectbot.github.comment import (CommentContext, render_alarm, render_bisect, render_cancelled,
+                                      render_failed, render_progress, render_status)
+from bisectbot.pipeline import jobs
+from bisectbot.pipeline.bisect import BisectPlan
+from bisectbot.pipeline.events import (BisectStarted, Building, Built, CancelToken, Cancelled, Confirming,
+                                       EndpointStarted, Event, Events, Observer, StepStarted, StickyVisit)
 
 log = logging.getLogger(__name__)
 
 STATUS_MARKER = "check-status"
+MAX_FIXTURE_FILES = 50
 
 
-class JobCancelled(Exception):
-    """Raised from the progress hook when `/cancel` arrived; `who` asked for it."""
-
-    def __init__(self, who: str | None):
-        super().__init__(f"cancelled by {who}")
-        self.who = who
-
-
-def publisher_for(cfg: Config, env: Mapping[str, str] | None = None) -> Publisher:
-    """The real publisher when the config's credentials are present, else a dry run."""
-    gh = cfg.github
-    if gh is None:
-        return DryRunPublisher(None)
-    settings = GitHubSettings(
-        repo=gh.repo, api_url=gh.api_url, token_env=gh.token_env, app_id=gh.app_id,
-        private_key_path=cfg.resolve(gh.private_key) if gh.private_key else None,
-        installation_id=gh.installation_id, bot_login=gh.bot_login,
-        dry_run_out=cfg.resolve(gh.dry_run_file) if gh.dry_run_file else None,
-        retry=RetryPolicy(give_up_after=gh.retry_give_up_after, backoff_base=gh.retry_backoff,
-                          max_wait=gh.retry_max_wait,
-                          secondary_wait=min(60.0, gh.retry_give_up_after / 2)),
-    )
-    return make_publisher(settings, env)
+def fixture_hashes(directory: Path | None) -> dict[str, str]:
+    """sha256 of each file under the fixtures directory (sorted; capped so huge trees stay cheap)."""
+    if directory is None or not Path(directory).is_dir():
+        return {}
+    out: dict[str, str] = {}
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file())[:MAX_FIXTURE_FILES]:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        out[str(path.relative_to(directory))] = h.hexdigest()
+    return out
 
 
 def _now() -> str:
@@ -81,109 +74,140 @@ def _now() -> str:
 
 
 # -- progress into the job comment ---------------------------------------------------------------
-_STEP_RE = re.compile(r"^\[step (\d+)/~(\d+)\] ([0-9a-f]{12})")
-_BISECTING_RE = re.compile(r"^bisecting (\d+) commits")
+class CommentObserver:
+    """Turns a job's events into the body of its comment: where it is, what it does, the last
+    lines. Pure bookkeeping on the job's thread; `offer` hands each new body to the poster."""
 
-
-class CommentProgress(Progress):
-    """`run_bisect`'s progress, echoed to stderr and upserted into the job comment.
-
-    Step lines update the comment at most every `interval` seconds (so a long bisect edits it
-    a few dozen times, not thousands); transient status lines only go to the terminal. Each
-    step also asks `cancelled()` whether `/cancel` arrived, and stops the job if so (between
-    stored verdicts, so nothing half-done is kept).
-    """
-
-    def __init__(self, inner: Progress, title: str, ctx: CommentContext,
-                 update: Callable[[str], None], *, interval: float,
-                 cancelled: Callable[[], str | None] = lambda: None,
-                 clock: Callable[[], float] = time.monotonic):
-        super().__init__(inner.stream, quiet=True)
-        self.inner, self.title, self.ctx, self.update = inner, title, ctx, update
-        self.interval, self.cancelled, self.clock = interval, cancelled, clock
+    def __init__(self, title: str, ctx: CommentContext, offer: Callable[[str], None]):
+        self.title, self.ctx, self.offer = title, ctx, offer
         self.lines: list[str] = []
         self.where = "starting"
         self.doing = ""
         self.commit_no = 0
         self.total = 0
-        self._last_update = -math.inf
 
-    def step(self, message: str) -> None:
-        self.inner.step(message)
-        self.lines = (self.lines + [message.strip()])[-60:]
-        self._track(message.strip())
-        who = self.cancelled()
-        if who is not None:
-            raise JobCancelled(who)
-        now = self.clock()
-        if now - self._last_update >= self.interval:
-            self._last_update = now
-            self.flush()
-
-    def status(self, message: str, *, force: bool = False) -> None:
-        self.inner.status(message, force=force)
+    def __call__(self, event: Event) -> None:
+        if event.transient:
+            return
+        self.lines = (self.lines + [event.text().strip()])[-60:]
+        if isinstance(event, BisectStarted):
+            self.total = 2 + event.steps
+        elif isinstance(event, EndpointStarted):
+            self.commit_no += 1
+            self.where, self.doing = f"testing {event.name} {event.ref} = {event.sha[:12]}", ""
+        elif isinstance(event, StepStarted):
+            self.commit_no += 1
+            self.where, self.doing = f"bisect step {event.number} of ~{event.estimate}, `{event.sha[:12]}`", ""
+        elif isinstance(event, StickyVisit):
+            self.commit_no += 1
+            self.where, self.doing = f"sticky bisection at `{event.sha[:12]}`", ""
+        elif isinstance(event, Confirming):
+            self.where, self.doing = "re-testing the culprit and its parent on fresh seeds", ""
+        elif isinstance(event, Building):
+            self.doing = "building"
+        elif isinstance(event, Built):
+            self.doing = "running seeds"
+        self.offer(self.body())
 
     def phase(self) -> str:
         of = f" of ~{self.total}" if self.total else ""
         head = f"commit {self.commit_no}{of}: {self.where}" if self.commit_no else self.where
         return head + (f" — {self.doing}" if self.doing else "")
 
-    def _track(self, msg: str) -> None:
-        if m := _BISECTING_RE.match(msg):
-            n = int(m.group(1))
-            self.total = 2 + max(1, math.ceil(math.log2(max(n - 1, 2))))
-        elif msg.startswith("[endpoint]"):
-            self.commit_no += 1
-            self.where, self.doing = msg.removeprefix("[endpoint] "), ""
-        elif m := _STEP_RE.match(msg):
-            self.commit_no += 1
-            self.where, self.doing = f"bisect step {m.group(1)} of ~{m.group(2)}, `{m.group(3)}`", ""
-        elif msg.startswith("[confirm]"):
-            self.where, self.doing = "re-testing the culprit and its parent on fresh seeds", ""
-        elif msg.startswith("building "):
-            self.doing = "building"
-        elif msg.startswith("built "):
-            self.doing = "running seeds"
+    def body(self) -> str:
+        return render_progress(self.title, self.phase(), self.lines, self.ctx)
 
-    def flush(self) -> None:
-        """Upsert the progress body now; GitHub being down must not stop the job."""
-        try:
-            self.update(render_progress(self.title, self.phase(), self.lines, self.ctx))
-        except GitHubError as exc:
-            log.warning("progress update failed (the job goes on): %s", exc)
+
+class ProgressPoster:
+    """Posts a job's progress from a thread of its own, so GitHub never slows the job.
+
+    The latest body offered is posted at most every `interval` seconds (the first at once);
+    bodies offered in between replace each other. With `poll_cancel` it also asks, every
+    `max(interval, 5)` seconds, whether `/cancel` arrived, and stops the job through `cancel`.
+    `stop()` waits for a post in flight, so no late progress edit can overwrite the result."""
+
+    def __init__(self, post: Callable[[str], None], interval: float, cancel: CancelToken, *,
+                 poll_cancel: Callable[[], str | None] | None = None):
+        self.post, self.interval, self.cancel, self.poll_cancel = post, interval, cancel, poll_cancel
+        self._latest: str | None = None
+        self._posted: str | None = None
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="bisectbot-progress", daemon=True)
+
+    def offer(self, body: str) -> None:
+        with self._lock:
+            self._latest = body
+        self._wake.set()
+
+    def __enter__(self) -> "ProgressPoster":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        last_post = last_poll = -math.inf
+        while not self._stopping:
+            now = time.monotonic()
+            with self._lock:
+                body = self._latest
+            if body is not None and body != self._posted and now - last_post >= self.interval:
+                last_post = now
+                try:
+                    self.post(body)
+                    self._posted = body
+                except GitHubError as exc:
+                    log.warning("progress update failed (the job goes on): %s", exc)
+            if self.poll_cancel is not None and now - last_poll >= max(self.interval, 5.0):
+                last_poll = now
+                who = self.poll_cancel()
+                if who is not None:
+                    self.cancel.cancel(who)
+            self._wake.wait(timeout=max(0.05, min(self.interval, 5.0)))
+            self._wake.clear()
 
 
 # -- the bot ---------------------------------------------------------------------------------------
 @dataclass
 class CheckOutcome:
-    """What `check` did: the test result, the bisect report if one ran, and whether all posted."""
+    """What `check` did: the test, the bisect if one ran, and whether every comment was posted."""
 
-    result: dict[str, Any]
-    bisect: dict[str, Any] | None = None
+    test: TestReport
+    bisect: BisectReport | None = None
     bisect_error: str | None = None
     published: bool = True
     last_good: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        return {**self.test.to_json(), "last_good": self.last_good,
+                "bisect": self.bisect.to_json() if self.bisect else None}
 
-@dataclass
+
+class _Refused(BisectbotError):
+    """A command that passed parsing but cannot run (unknown ref, unknown config): one line."""
+
+
 class Bot:
-    """Handles commands and checks for one config; owns nothing but references.
+    """Handles commands and checks for one config, in one state directory, on one issue client.
 
-    `state` must be used from the thread that opened it; `store` may be shared between threads.
-    """
+    Jobs run on the thread that calls `handle_claimed` / `run_check`; `request_cancel` may be
+    called from any thread (the webhook server's)."""
 
-    cfg: Config
-    config_path: str
-    state: State
-    store: BotStore
-    publisher: Publisher
-    progress: Progress = field(default_factory=lambda: Progress(quiet=True))
-    cancel_flags: dict[int, str] = field(default_factory=dict)  # issue -> who asked (serve)
-    cancel_lock: threading.Lock = field(default_factory=threading.Lock)
-    consumed_cancels: set[int] = field(default_factory=set)  # issues whose job a cancel stopped
-    poll_cancels: bool = False  # watch: look for /cancel comments while a job runs
-    _ctx_cache: dict[str, CommentContext] = field(default_factory=dict)
-    _last_cancel_poll: float = -math.inf
+    def __init__(self, cfg: Config, config_path: str, state: StateDir, client: IssueClient,
+                 terminal: Observer = lambda event: None, *, poll_cancels: bool = False):
+        self.cfg, self.config_path, self.state, self.client = cfg, config_path, state, client
+        self.store = state.store
+        self.terminal = terminal
+        self.poll_cancels = poll_cancels  # watch: look for /cancel comments while a job runs
+        self._running: dict[int, CancelToken] = {}  # issue -> the running job's token
+        self._stopped: set[int] = set()              # issues whose job a /cancel stopped
+        self._lock = threading.Lock()
+        self._contexts: dict[str, CommentContext] = {}
 
     @property
     def gh(self) -> GitHubConfig:
@@ -191,18 +215,23 @@ class Bot:
             raise ConfigError(f"{self.config_path}: github: section missing (repo, token_env, …)")
         return self.cfg.github
 
+    def session(self, cfg: Config, config_path: str, *extra: Observer,
+                cancel: CancelToken | None = None) -> jobs.Session:
+        return jobs.Session(cfg, self.state, Events(self.terminal, *extra, cancel=cancel),
+                            config_path=config_path)
+
     def ctx(self, cfg: Config | None = None) -> CommentContext:
         cfg = cfg or self.cfg
         key = str(cfg.source_path)
-        if key not in self._ctx_cache:
+        if key not in self._contexts:
             gh = self.cfg.github
-            self._ctx_cache[key] = CommentContext(
+            self._contexts[key] = CommentContext(
                 repo=gh.repo if gh else "owner/repo", html_url=gh.html_url if gh else "https://github.com",
                 fixtures=fixture_hashes(cfg.fixtures_dir), first_seed=cfg.run.first_seed,
                 max_runs=cfg.run.max_runs)
-        return self._ctx_cache[key]
+        return self._contexts[key]
 
-    # -- entry points ------------------------------------------------------------------------------
+    # -- commands ------------------------------------------------------------------------------
     def resume_interrupted(self) -> None:
         """Finish commands a killed bot had claimed (their jobs resume from the database)."""
         for comment_id in self.store.claimed_commands():
@@ -212,29 +241,25 @@ class Bot:
     def poll(self, issue: int) -> int:
         """Handle the comments on `issue` newer than the stored cursor; return how many were new."""
         key = f"{self.gh.repo}#{issue}"
-        cur = self.store.get_cursor(key) or {}
-        comments = self.publisher.list_new_comments(issue, cur.get("at"))
-        new = [c for c in comments if c.id > int(cur.get("id", 0))]
+        cursor = self.store.cursor(key)
+        comments = self.client.comments(issue, cursor.at if cursor else None)
+        new = [c for c in comments if c.id > (cursor.comment_id if cursor else 0)]
         for c in sorted(new, key=lambda c: c.id):
             self.take(c.id, c.issue_number, c.author, c.author_association, c.body, c.author_type)
-            self.store.put_cursor(key, {"id": c.id, "at": format_since(c.created_at)})
+            self.store.put_cursor(key, Cursor(c.id, format_since(c.created_at)))
         return len(new)
 
     def take(self, comment_id: int, issue: int, author: str, association: str, body: str,
              author_type: str = "User") -> bool:
-        """Claim a comment's command and handle it; False if not a new command."""
-        if self._is_own(author, author_type, body):
+        """Claim a comment's command and handle it; False if it is not a new command."""
+        if not self.claim(comment_id, issue, author, association, body, author_type):
             return False
-        if parse_comment(body, association, author) is None:
-            return False
-        if not self.store.claim_command(comment_id, issue, author, association, body):
-            return False  # handled (or being handled) already
         self.handle_claimed(comment_id)
         return True
 
     def claim(self, comment_id: int, issue: int, author: str, association: str, body: str,
               author_type: str = "User") -> bool:
-        """Claim without handling (webhook thread); True if there is now work to do."""
+        """Record a command before it runs (any thread); True if there is now work to do."""
         if self._is_own(author, author_type, body) or parse_comment(body, association, author) is None:
             return False
         return self.store.claim_command(comment_id, issue, author, association, body)
@@ -243,42 +268,39 @@ class Bot:
         if author_type == "Bot" or "<!-- bisectbot:" in (body or ""):
             return True
         try:
-            login = getattr(self.publisher, "bot_login", None)
+            login = self.client.bot_login
         except GitHubError:
             login = self.cfg.github.bot_login if self.cfg.github else None
         return bool(login) and author.lower() == str(login).lower()
 
     def handle_claimed(self, comment_id: int) -> None:
-        row = self.store.get_command(comment_id)
-        if row is None or row["status"] != "claimed":
+        row = self.store.command(comment_id)
+        if row is None or row.status != "claimed":
             return
-        issue = int(row["issue"])
-        cmd = parse_comment(row["body"], row["association"], row["author"])
+        cmd = parse_comment(row.body, row.association, row.author)
         try:
             if cmd is None:
                 self.store.set_command(comment_id, "done")
             elif isinstance(cmd, Refusal):
-                self._reply(issue, comment_id, cmd.reason)
+                self._reply(row.issue, comment_id, cmd.reason)
                 self.store.set_command(comment_id, "refused")
-            elif isinstance(cmd, CancelCommand):
+            else:
                 self._react(comment_id)
-                self._handle_cancel(issue, comment_id, row["author"])
-            elif isinstance(cmd, BisectCommand):
-                self._react(comment_id)
-                self._handle_bisect(issue, comment_id, cmd, row["author"])
-            elif isinstance(cmd, CheckCommand):
-                self._react(comment_id)
-                self.run_check(cmd.ref or self.gh.default_ref, issue)
-                self.store.set_command(comment_id, "done")
-        except _Refused as r:
-            self._reply(issue, comment_id, str(r))
+                if isinstance(cmd, CancelCommand):
+                    self._handle_cancel(row.issue, comment_id)
+                elif isinstance(cmd, BisectCommand):
+                    self._handle_bisect(row.issue, comment_id, cmd)
+                elif isinstance(cmd, CheckCommand):
+                    self.run_check(cmd.ref or self.gh.default_ref, row.issue)
+                    self.store.set_command(comment_id, "done")
+        except _Refused as refused:
+            self._reply(row.issue, comment_id, str(refused))
             self.store.set_command(comment_id, "refused")
         except BisectbotError as exc:
             log.error("command in comment %s failed: %s", comment_id, exc)
-            self._reply(issue, comment_id, f"Sorry, that failed: {exc}")
+            self._reply(row.issue, comment_id, f"Sorry, that failed: {exc}")
             self.store.set_command(comment_id, "failed")
 
-    # -- commands ------------------------------------------------------------------------------
     def _config_for(self, name: str | None) -> tuple[Config, str]:
         """`config=<name>` → `<configs_dir>/<name>.yaml`, nothing else (no paths, same repo)."""
         if name is None:
@@ -297,107 +319,94 @@ class Bot:
             raise _Refused(f"Sorry, config `{name}` is invalid: {str(exc).split(': ', 1)[-1]}") from None
         if cfg.repo_source != self.cfg.repo_source:
             raise _Refused(f"Sorry, config `{name}` bisects another repository than this bot's.")
-        return cfg, str(path)
+        # the bot's own GitHub section (not part of the experiment): its secrets stay withheld
+        return cfg.model_copy(update={"github": self.cfg.github}), str(path)
 
-    def _resolve(self, cfg: Config, ref: str) -> str:
-        ws = Workspace(cfg.repo_source, self.state.clone_dir)
-        try:
-            return ws.resolve(ref)
-        except RefError:
-            raise _Refused(f"Sorry, ref `{ref}` does not resolve to a commit in {self.gh.repo}.") from None
-
-    def _handle_bisect(self, issue: int, comment_id: int, cmd: BisectCommand, author: str) -> None:
+    def _handle_bisect(self, issue: int, comment_id: int, cmd: BisectCommand) -> None:
         cfg, config_path = self._config_for(cmd.config)
-        Workspace(cfg.repo_source, self.state.clone_dir).sync()
-        good, bad = self._resolve(cfg, cmd.good), self._resolve(cfg, cmd.bad)
-        ws = Workspace(cfg.repo_source, self.state.clone_dir)
+        session = self.session(cfg, config_path)
         try:
-            ws.first_parent_line(good, bad)
+            plan = jobs.plan_bisect(session, cmd.good, cmd.bad)
         except RefError as exc:
+            if exc.unresolved is not None:
+                raise _Refused(f"Sorry, ref `{exc.unresolved}` does not resolve to a commit in {self.gh.repo}.") from None
             raise _Refused(f"Sorry, {exc}.") from None
-        job = job_id("bisect", cfg, good, bad, "bad")
-        self.store.set_command(comment_id, "claimed", job)
-        self.bisect_job(cfg, config_path, issue, good, bad, cmd.good, cmd.bad)
-        self.store.set_command(comment_id, "done", job)
+        self.store.set_command(comment_id, "claimed", plan.job)
+        self.bisect_job(cfg, config_path, plan, issue)
+        self.store.set_command(comment_id, "done", plan.job)
 
-    def bisect_job(self, cfg: Config, config_path: str, issue: int | None, good: str, bad: str,
-                   good_ref: str, bad_ref: str) -> dict[str, Any]:
-        """Run (or resume) one bisect with its job comment; return the stored job result."""
-        job = job_id("bisect", cfg, good, bad, "bad")
-        title = f"bisecting `{good[:12]}`..`{bad[:12]}` ({good_ref}..{bad_ref})"
-        ctx = self.ctx(cfg)
-        if issue is not None:
-            self.store.set_target(job, issue, job, "bisect", {"config": config_path, "title": title,
-                                                              "good_ref": good_ref, "bad_ref": bad_ref})
-            progress: Progress = CommentProgress(
-                self.progress, title, ctx,
-                lambda body: self.publisher.upsert_job_comment(issue, job, body),
-                interval=self.gh.progress_interval, cancelled=lambda: self._cancel_requested(issue))
-            if self.state.get_job(job) is None:
-                try:
-                    self.publisher.upsert_job_comment(issue, job, render_progress(title, "queued", [], ctx))
-                except GitHubError as exc:
-                    log.warning("could not post the queued comment (the job goes on): %s", exc)
-        else:
-            progress = self.progress
-        args = {"good": good, "bad": bad, "good_ref": good_ref, "bad_ref": bad_ref, "find": "bad",
-                "config": config_path}
-        try:
-            run_bisect(cfg, self.state, good, bad, find="bad", progress=progress, config_path=config_path)
-        except JobCancelled as c:
-            if self.state.get_job(job) is None:  # stopped before run_bisect registered it
-                self.state.start_job(job, "bisect", args)
-            self.state.finish_job(job, "cancelled", {"status": "cancelled", "by": c.who})
-        except BisectbotError as exc:
-            row = self.state.get_job(job)
-            if row is None:
-                self.state.start_job(job, "bisect", args)
-            if row is None or row["status"] == "running":
-                self.state.finish_job(job, "failed", {"status": "failed", "message": str(exc)})
-        if issue is not None:
-            self.publish_target(job, issue)
-        row = self.state.get_job(job)
-        assert row is not None
-        return row
-
-    def _handle_cancel(self, issue: int, comment_id: int, author: str) -> None:
+    def _handle_cancel(self, issue: int, comment_id: int) -> None:
         """Acknowledge `/cancel`; a running job already stopped at its next step."""
-        with self.cancel_lock:
-            self.cancel_flags.pop(issue, None)  # not consumed by a job: nothing was running
-            stopped = issue in self.consumed_cancels
-            self.consumed_cancels.discard(issue)
+        with self._lock:
+            stopped = issue in self._stopped
+            self._stopped.discard(issue)
         if not stopped:
             self._reply(issue, comment_id, "Nothing is running for this issue, so there is nothing to cancel.")
         self.store.set_command(comment_id, "done")
 
     def request_cancel(self, issue: int, who: str) -> None:
-        """Ask the running job of `issue` to stop at its next step (thread-safe)."""
-        with self.cancel_lock:
-            self.cancel_flags[issue] = who
+        """Ask the running job of `issue` (if any) to stop at its next step; any thread."""
+        with self._lock:
+            token = self._running.get(issue)
+        if token is not None:
+            token.cancel(who)
 
-    def _cancel_requested(self, issue: int) -> str | None:
-        with self.cancel_lock:
-            who = self.cancel_flags.pop(issue, None)
-        if who is None and self.poll_cancels:
-            who = self._poll_for_cancel(issue)
-        if who is not None:
-            with self.cancel_lock:
-                self.consumed_cancels.add(issue)
-        return who
+    # -- jobs ----------------------------------------------------------------------------------
+    def bisect_job(self, cfg: Config, config_path: str, plan: BisectPlan, issue: int | None) -> JobRow:
+        """Run (or resume) one bisect with its job comment; return its stored job row."""
+        title = f"bisecting `{plan.good[:12]}`..`{plan.bad[:12]}` ({plan.good_ref}..{plan.bad_ref})"
+        token = CancelToken()
+        if issue is None:
+            self._run_bisect(self.session(cfg, config_path, cancel=token), plan)
+            return self._job_row(plan.job)
+        self.store.set_target(plan.job, issue, plan.job, "bisect", {"config": config_path, "title": title,
+                                                                    "good_ref": plan.good_ref, "bad_ref": plan.bad_ref})
+        ctx = self.ctx(cfg)
+        if self.store.job(plan.job) is None:
+            self._best_effort(lambda: self.client.upsert_job_comment(
+                issue, plan.job, render_progress(title, "queued", [], ctx)), "post the queued comment")
+        poll = (lambda: self._poll_for_cancel(issue)) if self.poll_cancels else None
+        if poll is not None and (who := poll()) is not None:
+            token.cancel(who)  # a /cancel already on the issue stops the job before it builds
+        poster = ProgressPoster(lambda body: self.client.upsert_job_comment(issue, plan.job, body),
+                                self.gh.progress_interval, token, poll_cancel=poll)
+        with self._lock:
+            self._running[issue] = token
+        try:
+            with poster:
+                self._run_bisect(self.session(cfg, config_path, CommentObserver(title, ctx, poster.offer),
+                                              cancel=token), plan)
+        finally:
+            with self._lock:
+                self._running.pop(issue, None)
+        row = self._job_row(plan.job)
+        if row.status == "cancelled":
+            with self._lock:
+                self._stopped.add(issue)
+        self.publish_target(plan.job, issue)
+        return row
+
+    def _run_bisect(self, session: jobs.Session, plan: BisectPlan) -> None:
+        """The job records how it ended (done, failed, cancelled); the comment shows it."""
+        try:
+            jobs.run_bisect(session, plan)
+        except (Cancelled, BisectbotError) as exc:
+            log.info("bisect %s ended without a result: %s", plan.job, exc)
+
+    def _job_row(self, job: str) -> JobRow:
+        row = self.store.job(job)
+        assert row is not None, f"job {job} was never started"
+        return row
 
     def _poll_for_cancel(self, issue: int) -> str | None:
-        """watch mode: while a job runs, look (throttled) for a `/cancel` on its issue."""
-        now = time.monotonic()
-        if now - self._last_cancel_poll < max(self.gh.progress_interval, 5.0):
-            return None
-        self._last_cancel_poll = now
+        """watch mode: a `/cancel` on the issue since the cursor, claimed here (it needs no reply)."""
         try:
-            cur = self.store.get_cursor(f"{self.gh.repo}#{issue}") or {}
-            comments = self.publisher.list_new_comments(issue, cur.get("at"))
+            cursor = self.store.cursor(f"{self.gh.repo}#{issue}")
+            comments = self.client.comments(issue, cursor.at if cursor else None)
         except GitHubError:
             return None
         for c in comments:
-            if c.id <= int(cur.get("id", 0)) or self._is_own(c.author, c.author_type, c.body):
+            if c.id <= (cursor.comment_id if cursor else 0) or self._is_own(c.author, c.author_type, c.body):
                 continue
             if isinstance(parse_comment(c.body, c.author_association, c.author), CancelCommand):
                 if self.store.claim_command(c.id, issue, c.author, c.author_association, c.body):
@@ -407,39 +416,36 @@ class Bot:
         return None
 
     # -- check ---------------------------------------------------------------------------------
-    def last_good_key(self) -> str:
-        return f"check:last-good:{self.cfg.name}"
-
     def run_check(self, ref: str, issue: int | None) -> CheckOutcome:
         """Test `ref`; record it as last known good, or raise the alarm and bisect from there."""
-        result = run_test(self.cfg, self.state, ref, progress=self.progress, config_path=self.config_path)
-        sha, verdict, date = result["commit"], result["verdict"], _now()
-        stored = self.state.get_kv(self.last_good_key())
-        last_good = json.loads(stored)["sha"] if stored else None
-        out = CheckOutcome(result, last_good=last_good)
-        if verdict == "good":
-            self.state.put_kv(self.last_good_key(), json.dumps({"sha": sha, "ref": ref, "date": date}))
+        date = _now()
+        result = jobs.run_check(self.session(self.cfg, self.config_path), ref, date=date)
+        report = result.test
+        out = CheckOutcome(report, last_good=result.last_good.sha if result.last_good else None)
+        broken = report.verdict is Verdict.BAD
         if issue is not None:
-            self.store.set_target(STATUS_MARKER, issue, result["job"], "status",
-                                  {"date": date, "alarm": verdict == "bad", "config": self.config_path})
+            self.store.set_target(STATUS_MARKER, issue, report.job, "status",
+                                  {"date": date, "alarm": broken, "config": self.config_path})
             out.published &= self.publish_target(STATUS_MARKER, issue)
-            if verdict == "bad":
-                self.store.set_target(result["job"], issue, result["job"], "alarm",
-                                      {"date": date, "last_good": last_good, "config": self.config_path})
-                out.published &= self.publish_target(result["job"], issue)
-        if verdict == "bad" and last_good and last_good != sha:
-            row = self.bisect_job(self.cfg, self.config_path, issue, last_good, sha, last_good[:12], ref)
-            out.bisect = row["result"] if row["status"] == "done" else None
-            if row["status"] != "done":
-                out.bisect_error = (row["result"] or {}).get("message", row["status"])
+            if broken:
+                self.store.set_target(report.job, issue, report.job, "alarm",
+                                      {"date": date, "last_good": out.last_good, "config": self.config_path})
+                out.published &= self.publish_target(report.job, issue)
+        if result.bisect is not None:
+            row = self.bisect_job(self.cfg, self.config_path, result.bisect, issue)
+            outcome = load_result(row.kind, row.status, row.result)
+            if isinstance(outcome, BisectReport):
+                out.bisect = outcome
+            else:
+                out.bisect_error = outcome.message if isinstance(outcome, JobStop) and outcome.message else row.status
             if issue is not None:
-                target = self.store.get_target(row["id"], issue)
-                out.published &= bool(target and target["published"])
+                target = self.store.target(row.id, issue)
+                out.published &= bool(target and target.published)
         return out
 
     # -- publishing ----------------------------------------------------------------------------
-    def render(self, target: Mapping[str, Any], job: Mapping[str, Any]) -> str:
-        extra = target["extra"]
+    def render(self, target: TargetRow, job: JobRow) -> str:
+        extra = target.extra
         cfg = self.cfg
         if extra.get("config") and extra["config"] != self.config_path:
             try:
@@ -447,29 +453,29 @@ class Bot:
             except ConfigError:
                 cfg = self.cfg
         ctx = self.ctx(cfg)
-        result = job["result"] or {}
-        if target["kind"] == "status":
+        result = load_result(job.kind, job.status, job.result)
+        if isinstance(result, TestReport) and target.kind == "status":
             return render_status(result, ctx, date=extra.get("date", ""), alarm=bool(extra.get("alarm")))
-        if target["kind"] == "alarm":
+        if isinstance(result, TestReport) and target.kind == "alarm":
             return render_alarm(result, ctx, last_good=extra.get("last_good"), date=extra.get("date", ""))
-        if job["status"] == "done":  # the refs as the user gave them (the job ran on their shas)
-            refs = {k: extra[k] for k in ("good_ref", "bad_ref") if extra.get(k)}
-            return render_bisect({**result, **refs}, ctx)
-        if job["status"] == "cancelled":
-            return render_cancelled(extra.get("title", "bisect"), result.get("by"), ctx)
-        return render_failed(job["kind"], job["args"], result.get("message", job["status"]), ctx)
+        if isinstance(result, BisectReport):  # the refs as the user gave them (the job ran on their shas)
+            return render_bisect(replace(result, good_ref=extra.get("good_ref") or result.good_ref,
+                                         bad_ref=extra.get("bad_ref") or result.bad_ref), ctx)
+        if isinstance(result, JobStop) and result.status == "cancelled":
+            return render_cancelled(extra.get("title", "bisect"), result.by, ctx)
+        message = result.message if isinstance(result, JobStop) and result.message else job.status
+        return render_failed(job.kind, job.args, message, ctx)
 
     def publish_target(self, marker: str, issue: int) -> bool:
         """Post the final body of one comment target; False (kept for later) if GitHub fails."""
-        target = self.store.get_target(marker, issue)
-        job = self.state.get_job(target["job"]) if target else None
-        if target is None or job is None or job["status"] == "running":
+        target = self.store.target(marker, issue)
+        job = self.store.job(target.job) if target else None
+        if target is None or job is None or job.status == "running":
             return False
         try:
-            cid = self.publisher.upsert_job_comment(issue, marker, self.render(target, job))
+            cid = self.client.upsert_job_comment(issue, marker, self.render(target, job))
         except GitHubError as exc:
             log.error("publishing %s on #%s failed, kept for `bisectbot publish`: %s", marker, issue, exc)
-            self.progress.step(f"publishing {marker} on #{issue} failed (kept in the state database): {exc}")
             return False
         self.store.mark_target_published(marker, issue, cid)
         return True
@@ -485,26 +491,22 @@ class Bot:
         return ok, failed
 
     # -- small GitHub actions (never fatal) ------------------------------------------------------
-    def _react(self, comment_id: int) -> None:
+    def _best_effort(self, call: Callable[[], object], what: str) -> None:
         try:
-            self.publisher.react(comment_id, "eyes")
+            call()
         except GitHubError as exc:
-            log.warning("could not react to comment %s: %s", comment_id, exc)
+            log.warning("could not %s (the job goes on): %s", what, exc)
+
+    def _react(self, comment_id: int) -> None:
+        self._best_effort(lambda: self.client.react(comment_id, "eyes"), f"react to comment {comment_id}")
 
     def _reply(self, issue: int, comment_id: int, text: str) -> None:
-        try:
-            self.publisher.post_comment(issue, text, f"reply-{comment_id}")
-        except GitHubError as exc:
-            log.warning("could not reply to comment %s: %s", comment_id, exc)
-
-
-class _Refused(BisectbotError):
-    """A command that passed parsing but cannot run (unknown ref, unknown config): one line."""
+        self._best_effort(lambda: self.client.post_comment(issue, text, f"reply-{comment_id}"),
+                          f"reply to comment {comment_id}")
 
 
 # -- watch and serve -------------------------------------------------------------------------------
-def watch(bot: Bot, issue: int, *, once: bool, interval: float,
-          stop: threading.Event | None = None) -> None:
+def watch(bot: Bot, issue: int, *, once: bool, interval: float, stop: threading.Event | None = None) -> None:
     """Poll `issue` for commands: resume claimed ones, post pending results, handle new ones."""
     stop = stop or threading.Event()
     bot.poll_cancels = True
@@ -524,26 +526,22 @@ def watch(bot: Bot, issue: int, *, once: bool, interval: float,
 class BotServer:
     """`bisectbot serve`: webhooks in on HTTP threads, jobs run one at a time on a worker thread.
 
-    The HTTP thread verifies, de-duplicates (SQLite delivery store), claims the command and
-    queues its comment id; the worker owns the `State` (SQLite connections are per thread).
-    On start the worker first resumes commands a previous server had claimed.
+    The HTTP thread verifies, de-duplicates (delivery ids in the state database), claims the
+    command and queues its comment id; `/cancel` also reaches the running job at once. On start
+    the worker first resumes commands a previous server had claimed.
     """
 
-    def __init__(self, cfg: Config, config_path: str, state_dir: Path, publisher: Publisher,
+    def __init__(self, cfg: Config, config_path: str, state_dir: Path, client: IssueClient,
                  secret: bytes, *, host: str = "127.0.0.1", port: int = 0,
-                 progress: Progress | None = None):
+                 terminal: Observer = lambda event: None):
         from bisectbot.github.webhook import make_webhook_server
 
-        self.cfg, self.config_path, self.state_dir = cfg, config_path, Path(state_dir)
-        self.publisher, self.progress = publisher, progress or Progress(quiet=True)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.store = BotStore(self.state_dir)
+        self.cfg = cfg
+        self.state = StateDir(state_dir)
+        self.bot = Bot(cfg, config_path, self.state, client, terminal)
         self.jobs: queue.Queue[int | None] = queue.Queue()
-        self.cancel_flags: dict[int, str] = {}
-        self.cancel_lock = threading.Lock()
-        self.ready = threading.Event()
         self.error: BaseException | None = None
-        self.httpd = make_webhook_server(host, port, secret, self.on_command, self.store)
+        self.httpd = make_webhook_server(host, port, secret, self.on_command, self.state.store)
         self._threads: list[threading.Thread] = []
 
     @property
@@ -559,31 +557,22 @@ class BotServer:
         c, issue = payload["comment"], int((payload.get("issue") or {}).get("number", 0))
         user = c.get("user") or {}
         body, assoc, login = str(c.get("body") or ""), str(c.get("author_association") or ""), str(user.get("login") or "")
-        if "<!-- bisectbot:" in body or not issue:
+        if not issue:
             return
-        cmd = parse_comment(body, assoc, login)
-        if cmd is None:
-            return
-        if isinstance(cmd, CancelCommand):
-            with self.cancel_lock:
-                self.cancel_flags[issue] = login
-        if self.store.claim_command(int(c["id"]), issue, login, assoc, body):
+        if isinstance(parse_comment(body, assoc, login), CancelCommand) and "<!-- bisectbot:" not in body:
+            self.bot.request_cancel(issue, login)
+        if self.bot.claim(int(c["id"]), issue, login, assoc, body, str(user.get("type") or "User")):
             self.jobs.put(int(c["id"]))
 
     def _work(self) -> None:
         try:
-            with State(self.state_dir) as state:
-                bot = Bot(self.cfg, self.config_path, state, self.store, self.publisher, self.progress,
-                          cancel_flags=self.cancel_flags, cancel_lock=self.cancel_lock)
-                self.ready.set()
-                bot.resume_interrupted()
-                bot.publish_pending()
-                while (item := self.jobs.get()) is not None:
-                    bot.handle_claimed(item)
-                    bot.publish_pending()
-        except BaseException as exc:  # surfaced by serve_forever / tests
+            self.bot.resume_interrupted()
+            self.bot.publish_pending()
+            while (item := self.jobs.get()) is not None:
+                self.bot.handle_claimed(item)
+                self.bot.publish_pending()
+        except BaseException as exc:  # surfaced by `serve`
             self.error = exc
-            self.ready.set()
             log.exception("bisectbot worker stopped")
 
     def start(self) -> "BotServer":
@@ -591,9 +580,6 @@ class BotServer:
         http = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         self._threads = [worker, http]
         worker.start()
-        self.ready.wait(60)
-        if self.error is not None:
-            raise self.error
         http.start()
         return self
 
@@ -602,13 +588,4 @@ class BotServer:
         self.httpd.server_close()
         self.jobs.put(None)
         self._threads[0].join(timeout=600)
-        self.store.close()
-
-    def wait_idle(self, timeout: float = 120) -> bool:
-        """Tests: wait until every claimed command was handled."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.jobs.empty() and not self.store.claimed_commands():
-                return True
-            time.sleep(0.05)
-        return False
+        self.state.close()

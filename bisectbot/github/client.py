@@ -1,24 +1,21 @@
-"""The GitHub edge: post and update bisect results on issues, read new command comments.
+"""The GitHub edge: a thin client for the issue comments the bot reads and writes.
 
 Why it looks like this:
 
+* **github3.py's public API.** Issues, comments, edits, the bot's own identity and GitHub App
+  tokens go through github3.py's documented calls; its session (a `requests.Session`) is used
+  directly only where github3.py has no call (reactions).
 * **One comment per job.** Every job comment starts with a hidden marker
-  ``<!-- bisectbot:job=JOB_ID -->``. Before *every* create we re-list the issue's comments
-  and look for the marker among the bot's own comments, so a create retried after a
-  dropped connection (the write may have happened), or a restarted bot, edits the
-  existing comment instead of posting a second one.
-* **Bounded, polite retries.** Every API call goes through :meth:`GitHubPublisher._call`
-  (tenacity): ``Retry-After`` and ``x-ratelimit-reset`` are honoured, 5xx / 429 /
-  secondary rate limits / dropped connections back off exponentially with jitter, a
-  plain permission 403, 404 or 422 is never retried, and the whole call gives up after
-  ``RetryPolicy.give_up_after`` seconds with a one-line :class:`~bisectbot.errors.GitHubError`
-  naming the method and URL (never the token).
-* **github3.py 4.0.1 gaps handled here:** no reactions call (sent through its session),
-  no repository-wide comment listing (its paginating iterator is used directly), a
-  timezone-aware ``since`` is formatted as ``...+00:00Z`` (we pass ``YYYY-MM-DDTHH:MM:SSZ``),
-  and PyJWT refuses an integer app id (we pass it as a string).
-* **Dry run.** :class:`DryRunPublisher` has the same interface and writes what would be
-  posted; :func:`make_publisher` picks it when no credentials are configured.
+  ``<!-- bisectbot:job=JOB_ID -->``. Before *every* create the issue's comments are listed again
+  and the marker looked for among the bot's own, so a create retried after a dropped connection
+  (the write may have happened), or a restarted bot, edits the existing comment instead.
+* **Bounded, polite retries** (tenacity): ``Retry-After`` and ``x-ratelimit-reset`` are waited
+  for, 5xx / 429 / secondary rate limits / dropped connections back off exponentially with
+  jitter, a plain permission 403, 404 or 422 is never retried, and the whole call gives up
+  before ``RetryPolicy.give_up_after`` seconds with a one-line :class:`GitHubError` naming the
+  method and URL (never the token). Every call passes through :meth:`GitHubClient._call`.
+* **Dry run.** :class:`DryRunClient` has the same interface and writes what would be posted;
+  :func:`make_client` picks it when no credentials are configured.
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import random
 import re
 import sys
 import threading
@@ -34,17 +30,17 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol, TextIO, TypeVar, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, TextIO, TypeVar, runtime_checkable
 
 import github3
 import github3.exceptions as gh_exc
 import requests
 import tenacity
 from github3.issues.comment import IssueComment
-from github3.session import AppInstallationTokenAuth
+from github3.session import AppInstallationTokenAuth, GitHubSession
 
+from bisectbot.config import Config
 from bisectbot.errors import GitHubError
-from bisectbot.edges.procs import treat_as_secret
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +52,6 @@ JOB_MARKER = "<!-- bisectbot:job={} -->"
 REPLY_MARKER = "<!-- bisectbot:reply={} -->"
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
 _KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
-_LOGIN_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 _REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _SINCE_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 
@@ -80,8 +75,10 @@ class Comment:
 
 
 @runtime_checkable
-class Publisher(Protocol):
-    """What the CLI (watch/serve/check/publish) needs from GitHub; real or dry run."""
+class IssueClient(Protocol):
+    """What the bot needs from GitHub; the real client or the dry run."""
+
+    bot_login: str
 
     def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
         """Create the job's comment once, then edit it in place; return its id."""
@@ -95,8 +92,8 @@ class Publisher(Protocol):
         """Add a reaction (acknowledge a command) to a comment."""
         ...
 
-    def list_new_comments(self, issue: int | None, since: int | datetime | str | None = None) -> list[Comment]:
-        """Comments newer than ``since`` (a comment id, or an inclusive timestamp)."""
+    def comments(self, issue: int, since: int | datetime | str | None = None) -> list[Comment]:
+        """Comments newer than ``since`` (a comment id, or an inclusive timestamp), oldest first."""
         ...
 
 
@@ -104,10 +101,9 @@ class Publisher(Protocol):
 class RetryPolicy:
     """How long and how often to retry. Tests shrink every number; defaults suit github.com.
 
-    ``give_up_after`` bounds the whole call (attempts plus waits; it is checked between
-    attempts, so one attempt in flight can overrun it by up to the HTTP timeout). A server-requested
-    wait (``Retry-After``, rate-limit reset) that would overrun it makes us give up at
-    once rather than sleep uselessly. ``max_wait`` caps one exponential-backoff wait.
+    ``give_up_after`` bounds the whole call (attempts plus waits): a wait that would end past it
+    (including one the server asked for) is not started, and the call fails at once. One attempt
+    in flight can overrun it by up to the HTTP timeout. ``max_wait`` caps one backoff wait.
     """
 
     give_up_after: float = 120.0
@@ -116,7 +112,12 @@ class RetryPolicy:
     secondary_wait: float = 60.0  # GitHub: wait >= 1 minute after a secondary limit without Retry-After
     reset_slack: float = 1.0  # added to x-ratelimit-reset to absorb clock skew
     sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def of(cls, gh: Any) -> "RetryPolicy":
+        """From the config's github section."""
+        return cls(give_up_after=gh.retry_give_up_after, backoff_base=gh.retry_backoff,
+                   max_wait=gh.retry_max_wait, secondary_wait=min(60.0, gh.retry_give_up_after / 2))
 
 
 @dataclass(frozen=True)
@@ -217,25 +218,29 @@ def fit_body(markdown: str, limit: int = BODY_LIMIT) -> str:
 
 
 @dataclass(frozen=True)
-class _Verdict:
+class _Failure:
+    """What a failed call says about retrying, and whether GitHub said how long to wait."""
+
     retry: bool
     server_wait: float | None = None  # seconds the server asked for, if any
     secondary: bool = False
     reset: bool = False  # server_wait comes from x-ratelimit-reset (add clock-skew slack)
 
 
-def _classify(exc: BaseException) -> _Verdict:
+def _classify(exc: BaseException | None) -> _Failure:
     """Decide whether a failed call is worth retrying, and whether GitHub said how long to wait."""
+    if exc is None:
+        return _Failure(retry=False)
     if isinstance(exc, gh_exc.TransportError):  # includes ConnectionError (dropped socket, timeout)
         inner = getattr(exc, "exception", None)
         transient = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
-        return _Verdict(retry=isinstance(inner, transient))
+        return _Failure(retry=isinstance(inner, transient))
     if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
-        return _Verdict(retry=True)
+        return _Failure(retry=True)
     if isinstance(exc, gh_exc.AppInstallationTokenExpired):
-        return _Verdict(retry=True, server_wait=0.0)
+        return _Failure(retry=True, server_wait=0.0)
     if not isinstance(exc, gh_exc.GitHubError) or getattr(exc, "response", None) is None:
-        return _Verdict(retry=False)
+        return _Failure(retry=False)
     resp = exc.response
     status = resp.status_code
     headers = resp.headers
@@ -243,20 +248,37 @@ def _classify(exc: BaseException) -> _Verdict:
     remaining = headers.get("X-RateLimit-Remaining")
     message = str(getattr(exc, "msg", "") or "").lower()
     if status < 400:  # unparseable 2xx body: a proxy hiccup
-        return _Verdict(retry=True)
+        return _Failure(retry=True)
     if status in (403, 429):
         if retry_after is not None:
-            return _Verdict(retry=True, server_wait=retry_after, secondary=True)
+            return _Failure(retry=True, server_wait=retry_after, secondary=True)
         if remaining == "0":
             reset = _float_header(headers, "X-RateLimit-Reset")
             wait = max(0.0, reset - time.time()) if reset is not None else None
-            return _Verdict(retry=True, server_wait=wait, reset=wait is not None)
+            return _Failure(retry=True, server_wait=wait, reset=wait is not None)
         if "secondary rate limit" in message or status == 429:
-            return _Verdict(retry=True, secondary=True)
-        return _Verdict(retry=False)  # a plain permission refusal: retrying cannot help
+            return _Failure(retry=True, secondary=True)
+        return _Failure(retry=False)  # a plain permission refusal: retrying cannot help
     if status >= 500:
-        return _Verdict(retry=True, server_wait=retry_after)
-    return _Verdict(retry=False)  # 401, 404, 410, 422, ...
+        return _Failure(retry=True, server_wait=retry_after)
+    return _Failure(retry=False)  # 401, 404, 410, 422, ...
+
+
+class _GitHubWait(tenacity.wait.wait_base):
+    """Wait as GitHub asked (Retry-After, the rate-limit reset); at least `secondary_wait` after
+    a secondary rate limit; otherwise tenacity's exponential backoff with full jitter."""
+
+    def __init__(self, policy: RetryPolicy):
+        self.policy = policy
+        self.backoff = tenacity.wait_random_exponential(multiplier=policy.backoff_base, max=policy.max_wait)
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        outcome = retry_state.outcome
+        failure = _classify(outcome.exception() if outcome else None)
+        if failure.server_wait is not None:
+            return failure.server_wait + (self.policy.reset_slack if failure.reset else 0.0)
+        backoff = self.backoff(retry_state)
+        return max(backoff, self.policy.secondary_wait) if failure.secondary else backoff
 
 
 def _float_header(headers: Mapping[str, str], name: str) -> float | None:
@@ -297,8 +319,8 @@ def _request_of(exc: BaseException) -> tuple[str, str] | None:
 # --------------------------------------------------------------------------- the client
 
 
-class GitHubPublisher:
-    """github3.py client for one repository, with retries and job-comment upserts."""
+class GitHubClient:
+    """github3.py client for the issues of one repository, with retries and job-comment upserts."""
 
     def __init__(
         self,
@@ -323,13 +345,13 @@ class GitHubPublisher:
         self._app_key: bytes | None = None
         self._bot_login = bot_login
         self._lock = threading.RLock()
-        self._job_ids: dict[tuple[int, str], int] = {}
+        self._known: dict[tuple[int, str], IssueComment] = {}  # (issue, marker) -> our comment
         self._issues: dict[int, Any] = {}
-        session = github3.session.GitHubSession(default_connect_timeout=min(timeout, 10.0), default_read_timeout=timeout)
-        # github3.GitHubEnterprise appends /api/v3 to a host URL; setting base_url on a
-        # plain GitHub session takes any API root (github.com, GHE, the test server).
+        session = GitHubSession(default_connect_timeout=min(timeout, 10.0), default_read_timeout=timeout)
+        # github3.GitHubEnterprise appends /api/v3 to a host URL; the session's base_url takes any
+        # API root as it is (github.com, GitHub Enterprise, the test stand-in).
+        session.base_url = self.api_url
         self._gh = github3.GitHub(session=session)
-        self._gh.session.base_url = self.api_url
         if token is not None:
             self._gh.login(token=token)
         else:
@@ -354,29 +376,12 @@ class GitHubPublisher:
                 return
         assert self._app_key is not None
         log.info("minting a GitHub App installation token for installation %s", self._app.installation_id)
+        # PyJWT refuses an integer app id: pass it as a string
         self._gh.login_as_app_installation(self._app_key, str(self._app.app_id), self._app.installation_id, expire_in=60)
 
     def _call(self, method: str, url: str, fn: Callable[[], T]) -> T:
         """Run one logical API call with bounded retries; raise a one-line GitHubError."""
         policy = self.retry
-        start = policy.clock()
-        asked: list[float] = []
-
-        def wait(rs: tenacity.RetryCallState) -> float:
-            exc = rs.outcome.exception() if rs.outcome else None
-            v = _classify(exc) if exc else _Verdict(retry=False)
-            backoff = min(policy.max_wait, policy.backoff_base * 2 ** (rs.attempt_number - 1))
-            backoff *= random.uniform(0.5, 1.0)
-            if v.server_wait is not None:
-                w = v.server_wait + (policy.reset_slack if v.reset else 0.0)
-                asked.append(w)
-                return w
-            if v.secondary:
-                return max(backoff, policy.secondary_wait)
-            return backoff
-
-        def stop(rs: tenacity.RetryCallState) -> bool:
-            return (policy.clock() - start) + rs.upcoming_sleep > policy.give_up_after
 
         def attempt() -> T:
             with self._lock:
@@ -385,19 +390,23 @@ class GitHubPublisher:
 
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(lambda e: _classify(e).retry),
-            wait=wait,
-            stop=stop,
+            wait=_GitHubWait(policy),
+            stop=tenacity.stop_before_delay(policy.give_up_after),
             sleep=policy.sleep,
             reraise=True,
         )
+        start = time.monotonic()
         try:
             return retrying(attempt)
         except (gh_exc.GitHubException, requests.RequestException) as exc:
+            failure = _classify(exc)
             attempts = retrying.statistics.get("attempt_number", 1)
-            elapsed = policy.clock() - start
+            elapsed = time.monotonic() - start
             where = _request_of(exc) or (method, url)
-            extra = f"; server asked to wait {asked[-1]:.0f} s" if asked and asked[-1] > policy.give_up_after - elapsed else ""
-            tries = f" (gave up after {attempts} attempts in {elapsed:.1f} s{extra})" if _classify(exc).retry else ""
+            asked = failure.server_wait
+            extra = (f"; server asked to wait {asked:.0f} s"
+                     if asked is not None and asked > policy.give_up_after - elapsed else "")
+            tries = f" (gave up after {attempts} attempts in {elapsed:.1f} s{extra})" if failure.retry else ""
             err = GitHubError(f"GitHub {where[0]} {where[1]} failed: {_describe(exc)}{tries}")
             resp = getattr(exc, "response", None)
             err.status = resp.status_code if resp is not None else None  # type: ignore[attr-defined]
@@ -406,29 +415,27 @@ class GitHubPublisher:
     # ------------------------------------------------------------------ identity
     @property
     def bot_login(self) -> str:
-        """Whose comments count as ours (marker search ignores everyone else's)."""
+        """Whose comments count as ours (the marker search ignores everyone else's)."""
         if self._bot_login is None:
             self._bot_login = self._resolve_bot_login()
         return self._bot_login
 
     def _resolve_bot_login(self) -> str:
         if self._app is not None:
-            from github3 import apps
+            app, key = self._app, self._app_key
 
-            url = f"{self.api_url}/app"
+            def slug() -> str:
+                # GET /app takes the App's own JWT; the installation token is put back after
+                installation = self._gh.session.auth
+                self._gh.login_as_app(key, str(app.app_id), expire_in=60)
+                try:
+                    return str(self._gh.authenticated_app().slug)
+                finally:
+                    self._gh.session.auth = installation
 
-            def get_app() -> Any:
-                assert self._app is not None and self._app_key is not None
-                jwt = apps.create_token(self._app_key, str(self._app.app_id), expire_in=60)
-                bearer = github3.session.AppBearerTokenAuth(jwt, 60)
-                # request-level auth wins over the session's installation token
-                resp = self._gh._request("get", url, auth=bearer, headers=apps.APP_PREVIEW_HEADERS)
-                return self._gh._json(resp, 200)
-
-            return f"{self._call('GET', url, get_app)['slug']}[bot]"
-        url = f"{self.api_url}/user"
+            return f"{self._call('GET', f'{self.api_url}/app', slug)}[bot]"
         try:
-            return self._call("GET", url, lambda: self._gh.me()).login
+            return str(self._call("GET", f"{self.api_url}/user", lambda: self._gh.me()).login)
         except GitHubError as e:
             if getattr(e, "status", None) == 403:  # an Actions GITHUB_TOKEN cannot read /user
                 return "github-actions[bot]"
@@ -441,68 +448,38 @@ class GitHubPublisher:
         if number not in self._issues:
             url = self._url("issues", number)
             issue = self._call("GET", url, lambda: self._gh.issue(self.owner, self.name, number))
-            if issue is None:
+            if issue is None:  # github3 answers None for an issue it cannot read
                 raise GitHubError(f"GitHub GET {url} failed: no such issue")
             self._issues[number] = issue
         return self._issues[number]
 
-    def get_comment(self, comment_id: int) -> Comment:
-        url = self._url("issues", "comments", int(comment_id))
-        data = self._call("GET", url, lambda: self._gh._json(self._gh._get(url), 200))
-        return _to_comment(IssueComment(data, self._gh))
+    def comments(self, issue: int, since: int | datetime | str | None = None) -> list[Comment]:
+        """Comments on one issue, oldest first, through every page.
 
-    def list_comments_since(self, issue: int | None, since: int | datetime | str | None = None) -> list[Comment]:
-        """Comments on one issue (or the whole repo with ``issue=None``), oldest first.
-
-        ``since`` is a comment id (strictly newer ones are returned) or a timestamp
-        (GitHub's filter: updated at or after it, second resolution — callers dedupe by id).
-        Follows ``Link: rel="next"`` through every page.
+        ``since`` is a comment id (strictly newer ones are returned) or a timestamp (GitHub's
+        filter: updated at or after it, second resolution — callers dedupe by id).
         """
-        params: dict[str, str] = {}
-        since_id: int | None = None
         if isinstance(since, bool):
             raise TypeError("since must be a comment id or a timestamp")
-        if isinstance(since, int):
-            since_id = since
-        elif since is not None:
-            params["since"] = format_since(since)
-        url = self._url("issues", int(issue), "comments") if issue is not None else self._url("issues", "comments")
-
-        def fetch() -> list[Comment]:
-            it = self._gh._iter(-1, url, IssueComment, dict(params))
-            return [_to_comment(c) for c in it]
-
-        comments = self._call("GET", url, fetch)
+        since_id = since if isinstance(since, int) else None
+        stamp = format_since(since) if since is not None and since_id is None else None
+        target = self.issue(issue)
+        url = self._url("issues", int(issue), "comments")
+        found = self._call("GET", url, lambda: [_to_comment(c) for c in target.comments(since=stamp)])
         if since_id is not None:
-            comments = [c for c in comments if c.id > since_id]
-        return sorted(comments, key=lambda c: c.id)
-
-    def list_new_comments(self, issue: int | None, since: int | datetime | str | None = None) -> list[Comment]:
-        return self.list_comments_since(issue, since)
-
-    def author_permission(self, login: str) -> str:
-        """admin / maintain / write / triage / read / none — for authors whose
-        ``author_association`` undersells them (e.g. private org membership)."""
-        if not _LOGIN_RE.fullmatch(login):
-            return "none"
-        url = self._url("collaborators", login, "permission")
-        try:
-            data = self._call("GET", url, lambda: self._gh._json(self._gh._get(url), 200))
-        except GitHubError as e:
-            if getattr(e, "status", None) == 404:
-                return "none"
-            raise
-        return str(data.get("role_name") or data.get("permission") or "none")
+            found = [c for c in found if c.id > since_id]
+        return sorted(found, key=lambda c: c.id)
 
     # ------------------------------------------------------------------ writes
     def react(self, comment_id: int, content: str = "eyes") -> None:
-        """github3 4.0.1 has no reactions call; POST through its session (idempotent on GitHub)."""
+        """github3.py has no reactions call: POST through its session (idempotent on GitHub)."""
         if content not in REACTIONS:
             raise ValueError(f"unknown reaction {content!r}")
         url = self._url("issues", "comments", int(comment_id), "reactions")
 
         def post() -> None:
-            resp = self._gh._post(url, data={"content": content}, headers={"Accept": "application/vnd.github+json"})
+            resp = self._gh.session.post(url, json={"content": content},
+                                         headers={"Accept": "application/vnd.github+json"})
             if resp.status_code not in (200, 201):
                 raise gh_exc.error_for(resp)
 
@@ -523,44 +500,44 @@ class GitHubPublisher:
 
     def _create_once(self, issue: int, marker: str, body: str, *, edit: bool) -> int:
         full = fit_body(f"{marker}\n{body}")
-        comments_url = self._url("issues", issue, "comments")
-        cache_key = (issue, marker)
-        known = self._job_ids.get(cache_key)
-        if known is not None and edit:
-            if self._patch(known, full):
-                return known
-            self._job_ids.pop(cache_key, None)  # deleted by someone: find or create again
-        elif known is not None:
-            return known
+        key = (issue, marker)
+        known = self._known.get(key)
+        if known is not None and not edit:
+            return int(known.id)
+        if known is not None:
+            url = self._url("issues", "comments", known.id)
+            if self._call("PATCH", url, lambda: _edit(known, full)):
+                return int(known.id)
+            self._known.pop(key, None)  # deleted by someone: find or create again
+        target = self.issue(issue)
         me = self.bot_login.lower()
 
-        def find_or_create() -> int:
+        def find_or_create() -> IssueComment:
             # Re-list before every create: a previous attempt may have written the comment
             # before its connection dropped, or a previous run may have.
-            it = self._gh._iter(-1, comments_url, IssueComment, {})
-            ours = [c for c in it if c.user.login.lower() == me and marker in (c.body or "")]
+            ours = [c for c in target.comments() if c.user.login.lower() == me and marker in (c.body or "")]
             if ours:
                 first = min(ours, key=lambda c: c.id)
-                if edit and first.body != full:
-                    self._gh._json(self._gh._patch(first._api, json={"body": full}), 200)
-                return int(first.id)
-            data = self._gh._json(self._gh._post(comments_url, data={"body": full}), 201)
-            return int(data["id"])
+                if not edit or _edit(first, full):
+                    return first
+            created = target.create_comment(full)
+            if created is None:
+                raise GitHubError(f"GitHub POST {self._url('issues', issue, 'comments')} failed: no comment was created")
+            return created
 
-        cid = self._call("POST", comments_url, find_or_create)
-        self._job_ids[cache_key] = cid
-        return cid
+        comment = self._call("POST", self._url("issues", issue, "comments"), find_or_create)
+        self._known[key] = comment
+        return int(comment.id)
 
-    def _patch(self, comment_id: int, full: str) -> bool:
-        """Edit a known comment; False if it no longer exists."""
-        url = self._url("issues", "comments", comment_id)
-        try:
-            self._call("PATCH", url, lambda: self._gh._json(self._gh._patch(url, json={"body": full}), 200))
-        except GitHubError as e:
-            if getattr(e, "status", None) == 404:
-                return False
-            raise
+
+def _edit(comment: IssueComment, body: str) -> bool:
+    """Put `body` in the comment (no request when it is there already); False if it is gone."""
+    if comment.body == body:
         return True
+    try:
+        return bool(comment.edit(body))
+    except gh_exc.NotFoundError:
+        return False
 
 
 def _to_comment(c: IssueComment) -> Comment:
@@ -591,7 +568,7 @@ def format_since(since: datetime | str) -> str:
 # --------------------------------------------------------------------------- dry run
 
 
-class DryRunPublisher:
+class DryRunClient:
     """Same interface, posts nothing: writes what would be posted (no credentials needed)."""
 
     def __init__(self, out: TextIO | str | Path | None = None, repo: str = "owner/repo") -> None:
@@ -642,57 +619,30 @@ class DryRunPublisher:
             raise ValueError(f"unknown reaction {content!r}")
         self._write(f"--- dry run: would react {content} to comment {comment_id} ---\n")
 
-    def list_new_comments(self, issue: int | None, since: int | datetime | str | None = None) -> list[Comment]:
+    def comments(self, issue: int, since: int | datetime | str | None = None) -> list[Comment]:
         return []  # nothing to read without credentials
-
-    def author_permission(self, login: str) -> str:
-        return "none"
 
 
 # --------------------------------------------------------------------------- factory
 
 
-@dataclass(frozen=True)
-class GitHubSettings:
-    """What the config says about GitHub; :func:`make_publisher` turns it into a Publisher."""
-
-    repo: str
-    api_url: str = DEFAULT_API_URL
-    token_env: str = "GITHUB_TOKEN"
-    app_id: str | None = None
-    private_key_path: Path | None = None
-    installation_id: int | None = None
-    bot_login: str | None = None
-    dry_run_out: str | Path | None = None  # where the dry run writes (stdout if None)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-
-
-def make_publisher(settings: GitHubSettings, env: Mapping[str, str] | None = None) -> GitHubPublisher | DryRunPublisher:
-    """A real publisher when credentials are configured, else a dry run (logged, never silent)."""
+def make_client(cfg: Config, env: Mapping[str, str] | None = None, *,
+                retry: RetryPolicy | None = None) -> GitHubClient | DryRunClient:
+    """The client the config's github section asks for: a GitHub App, a token from the
+    environment variable it names, or (no credentials) a dry run — logged, never silent."""
+    gh = cfg.github
+    if gh is None:
+        return DryRunClient(None)
     env = os.environ if env is None else env
-    treat_as_secret(settings.token_env)  # whatever its name, it never reaches a build or run
-    app_parts = (settings.app_id, settings.private_key_path, settings.installation_id)
+    retry = retry or RetryPolicy.of(gh)
+    app_parts = (gh.app_id, gh.private_key, gh.installation_id)
     if all(p is not None for p in app_parts):
-        app = AppCredentials(str(settings.app_id), Path(str(settings.private_key_path)), int(settings.installation_id or 0))
-        return GitHubPublisher(settings.repo, api_url=settings.api_url, app=app, bot_login=settings.bot_login, retry=settings.retry)
+        app = AppCredentials(str(gh.app_id), cfg.resolve(str(gh.private_key)), int(gh.installation_id or 0))
+        return GitHubClient(gh.repo, api_url=gh.api_url, app=app, bot_login=gh.bot_login, retry=retry)
     if any(p is not None for p in app_parts):
-        raise GitHubError("GitHub App needs app_id, private_key_path and installation_id together")
-    token = env.get(settings.token_env, "").strip()
+        raise GitHubError(f"{cfg.source_path}: github: a GitHub App needs app_id, private_key and installation_id together")
+    token = env.get(gh.token_env, "").strip()
     if token:
-        return GitHubPublisher(settings.repo, api_url=settings.api_url, token=token, bot_login=settings.bot_login, retry=settings.retry)
-    log.warning("no %s and no GitHub App configured: dry run, nothing will be posted", settings.token_env)
-    return DryRunPublisher(settings.dry_run_out, repo=settings.repo)
-
-
-__all__: Iterable[str] = [
-    "AppCredentials",
-    "Comment",
-    "DryRunPublisher",
-    "GitHubPublisher",
-    "GitHubSettings",
-    "Publisher",
-    "RetryPolicy",
-    "fit_body",
-    "format_since",
-    "make_publisher",
-]
+        return GitHubClient(gh.repo, api_url=gh.api_url, token=token, bot_login=gh.bot_login, retry=retry)
+    log.warning("no %s and no GitHub App configured: dry run, nothing will be posted", gh.token_env)
+    return DryRunClient(cfg.resolve(gh.dry_run_file) if gh.dry_run_file else None, repo=gh.repo)

@@ -1,4 +1,4 @@
-"""Result comments for GitHub issues (pure rendering, plus hashing the fixture files).
+"""Result comments for GitHub issues (pure rendering of typed reports).
 
 Why a separate renderer from `report.bisect_markdown`: an issue comment is read by people who did
 not run the tool, so it leads with the culprit as a link (commit and PR), keeps the verdict table
@@ -9,17 +9,17 @@ job marker (`<!-- bisectbot:job=... -->`) is added by `publish.py`, not here.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence, Union
 
 from bisectbot import __version__
+from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.reports import BisectReport, BisectStatus, ReferenceSummary, TestReport
+from bisectbot.core.stats import MISSED
 from bisectbot.report import observed_vs_reference, reference_line, verdict_table
 
 PR_RE = re.compile(r"\(#(\d+)\)\s*$")
-MAX_FIXTURE_FILES = 50
 
 
 @dataclass(frozen=True)
@@ -43,20 +43,6 @@ class CommentContext:
     def link(self) -> str:
         """The `verdict_table` link template."""
         return self.commit_url("{sha}")
-
-
-def fixture_hashes(directory: Path | None) -> dict[str, str]:
-    """sha256 of each file under the fixtures directory (sorted; capped so huge trees stay cheap)."""
-    if directory is None or not Path(directory).is_dir():
-        return {}
-    out: dict[str, str] = {}
-    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file())[:MAX_FIXTURE_FILES]:
-        h = hashlib.sha256()
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        out[str(path.relative_to(directory))] = h.hexdigest()
-    return out
 
 
 def _code(text: str) -> str:
@@ -84,13 +70,13 @@ def _frequencies(counts: Mapping[str, int], names: Sequence[str]) -> list[float]
     return [round(counts.get(n, 0) / met, 4) if met else 0.0 for n in names]
 
 
-def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], reference: Mapping[str, Any]) -> str:
+def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], reference: ReferenceSummary) -> str:
     """A mermaid xychart-beta: reference as bars, each observed commit as a line, in <details>.
 
     xychart-beta has no legend, so the summary line names the series in order.
     """
-    names = [n for n in reference["categories"] if n != "<missed>"]
-    probs = dict(zip(reference["categories"], reference["category_probs"]))
+    names = [n for n in reference.categories if n != MISSED]
+    probs = reference.prob_of
     p_met = sum(probs[n] for n in names) or 1.0
     ref = [round(probs[n] / p_met, 4) for n in names]
     labels = ", ".join('"' + n.replace('"', "'") + '"' for n in names)
@@ -107,31 +93,29 @@ def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], referenc
 
 
 # -- footer --------------------------------------------------------------------------------------
-def reproduction_footer(report: Mapping[str, Any], ctx: CommentContext, range_text: str) -> str:
-    env = report.get("environment", {})
-    cfg = report.get("config", {})
-    verdicts = report.get("verdicts") or ([report["detail"]] if report.get("detail") else [])
+def reproduction_footer(report: Union[BisectReport, TestReport], ctx: CommentContext, range_text: str) -> str:
+    env, cfg = report.environment, report.config
+    verdicts = report.verdicts if isinstance(report, BisectReport) else [report.detail]
     seeds = []
     for v in verdicts:
-        s = v.get("seeds")
-        span = f"seeds {s[0]}–{s[1]}" if s else "no seeds"
-        seeds.append(f"`{v['sha'][:12]}` {v['role']}: {span}, {v['runs']} runs")
+        span = f"seeds {v.seeds[0]}–{v.seeds[1]}" if v.seeds else "no seeds"
+        seeds.append(f"`{v.sha[:12]}` {v.role}: {span}, {v.runs} runs")
     fixtures = (", ".join(f"`{name}` sha256 `{digest}`" for name, digest in ctx.fixtures.items())
                 or "(none)")
     lines = [
         "<details><summary>Reproduce</summary>",
         "",
         f"- repository: {ctx.repo}; range: {range_text}",
-        f"- config: {cfg.get('name')} (digest `{cfg.get('digest')}`)",
-        f"- cmake arguments: {_code(' '.join(env.get('cmake_args', [])) or '(none)')}",
-        f"- compiler: {env.get('compiler')}; {env.get('cmake')}",
+        f"- config: {cfg.name} (digest `{cfg.digest}`)",
+        f"- cmake arguments: {_code(' '.join(env.cmake_args) or '(none)')}",
+        f"- compiler: {env.compiler}; {env.cmake}",
         f"- fixtures: {fixtures}",
         f"- seeds: from {ctx.first_seed}, at most {ctx.max_runs} runs per commit and test; "
         + ("; ".join(seeds) or "none"),
         f"- bisectbot {ctx.version}",
         "",
         "```",
-        str(report.get("reproduce", "")),
+        report.reproduce,
         "```",
         "",
         "</details>",
@@ -140,69 +124,67 @@ def reproduction_footer(report: Mapping[str, Any], ctx: CommentContext, range_te
 
 
 # -- whole comments ------------------------------------------------------------------------------
-def render_bisect(report: Mapping[str, Any], ctx: CommentContext) -> str:
-    """The result comment of a bisect job (the JSON report of `run_bisect`)."""
-    find = report["find"]
-    what = "first bad" if find == "bad" else "first fixed"
-    verdicts = report["verdicts"]
-    subjects = {v["sha"]: v.get("subject") for v in verdicts}
-    if report["status"] == "found":
-        head = (f"### bisectbot: {what} commit is "
-                f"{commit_ref(report['first_bad'], report.get('first_bad_subject'), ctx)}")
-        body = [f"The commit before it, {commit_ref(report['last_good'], subjects.get(report['last_good']), ctx)}, "
-                f"tests {'GOOD' if find == 'bad' else 'BAD'}; both were re-tested on fresh seeds."]
-    elif report["status"] == "unconfirmed":
+def render_bisect(report: BisectReport, ctx: CommentContext) -> str:
+    """The result comment of a bisect job."""
+    what = report.find.what
+    if report.status is BisectStatus.FOUND:
+        assert report.first_bad is not None
+        head = f"### bisectbot: {what} commit is {commit_ref(report.first_bad, report.first_bad_subject, ctx)}"
+        parent = report.last_good or ""
+        body = [f"The commit before it, {commit_ref(parent, report.subject_of(parent), ctx)}, "
+                f"tests {report.find.parent_verdict.value.upper()}; both were re-tested on fresh seeds."]
+    elif report.status is BisectStatus.UNCONFIRMED:
         head = f"### bisectbot: {what} commit not confirmed"
-        body = [report["message"]]
+        body = [report.message]
     else:
-        head = f"### bisectbot: {what} commit is one of {len(report['candidates'])}"
-        body = [report["message"], "",
-                "Candidates: " + ", ".join(commit_ref(c, subjects.get(c), ctx) for c in report["candidates"])]
-    range_text = (f"`{report['good'][:12]}` ({_code(report['good_ref'])}) .. "
-                  f"`{report['bad'][:12]}` ({_code(report['bad_ref'])}), {report['commits']} commits")
+        head = f"### bisectbot: {what} commit is one of {len(report.candidates)}"
+        body = [report.message, "",
+                "Candidates: " + ", ".join(commit_ref(c, report.subject_of(c), ctx) for c in report.candidates)]
+    range_text = (f"`{report.good[:12]}` ({_code(report.good_ref)}) .. "
+                  f"`{report.bad[:12]}` ({_code(report.bad_ref)}), {report.commits} commits")
     lines = [
         head, "", *body, "",
-        f"**{report['status']}** · {range_text} · {report['builds']} builds · {report['runs']} runs · "
-        f"confidence ≥ {report['confidence']:.2%}",
+        f"**{report.status.value}** · {range_text} · {report.builds} builds · {report.runs} runs · "
+        f"confidence ≥ {report.confidence:.2%}",
         "",
-        f"Reference: {reference_line(report['reference'])}",
+        f"Reference: {reference_line(report.reference)}",
         "",
-        verdict_table(verdicts, report["reference"], ctx.link),
+        verdict_table(report.verdicts, report.reference, ctx.link),
         "",
     ]
     series = _chart_series(report)
     if series:
-        lines += [distribution_chart(series, report["reference"]), ""]
+        lines += [distribution_chart(series, report.reference), ""]
     lines.append(reproduction_footer(report, ctx, range_text))
     return "\n".join(lines) + "\n"
 
 
-def _chart_series(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, int]]]:
+def _chart_series(report: BisectReport) -> list[tuple[str, Mapping[str, int]]]:
     """Two observed distributions worth charting: the best-observed commit on each side.
 
     Each commit's counts are summed over all its verdicts (step and re-test); on the bad side the
     culprit or the bad endpoint, on the good side its parent or the good endpoint, whichever has
     more runs meeting the condition (a line over 3 observations says little).
     """
-    names = [n for n in report["reference"]["categories"] if n != "<missed>"]
+    names = [n for n in report.reference.categories if n != MISSED]
     totals: dict[str, dict[str, int]] = {}
-    for v in report["verdicts"]:
-        acc = totals.setdefault(v["sha"], {})
-        for k, c in (v.get("counts") or {}).items():
+    for v in report.verdicts:
+        acc = totals.setdefault(v.sha, {})
+        for k, c in v.counts.items():
             acc[k] = acc.get(k, 0) + c
     met = {sha: sum(c.get(n, 0) for n in names) for sha, c in totals.items()}
-    sides = [("bad", [report.get("first_bad"), report["bad"] if report["find"] == "bad" else report["good"]]),
-             ("good", [report.get("last_good"), report["good"] if report["find"] == "bad" else report["bad"]])]
+    broken_end, working_end = (report.bad, report.good) if report.find is Find.BAD else (report.good, report.bad)
+    sides = [("bad", [report.first_bad, broken_end]), ("good", [report.last_good, working_end])]
     out = []
     for side, shas in sides:
-        shas = [s for s in shas if s and met.get(s)]
-        if shas:
-            best = max(shas, key=lambda s: met[s])
+        present = [s for s in shas if s and met.get(s)]
+        if present:
+            best = max(present, key=lambda s: met[s])
             out.append((f"{side} side `{best[:12]}` (n={met[best]})", totals[best]))
     return out
 
 
-def render_failed(kind: str, args: Mapping[str, Any], message: str, ctx: CommentContext) -> str:
+def render_failed(kind: str, args: Mapping[str, object], message: str, ctx: CommentContext) -> str:
     """A job that ended without an answer (an endpoint did not test as given, git failed, …)."""
     what = ""
     if kind == "bisect":
@@ -226,45 +208,43 @@ def render_cancelled(title: str, who: str | None, ctx: CommentContext) -> str:
             f"the same command resumes where it stopped.\n\n<sub>bisectbot {ctx.version}</sub>\n")
 
 
-def _test_summary(result: Mapping[str, Any], ctx: CommentContext) -> list[str]:
-    v = result["detail"]
+def _test_summary(result: TestReport, ctx: CommentContext) -> list[str]:
+    v = result.detail
     return [
-        f"Reference: {reference_line(result['reference'])}",
+        f"Reference: {reference_line(result.reference)}",
         "",
-        verdict_table([v], result["reference"], ctx.link),
+        verdict_table([v], result.reference, ctx.link),
         "",
-        f"Why: {v['reason']}",
+        f"Why: {v.reason}",
         "",
-        reproduction_footer(result, ctx, f"`{result['commit'][:12]}` ({_code(result['ref'])})"),
+        reproduction_footer(result, ctx, f"`{result.commit[:12]}` ({_code(result.ref)})"),
     ]
 
 
-def render_status(result: Mapping[str, Any], ctx: CommentContext, *, date: str,
-                  alarm: bool = False) -> str:
+def render_status(result: TestReport, ctx: CommentContext, *, date: str, alarm: bool = False) -> str:
     """The one status comment per issue that scheduled checks keep updating."""
-    sha = result["commit"]
-    link = commit_ref(sha, None, ctx)
-    if result["verdict"] == "good":
+    link = commit_ref(result.commit, None, ctx)
+    v = result.detail
+    if v.verdict is Verdict.GOOD:
         head = f"### bisectbot: ✅ still fixed at {link}, {date}"
-    elif result["verdict"] == "bad":
+    elif v.verdict is Verdict.BAD:
         head = f"### bisectbot: ❌ broken again at {link}, {date}" + (" — see the alarm below" if alarm else "")
     else:
-        head = f"### bisectbot: ❔ check at {link} is {result['verdict'].upper()}, {date}"
-    counts = observed_vs_reference(result["counts"], result["reference"]) if result["counts"] else "–"
-    return (f"{head}\n\n{_code(result['ref'])} after {result['runs']} runs: {counts}\n\n"
+        head = f"### bisectbot: ❔ check at {link} is {v.verdict.value.upper()}, {date}"
+    counts = observed_vs_reference(v.counts, result.reference) if v.counts else "–"
+    return (f"{head}\n\n{_code(result.ref)} after {v.runs} runs: {counts}\n\n"
             f"<details><summary>Details</summary>\n\n" + "\n".join(_test_summary(result, ctx))
             + "\n\n</details>\n")
 
 
-def render_alarm(result: Mapping[str, Any], ctx: CommentContext, *, last_good: str | None,
-                 date: str) -> str:
+def render_alarm(result: TestReport, ctx: CommentContext, *, last_good: str | None, date: str) -> str:
     """The fix no longer holds: say so loudly, and what happens next."""
-    sha = result["commit"]
-    head = f"### bisectbot: ⚠️ the fix no longer holds at {commit_ref(sha, result['detail'].get('subject'), ctx)}"
+    sha = result.commit
+    head = f"### bisectbot: ⚠️ the fix no longer holds at {commit_ref(sha, result.detail.subject, ctx)}"
     if last_good:
         nxt = (f"Last commit known good: {commit_ref(last_good, None, ctx)}. Bisecting between them; "
                "the culprit is posted in a separate comment.")
     else:
         nxt = ("No commit is recorded as known good for this config, so there is nothing to bisect "
                "from: run `/bisect good=<ref> bad=" + sha[:12] + "`.")
-    return f"{head}\n\nChecked {_code(result['ref'])} on {date}.\n\n{nxt}\n\n" + "\n".join(_test_summary(result, ctx)) + "\n"
+    return f"{head}\n\nChecked {_code(result.ref)} on {date}.\n\n{nxt}\n\n" + "\n".join(_test_summary(result, ctx)) + "\n"

@@ -6,8 +6,8 @@ Why each step:
   with :func:`hmac.compare_digest`): anything unsigned or forged gets 401 before its JSON
   is even parsed.
 * **De-duplication by ``X-GitHub-Delivery``**: GitHub redelivers on timeouts and people
-  press "Redeliver"; a command must not start two bisects. The store is a protocol so the
-  lead's SQLite state can back it; :class:`InMemoryDeliveryStore` serves tests.
+  press "Redeliver"; a command must not start two bisects. The state database
+  (`storage.Store`) remembers the ids; the server only needs the two calls of `DeliveryStore`.
 * **Answer fast**: ``on_command`` should enqueue and return (GitHub waits 10 s at most).
   202 = handed over, 200 = understood and ignored (ping, other events, edits, bots).
 """
@@ -18,8 +18,6 @@ import hashlib
 import hmac
 import json
 import logging
-import threading
-from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -49,39 +47,13 @@ def verify_signature(secret: bytes, body: bytes, header: str | None) -> bool:
 class DeliveryStore(Protocol):
     """Remembers webhook delivery ids so each delivery is handled once."""
 
-    def add_if_new(self, delivery_id: str) -> bool:
+    def add_delivery_if_new(self, delivery_id: str) -> bool:
         """Record ``delivery_id``; True if it was not seen before (atomic check-and-set)."""
         ...
 
-    def forget(self, delivery_id: str) -> None:
+    def forget_delivery(self, delivery_id: str) -> None:
         """Drop a delivery id (its handling failed, so a redelivery should be handled)."""
         ...
-
-
-class InMemoryDeliveryStore:
-    """Thread-safe, bounded (oldest ids evicted first); for tests and single runs."""
-
-    def __init__(self, capacity: int = 10_000) -> None:
-        self.capacity = capacity
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add_if_new(self, delivery_id: str) -> bool:
-        with self._lock:
-            if delivery_id in self._seen:
-                return False
-            self._seen[delivery_id] = None
-            while len(self._seen) > self.capacity:
-                self._seen.popitem(last=False)
-            return True
-
-    def forget(self, delivery_id: str) -> None:
-        with self._lock:
-            self._seen.pop(delivery_id, None)
-
-    def __contains__(self, delivery_id: object) -> bool:
-        with self._lock:
-            return delivery_id in self._seen
 
 
 def make_webhook_server(
@@ -155,13 +127,13 @@ def make_webhook_server(
             user = payload["comment"].get("user") or {}
             if user.get("type") == "Bot":
                 return self._reply(200, "ignored comment by a bot")
-            if not seen.add_if_new(delivery):
+            if not seen.add_delivery_if_new(delivery):
                 return self._reply(200, "duplicate delivery ignored")
             try:
                 on_command(payload)
             except Exception:
                 log.exception("webhook: handler failed for delivery %s", delivery)
-                seen.forget(delivery)
+                seen.forget_delivery(delivery)
                 return self._reply(500, "handler failed")
             self._reply(202, "accepted")
 

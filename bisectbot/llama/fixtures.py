@@ -131,7 +131,7 @@ def write_tiny_llama(out_dir: Path, seed: int) -> dict[str, str]:
 def seed_quality(seed: int, prompt: str = "bcdbc", cond: str = "f", top_k: int = 3) -> dict:
     """Figures used to choose the generator seed (numpy reference, no file written):
     P(first token = cond), the target's and draft's distributions after prompt+cond."""
-    from bisectbot.llama.reference import TinyLlama, apply_sampler_chain, forward_logits
+    from bisectbot.llama.forward import TinyLlama, apply_sampler_chain, forward_logits
 
     target, draft = make_weights(seed)
 

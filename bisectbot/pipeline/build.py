@@ -14,15 +14,57 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
+from bisectbot import __version__
 from bisectbot.config import BuildConfig
+from bisectbot.core.records import BuildRecord
+from bisectbot.core.reports import Environment
 from bisectbot.edges.procs import clean_env, run
-from bisectbot.edges.storage import BuildRecord
+from bisectbot.edges.storage import StateDir
+from bisectbot.edges.workspace import Workspace
+from bisectbot.pipeline.events import Building, BuildPhase, Built, Events
 
-Progress = Callable[[str], None]
+
+class Builder:
+    """Builds commits of one project into one state directory, each build stored for good.
+
+    A stored build is final, unless its binaries were deleted by hand or it timed out and the
+    timeout has since been raised. `built` lists what this process built (not replayed)."""
+
+    def __init__(self, state: StateDir, workspace: Workspace, events: Events, secrets: Iterable[str] = ()):
+        self.state, self.workspace, self.events = state, workspace, events
+        self.secrets = tuple(secrets)
+        self.built: list[str] = []
+
+    def ensure(self, sha: str, cfg: BuildConfig) -> BuildRecord:
+        """The commit's build record for `cfg`, building it only if no usable build is stored."""
+        key = build_key(cfg)
+        store = self.state.store
+        rec = store.build(key, sha)
+        retry_timeout = rec is not None and rec.status == "timeout" and cfg.timeout > rec.seconds + 1
+        if rec is not None and not retry_timeout and (
+                not rec.ok or all(Path(p).is_file() for p in rec.binaries.values())):
+            return rec
+        if rec is not None:
+            store.forget_build(key, sha)
+        self.events.emit(Building(sha, tuple(cfg.targets)))
+        source = self.workspace.checkout(sha)
+        rec = build_commit(
+            cfg, sha, source,
+            self.state.build_dir(build_dir_key(cfg)),
+            self.state.kept_dir(key, sha),
+            self.state.log_path(f"build-{key}-{sha}.log"),
+            progress=lambda phase: self.events.emit(BuildPhase(sha, phase)),
+            secrets=self.secrets,
+        )
+        store.put_build(key, rec)
+        self.built.append(sha)
+        self.events.emit(Built(sha, rec.status, rec.seconds, rec.reason))
+        return rec
 
 
 def build_key(cfg: BuildConfig) -> str:
@@ -65,19 +107,20 @@ def build_commit(
     build_dir: Path,
     kept_dir: Path,
     log: Path,
-    progress: Progress = lambda _: None,
+    progress: Callable[[str], None] = lambda _: None,
+    secrets: Iterable[str] = (),
 ) -> BuildRecord:
     """Configure (when needed) and build `source` (already checked out at `sha`)."""
     build_dir.mkdir(parents=True, exist_ok=True)
     log.write_text("")
     _, cc_env = ccache_args(source, build_dir)
-    env = clean_env(cc_env)
+    env = clean_env(cc_env, drop=secrets)
     jobs = str(cfg.jobs or os.cpu_count() or 1)
     configure = cmake_configure_argv(cfg, source, build_dir)
     compile_ = ["cmake", "--build", str(build_dir), "--target", *cfg.targets, "-j", jobs]
     seconds = 0.0
     for step, argv in (("configure", configure), ("build", compile_)):
-        progress(f"{step} {sha[:12]}")
+        progress(step)
         with open(log, "a") as fh:
             fh.write(f"$ {' '.join(argv)}\n")
         remaining = cfg.timeout - seconds
@@ -126,3 +169,25 @@ def _last_error(log: Path) -> str:
         if "error" in ln.lower() and not ln.startswith("$"):
             return ln[:200]
     return lines[-1][:200] if lines else "no output"
+
+
+# -- the toolchain, for reports -------------------------------------------------------------------
+def compiler_version() -> str:
+    """First line of the C++ compiler's --version."""
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or "c++"
+    res = run([cxx, "--version"], timeout=10)
+    return res.stdout.splitlines()[0] if res.returncode == 0 and res.stdout else "unknown"
+
+
+def cmake_version() -> str:
+    res = run(["cmake", "--version"], timeout=10)
+    return res.stdout.splitlines()[0] if res.returncode == 0 and res.stdout else "unknown"
+
+
+def toolchain(cfg: BuildConfig) -> Environment:
+    """What the builds were made with and where, as reports state it."""
+    return Environment(
+        compiler=compiler_version(), cmake=cmake_version(), cmake_args=list(cfg.cmake_args),
+        host=platform.node(), platform=platform.platform(), python=platform.python_version(),
+        bisectbot=__version__,
+    )

@@ -8,6 +8,7 @@ Four ways, chosen in the config:
       sampler chain — independent of any llama.cpp build;
   (d) `reference.control`: no exact reference, but a known-good commit: its counts over seeds
       disjoint from every test (stats.test_against_control pays δ once for their uncertainty).
+The reference is resolved once, before any commit is judged, and handed to the verdict stage.
 Computed references are cached in the state database by (method, commit, model sha256, prompt,
 sampler settings), so a bisect computes its reference once.
 
@@ -20,14 +21,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Callable
 
-from bisectbot.core import stats
 from bisectbot.config import ComputedReference, Config
+from bisectbot.core import stats
+from bisectbot.core.reports import ReferenceSummary
+from bisectbot.edges.procs import clean_env
+from bisectbot.edges.storage import Store
 from bisectbot.errors import BisectbotError
-from bisectbot.edges.storage import BuildRecord, State
+from bisectbot.pipeline.events import ControlStarted, RunsProgress
+from bisectbot.pipeline.parse import observe
+from bisectbot.pipeline.runner import CommitRunner
+
+# The control sample's seeds start this far out: disjoint from every test block.
+CONTROL_SEED_OFFSET = 10**9
 
 
 @dataclass(frozen=True)
@@ -43,25 +53,27 @@ class ResolvedReference:
             return stats.Reference.from_control(self.control, self.delta)
         return stats.Reference.from_probs(self.probs, self.condition_prob)
 
+    def summary(self, cfg: Config) -> ReferenceSummary:
+        """The reference as reports show it: its probabilities, source, and the test's categories."""
+        ref = self.stats_reference()
+        return ReferenceSummary(
+            probs=dict(self.probs), condition_prob=self.condition_prob, source=self.source,
+            categories=list(ref.names), category_probs=list(ref.probs),
+            condition=cfg.statistic.condition.model_dump() if cfg.statistic.condition else None,
+            outcome=cfg.statistic.outcome.model_dump(),
+        )
 
-class Builder(Protocol):
-    """What a server reference needs from the pipeline: a build of another target at a commit."""
 
-    state: State
-
-    def build_target(self, ref: str, target: str, binaries: list[str]) -> tuple[str, BuildRecord]: ...
-
-    def control_counts(self, ref: str, runs: int) -> tuple[str, dict[str, int]]: ...
-
-
-def resolve_reference(cfg: Config, builder: Builder | None = None) -> ResolvedReference:
+def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> ResolvedReference:
+    """The config's reference; `runner` (builds, runs, the state database) is needed for a
+    control sample and a server reference, and caches computed ones."""
     ref = cfg.reference
     if ref.probs is not None:
         return ResolvedReference(dict(ref.probs), ref.condition_prob, "config")
     if ref.control is not None:
-        if builder is None:
+        if runner is None:
             raise BisectbotError("reference.control needs runs of the control commit")
-        sha, counts = builder.control_counts(ref.control.commit, ref.control.runs)
+        sha, counts = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
         total = sum(counts.values())
         return ResolvedReference({k: v / total for k, v in counts.items()}, None,
                                  f"control sample of {total} runs at {sha[:12]} (δ = {ref.control.delta:g})",
@@ -74,26 +86,53 @@ def resolve_reference(cfg: Config, builder: Builder | None = None) -> ResolvedRe
     cond = cfg.statistic.condition.token if cfg.statistic.condition else None
     key_parts = {"method": comp.method, "model": _sha256(model), "prompt": comp.prompt,
                  "cond": cond, "sampling": [comp.top_k, comp.top_p, comp.min_p, comp.temp, comp.samplers]}
+    store = runner.state.store if runner is not None else None
     if comp.method == "numpy":
-        return _cached(builder, key_parts, lambda: _numpy(comp, model, cond))
-    if builder is None:
+        return _cached(store, key_parts, lambda: _numpy(comp, model, cond))
+    if runner is None:
         raise BisectbotError("reference.compute.method server needs a build of llama-server")
-    sha, build = builder.build_target(str(comp.commit), comp.target, comp.binary)
+    sha = runner.workspace.resolve(str(comp.commit))
+    build_cfg = cfg.build.model_copy(update={"targets": [comp.target], "binaries": {"server": comp.binary}})
+    build = runner.builder.ensure(sha, build_cfg)
     if not build.ok:
         raise BisectbotError(f"reference: cannot build {comp.target} at {sha[:12]}: {build.reason}")
     key_parts["commit"] = sha
-    binary = Path(next(iter(build.binaries.values())))
-    return _cached(builder, key_parts, lambda: _server(comp, binary, model, cond, sha))
+    binary = Path(build.binaries["server"])
+    env = clean_env(drop=cfg.secret_env_names)
+    return _cached(store, key_parts, lambda: _server(comp, binary, model, cond, sha, env))
 
 
-def _cached(builder: Builder | None, parts: dict, compute) -> ResolvedReference:
-    key = "reference:" + hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-    state = builder.state if builder is not None else None
-    if state is not None and (hit := state.get_kv(key)):
-        return ResolvedReference(**json.loads(hit))
+def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, dict[str, int]]:
+    """`runs` runs of a known-good commit, on seeds no test uses, counted by category."""
+    sha = runner.workspace.resolve(ref)
+    prepared = runner.prepare(sha)
+    if prepared.executor is None:
+        raise BisectbotError(f"reference.control: {ref} ({sha[:12]}) cannot be tested: {prepared.why}")
+    seeds = runner.seeds(CONTROL_SEED_OFFSET + cfg.run.first_seed, runs)
+    counts: Counter[str] = Counter()
+    failures = 0
+    runner.events.emit(ControlStarted(sha, runs))
+    with runner.runs(prepared, seeds) as stream:
+        for rec in stream:
+            if not rec.ok:
+                failures += 1
+                continue
+            obs = observe(rec.tokens or (), cfg.statistic)
+            outcome = obs.outcome if obs.outcome is not None else stats.OTHER
+            counts[outcome if obs.met_condition else stats.MISSED] += 1
+            runner.events.emit(RunsProgress(sha, sum(counts.values()), runs, "control"))
+    if failures * 2 > runs or not counts:
+        raise BisectbotError(f"reference.control: {failures} of {runs} runs at {sha[:12]} failed")
+    return sha, dict(counts)
+
+
+def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedReference]) -> ResolvedReference:
+    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+    if store is not None and (hit := store.cached_reference(key)) is not None:
+        return ResolvedReference(**hit)
     resolved = compute()
-    if state is not None:
-        state.put_kv(key, json.dumps(asdict(resolved)))
+    if store is not None:
+        store.put_reference(key, asdict(resolved))
     return resolved
 
 
@@ -105,35 +144,35 @@ def _support(probs: dict[str, float]) -> dict[str, float]:
 
 
 def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedReference:
-    from bisectbot.llama import reference as llama_ref
+    from bisectbot.llama import forward
 
-    tiny = llama_ref.load_gguf(model)
-    ids = llama_ref.tokenize(tiny, comp.prompt)
+    tiny = forward.load_gguf(model)
+    ids = forward.tokenize(tiny, comp.prompt)
     kw = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp)
     if cond is None:
-        return ResolvedReference(_support(llama_ref.next_token_probs(model, ids, **kw)), None,
+        return ResolvedReference(_support(forward.next_token_probs(model, ids, **kw)), None,
                                  f"numpy forward pass of {model.name}")
-    cond_p = llama_ref.condition_prob(model, ids, cond, **kw)
+    cond_p = forward.condition_prob(model, ids, cond, **kw)
     if cond_p <= 0:
         raise BisectbotError(f"reference: the condition token {cond!r} has probability 0 after "
                              f"{comp.prompt!r}: no run could ever meet it")
-    probs = llama_ref.next_token_probs(model, ids + [tiny.vocab.index(cond)], **kw)
+    probs = forward.next_token_probs(model, ids + [tiny.vocab.index(cond)], **kw)
     return ResolvedReference(_support(probs), cond_p, f"numpy forward pass of {model.name}")
 
 
-def _server(comp: ComputedReference, binary: Path, model: Path, cond: str | None,
-            sha: str) -> ResolvedReference:
-    from bisectbot.llama import reference as llama_ref
+def _server(comp: ComputedReference, binary: Path, model: Path, cond: str | None, sha: str,
+            env: dict[str, str]) -> ResolvedReference:
+    from bisectbot.llama.server import server_reference
 
     kw = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp,
-              samplers=comp.samplers, timeout=comp.timeout)
-    first = llama_ref.server_reference(binary, model, comp.prompt, **kw)
+              samplers=comp.samplers, timeout=comp.timeout, env=env)
+    first = server_reference(binary, model, comp.prompt, **kw)
     source = f"llama-server at {sha[:12]} (post-sampling probabilities)"
     if cond is None:
         return ResolvedReference(_support(first), None, source)
     if first.get(cond, 0.0) <= 0:
         raise BisectbotError(f"reference: llama-server gives the condition token {cond!r} probability 0")
-    probs = llama_ref.server_reference(binary, model, comp.prompt + cond, **kw)
+    probs = server_reference(binary, model, comp.prompt + cond, **kw)
     return ResolvedReference(_support(probs), first[cond], source)
 
 

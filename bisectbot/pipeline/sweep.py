@@ -1,40 +1,40 @@
-"""Sweep stage: run the command once per seed, in parallel, until the sequential test decides.
+"""Sweep stage: one commit's runs, seed by seed, replayed when stored, executed when not.
 
-Seeds are consumed strictly in order (seed s is fed to the test only after s-1), whatever order
-the parallel runs finish in: the stopping rule then sees one fixed sequence, which is what the
-anytime-valid test assumes. Runs already in the database are replayed, not rerun; runs that
-finish after the decision are stored too (they continue the same sequence next time).
+This is the one place runs are executed. `RunStream` hands runs out strictly in seed order
+(seed s only after s−1), whatever order the parallel runs finish in: a sequential test then sees
+one fixed sequence, which is what the anytime-valid tests assume. A stored run is handed out
+without starting anything, so replaying a finished verdict executes nothing (and a server arm
+is never started); only when the next seed is missing are up to `jobs` seeds run at once.
+Every executed run is stored the moment it finishes, in the consumer's thread; runs still in
+flight when the consumer stops are finished and stored too (they continue the same sequence
+next time), so nothing is lost.
 
-A crash or timeout of one run is recorded, never fatal. Output that is cut short (exit 0,
+A crash or timeout of one run is a record, never fatal. Output that is cut short (exit 0,
 incomplete stdout) is rerun with the same seed up to `retries` times and is never counted.
 """
 
 from __future__ import annotations
 
-import os
-import re
+import threading
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
-from bisectbot.config import ArmConfig, Config, Variant
+from bisectbot.config import ArmConfig, ParseConfig, RunConfig
+from bisectbot.core.records import RunRecord
+from bisectbot.edges import localhttp
+from bisectbot.edges.procs import Server, last_line, run
 from bisectbot.pipeline.parse import Incomplete, Unparsable, parse_tokens
-from bisectbot.edges.procs import clean_env, last_line, run
-from bisectbot.edges.storage import RunRecord
-
-# Decide whether to stop after seeing one more run (in seed order). Returns True to stop.
-Consumer = Callable[[RunRecord], bool]
-Store = Callable[[RunRecord], None]
 
 
-@dataclass(frozen=True)
-class SweepOutcome:
-    consumed: int       # runs fed to the consumer
-    executed: int       # runs actually executed now (not replayed from the database)
-    retried: int        # reruns of incomplete outputs among the executed ones
-    stopped: bool       # the consumer asked to stop (else the seed range ran out)
+class Executor(Protocol):
+    """Runs one seed of one commit; `close` releases what it started (a server)."""
+
+    def run(self, seed: int) -> RunRecord: ...
+
+    def close(self) -> None: ...
 
 
 def render_argv(template: list[str], values: Mapping[str, str]) -> list[str]:
@@ -42,167 +42,184 @@ def render_argv(template: list[str], values: Mapping[str, str]) -> list[str]:
     return [arg.format_map(values) for arg in template]
 
 
-def missing_for_variant(help_text: str, variant: Variant) -> list[str]:
-    """Flags (and help_contains texts) of a variant that the binary's --help does not show."""
-    missing = []
-    for arg in variant.argv[1:]:
-        if re.fullmatch(r"--?[A-Za-z][\w-]*(=.*)?", arg):
-            flag = arg.split("=", 1)[0]
-            if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text):
-                missing.append(flag)
-    missing += [text for text in variant.help_contains if text not in help_text]
-    return missing
+class ProgramExecutor:
+    """The program under test, once per seed, with reruns while its output is cut short."""
+
+    def __init__(self, argv: list[str], values: Mapping[str, str], *, run_cfg: RunConfig,
+                 parse_cfg: ParseConfig, workdir: Path, env: Mapping[str, str], variant: int = 0):
+        self.argv, self.values = argv, dict(values)
+        self.run_cfg, self.parse_cfg = run_cfg, parse_cfg
+        self.workdir, self.env, self.variant = workdir, dict(env), variant
+
+    def run(self, seed: int) -> RunRecord:
+        argv = render_argv(self.argv, {**self.values, "seed": str(seed)})
+        attempts, seconds, variant = 0, 0.0, self.variant
+        while True:
+            attempts += 1
+            res = run(argv, cwd=self.workdir, env=self.env, timeout=self.run_cfg.timeout)
+            seconds += res.seconds
+            if res.timed_out:
+                return RunRecord(seed, "timeout", None, None, seconds, attempts, variant,
+                                 f"killed after {self.run_cfg.timeout:g} s")
+            if res.returncode != 0:
+                return RunRecord(seed, "crash", None, res.returncode, seconds, attempts, variant,
+                                 last_line(res.stderr) or f"exit status {res.returncode}")
+            try:
+                tokens = parse_tokens(res.stdout, self.parse_cfg)
+            except Incomplete as exc:
+                if attempts <= self.run_cfg.retries:
+                    continue
+                return RunRecord(seed, "incomplete", None, 0, seconds, attempts, variant, str(exc))
+            except Unparsable as exc:
+                return RunRecord(seed, "unparsable", None, 0, seconds, attempts, variant, str(exc))
+            return RunRecord(seed, "ok", tokens, 0, seconds, attempts, variant, "")
+
+    def close(self) -> None:
+        pass
 
 
-def pick_variant(help_text: str, variants: list[Variant]) -> tuple[int | None, str]:
-    """The first variant that fits, or None with the reason each one did not."""
-    reasons = []
-    for i, variant in enumerate(variants):
-        missing = missing_for_variant(help_text, variant)
-        if not missing:
-            return i, f"variant {i}"
-        reasons.append(f"variant {i} lacks {', '.join(missing[:3])}")
-    return None, "no command variant fits the binary's --help: " + "; ".join(reasons)
+class ServerExecutor:
+    """A cross-check arm: a server started on the first seed that must run (never when every
+    seed is stored), asked once per seed over HTTP, stopped on close. A server that does not
+    start raises `procs.ServerError` from `run` (the commit is then skipped, with the reason)."""
 
+    def __init__(self, arm: ArmConfig, server: Server):
+        self.arm, self.server = arm, server
+        self._lock = threading.Lock()
+        self._started = False
 
-def run_seed(cfg: Config, argv_template: list[str], values: Mapping[str, str], seed: int,
-             workdir: Path, env: Mapping[str, str], variant: int = 0) -> RunRecord:
-    """One seed, with reruns while the output is incomplete."""
-    argv = render_argv(argv_template, {**values, "seed": str(seed)})
-    attempts = 0
-    seconds = 0.0
-    while True:
-        attempts += 1
-        res = run(argv, cwd=workdir, env=env, timeout=cfg.run.timeout)
-        seconds += res.seconds
-        if res.timed_out:
-            return RunRecord(seed, "timeout", None, None, seconds, attempts, variant,
-                             f"killed after {cfg.run.timeout:g} s")
-        if res.returncode != 0:
-            return RunRecord(seed, "crash", None, res.returncode, seconds, attempts, variant,
-                             last_line(res.stderr) or f"exit status {res.returncode}")
+    def run(self, seed: int) -> RunRecord:
+        with self._lock:
+            if not self._started:
+                self.server.start()
+                self._started = True
+        arm = self.arm
+        body = {k: (seed if v == "{seed}" else v) for k, v in arm.body.items()}
+        start = time.monotonic()
         try:
-            tokens = parse_tokens(res.stdout, cfg.parse)
-        except Incomplete as exc:
-            if attempts <= cfg.run.retries:
-                continue
-            return RunRecord(seed, "incomplete", None, 0, seconds, attempts, variant, str(exc))
-        except Unparsable as exc:
-            return RunRecord(seed, "unparsable", None, 0, seconds, attempts, variant, str(exc))
-        return RunRecord(seed, "ok", tokens, 0, seconds, attempts, variant, "")
+            payload = localhttp.request(self.server.base_url + arm.path, body, timeout=arm.timeout).json()
+        except localhttp.HttpFailure as exc:
+            status = "timeout" if exc.timed_out else "crash"
+            return RunRecord(seed, status, None, None, time.monotonic() - start, 1, 0, str(exc)[:160])
+        except ValueError:
+            return RunRecord(seed, "unparsable", None, None, time.monotonic() - start, 1, 0,
+                             f"{arm.path}: the answer is not JSON")
+        seconds = time.monotonic() - start
+        text = payload.get(arm.field) if isinstance(payload, dict) else None
+        if not isinstance(text, str):
+            return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, f"no string field {arm.field!r}")
+        try:
+            tokens = parse_tokens(text, arm.parse)
+        except (Incomplete, Unparsable) as exc:
+            return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, str(exc))
+        return RunRecord(seed, "ok", tokens, None, seconds, 1, 0, "")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._started:
+                self.server.stop()
+                self._started = False
 
 
-def request_seed(arm: ArmConfig, port: int, seed: int) -> RunRecord:
-    """One seed of a server arm: POST the configured body with the seed filled in."""
-    import json
-    import time
-    import urllib.error
-    import urllib.request
+class RunStream:
+    """One commit's runs in seed order: `for rec in stream` until the consumer has enough.
 
-    body = {k: (seed if v == "{seed}" else v) for k, v in arm.body.items()}
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{arm.path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    start = time.monotonic()
-    try:
-        with urllib.request.urlopen(req, timeout=arm.timeout) as resp:
-            payload = json.loads(resp.read())
-    except TimeoutError:
-        return RunRecord(seed, "timeout", None, None, time.monotonic() - start, 1, 0,
-                         f"no answer after {arm.timeout:g} s")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return RunRecord(seed, "crash", None, None, time.monotonic() - start, 1, 0,
-                         f"{arm.path}: {getattr(exc, 'reason', exc)}"[:160])
-    seconds = time.monotonic() - start
-    text = payload.get(arm.field) if isinstance(payload, dict) else None
-    if not isinstance(text, str):
-        return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, f"no string field {arm.field!r}")
-    try:
-        tokens = parse_tokens(text, arm.parse)
-    except (Incomplete, Unparsable) as exc:
-        return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, str(exc))
-    return RunRecord(seed, "ok", tokens, None, seconds, 1, 0, "")
-
-
-def sweep(
-    seeds: Iterable[int],
-    done: Mapping[int, RunRecord],
-    execute: Callable[[int], RunRecord],
-    consume: Consumer,
-    store: Store,
-    jobs: int,
-) -> SweepOutcome:
-    """Feed runs to `consume` in seed order, executing the missing ones `jobs` at a time.
-
-    Stored runs are replayed first and new seeds are only started while the stored ones have not
-    decided, so replaying a finished verdict executes nothing.
+    Use it as a context manager: leaving it stores the runs still in flight and closes the
+    executor. `executed` and `retried` count what this stream ran (not what it replayed).
+    `check` is called before each run is handed out (a cancelled job stops there).
     """
-    jobs = max(1, jobs or os.cpu_count() or 1)
-    pending: dict[int, Future[RunRecord]] = {}
-    finished: dict[int, RunRecord] = {}
-    order = iter(seeds)
-    queue: deque[int] = deque()  # seeds taken in order, not yet consumed
-    consumed = executed = retried = 0
-    exhausted = False
 
-    def take_next(pool: ThreadPoolExecutor) -> bool:
-        """Queue the next seed (replayed or started); False when none can be taken now."""
-        nonlocal exhausted
-        if exhausted or len(pending) >= jobs:
+    def __init__(self, seeds: Iterable[int], stored: Mapping[int, RunRecord], executor: Executor,
+                 store: Callable[[RunRecord], None], *, jobs: int = 1,
+                 check: Callable[[], None] = lambda: None):
+        self._order: Iterator[int] = iter(seeds)
+        self._stored = stored
+        self._executor = executor
+        self._store = store
+        self._jobs = max(1, jobs)
+        self._check = check
+        self._queue: deque[int] = deque()          # seeds taken in order, not yet handed out
+        self._pending: dict[int, Future[RunRecord]] = {}
+        self._finished: dict[int, RunRecord] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._exhausted = False
+        self.executed = 0
+        self.retried = 0
+
+    def __iter__(self) -> "RunStream":
+        return self
+
+    def __next__(self) -> RunRecord:
+        self._check()
+        if not self._queue and not self._take():
+            raise StopIteration
+        head = self._queue[0]
+        if head in self._stored:
+            self._queue.popleft()
+            return self._stored[head]
+        if head not in self._finished:
+            self._fill()
+            while head not in self._finished:
+                done, _ = wait(self._pending.values(), return_when=FIRST_COMPLETED)
+                self._collect(done)
+        self._queue.popleft()
+        return self._finished.pop(head)
+
+    def _take(self) -> bool:
+        """Queue the next seed of the order; False when there is none."""
+        if self._exhausted:
             return False
-        seed = next(order, None)
+        seed = next(self._order, None)
         if seed is None:
-            exhausted = True
+            self._exhausted = True
             return False
-        queue.append(seed)
-        if seed in done:
-            finished[seed] = done[seed]
-        else:
-            pending[seed] = pool.submit(execute, seed)
+        self._queue.append(seed)
         return True
 
-    def collect(futures: Iterable[Future[RunRecord]]) -> None:
-        nonlocal executed, retried
-        for seed in [s for s, f in pending.items() if f in futures]:
-            rec = pending.pop(seed).result()
-            store(rec)
-            executed += 1
-            retried += rec.attempts - 1
-            finished[seed] = rec
+    def _fill(self) -> None:
+        """Start the queued seeds that need a run, then take more until `jobs` are in flight."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._jobs, thread_name_prefix="run")
+        for seed in self._queue:
+            if len(self._pending) >= self._jobs:
+                return
+            if seed not in self._stored and seed not in self._finished and seed not in self._pending:
+                self._pending[seed] = self._pool.submit(self._executor.run, seed)
+        while len(self._pending) < self._jobs and self._take():
+            seed = self._queue[-1]
+            if seed not in self._stored:
+                self._pending[seed] = self._pool.submit(self._executor.run, seed)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    def _collect(self, futures: Iterable[Future[RunRecord]], *, tolerant: bool = False) -> None:
+        done = set(futures)
+        for seed in [s for s, f in self._pending.items() if f in done]:
+            fut = self._pending.pop(seed)
+            if tolerant and fut.exception() is not None:
+                continue  # closing: a run that raised has nothing to store
+            rec = fut.result()
+            self._store(rec)
+            self.executed += 1
+            self.retried += rec.attempts - 1
+            self._finished[seed] = rec
+
+    def close(self) -> None:
+        """Store the runs in flight (finished work), drop the ones not started, stop the executor."""
         try:
-            while True:
-                while queue and queue[0] in finished:
-                    rec = finished.pop(queue.popleft())
-                    consumed += 1
-                    if consume(rec):
-                        for fut in pending.values():
-                            fut.cancel()
-                        # runs already in flight are finished work: store them, never discard
-                        collect([f for f in pending.values() if not f.cancelled()])
-                        return SweepOutcome(consumed, executed, retried, True)
-                # start new seeds only when the queue head is not ready to consume
-                if take_next(pool) and queue[-1] in finished:
-                    continue
-                while take_next(pool):
-                    if queue[-1] in finished:
-                        break
-                if not queue:
-                    return SweepOutcome(consumed, executed, retried, False)
-                if queue[0] not in finished:
-                    ready, _ = wait(pending.values(), return_when=FIRST_COMPLETED)
-                    collect(ready)
-        except BaseException:
-            for fut in pending.values():
+            for fut in self._pending.values():
                 fut.cancel()
-            raise
+            running = [f for f in self._pending.values() if not f.cancelled()]
+            if running:
+                wait(running)
+                self._collect(running, tolerant=True)
+            self._pending.clear()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+            self._executor.close()
 
+    def __enter__(self) -> "RunStream":
+        return self
 
-def run_env(cfg: Config, kept_dir: Path | None) -> dict[str, str]:
-    """Environment for the program under test: no credentials; kept libraries first."""
-    extra = dict(cfg.run.env)
-    if kept_dir is not None:
-        old = os.environ.get("LD_LIBRARY_PATH", "")
-        extra.setdefault("LD_LIBRARY_PATH", f"{kept_dir}{os.pathsep + old if old else ''}")
-    return clean_env(extra)
-
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,5 +1,7 @@
-"""The exact references: numpy forward pass + sampler chain (c), and the llama-server client (b)
-against a fake server (a real one is used only when BISECTBOT_LLAMA_SERVER names a binary)."""
+"""The exact references of llama.cpp #29975: the numpy forward pass + sampler chain
+(`llama.forward`), and the llama-server client (`llama.server`) against a fake server (a real one
+is used only when BISECTBOT_LLAMA_SERVER names a binary). Also an analytic model of what
+llama-speculative shows with and without the #29975 defects, checked against the manifest."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ import pytest
 
 pytest.importorskip("gguf")
 
-from bisectbot.llama import reference as ref  # noqa: E402
 from bisectbot.errors import BisectbotError  # noqa: E402
+from bisectbot.llama import forward as ref  # noqa: E402
+from bisectbot.llama import server as srv  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = REPO / "fixtures" / "target.gguf"
@@ -83,21 +86,71 @@ def test_sampler_chain_semantics():
     np.testing.assert_allclose(ref.apply_sampler_chain(logits, 0, 1.0, 0.0, 0.0), [0, 0, 0, 1])
 
 
+def speculative_outcome_probs(p_tgt: dict[str, float], p_dft: dict[str, float], *, vocab: list[str],
+                              draft_top: bool = False, residual_by_position: bool = False) -> dict[str, float]:
+    """Distribution of a token that ``llama-speculative -np 1`` verifies against one drafted token,
+    from the target's and draft's post-sampler distributions at that position.
+
+    ``draft_top`` models defect 1 (the draft proposes its top candidate instead of a sample, yet
+    the acceptance ratio still divides by its draft probability); ``residual_by_position`` models
+    defect 2 (after a rejection, candidates sorted by id are subtracted position by position).
+    With both False the result equals ``p_tgt`` (the speculative-sampling identity)."""
+    p = np.array([p_tgt.get(t, 0.0) for t in vocab], dtype=np.float64)
+    q = np.array([p_dft.get(t, 0.0) for t in vocab], dtype=np.float64)
+    w = q
+    if draft_top:
+        w = np.zeros_like(q)
+        w[int(np.argmax(q))] = 1.0
+    if residual_by_position:
+        t_ids = [i for i in range(len(vocab)) if p[i] > 0]  # ascending ids = the sorted arrays
+        d_ids = [i for i in range(len(vocab)) if q[i] > 0]
+        res = np.zeros_like(p)
+        for k, ti in enumerate(t_ids):
+            res[ti] = max(0.0, p[ti] - (q[d_ids[k]] if k < len(d_ids) else 0.0))
+    else:
+        res = np.maximum(0.0, p - q)
+    res = res / res.sum() if res.sum() > 0 else p
+    out = np.zeros_like(p)
+    for x in range(len(vocab)):
+        if w[x] == 0.0:
+            continue
+        a = min(1.0, p[x] / q[x])
+        out[x] += w[x] * a
+        out += w[x] * (1.0 - a) * res
+    return {t: float(out[i]) for i, t in enumerate(vocab)}
+
+
+def test_manifest_expectations_follow_from_the_analytic_model():
+    """The manifest's expected outcome distributions (with and without each defect) are what
+    the analytic model gives from its target and draft distributions."""
+    r = MANIFEST["reference"]
+    p, q = r["probs_after_bcdbcf"], r["draft_probs_after_bcdbcf"]
+    expected = MANIFEST["expected_token1_given_f"]
+    cases = {"fixed": {}, "reintroduce_draft_top": {"draft_top": True},
+             "reintroduce_residual_by_position": {"residual_by_position": True},
+             "unpatched_0.3.36": {"draft_top": True, "residual_by_position": True}}
+    for name, flags in cases.items():
+        got = speculative_outcome_probs(p, q, vocab=VOCAB, **flags)
+        for t, v in expected[name].items():  # the manifest rounds to 4 or 10 decimals
+            assert abs(got[t] - v) < 6e-5, (name, t, got[t], v)
+        assert sum(got.values()) == pytest.approx(1.0)
+
+
 def test_speculative_identity_and_defects():
     r = MANIFEST["reference"]
     p, q = r["probs_after_bcdbcf"], r["draft_probs_after_bcdbcf"]
-    ok = ref.speculative_outcome_probs(p, q, vocab=VOCAB)
+    ok = speculative_outcome_probs(p, q, vocab=VOCAB)
     for t in VOCAB:
         assert abs(ok[t] - p.get(t, 0.0)) < 1e-8  # manifest figures are rounded to 1e-10
     for flags in ({"draft_top": True}, {"residual_by_position": True},
                   {"draft_top": True, "residual_by_position": True}):
-        bad = ref.speculative_outcome_probs(p, q, vocab=VOCAB, **flags)
+        bad = speculative_outcome_probs(p, q, vocab=VOCAB, **flags)
         assert math.isclose(sum(bad.values()), 1.0)
         assert max(abs(bad[t] - p.get(t, 0.0)) for t in VOCAB) > 0.1, flags
     rng = np.random.default_rng(0)
     for _ in range(20):  # the identity holds for any pair of distributions
         pv, qv = rng.dirichlet(np.ones(8)), rng.dirichlet(np.ones(8))
-        out = ref.speculative_outcome_probs(dict(zip(VOCAB, pv)), dict(zip(VOCAB, qv)), vocab=VOCAB)
+        out = speculative_outcome_probs(dict(zip(VOCAB, pv)), dict(zip(VOCAB, qv)), vocab=VOCAB)
         np.testing.assert_allclose([out[t] for t in VOCAB], pv, atol=1e-12)
 
 
@@ -110,9 +163,9 @@ def test_parse_completion_probs():
     body = {"completion_probabilities": [{"id": 6, "token": "g", "prob": 0.5, "top_probs": [
         {"id": 6, "token": "g", "prob": 0.5}, {"id": 3, "token": "d", "prob": 0.3},
         {"id": 4, "token": "e", "prob": 0.2}]}]}
-    assert ref.parse_completion_probs(body) == {"g": 0.5, "d": 0.3, "e": 0.2}
+    assert srv.parse_completion_probs(body) == {"g": 0.5, "d": 0.3, "e": 0.2}
     with pytest.raises(BisectbotError):
-        ref.parse_completion_probs({"content": "g"})
+        srv.parse_completion_probs({"content": "g"})
 
 
 FAKE_SERVER = textwrap.dedent('''\
@@ -148,7 +201,7 @@ def test_server_reference_against_fake_server(tmp_path):
     server = tmp_path / "llama-server"
     server.write_text(FAKE_SERVER.format(python=sys.executable, record=str(record)))
     server.chmod(0o755)
-    probs = ref.server_reference(server, TARGET, "bcdbcf", 8, top_k=3, timeout=30)
+    probs = srv.server_reference(server, TARGET, "bcdbcf", 8, top_k=3, timeout=30)
     assert probs == {"g": 0.6, "d": 0.4}
     seen = json.loads(record.read_text())
     assert seen["argv"][seen["argv"].index("-m") + 1] == str(TARGET)
@@ -164,7 +217,7 @@ def test_server_reference_reports_a_dead_server(tmp_path):
     server.write_text(f"#!{sys.executable}\nimport sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
     server.chmod(0o755)
     with pytest.raises(BisectbotError, match="exited with 3.*boom"):
-        ref.server_reference(server, TARGET, "bcdbcf", 8, timeout=30)
+        srv.server_reference(server, TARGET, "bcdbcf", 8, timeout=30)
 
 
 @pytest.mark.skipif(not os.environ.get("BISECTBOT_LLAMA_SERVER"),
@@ -173,6 +226,6 @@ def test_server_reference_reports_a_dead_server(tmp_path):
 def test_server_agrees_with_numpy():
     server = Path(os.environ["BISECTBOT_LLAMA_SERVER"])
     for prompt, ids in (("bcdbcf", PROMPT + [5]), ("bcdbc", PROMPT)):
-        got = ref.server_reference(server, TARGET, prompt, 8, top_k=3)
+        got = srv.server_reference(server, TARGET, prompt, 8, top_k=3)
         want = ref.next_token_probs(TARGET, ids, 3, 1.0, 0.0, 1.0)
         assert max(abs(got.get(t, 0.0) - v) for t, v in want.items()) < 1e-3

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import io
+import json
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -12,17 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bisectbot.errors import GitHubError
+from bisectbot.config import load_config
 from bisectbot.github.client import (
     BODY_LIMIT,
     AppCredentials,
-    DryRunPublisher,
-    GitHubPublisher,
-    GitHubSettings,
-    Publisher,
+    DryRunClient,
+    GitHubClient,
     RetryPolicy,
     fit_body,
     format_since,
-    make_publisher,
+    make_client,
 )
 
 try:  # tests/ is on sys.path when it is not a package (pytest's default "prepend" import mode)
@@ -52,9 +51,9 @@ def fast_policy(**kw: object) -> RetryPolicy:
     return RetryPolicy(**base)  # type: ignore[arg-type]
 
 
-def publisher(gh: GitHubStandIn, **kw: object) -> GitHubPublisher:
+def publisher(gh: GitHubStandIn, **kw: object) -> GitHubClient:
     retry = kw.pop("retry", None) or fast_policy()
-    return GitHubPublisher(FULL_NAME, api_url=gh.base_url, token=BOT_TOKEN, retry=retry, **kw)  # type: ignore[arg-type]
+    return GitHubClient(FULL_NAME, api_url=gh.base_url, token=BOT_TOKEN, retry=retry, **kw)  # type: ignore[arg-type]
 
 
 def job_comments(gh: GitHubStandIn, job: str) -> list[str]:
@@ -74,7 +73,7 @@ def test_comment_created_once_then_edited_in_place(gh_server: GitHubStandIn) -> 
     assert gh_server.count("PATCH", ONE_COMMENT) == 1
     # every request carried the token, and the server's urls point back at itself
     assert all(r.headers.get("Authorization") == f"token {BOT_TOKEN}" for r in gh_server.requests)
-    assert p.get_comment(first).html_url.startswith(gh_server.origin)
+    assert [c.html_url.startswith(gh_server.origin) for c in p.comments(ISSUE)] == [True]
 
 
 def test_restarted_bot_finds_its_comment_by_marker(gh_server: GitHubStandIn) -> None:
@@ -129,17 +128,14 @@ def test_react_eyes_is_idempotent(gh_server: GitHubStandIn) -> None:
         p.react(cid, "thumbsup")
 
 
-def test_issue_and_permissions(gh_server: GitHubStandIn) -> None:
+def test_issue_is_found_and_a_missing_one_is_a_clear_error(gh_server: GitHubStandIn) -> None:
     p = publisher(gh_server)
     issue = p.issue(ISSUE)
     assert issue.number == ISSUE and issue.url.startswith(gh_server.base_url)
-    assert p.author_permission("collab") == "write"
-    assert p.author_permission("ggml-org") == "admin"
-    assert p.author_permission("stranger") == "read"  # role_name of a non-collaborator
-    assert p.author_permission("no-such-user") == "none"
-    assert p.author_permission("../../user") == "none"  # never reaches the URL
     with pytest.raises(GitHubError, match="404"):
         p.issue(999)
+    with pytest.raises(GitHubError, match="404"):
+        p.comments(999)
 
 
 def test_list_comments_since_id_and_timestamp(gh_server: GitHubStandIn) -> None:
@@ -147,17 +143,13 @@ def test_list_comments_since_id_and_timestamp(gh_server: GitHubStandIn) -> None:
     old = gh_server.add_comment(FULL_NAME, ISSUE, "collab", "old", at=t0)
     new = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/check", at=t0 + timedelta(hours=1))
     p = publisher(gh_server)
-    assert [c.id for c in p.list_new_comments(ISSUE, old)] == [new]
-    assert [c.id for c in p.list_comments_since(ISSUE, None)] == [old, new]
+    assert [c.id for c in p.comments(ISSUE, old)] == [new]
+    assert [c.id for c in p.comments(ISSUE, None)] == [old, new]
     # an aware datetime (github3 4.0.1 would send "...+00:00Z", which GitHub rejects)
-    got = p.list_comments_since(ISSUE, t0 + timedelta(minutes=30))
-    assert [(c.id, c.author, c.author_association) for c in got] == [(new, "maintainer", "MEMBER")]
+    got = p.comments(ISSUE, t0 + timedelta(minutes=30))
+    assert [(c.id, c.author, c.author_association, c.issue_number) for c in got] == [(new, "maintainer", "MEMBER", ISSUE)]
     assert gh_server.matching("GET", COMMENTS)[-1].query["since"] == ["2024-05-01T12:30:00Z"]
     assert got[0].created_at == t0 + timedelta(hours=1)
-    # repository-wide listing (watch mode over every issue)
-    gh_server.add_issue(FULL_NAME, 2)
-    other = gh_server.add_comment(FULL_NAME, 2, "collab", "/cancel", at=t0 + timedelta(hours=2))
-    assert [(c.id, c.issue_number) for c in p.list_new_comments(None, new)] == [(other, 2)]
 
 
 def test_format_since() -> None:
@@ -211,14 +203,14 @@ def test_listing_failures_mid_pagination_are_retried(gh_server: GitHubStandIn) -
         gh_server.add_comment(FULL_NAME, ISSUE, "stranger", f"c{i}")
     gh_server.fail("GET", COMMENTS, "500", times=1)
     gh_server.fail("GET", COMMENTS, "drop", times=1)
-    assert len(publisher(gh_server).list_comments_since(ISSUE)) == 150
+    assert len(publisher(gh_server).comments(ISSUE)) == 150
 
 
 def test_a_hung_request_times_out_and_is_retried(gh_server: GitHubStandIn) -> None:
     gh_server.fail("GET", COMMENTS, "hang", times=1, hang_for=1.0)
     start = time.monotonic()
     p = publisher(gh_server, timeout=0.2)
-    assert p.list_comments_since(ISSUE) == []
+    assert p.comments(ISSUE) == []
     assert time.monotonic() - start < 0.9 and gh_server.count("GET", COMMENTS) == 2
 
 
@@ -234,7 +226,7 @@ def test_retry_after_is_honoured(gh_server: GitHubStandIn) -> None:
 def test_retry_after_really_waits(gh_server: GitHubStandIn) -> None:
     gh_server.fail("GET", COMMENTS, "secondary", times=1, retry_after=1)
     start = time.monotonic()
-    publisher(gh_server).list_comments_since(ISSUE)
+    publisher(gh_server).comments(ISSUE)
     assert time.monotonic() - start >= 0.95
     assert gh_server.count("GET", COMMENTS) == 2
 
@@ -242,7 +234,7 @@ def test_retry_after_really_waits(gh_server: GitHubStandIn) -> None:
 def test_rate_limit_remaining_zero_waits_for_reset(gh_server: GitHubStandIn) -> None:
     sleep = RecordingSleep()
     gh_server.fail("GET", COMMENTS, "ratelimit", times=1, reset_in=2.0)
-    publisher(gh_server, retry=fast_policy(sleep=sleep, reset_slack=0.5)).list_comments_since(ISSUE)
+    publisher(gh_server, retry=fast_policy(sleep=sleep, reset_slack=0.5)).comments(ISSUE)
     assert len(sleep.asked) == 1 and 1.0 <= sleep.asked[0] <= 2.6
 
 
@@ -293,12 +285,12 @@ def test_a_wait_longer_than_the_budget_gives_up_at_once(gh_server: GitHubStandIn
     gh_server.fail("GET", COMMENTS, "secondary", times=1, retry_after=3600)
     start = time.monotonic()
     with pytest.raises(GitHubError, match="server asked to wait 3600 s"):
-        publisher(gh_server, retry=fast_policy(give_up_after=2.0)).list_comments_since(ISSUE)
+        publisher(gh_server, retry=fast_policy(give_up_after=2.0)).comments(ISSUE)
     assert time.monotonic() - start < 1.0
 
 
 def test_bad_token_fails_without_leaking_it(gh_server: GitHubStandIn) -> None:
-    p = GitHubPublisher(FULL_NAME, api_url=gh_server.base_url, token="ghp_WRONG_secret_value", retry=fast_policy())
+    p = GitHubClient(FULL_NAME, api_url=gh_server.base_url, token="ghp_WRONG_secret_value", retry=fast_policy())
     with pytest.raises(GitHubError) as err:
         p.upsert_job_comment(ISSUE, "job-1", "x")
     assert "401" in str(err.value) and "ghp_WRONG" not in str(err.value)
@@ -307,9 +299,9 @@ def test_bad_token_fails_without_leaking_it(gh_server: GitHubStandIn) -> None:
 def test_unreachable_server_gives_up(gh_server: GitHubStandIn) -> None:
     url = gh_server.base_url
     gh_server.stop()
-    p = GitHubPublisher(FULL_NAME, api_url=url, token=BOT_TOKEN, bot_login=BOT_LOGIN, retry=fast_policy(give_up_after=0.3))
+    p = GitHubClient(FULL_NAME, api_url=url, token=BOT_TOKEN, bot_login=BOT_LOGIN, retry=fast_policy(give_up_after=0.3))
     with pytest.raises(GitHubError, match="connection failed"):
-        p.list_comments_since(ISSUE)
+        p.comments(ISSUE)
 
 
 # --------------------------------------------------------------------------- GitHub App
@@ -332,7 +324,7 @@ def test_github_app_installation_token_is_minted_and_renewed(gh_server: GitHubSt
     gh_server.enable_app("12345", pub, installation_id=777, slug="bisectbot", token_ttl=3600)
     gh_server.add_collaborator(FULL_NAME, "bisectbot[bot]", "write")
     app = AppCredentials(app_id="12345", private_key_path=key_path, installation_id=777, renew_margin=300)
-    p = GitHubPublisher(FULL_NAME, api_url=gh_server.base_url, app=app, retry=fast_policy())
+    p = GitHubClient(FULL_NAME, api_url=gh_server.base_url, app=app, retry=fast_policy())
     cid = p.upsert_job_comment(ISSUE, "job-1", "from the app")
     assert gh_server.comments[cid].login == "bisectbot[bot]"
     assert p.upsert_job_comment(ISSUE, "job-1", "edited by the app") == cid
@@ -352,9 +344,9 @@ def test_github_app_with_wrong_key_is_refused(gh_server: GitHubStandIn, tmp_path
     other_key, _ = _rsa_pair(tmp_path)
     gh_server.enable_app("12345", pub, installation_id=777)
     app = AppCredentials(app_id="12345", private_key_path=other_key, installation_id=777)
-    p = GitHubPublisher(FULL_NAME, api_url=gh_server.base_url, app=app, bot_login="bisectbot[bot]", retry=fast_policy())
+    p = GitHubClient(FULL_NAME, api_url=gh_server.base_url, app=app, bot_login="bisectbot[bot]", retry=fast_policy())
     with pytest.raises(GitHubError, match=r"POST .*/app/installations/777/access_tokens failed: 401"):
-        p.list_comments_since(ISSUE)
+        p.comments(ISSUE)
 
 
 # --------------------------------------------------------------------------- dry run and factory
@@ -362,33 +354,42 @@ def test_github_app_with_wrong_key_is_refused(gh_server: GitHubStandIn, tmp_path
 
 def test_dry_run_writes_what_would_be_posted(tmp_path: Path) -> None:
     out = tmp_path / "dry.md"
-    p = DryRunPublisher(out, repo=FULL_NAME)
-    assert isinstance(p, Publisher)
+    p = DryRunClient(out, repo=FULL_NAME)
     a = p.upsert_job_comment(ISSUE, "job-1", "table v1")
     b = p.upsert_job_comment(ISSUE, "job-1", "table v2")
     p.react(5, "eyes")
     p.post_comment(ISSUE, "Sorry.", key="r1")
     p.post_comment(ISSUE, "Sorry.", key="r1")
-    assert a == b and p.list_new_comments(ISSUE) == []
+    assert a == b and p.comments(ISSUE) == []
     text = out.read_text()
     assert "would create comment" in text and "would edit comment" in text and "table v2" in text
     assert text.count("Sorry.") == 1 and "would react eyes to comment 5" in text
 
 
-def test_make_publisher_picks_dry_run_without_credentials(gh_server: GitHubStandIn) -> None:
-    stream = io.StringIO()
-    settings = GitHubSettings(repo=FULL_NAME, api_url=gh_server.base_url, token_env="BISECTBOT_TEST_TOKEN", dry_run_out=None, retry=fast_policy())
-    dry = make_publisher(settings, env={})
-    assert isinstance(dry, DryRunPublisher)
-    dry._stream = stream  # noqa: SLF001
+def github_config(tmp_path: Path, gh: GitHubStandIn, **github: object) -> Path:
+    """A minimal valid config whose github section talks to the stand-in."""
+    data = {"name": "t", "repo": {"path": "."}, "build": {"targets": ["x"], "binaries": {"binary": ["x"]}},
+            "run": {"argv": ["{binary}", "{seed}"]}, "statistic": {"outcome": {"position": 0}},
+            "reference": {"probs": {"a": 1.0}},
+            "github": {"repo": FULL_NAME, "api_url": gh.base_url, "token_env": "BISECTBOT_TEST_TOKEN", **github}}
+    path = tmp_path / "gh.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML
+    return path
+
+
+def test_make_client_picks_a_dry_run_without_credentials(gh_server: GitHubStandIn, tmp_path: Path) -> None:
+    cfg = load_config(github_config(tmp_path, gh_server, dry_run_file="dry.md"))
+    dry = make_client(cfg, env={})
+    assert isinstance(dry, DryRunClient)
     dry.upsert_job_comment(ISSUE, "j", "hello")
-    assert "hello" in stream.getvalue() and gh_server.requests == []
-    real = make_publisher(settings, env={"BISECTBOT_TEST_TOKEN": BOT_TOKEN})
-    assert isinstance(real, GitHubPublisher) and isinstance(real, Publisher)
+    assert "hello" in (tmp_path / "dry.md").read_text() and gh_server.requests == []
+    real = make_client(cfg, env={"BISECTBOT_TEST_TOKEN": BOT_TOKEN}, retry=fast_policy())
+    assert isinstance(real, GitHubClient)
     real.upsert_job_comment(ISSUE, "j", "hello")
     assert len(job_comments(gh_server, "j")) == 1
+    half_an_app = load_config(github_config(tmp_path, gh_server, app_id="1"))
     with pytest.raises(GitHubError, match="together"):
-        make_publisher(GitHubSettings(repo=FULL_NAME, app_id="1"), env={})
+        make_client(half_an_app, env={})
 
 
 # --------------------------------------------------------------------------- fit_body

@@ -1,0 +1,73 @@
+"""The one vocabulary of outcomes, from the statistics to the report (pure).
+
+A sequential test decides GOOD, BAD, UNLIKE or INCONCLUSIVE; a commit that cannot be built or
+run is SKIP; the search and the reports use the same five words. `Find` says which way a bisect
+looks, so the inversions `--find fixed` needs live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Verdict(str, Enum):
+    GOOD = "good"
+    BAD = "bad"
+    SKIP = "skip"                  # cannot be built or run (like `git bisect skip`)
+    INCONCLUSIVE = "inconclusive"  # the test ran out of budget
+    UNLIKE = "unlike"              # bisect mode: like neither endpoint
+
+    @property
+    def informative(self) -> bool:
+        """GOOD and BAD move a search; the other three are "no information here"."""
+        return self in (Verdict.GOOD, Verdict.BAD)
+
+    def flipped(self) -> "Verdict":
+        """GOOD ↔ BAD; the others stay."""
+        return {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD}.get(self, self)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Find(str, Enum):
+    """What a bisect looks for between its old (`good`) and new (`bad`) ref.
+
+    BAD: the first commit that broke the property (the new end is broken).
+    FIXED: the first commit that restored it (the old end is broken, the new one works).
+    The search itself always looks for "the first broken-side commit" on a line ordered from
+    the working end to the broken end; `search_verdict` translates.
+    """
+
+    BAD = "bad"
+    FIXED = "fixed"
+
+    @property
+    def what(self) -> str:
+        """'first bad' / 'first fixed', as reports say it."""
+        return f"first {self.value}"
+
+    @property
+    def culprit_verdict(self) -> Verdict:
+        """What the named commit tests as (BAD for a breaking commit, GOOD for a fix)."""
+        return Verdict.BAD if self is Find.BAD else Verdict.GOOD
+
+    @property
+    def parent_verdict(self) -> Verdict:
+        return self.culprit_verdict.flipped()
+
+    @property
+    def broken_ref_name(self) -> str:
+        """Which of the user's refs (--good / --bad) names the broken endpoint."""
+        return "bad" if self is Find.BAD else "good"
+
+    @property
+    def working_ref_name(self) -> str:
+        return "good" if self is Find.BAD else "bad"
+
+    def search_verdict(self, verdict: Verdict) -> Verdict:
+        """A commit's verdict as the search reads it ("broken side" = BAD)."""
+        return verdict if self is Find.BAD else verdict.flipped()
+
+    def __str__(self) -> str:
+        return self.value

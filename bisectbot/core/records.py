@@ -1,0 +1,189 @@
+"""Records (pure data): a build, a run, one commit's tally of runs, and its verdict.
+
+Every stage hands these on; storage writes them, reports carry them. `CommitVerdict.of` is the
+only way a verdict is made, whether the commit was tested, skipped or judged by the sticky
+search, so every verdict in a report has the same shape.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Sequence
+
+from bisectbot.core.outcome import Verdict
+
+# A commit whose runs mostly fail is skipped: judged once this many runs have failed.
+MIN_FAILURES_TO_SKIP = 5
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    sha: str
+    status: str                    # ok | failed | timeout | no-binary
+    binaries: dict[str, str]       # placeholder -> kept path
+    log: str                       # path of the build log
+    seconds: float
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    seed: int
+    status: str                    # ok | incomplete | crash | timeout | unparsable
+    tokens: tuple[str, ...] | None
+    exit_code: int | None
+    seconds: float
+    attempts: int = 1              # 1 + reruns of a cut-short output
+    variant: int = 0
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Tally:
+    """One commit's runs, counted in seed order: categories, failures, reruns, seed span."""
+
+    names: tuple[str, ...]
+    counts: list[int] = field(init=False)
+    failures: Counter[str] = field(default_factory=Counter)
+    consumed: int = 0                   # runs fed, failures included
+    retried: int = 0                    # reruns of cut-short outputs
+    first: int | None = None            # first and last seed fed
+    last: int | None = None
+    last_category: int | None = None    # category of the last run (None: failed or not counted)
+    last_failure: RunRecord | None = None
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * len(self.names)
+
+    def add(self, rec: RunRecord, category: int | None) -> None:
+        """Count one run; `category` is its index in `names` (None: failed or not counted)."""
+        self.consumed += 1
+        self.first = rec.seed if self.first is None else self.first
+        self.last = rec.seed
+        self.retried += rec.attempts - 1
+        self.last_category = category if rec.ok else None
+        if not rec.ok:
+            self.failures[rec.status] += 1
+            self.last_failure = rec
+        elif category is not None:
+            self.counts[category] += 1
+
+    @property
+    def mostly_failed(self) -> bool:
+        """Enough failures to judge, and more than half of the runs: the commit is skipped."""
+        failed = sum(self.failures.values())
+        return failed >= MIN_FAILURES_TO_SKIP and failed * 2 > self.consumed
+
+    def failure_reason(self) -> str:
+        parts = ", ".join(f"{n} {status}" for status, n in self.failures.most_common())
+        last = self.last_failure
+        detail = (last.detail or last.status) if last is not None else "none"
+        return f"runs mostly fail ({parts} of {self.consumed}); last: {detail}"
+
+    def by_name(self) -> dict[str, int]:
+        return dict(zip(self.names, self.counts))
+
+    def short(self) -> str:
+        """'a=3 c=12': the nonzero counts, for progress lines."""
+        return " ".join(f"{n}={c}" for n, c in zip(self.names, self.counts) if c)
+
+    @property
+    def seeds(self) -> tuple[int, int] | None:
+        return (self.first, self.last) if self.first is not None and self.last is not None else None
+
+
+@dataclass(frozen=True)
+class Ask:
+    """The question put to one commit: in which role, by which test, at which error levels."""
+
+    role: str                      # good-endpoint | bad-endpoint | bad-model | step | sticky | retest-… | test
+    alpha: float
+    beta: float
+    mode: str = "reference"        # reference | two-point | bad-model | sticky
+    q_bad: tuple[float, ...] | None = None  # two-point: the bad endpoint's smoothed distribution
+    block: int = 0                 # seed block: 0 for the search, 1 for the final re-test
+    arm: str = "main"              # "main", or a cross-check arm's name
+
+
+@dataclass(frozen=True)
+class CommitVerdict:
+    sha: str
+    subject: str
+    role: str
+    verdict: Verdict
+    runs: int                      # runs consumed by the test (every seed, failures included)
+    counts: dict[str, int]         # category -> runs
+    failures: dict[str, int]       # crash / timeout / incomplete / unparsable -> runs
+    retried: int                   # reruns of incomplete outputs
+    log_e_bad: float
+    log_e_good: float
+    reason: str
+    mode: str
+    alpha: float
+    beta: float
+    seeds: tuple[int, int] | None  # first and last seed consumed
+    build: str                     # build status
+    build_seconds: float
+    executed: int = 0              # runs executed by this call (0 when replayed)
+    build_log: str | None = None
+    binaries: dict[str, str] = field(default_factory=dict)
+    variant: int | None = None     # which run.variants entry was used (0 with plain argv)
+    arm: str = "main"
+    block: int = 0
+
+    @classmethod
+    def of(cls, sha: str, subject: str, ask: Ask, build: BuildRecord, tally: Tally | None,
+           verdict: Verdict, reason: str, *, evidence: tuple[float, float] = (0.0, 0.0),
+           executed: int = 0, variant: int | None = None) -> "CommitVerdict":
+        """The one constructor: what was asked, how the commit built, what its runs showed."""
+        return cls(
+            sha=sha, subject=subject, role=ask.role, verdict=Verdict(verdict),
+            runs=tally.consumed if tally else 0,
+            counts=tally.by_name() if tally else {},
+            failures=dict(tally.failures) if tally else {},
+            retried=tally.retried if tally else 0,
+            log_e_bad=evidence[0], log_e_good=evidence[1], reason=reason, mode=ask.mode,
+            alpha=ask.alpha, beta=ask.beta, seeds=tally.seeds if tally else None,
+            build=build.status, build_seconds=build.seconds, executed=executed,
+            build_log=build.log, binaries=dict(build.binaries), variant=variant, arm=ask.arm,
+            block=ask.block,
+        )
+
+    @property
+    def key(self) -> str:
+        """How a job stores it: its role, and the arm for cross-check arms."""
+        return self.role if self.arm == "main" else f"{self.role}@{self.arm}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: `commit` (the contract's name) first, then every field."""
+        data = asdict(self)
+        data["verdict"] = self.verdict.value
+        data["seeds"] = list(self.seeds) if self.seeds else None
+        return {"commit": self.sha, **data}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "CommitVerdict":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["verdict"] = Verdict(values["verdict"])
+        values["seeds"] = tuple(values["seeds"]) if values.get("seeds") else None
+        return cls(**values)
+
+
+def distinct_runs(verdicts: Sequence[CommitVerdict]) -> int:
+    """Runs spent, each counted once: verdicts on the same commit, arm and seed block read the
+    same seeds from the start (the bad-endpoint model extends the bad endpoint's test)."""
+    longest: dict[tuple[str, str, int], int] = {}
+    for v in verdicts:
+        key = (v.sha, v.arm, v.block)
+        longest[key] = max(longest.get(key, 0), v.runs)
+    return sum(longest.values())

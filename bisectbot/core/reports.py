@@ -1,0 +1,220 @@
+"""Reports (pure data): what `bisect` and `test` produce, typed, with their JSON form.
+
+The JSON is a contract other tools rely on (fields listed in README.md, schema version 1): new
+fields may be added freely, a breaking change bumps `SCHEMA_VERSION`. Renderers (terminal,
+Markdown, GitHub comments) take these objects, never hand-built dicts; `from_json` reads back
+what the jobs table stored, including results written before a field existed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any, Union
+
+from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.records import CommitVerdict
+
+SCHEMA_VERSION = 1
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class ReferenceSummary:
+    """The reference as reports show it: its probabilities, source, and the test's categories."""
+
+    probs: dict[str, float]
+    condition_prob: float | None
+    source: str
+    categories: list[str]
+    category_probs: list[float]
+    condition: dict[str, Any] | None     # {"position": 0, "token": "f"} or None
+    outcome: dict[str, Any]              # {"position": 1}
+
+    @property
+    def prob_of(self) -> dict[str, float]:
+        return dict(zip(self.categories, self.category_probs))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ReferenceSummary":
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class ConfigSummary:
+    name: str
+    digest: str
+    path: str
+    experiment: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ConfigSummary":
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where the verdicts were measured (the toolchain probe fills it in)."""
+
+    compiler: str
+    cmake: str
+    cmake_args: list[str]
+    host: str
+    platform: str
+    python: str
+    bisectbot: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Environment":
+        values = {f.name: data.get(f.name, "unknown") for f in fields(cls)}
+        values["cmake_args"] = list(data.get("cmake_args", []))
+        return cls(**values)
+
+
+class BisectStatus(str, Enum):
+    FOUND = "found"              # culprit named and confirmed on fresh seeds
+    AMBIGUOUS = "ambiguous"      # undecidable commits leave a range of candidates
+    UNCONFIRMED = "unconfirmed"  # the re-test disagreed, or the sticky posterior fell short
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    """`bisectbot bisect --json`: the schema documented in README.md."""
+
+    job: str
+    status: BisectStatus
+    find: Find
+    first_bad: str | None          # the culprit (first bad, or first fixed with find=fixed)
+    first_bad_subject: str | None
+    last_good: str | None
+    candidates: list[str]          # possible culprits (one when found)
+    good: str
+    bad: str
+    good_ref: str
+    bad_ref: str
+    commits: int                   # commits on the first-parent line, good and bad included
+    builds: int
+    builds_bound: int              # ceil(log2 commits) + 3
+    runs: int
+    runs_executed: int             # runs executed by this invocation (0 when fully replayed)
+    retried: int
+    confidence: float
+    step_alpha: float
+    message: str
+    verdicts: list[CommitVerdict]
+    reference: ReferenceSummary
+    config: ConfigSummary
+    environment: Environment
+    reproduce: str
+    strategy: str = "plain"        # plain | sticky (the one used; `auto` picks per bug)
+    extra: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+    kind: str = "bisect"
+
+    def subject_of(self, sha: str | None) -> str | None:
+        return next((v.subject for v in self.verdicts if v.sha == sha), None)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["status"] = self.status.value
+        data["find"] = self.find.value
+        data["verdicts"] = [v.to_json() for v in self.verdicts]
+        for name in ("reference", "config", "environment"):
+            data[name] = asdict(data[name])
+        # the documented order: schema_version and kind first
+        return {"schema_version": self.schema_version, "kind": self.kind, **data}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "BisectReport":
+        values = _known(cls, data)
+        values["status"] = BisectStatus(data["status"])
+        values["find"] = Find(data.get("find", "bad"))
+        values["verdicts"] = [CommitVerdict.from_json(v) for v in data.get("verdicts", [])]
+        values["reference"] = ReferenceSummary.from_json(data["reference"])
+        values["config"] = ConfigSummary.from_json(data["config"])
+        values["environment"] = Environment.from_json(data.get("environment", {}))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TestReport:
+    """`bisectbot test --json`: one commit's verdict with the generic test, and its arms."""
+
+    __test__ = False  # not a pytest class
+
+    job: str
+    commit: str
+    ref: str
+    detail: CommitVerdict
+    arms: dict[str, CommitVerdict]
+    builds: int                    # built by this invocation
+    reference: ReferenceSummary
+    config: ConfigSummary
+    environment: Environment
+    reproduce: str
+    schema_version: int = SCHEMA_VERSION
+    kind: str = "test"
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.detail.verdict
+
+    def to_json(self) -> dict[str, Any]:
+        v = self.detail
+        return {
+            "schema_version": self.schema_version, "kind": self.kind, "job": self.job,
+            "commit": self.commit, "ref": self.ref, "verdict": v.verdict.value, "runs": v.runs,
+            "counts": v.counts, "retried": v.retried, "failures": v.failures, "reason": v.reason,
+            "builds": self.builds, "detail": v.to_json(),
+            "arms": {name: av.to_json() for name, av in self.arms.items()},
+            "reference": asdict(self.reference), "config": asdict(self.config),
+            "environment": asdict(self.environment), "reproduce": self.reproduce,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TestReport":
+        return cls(
+            job=data["job"], commit=data["commit"], ref=data["ref"],
+            detail=CommitVerdict.from_json(data["detail"]),
+            arms={k: CommitVerdict.from_json(v) for k, v in data.get("arms", {}).items()},
+            builds=int(data.get("builds", 0)),
+            reference=ReferenceSummary.from_json(data["reference"]),
+            config=ConfigSummary.from_json(data["config"]),
+            environment=Environment.from_json(data.get("environment", {})),
+            reproduce=data.get("reproduce", ""), schema_version=data.get("schema_version", 1),
+        )
+
+
+@dataclass(frozen=True)
+class JobStop:
+    """A job that ended without a report: failed (with why) or cancelled (by whom)."""
+
+    status: str                    # failed | cancelled
+    message: str = ""
+    by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "message": self.message}
+        if self.by is not None:
+            out["by"] = self.by
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "JobStop":
+        return cls(str(data.get("status", "failed")), str(data.get("message", "")), data.get("by"))
+
+
+JobResult = Union[BisectReport, TestReport, JobStop]
+
+
+def load_result(kind: str, status: str, data: dict[str, Any] | None) -> JobResult | None:
+    """A stored job result, typed: the report of a finished job, or why it stopped."""
+    if data is None:
+        return None
+    if status != "done":
+        return JobStop.from_json({"status": status, **data})
+    return BisectReport.from_json(data) if kind == "bisect" else TestReport.from_json(data)

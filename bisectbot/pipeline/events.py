@@ -1,0 +1,261 @@
+"""Events: what the pipeline tells its observers, typed; cancellation, the other way.
+
+The pipeline never formats progress for a particular screen and never calls GitHub: it emits
+events, and each observer takes what it needs (the terminal prints `text()`, the job records
+verdicts, the GitHub comment tracks the phase from the event types). A `/cancel` reaches the
+pipeline as a `CancelToken` that it checks between verdicts and between runs, so a job stops
+at a point where everything finished is stored.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Iterator
+
+from bisectbot.core.records import CommitVerdict
+
+
+@dataclass(frozen=True)
+class Event:
+    # A transient event is a status update (a terminal overwrites it); the others are lines worth keeping.
+    transient: ClassVar[bool] = False
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Syncing(Event):
+    source: str
+
+    def text(self) -> str:
+        return f"syncing {self.source} …"
+
+
+@dataclass(frozen=True)
+class TestStarted(Event):
+    ref: str
+    sha: str
+
+    def text(self) -> str:
+        return f"testing {self.ref} = {self.sha[:12]}"
+
+
+@dataclass(frozen=True)
+class BisectStarted(Event):
+    commits: int
+    good: str
+    bad: str
+    find: str
+    level: float
+    steps: int          # ⌈log2(commits − 1)⌉: how many search steps plain bisection needs
+
+    def text(self) -> str:
+        return (f"bisecting {self.commits} commits {self.good[:12]}..{self.bad[:12]} "
+                f"(find first {self.find}; per-step error ≤ {self.level:.1e})")
+
+
+@dataclass(frozen=True)
+class EndpointStarted(Event):
+    name: str           # good | bad, as the user called the ref
+    ref: str
+    sha: str
+
+    def text(self) -> str:
+        return f"[endpoint] testing {self.name} {self.ref} = {self.sha[:12]}"
+
+
+@dataclass(frozen=True)
+class ArmStarted(Event):
+    arm: str
+    sha: str
+
+    def text(self) -> str:
+        return f"[arm {self.arm}] testing {self.sha[:12]}"
+
+
+@dataclass(frozen=True)
+class StrategyChosen(Event):
+    strategy: str
+    model_runs: int
+
+    def text(self) -> str:
+        return (f"[strategy] {self.strategy} bisection: the bad endpoint model took "
+                f"{self.model_runs} counted runs")
+
+
+@dataclass(frozen=True)
+class StepStarted(Event):
+    number: int
+    estimate: int
+    sha: str
+    position: int
+    last: int
+
+    def text(self) -> str:
+        return (f"[step {self.number}/~{self.estimate}] {self.sha[:12]} "
+                f"(position {self.position} of {self.last})")
+
+
+@dataclass(frozen=True)
+class StickyVisit(Event):
+    sha: str
+    position: int
+    last: int
+
+    def text(self) -> str:
+        return f"[sticky] {self.sha[:12]} (position {self.position} of {self.last})"
+
+
+@dataclass(frozen=True)
+class StickySkip(Event):
+    sha: str
+    reason: str
+
+    def text(self) -> str:
+        return f"[sticky] skipping {self.sha[:12]}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Confirming(Event):
+    sha: str
+
+    def text(self) -> str:
+        return f"[confirm] re-testing {self.sha[:12]} and its parent on fresh seeds"
+
+
+@dataclass(frozen=True)
+class Building(Event):
+    sha: str
+    targets: tuple[str, ...]
+
+    def text(self) -> str:
+        return f"  building {', '.join(self.targets)} at {self.sha[:12]} …"
+
+
+@dataclass(frozen=True)
+class BuildPhase(Event):
+    transient: ClassVar[bool] = True
+    sha: str
+    phase: str          # configure | build
+
+    def text(self) -> str:
+        return f"  {self.phase} {self.sha[:12]}"
+
+
+@dataclass(frozen=True)
+class Built(Event):
+    sha: str
+    status: str
+    seconds: float
+    reason: str
+
+    def text(self) -> str:
+        if self.status == "ok":
+            return f"  built {self.sha[:12]} in {self.seconds:.1f} s"
+        return f"  build {self.status}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class VariantChosen(Event):
+    sha: str
+    index: int
+
+    def text(self) -> str:
+        return f"  {self.sha[:12]} uses command variant {self.index}"
+
+
+@dataclass(frozen=True)
+class ControlStarted(Event):
+    sha: str
+    runs: int
+
+    def text(self) -> str:
+        return f"  control sample: {self.runs} runs at {self.sha[:12]}"
+
+
+@dataclass(frozen=True)
+class RunsProgress(Event):
+    transient: ClassVar[bool] = True
+    sha: str
+    consumed: int
+    budget: int
+    counts: str         # 'a=3 c=12'
+
+    def text(self) -> str:
+        return f"  {self.sha[:12]} seeds {self.consumed}/{self.budget}: {self.counts}"
+
+
+@dataclass(frozen=True)
+class VerdictReached(Event):
+    verdict: CommitVerdict
+
+    def text(self) -> str:
+        v = self.verdict
+        arm = "" if v.arm == "main" else f" [{v.arm}]"
+        return f"  {v.role}{arm} {v.sha[:12]}: {v.verdict.value.upper()} after {v.runs} runs — {v.reason}"
+
+
+Observer = Callable[[Event], None]
+
+
+class Cancelled(Exception):
+    """The job was asked to stop (`/cancel`); everything finished is stored."""
+
+    def __init__(self, who: str | None):
+        super().__init__(f"cancelled by {who}" if who else "cancelled")
+        self.who = who
+
+
+class CancelToken:
+    """Set from any thread (a webhook, a poll for `/cancel`); checked by the pipeline."""
+
+    def __init__(self) -> None:
+        self._who: str | None = None
+        self._set = threading.Event()
+        self._lock = threading.Lock()
+
+    def cancel(self, who: str | None) -> None:
+        with self._lock:
+            if not self._set.is_set():
+                self._who = who
+                self._set.set()
+
+    @property
+    def requested(self) -> bool:
+        return self._set.is_set()
+
+    @property
+    def requested_by(self) -> str | None:
+        return self._who
+
+    def check(self) -> None:
+        """Raise `Cancelled` if a stop was asked for."""
+        if self._set.is_set():
+            raise Cancelled(self._who)
+
+
+class Events:
+    """The channel from the pipeline to its observers, and the cancel token it checks."""
+
+    def __init__(self, *observers: Observer, cancel: CancelToken | None = None):
+        self._observers: list[Observer] = list(observers)
+        self.cancel = cancel or CancelToken()
+
+    def emit(self, event: Event) -> None:
+        for observe in list(self._observers):
+            observe(event)
+
+    def check(self) -> None:
+        self.cancel.check()
+
+    @contextmanager
+    def observing(self, observer: Observer) -> Iterator[None]:
+        """Add an observer for the duration of a block (a job's own recorder)."""
+        self._observers.append(observer)
+        try:
+            yield
+        finally:
+            self._observers.remove(observer)

@@ -1,0 +1,185 @@
+"""Jobs: `test`, `bisect` and `check` from start to finish, and the only writer of the jobs table.
+
+A job is planned first (refs resolved, the job id fixed: `plan_test`, `plan_bisect`), then run.
+While it runs, every verdict it reaches is stored as it happens (an observer of the pipeline's
+events); it ends `done` with its report, `failed` with the reason, or `cancelled` with who asked.
+Running a job again with the same plan resumes it: builds and runs are replayed from storage.
+
+`Session` wires the stages for one config and state directory, in the order data flows:
+clone → builder and runner → reference → tester. The CLI and the GitHub bot both use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, Iterator
+
+from bisectbot.config import Config
+from bisectbot.core import stats
+from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.records import Ask
+from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestReport
+from bisectbot.edges.storage import LastGood, StateDir
+from bisectbot.edges.workspace import Workspace
+from bisectbot.errors import BisectbotError
+from bisectbot.pipeline import bisect
+from bisectbot.pipeline.bisect import BisectPlan, ReportContext
+from bisectbot.pipeline.build import toolchain
+from bisectbot.pipeline.events import Cancelled, Event, Events, Syncing, TestStarted, VerdictReached
+from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
+from bisectbot.pipeline.runner import CommitRunner
+from bisectbot.pipeline.verdict import Tester
+
+
+class Session:
+    """What one command works with: a config, a state directory and the event channel. The
+    stages are made on first use; the reference is resolved before the tester that uses it."""
+
+    def __init__(self, cfg: Config, state: StateDir, events: Events | None = None, *,
+                 config_path: str = "CONFIG"):
+        self.cfg, self.state, self.config_path = cfg, state, config_path
+        self.events = events or Events()
+
+    @cached_property
+    def workspace(self) -> Workspace:
+        return Workspace(self.cfg.repo_source, self.state.clone_dir)
+
+    @cached_property
+    def runner(self) -> CommitRunner:
+        return CommitRunner(self.cfg, self.state, self.workspace, self.events)
+
+    @cached_property
+    def reference(self) -> ResolvedReference:
+        return resolve_reference(self.cfg, self.runner)
+
+    @cached_property
+    def tester(self) -> Tester:
+        return Tester(self.cfg, self.runner, self.reference.stats_reference(), self.events)
+
+    def sync(self) -> None:
+        self.events.emit(Syncing(self.workspace.source))
+        self.workspace.sync()
+
+    def report_context(self) -> ReportContext:
+        cfg = self.cfg
+        return ReportContext(
+            reference=self.reference.summary(cfg),
+            config=ConfigSummary(cfg.name, cfg.digest(), self.config_path, self.runner.experiment),
+            environment=toolchain(cfg.build),
+        )
+
+
+def job_id(kind: str, cfg: Config, *parts: str) -> str:
+    blob = "\0".join([kind, cfg.digest(), *parts]).encode()
+    return f"{kind}-{hashlib.sha256(blob).hexdigest()[:12]}"
+
+
+@contextmanager
+def _running(session: Session, job: str, kind: str, args: dict[str, Any]) -> Iterator[None]:
+    """A job's life: registered (or resumed), its verdicts stored as they come, and its end
+    recorded when it fails or is cancelled (the caller records `done` with the report)."""
+    store = session.state.store
+    store.start_job(job, kind, args)
+
+    def record(event: Event) -> None:
+        if isinstance(event, VerdictReached):
+            store.put_verdict(job, event.verdict)
+
+    with session.events.observing(record):
+        try:
+            yield
+        except Cancelled as stop:
+            store.finish_job(job, "cancelled", JobStop("cancelled", by=stop.who).to_json())
+            raise
+        except BisectbotError as exc:
+            store.finish_job(job, "failed", JobStop("failed", str(exc)).to_json())
+            raise
+
+
+# -- test ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TestPlan:
+    __test__ = False  # not a pytest class
+
+    job: str
+    sha: str
+    ref: str
+
+
+def plan_test(session: Session, ref: str) -> TestPlan:
+    session.sync()
+    sha = session.workspace.resolve(ref)
+    return TestPlan(f"test-{sha[:12]}-{session.cfg.digest()}", sha, ref)
+
+
+def run_test(session: Session, plan: TestPlan) -> TestReport:
+    """`bisectbot test`: one commit's verdict with the generic test, and its cross-check arms."""
+    cfg, store = session.cfg, session.state.store
+    args = {"commit": plan.sha, "ref": plan.ref, "config": session.config_path}
+    with _running(session, plan.job, "test", args):
+        session.events.emit(TestStarted(plan.ref, plan.sha))
+        tester = session.tester
+        detail = tester.verdict(plan.sha, Ask(role="test", alpha=cfg.test.alpha, beta=cfg.test.beta))
+        arms = {name: tester.verdict(plan.sha, Ask(role="test", alpha=cfg.test.alpha,
+                                                   beta=cfg.test.beta, arm=name))
+                for name in cfg.arms}
+        context = session.report_context()
+        report = TestReport(
+            job=plan.job, commit=plan.sha, ref=plan.ref, detail=detail, arms=arms,
+            builds=len(session.runner.builder.built), reference=context.reference,
+            config=context.config, environment=context.environment,
+            reproduce=f"bisectbot test {session.config_path} --commit {plan.sha}",
+        )
+        store.finish_job(plan.job, "done", report.to_json())
+    return report
+
+
+# -- bisect ----------------------------------------------------------------------------------------
+def plan_bisect(session: Session, good_ref: str, bad_ref: str, *, find: Find = Find.BAD,
+                strategy: str = "auto") -> BisectPlan:
+    """Resolve the refs and the first-parent line, fix the job id and the per-step level."""
+    cfg = session.cfg
+    session.sync()
+    ws = session.workspace
+    good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
+    line = ws.first_parent_line(good, bad)
+    job = job_id("bisect", cfg, good, bad, find.value, *(() if strategy == "auto" else (strategy,)))
+    level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
+    return BisectPlan(job, tuple(line), good_ref, bad_ref, find, strategy, level, session.config_path)
+
+
+def run_bisect(session: Session, plan: BisectPlan) -> BisectReport:
+    """Run (or resume) a planned bisect; EndpointError when an endpoint does not test as given."""
+    args = {"good": plan.good, "bad": plan.bad, "good_ref": plan.good_ref, "bad_ref": plan.bad_ref,
+            "find": plan.find.value, "strategy": plan.strategy, "config": session.config_path}
+    with _running(session, plan.job, "bisect", args):
+        report = bisect.run_bisect(plan, session.tester, session.events, session.report_context())
+        session.state.store.finish_job(plan.job, "done", report.to_json())
+    return report
+
+
+# -- check -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CheckResult:
+    """A scheduled check: the test of the ref, the last known good commit before it, and the
+    bisect to run when the fix no longer holds (None when there is nothing to bisect)."""
+
+    test: TestReport
+    last_good: LastGood | None
+    bisect: BisectPlan | None
+
+
+def run_check(session: Session, ref: str, *, date: str) -> CheckResult:
+    """Test `ref`; GOOD becomes the last known good commit, BAD plans a bisect from it."""
+    store, name = session.state.store, session.cfg.name
+    report = run_test(session, plan_test(session, ref))
+    last = store.last_good(name)
+    if report.verdict is Verdict.GOOD:
+        store.put_last_good(name, LastGood(report.commit, ref, date))
+    plan = None
+    if report.verdict is Verdict.BAD and last is not None and last.sha != report.commit:
+        plan = replace(plan_bisect(session, last.sha, report.commit), good_ref=last.sha[:12], bad_ref=ref)
+    return CheckResult(report, last, plan)
