@@ -8,18 +8,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from bisectbot.errors import GitHubError
 from bisectbot.config import load_config
+from bisectbot.github.comment import BODY_LIMIT
 from bisectbot.github.client import (
-    BODY_LIMIT,
     AppCredentials,
     DryRunClient,
     GitHubClient,
     RetryPolicy,
-    fit_body,
     format_since,
     make_client,
 )
@@ -392,60 +389,14 @@ def test_make_client_picks_a_dry_run_without_credentials(gh_server: GitHubStandI
         make_client(half_an_app, env={})
 
 
-# --------------------------------------------------------------------------- fit_body
-
-TABLE = "| commit | p-value | verdict |\n|---|---|---|\n" + "".join(f"| {i:07x} | 0.{i:04d} | good |\n" for i in range(40))
+# --------------------------------------------------------------------------- the size limit
 
 
-def details(summary: str, content: str) -> str:
-    return f"<details><summary>{summary}</summary>\n\n```\n{content}\n```\n\n</details>\n"
-
-
-def test_fit_body_cuts_largest_details_and_keeps_table() -> None:
-    small = details("small log", "s" * 1_000)
-    big = details("build log", "\n".join(f"line {i} " + "x" * 60 for i in range(2_000)))
-    body = "## Result\n\n" + TABLE + "\n" + small + big + "\n_footer_"
-    out = fit_body(body)
-    assert len(body) > BODY_LIMIT >= len(out)
-    assert TABLE in out and small in out and "_footer_" in out
-    assert "<summary>build log</summary>" in out and "characters cut to fit" in out
-    assert out.count("```") % 2 == 0 and out.count("</details>") == 2
-
-
-def test_fit_body_leaves_short_bodies_alone() -> None:
-    assert fit_body(TABLE) == TABLE
-
-
-def test_fit_body_without_details_cuts_the_end() -> None:
-    out = fit_body(TABLE + "y" * 100_000)
-    assert len(out) <= BODY_LIMIT and out.startswith(TABLE)
-
-
-def test_fit_body_result_is_accepted_by_the_server(gh_server: GitHubStandIn) -> None:
-    huge = TABLE + details("samples", "z" * 200_000)
-    cid = publisher(gh_server).upsert_job_comment(ISSUE, "job-big", huge)
+def test_an_oversized_body_is_clipped_at_a_line_end_and_accepted(gh_server: GitHubStandIn) -> None:
+    table = "| commit | verdict |\n|---|---|\n" + "".join(f"| {i:07x} | good |\n" for i in range(5000))
+    cid = publisher(gh_server).upsert_job_comment(ISSUE, "job-big", table + "z" * 100_000)
     body = gh_server.comments[cid].body
-    assert len(body) <= BODY_LIMIT and TABLE in body
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    sizes=st.lists(st.integers(min_value=0, max_value=40_000), max_size=6),
-    fenced=st.lists(st.booleans(), min_size=6, max_size=6),
-    tail=st.integers(min_value=0, max_value=30_000),
-    limit=st.integers(min_value=2_000, max_value=BODY_LIMIT),
-)
-def test_fit_body_properties(sizes: list[int], fenced: list[bool], tail: int, limit: int) -> None:
-    parts = ["## Verdict\n\n", TABLE]
-    for i, n in enumerate(sizes):
-        inner = ("```\n" + "q" * n + "\n```") if fenced[i] else ("w" * n)
-        parts.append(f"<details><summary>block {i}</summary>\n\n{inner}\n</details>\n")
-    parts.append("t" * tail)
-    body = "".join(parts)
-    out = fit_body(body, limit)
-    assert len(out) <= limit
-    if len(body) <= limit:
-        assert out == body
-    assert out.count("```") % 2 == 0
-    if len(TABLE) + 13 + 600 * len(sizes) + tail < limit:  # the table fits once details are cut
-        assert TABLE in out
+    assert len(body) <= BODY_LIMIT and "characters cut to fit" in body
+    assert body.startswith("<!-- bisectbot:job=job-big -->\n| commit | verdict |")
+    kept = body.split("\n\n*…")[0].splitlines()[1:]
+    assert kept[-1] == kept[-1].strip() and kept[-1].endswith("| good |")  # whole rows only

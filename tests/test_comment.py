@@ -8,6 +8,9 @@ import threading
 import time
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from bisectbot import __version__
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
@@ -15,8 +18,8 @@ from bisectbot.core.reports import (BisectReport, BisectStatus, ConfigSummary, E
                                     ReferenceSummary, TestReport)
 from bisectbot.errors import GitHubError
 from bisectbot.github.bot import CommentObserver, ProgressPoster, fixture_hashes
-from bisectbot.github.client import BODY_LIMIT, fit_body
-from bisectbot.github.comment import CommentContext, commit_ref, render_alarm, render_bisect, render_status
+from bisectbot.github.comment import (BODY_LIMIT, Code, Collapsed, CommentContext, Document, commit_ref,
+                                     render_alarm, render_bisect, render_status)
 from bisectbot.pipeline.events import (BisectStarted, Building, Built, CancelToken, EndpointStarted,
                                        RunsProgress, StepStarted)
 
@@ -78,7 +81,7 @@ def ctx(fixtures: dict[str, str] | None = None) -> CommentContext:
 
 
 def test_culprit_is_linked_with_subject_and_pr() -> None:
-    body = render_bisect(bisect_report(), ctx())
+    body = render_bisect(bisect_report(), ctx()).text()
     first = body.splitlines()[0]
     assert f"[`{CULPRIT[:12]}`](https://github.com/ggml-org/llama.cpp/commit/{CULPRIT})" in first
     assert "speculative: take top draft candidate" in first
@@ -89,7 +92,7 @@ def test_culprit_is_linked_with_subject_and_pr() -> None:
 def test_first_fixed_says_the_parent_tests_bad() -> None:
     from dataclasses import replace
 
-    body = render_bisect(replace(bisect_report(), find=Find.FIXED), ctx())
+    body = render_bisect(replace(bisect_report(), find=Find.FIXED), ctx()).text()
     assert body.startswith("### bisectbot: first fixed commit is") and "tests BAD" in body
 
 
@@ -103,7 +106,7 @@ def test_table_chart_and_reproduction_footer(tmp_path: Path) -> None:
     (tmp_path / "models" / "draft.gguf").write_bytes(b"draft weights")
     hashes = fixture_hashes(tmp_path)
     assert hashes == {"models/draft.gguf": hashlib.sha256(b"draft weights").hexdigest()}
-    body = render_bisect(bisect_report(), ctx(hashes))
+    body = render_bisect(bisect_report(), ctx(hashes)).text()
     # the verdict table is always there, outside any <details> (the chart's fallback)
     table_at = body.index("| commit | subject | role | verdict | runs | observed (vs reference) | evidence |")
     assert "<details>" not in body[:table_at]
@@ -126,22 +129,75 @@ def test_table_chart_and_reproduction_footer(tmp_path: Path) -> None:
 
 
 def test_huge_report_fits_github_limit_and_keeps_the_head() -> None:
-    body = render_bisect(bisect_report(n_extra=700), ctx())
+    doc = render_bisect(bisect_report(n_extra=700), ctx())
+    body = doc.text()
     assert len(body) > BODY_LIMIT
-    fitted = fit_body(body)
-    assert len(fitted) <= BODY_LIMIT
+    fitted = doc.fit()
+    assert len(fitted) <= BODY_LIMIT - 200  # room for the client's marker line
     assert fitted.splitlines()[0] == body.splitlines()[0]
+    assert fitted.count("```") % 2 == 0 and fitted.count("<details>") == fitted.count("</details>")
+
+
+# -- fitting a document to GitHub's limit ----------------------------------------------------------
+TABLE = "| commit | p-value | verdict |\n|---|---|---|\n" + "".join(f"| {i:07x} | 0.{i:04d} | good |\n" for i in range(40))
+
+
+def test_fit_cuts_the_largest_collapsed_part_first_and_keeps_the_table() -> None:
+    small = Collapsed("small log", (Code("s" * 1_000),))
+    big = Collapsed("build log", (Code("\n".join(f"line {i} " + "x" * 60 for i in range(2_000))),))
+    doc = Document(("## Result", TABLE, small, big, "_footer_"))
+    out = doc.fit(BODY_LIMIT)
+    assert len(doc.text()) > BODY_LIMIT >= len(out)
+    assert TABLE in out and small.render() in out and out.endswith("_footer_\n")
+    assert "<summary>build log</summary>" in out and "characters cut to fit" in out
+    assert out.count("```") == 4 and out.count("</details>") == 2
+    log = out[out.index("<summary>build log"):].splitlines()
+    kept = log[log.index("```") + 1:next(i for i, ln in enumerate(log) if "characters cut" in ln)]
+    assert kept[0].startswith("line 0 ") and all(ln == f"line {i} " + "x" * 60 for i, ln in enumerate(kept))
+
+
+def test_fit_leaves_a_short_document_alone() -> None:
+    doc = Document(("## Result", TABLE))
+    assert doc.fit() == doc.text() == "## Result\n\n" + TABLE + "\n"
+
+
+def test_fit_without_collapsed_parts_cuts_the_end() -> None:
+    out = Document((TABLE, "y" * 100_000)).fit(BODY_LIMIT)
+    assert len(out) <= BODY_LIMIT and out.startswith(TABLE) and "characters cut to fit" in out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=40_000), max_size=6),
+    fenced=st.lists(st.booleans(), min_size=6, max_size=6),
+    tail=st.integers(min_value=0, max_value=30_000),
+    limit=st.integers(min_value=2_000, max_value=BODY_LIMIT),
+)
+def test_fit_properties(sizes: list[int], fenced: list[bool], tail: int, limit: int) -> None:
+    blocks: list = ["## Verdict", TABLE]
+    for i, n in enumerate(sizes):
+        inner = Code("q" * n) if fenced[i] else "w" * n
+        blocks.append(Collapsed(f"block {i}", (inner,)))
+    blocks.append("t" * tail)
+    doc = Document(tuple(blocks))
+    out = doc.fit(limit)
+    assert len(out) <= limit
+    if len(doc.text()) <= limit:
+        assert out == doc.text()
+    assert out.count("```") % 2 == 0 and out.count("<details>") == out.count("</details>")
+    if len(TABLE) + 13 + 600 * len(sizes) + tail < limit:  # the table fits once details are cut
+        assert TABLE in out
 
 
 def test_status_and_alarm_comments() -> None:
-    ok = render_status(a_test_report(Verdict.GOOD), ctx(), date="2025-01-02 04:17 UTC")
+    ok = render_status(a_test_report(Verdict.GOOD), ctx(), date="2025-01-02 04:17 UTC").text()
     assert ok.startswith(f"### bisectbot: ✅ still fixed at [`{BAD[:12]}`]") and "2025-01-02 04:17 UTC" in ok
     assert "`master` after 1391 runs: a 56 (0.10 vs 0.10)" in ok
-    broken = render_status(a_test_report(Verdict.BAD), ctx(), date="d", alarm=True)
+    broken = render_status(a_test_report(Verdict.BAD), ctx(), date="d", alarm=True).text()
     assert "❌ broken again" in broken and "see the alarm below" in broken
-    alarm = render_alarm(a_test_report(Verdict.BAD), ctx(), last_good=GOOD, date="d")
+    alarm = render_alarm(a_test_report(Verdict.BAD), ctx(), last_good=GOOD, date="d").text()
     assert "no longer holds" in alarm and f"commit/{GOOD}" in alarm
-    none = render_alarm(a_test_report(Verdict.BAD), ctx(), last_good=None, date="d")
+    none = render_alarm(a_test_report(Verdict.BAD), ctx(), last_good=None, date="d").text()
     assert "/bisect good=<ref> bad=" + BAD[:12] in none
 
 

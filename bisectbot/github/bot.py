@@ -42,7 +42,7 @@ from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError
 from bisectbot.github.client import IssueClient, format_since
 from bisectbot.github.commands import (BisectCommand, CancelCommand, CheckCommand, Refusal, parse_comment,
                                        validate_config_name)
-from bisectbot.github.comment import (CommentContext, render_alarm, render_bisect, render_cancelled,
+from bisectbot.github.comment import (CommentContext, Document, render_alarm, render_bisect, render_cancelled,
                                       render_failed, render_progress, render_status)
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.bisect import BisectPlan
@@ -115,7 +115,7 @@ class CommentObserver:
         return head + (f" — {self.doing}" if self.doing else "")
 
     def body(self) -> str:
-        return render_progress(self.title, self.phase(), self.lines, self.ctx)
+        return render_progress(self.title, self.phase(), self.lines, self.ctx).fit()
 
 
 class ProgressPoster:
@@ -364,7 +364,7 @@ class Bot:
         ctx = self.ctx(cfg)
         if self.store.job(plan.job) is None:
             self._best_effort(lambda: self.client.upsert_job_comment(
-                issue, plan.job, render_progress(title, "queued", [], ctx)), "post the queued comment")
+                issue, plan.job, render_progress(title, "queued", [], ctx).fit()), "post the queued comment")
         poll = (lambda: self._poll_for_cancel(issue)) if self.poll_cancels else None
         if poll is not None and (who := poll()) is not None:
             token.cancel(who)  # a /cancel already on the issue stops the job before it builds
@@ -444,7 +444,7 @@ class Bot:
         return out
 
     # -- publishing ----------------------------------------------------------------------------
-    def render(self, target: TargetRow, job: JobRow) -> str:
+    def render(self, target: TargetRow, job: JobRow) -> Document:
         extra = target.extra
         cfg = self.cfg
         if extra.get("config") and extra["config"] != self.config_path:
@@ -473,7 +473,7 @@ class Bot:
         if target is None or job is None or job.status == "running":
             return False
         try:
-            cid = self.client.upsert_job_comment(issue, marker, self.render(target, job))
+            cid = self.client.upsert_job_comment(issue, marker, self.render(target, job).fit())
         except GitHubError as exc:
             log.error("publishing %s on #%s failed, kept for `bisectbot publish`: %s", marker, issue, exc)
             return False

@@ -41,13 +41,13 @@ from github3.session import AppInstallationTokenAuth, GitHubSession
 
 from bisectbot.config import Config
 from bisectbot.errors import GitHubError
+from bisectbot.github.comment import BODY_LIMIT
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 DEFAULT_API_URL = "https://api.github.com"
-BODY_LIMIT = 65_536  # GitHub rejects longer issue comment bodies with 422
 JOB_MARKER = "<!-- bisectbot:job={} -->"
 REPLY_MARKER = "<!-- bisectbot:reply={} -->"
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
@@ -130,88 +130,18 @@ class AppCredentials:
     renew_margin: float = 300.0  # renew this many seconds before the 1 h token expires
 
 
-# --------------------------------------------------------------------------- fit_body
-
-_DETAILS_RE = re.compile(r"(<details\b[^>]*>)(.*?)(</details>)", re.S | re.I)
-_SUMMARY_RE = re.compile(r"\s*<summary\b[^>]*>.*?</summary>", re.S | re.I)
+# --------------------------------------------------------------------------- limits
 
 
-def _cut_note(removed: int) -> str:
-    return f"\n\n*… {removed:,} characters cut to fit GitHub's 65,536-character comment limit …*\n\n"
-
-
-def _balance(kept: str) -> str:
-    """Close what a cut left open: a ``` fence, <pre>, <code>, or the block swallows the rest."""
-    tail = ""
-    if kept.count("```") % 2:
-        tail += "\n```"
-    for tag in ("code", "pre"):
-        opened = len(re.findall(rf"<{tag}\b", kept, re.I))
-        closed = len(re.findall(rf"</{tag}>", kept, re.I))
-        tail += f"</{tag}>" * max(0, opened - closed)
-    return tail
-
-
-def _cut_to(text: str, budget: int) -> str:
-    """Return a prefix of ``text`` plus a cut note, at most ``budget`` characters long.
-
-    With too little budget even for the note, the note alone (the caller keeps cutting).
-    """
-    if len(text) <= budget:
+def _clip(text: str, limit: int = BODY_LIMIT) -> str:
+    """Never send GitHub more than it takes. Bodies come fitted (`comment.Document.fit`); a
+    longer one is cut at a line end, with a note."""
+    if len(text) <= limit:
         return text
-    note_max = len(_cut_note(len(text))) + len("\n```</code></pre>") + 1
-    keep = max(0, budget - note_max)
-    # Prefer to cut at a line end so a table row or log line is never half shown.
-    nl = text.rfind("\n", 0, keep)
-    if nl > keep // 2:
-        keep = nl
-    while True:
-        kept = text[:keep]
-        out = kept + _balance(kept) + _cut_note(len(text) - keep)
-        if len(out) <= budget or keep == 0:
-            return out
-        keep = max(0, keep - (len(out) - budget))
-
-
-def fit_body(markdown: str, limit: int = BODY_LIMIT) -> str:
-    """Make ``markdown`` fit GitHub's comment limit by cutting ``<details>`` content first.
-
-    The result table and summary lines live outside ``<details>``; logs and raw samples
-    live inside. So the largest (ties: the last) ``<details>`` bodies are cut first,
-    keeping their ``<summary>`` and beginning and saying how much was cut. Only if that is
-    not enough is the text itself cut from the end. Always returns ``len() <= limit``.
-    """
-    if limit < 256:
-        raise ValueError("limit too small to hold a cut note")
-    if len(markdown) <= limit:
-        return markdown
-    text = markdown
-    done: set[int] = set()
-    while len(text) > limit:
-        blocks = list(_DETAILS_RE.finditer(text))
-        candidates = []
-        for i, m in enumerate(blocks):
-            if i in done:
-                continue
-            inner = m.group(2)
-            s = _SUMMARY_RE.match(inner)
-            head = s.end() if s else 0
-            candidates.append((len(inner) - head, i, m, head))
-        if not candidates:
-            break
-        size, i, m, head = max(candidates, key=lambda c: (c[0], c[1]))
-        done.add(i)
-        inner = m.group(2)
-        cuttable = inner[head:]
-        excess = len(text) - limit
-        new_cuttable = _cut_to(cuttable, max(0, len(cuttable) - excess))
-        if len(new_cuttable) >= len(cuttable):
-            continue  # too small to help: cutting it would only add a note
-        start = m.start(2) + head
-        text = text[:start] + new_cuttable + text[start + len(cuttable) :]
-    if len(text) > limit:
-        text = _cut_to(text, limit)
-    return text
+    note = f"\n\n*… {len(text) - limit:,}+ characters cut to fit GitHub's comment limit …*\n"
+    keep = limit - len(note)
+    line_end = text.rfind("\n", 0, keep)
+    return text[: line_end if line_end > keep // 2 else keep] + note
 
 
 # --------------------------------------------------------------------------- retries
@@ -499,7 +429,7 @@ class GitHubClient:
         return self._create_once(int(issue), REPLY_MARKER.format(key), body, edit=False)
 
     def _create_once(self, issue: int, marker: str, body: str, *, edit: bool) -> int:
-        full = fit_body(f"{marker}\n{body}")
+        full = _clip(f"{marker}\n{body}")
         key = (issue, marker)
         known = self._known.get(key)
         if known is not None and not edit:
@@ -603,14 +533,14 @@ class DryRunClient:
             raise ValueError(f"job id {job_id!r} must match {_KEY_RE.pattern}")
         cid, new = self._id_for(issue, "job=" + job_id)
         verb = "create" if new else "edit"
-        full = fit_body(f"{JOB_MARKER.format(job_id)}\n{body}")
+        full = _clip(f"{JOB_MARKER.format(job_id)}\n{body}")
         self._write(f"--- dry run: would {verb} comment {cid} on {self.repo}#{issue} (job {job_id}) ---\n{full}\n--- end ---\n")
         return cid
 
     def post_comment(self, issue: int, body: str, key: str) -> int:
         cid, new = self._id_for(issue, "reply=" + key)
         if new:
-            full = fit_body(f"{REPLY_MARKER.format(key)}\n{body}")
+            full = _clip(f"{REPLY_MARKER.format(key)}\n{body}")
             self._write(f"--- dry run: would post comment {cid} on {self.repo}#{issue} ---\n{full}\n--- end ---\n")
         return cid
 

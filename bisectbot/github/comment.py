@@ -3,14 +3,19 @@
 Why a separate renderer from `report.bisect_markdown`: an issue comment is read by people who did
 not run the tool, so it leads with the culprit as a link (commit and PR), keeps the verdict table
 always visible (it is the fallback when the chart does not render), puts the chart in a
-collapsed `<details>`, and ends with everything needed to reproduce the result elsewhere. The
-job marker (`<!-- bisectbot:job=... -->`) is added by `publish.py`, not here.
+collapsed `<details>`, and ends with everything needed to reproduce the result elsewhere.
+
+A comment is built as a `Document` of blocks (Markdown text, fenced `Code`, `Collapsed`
+`<details>`), not as one string: GitHub refuses bodies over 65,536 characters, and
+`Document.fit` cuts the collapsed parts first, then the end, always at line ends and with the
+fences and `<details>` tags written around what is left, so a cut never breaks the Markdown.
+The job marker (`<!-- bisectbot:job=... -->`) is added by the client, not here.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence, Union
 
 from bisectbot import __version__
@@ -19,9 +24,121 @@ from bisectbot.core.reports import BisectReport, BisectStatus, ReferenceSummary,
 from bisectbot.core.stats import MISSED
 from bisectbot.report import observed_vs_reference, reference_line, verdict_table
 
-PR_RE = re.compile(r"\(#(\d+)\)\s*$")
+BODY_LIMIT = 65_536  # GitHub rejects longer issue comment bodies with 422
+MARKER_ROOM = 200    # what the client's hidden marker line may take of it
+PR_RE = re.compile(r"\(#(\d+)\)\s*$")  # "(#123)" at the end of a commit subject
 
 
+# -- documents -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Code:
+    """A fenced code block; the fence is written when rendering, around whatever text is left."""
+
+    text: str
+    language: str = ""
+
+    def render(self) -> str:
+        return f"```{self.language}\n{self.text}\n```"
+
+
+Unit = Union[str, Code]  # a str is Markdown that opens no fence
+
+
+@dataclass(frozen=True)
+class Collapsed:
+    """A `<details>` block: its summary always shows; its units are cut first when too long."""
+
+    summary: str
+    units: tuple[Unit, ...]
+
+    def render(self) -> str:
+        inner = "\n\n".join(_render(u) for u in self.units)
+        return f"<details><summary>{self.summary}</summary>\n\n{inner}\n\n</details>"
+
+
+Block = Union[Unit, Collapsed]
+
+
+def _render(block: Block) -> str:
+    return block if isinstance(block, str) else block.render()
+
+
+def _cut_note(removed: int) -> str:
+    return f"*… {removed:,} characters cut to fit GitHub's 65,536-character comment limit …*"
+
+
+def _shorten(unit: Unit, by: int) -> Unit:
+    """The unit at least `by` characters shorter (cut at a line end, with a note), or just the
+    note when that is all there is room for."""
+    text = unit if isinstance(unit, str) else unit.text
+    keep = max(0, len(text) - by - len(_cut_note(len(text))) - 1)
+    line_end = text.rfind("\n", 0, keep)
+    if line_end > keep // 2:
+        keep = line_end
+    removed = len(text) - keep
+    cut = (text[:keep] + "\n" if keep else "") + _cut_note(removed)
+    return cut if isinstance(unit, str) else Code(cut, unit.language)
+
+
+@dataclass(frozen=True)
+class Document:
+    blocks: tuple[Block, ...]
+
+    def text(self) -> str:
+        return "\n\n".join(_render(b) for b in self.blocks) + "\n"
+
+    def fit(self, limit: int = BODY_LIMIT - MARKER_ROOM) -> str:
+        """The text, at most `limit` characters: the largest collapsed units are cut first
+        (ties: the last), then top-level units from the end; the head stays as long as it can."""
+        doc = self
+        while len(text := doc.text()) > limit:
+            excess = len(text) - limit
+            place = doc._largest_collapsed_unit()
+            if place is not None:
+                doc = doc._replace_unit(place, excess)
+                continue
+            last = doc._last_cuttable()
+            if last is None:  # nothing left to cut: drop trailing blocks
+                if len(doc.blocks) == 1:
+                    return text[: limit - 1] + "\n"
+                doc = Document(doc.blocks[:-1])
+                continue
+            doc = Document(doc.blocks[:last] + (_shorten(doc.blocks[last], excess),) + doc.blocks[last + 1:])
+        return text
+
+    def _largest_collapsed_unit(self) -> tuple[int, int] | None:
+        """(block, unit) of the longest collapsed unit that can still shrink."""
+        best: tuple[int, int, int] | None = None
+        for b, block in enumerate(self.blocks):
+            if not isinstance(block, Collapsed):
+                continue
+            for u, unit in enumerate(block.units):
+                size = len(_render(unit))
+                if _can_shrink(unit) and (best is None or size >= best[0]):
+                    best = (size, b, u)
+        return None if best is None else (best[1], best[2])
+
+    def _replace_unit(self, place: tuple[int, int], excess: int) -> "Document":
+        b, u = place
+        block = self.blocks[b]
+        assert isinstance(block, Collapsed)
+        units = block.units[:u] + (_shorten(block.units[u], excess),) + block.units[u + 1:]
+        return Document(self.blocks[:b] + (replace(block, units=units),) + self.blocks[b + 1:])
+
+    def _last_cuttable(self) -> int | None:
+        for b in range(len(self.blocks) - 1, -1, -1):
+            block = self.blocks[b]
+            if not isinstance(block, Collapsed) and _can_shrink(block):
+                return b
+        return None
+
+
+def _can_shrink(unit: Unit) -> bool:
+    text = unit if isinstance(unit, str) else unit.text
+    return len(text) > len(_cut_note(len(text))) + 1
+
+
+# -- pieces ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CommentContext:
     """What a comment needs besides the report: where links point and how to reproduce."""
@@ -64,14 +181,13 @@ def commit_ref(sha: str, subject: str | None, ctx: CommentContext) -> str:
     return out
 
 
-# -- chart ---------------------------------------------------------------------------------------
 def _frequencies(counts: Mapping[str, int], names: Sequence[str]) -> list[float]:
     met = sum(counts.get(n, 0) for n in names)
     return [round(counts.get(n, 0) / met, 4) if met else 0.0 for n in names]
 
 
-def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], reference: ReferenceSummary) -> str:
-    """A mermaid xychart-beta: reference as bars, each observed commit as a line, in <details>.
+def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], reference: ReferenceSummary) -> Collapsed:
+    """A mermaid xychart-beta: reference as bars, each observed commit as a line, collapsed.
 
     xychart-beta has no legend, so the summary line names the series in order.
     """
@@ -80,20 +196,18 @@ def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], referenc
     p_met = sum(probs[n] for n in names) or 1.0
     ref = [round(probs[n] / p_met, 4) for n in names]
     labels = ", ".join('"' + n.replace('"', "'") + '"' for n in names)
-    lines = ["```mermaid", "xychart-beta", '    title "observed vs reference"',
+    lines = ["xychart-beta", '    title "observed vs reference"',
              f"    x-axis [{labels}]", '    y-axis "frequency" 0 --> 1',
              f"    bar [{', '.join(map(str, ref))}]"]
     legend = ["bars: reference"]
     for label, counts in series:
         lines.append(f"    line [{', '.join(map(str, _frequencies(counts, names)))}]")
         legend.append(f"line {len(legend)}: {label}")
-    lines.append("```")
-    return ("<details><summary>Chart: observed vs reference distribution ("
-            + "; ".join(legend) + ")</summary>\n\n" + "\n".join(lines) + "\n\n</details>")
+    return Collapsed("Chart: observed vs reference distribution (" + "; ".join(legend) + ")",
+                     (Code("\n".join(lines), "mermaid"),))
 
 
-# -- footer --------------------------------------------------------------------------------------
-def reproduction_footer(report: Union[BisectReport, TestReport], ctx: CommentContext, range_text: str) -> str:
+def reproduction_footer(report: Union[BisectReport, TestReport], ctx: CommentContext, range_text: str) -> Collapsed:
     env, cfg = report.environment, report.config
     verdicts = report.verdicts if isinstance(report, BisectReport) else [report.detail]
     seeds = []
@@ -102,9 +216,7 @@ def reproduction_footer(report: Union[BisectReport, TestReport], ctx: CommentCon
         seeds.append(f"`{v.sha[:12]}` {v.role}: {span}, {v.runs} runs")
     fixtures = (", ".join(f"`{name}` sha256 `{digest}`" for name, digest in ctx.fixtures.items())
                 or "(none)")
-    lines = [
-        "<details><summary>Reproduce</summary>",
-        "",
+    facts = "\n".join([
         f"- repository: {ctx.repo}; range: {range_text}",
         f"- config: {cfg.name} (digest `{cfg.digest}`)",
         f"- cmake arguments: {_code(' '.join(env.cmake_args) or '(none)')}",
@@ -113,50 +225,41 @@ def reproduction_footer(report: Union[BisectReport, TestReport], ctx: CommentCon
         f"- seeds: from {ctx.first_seed}, at most {ctx.max_runs} runs per commit and test; "
         + ("; ".join(seeds) or "none"),
         f"- bisectbot {ctx.version}",
-        "",
-        "```",
-        report.reproduce,
-        "```",
-        "",
-        "</details>",
-    ]
-    return "\n".join(lines)
+    ])
+    return Collapsed("Reproduce", (facts, Code(report.reproduce)))
 
 
 # -- whole comments ------------------------------------------------------------------------------
-def render_bisect(report: BisectReport, ctx: CommentContext) -> str:
+def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
     """The result comment of a bisect job."""
     what = report.find.what
     if report.status is BisectStatus.FOUND:
         assert report.first_bad is not None
         head = f"### bisectbot: {what} commit is {commit_ref(report.first_bad, report.first_bad_subject, ctx)}"
         parent = report.last_good or ""
-        body = [f"The commit before it, {commit_ref(parent, report.subject_of(parent), ctx)}, "
-                f"tests {report.find.parent_verdict.value.upper()}; both were re-tested on fresh seeds."]
+        body: tuple[str, ...] = (
+            f"The commit before it, {commit_ref(parent, report.subject_of(parent), ctx)}, "
+            f"tests {report.find.parent_verdict.value.upper()}; both were re-tested on fresh seeds.",)
     elif report.status is BisectStatus.UNCONFIRMED:
         head = f"### bisectbot: {what} commit not confirmed"
-        body = [report.message]
+        body = (report.message,)
     else:
         head = f"### bisectbot: {what} commit is one of {len(report.candidates)}"
-        body = [report.message, "",
-                "Candidates: " + ", ".join(commit_ref(c, report.subject_of(c), ctx) for c in report.candidates)]
+        body = (report.message,
+                "Candidates: " + ", ".join(commit_ref(c, report.subject_of(c), ctx) for c in report.candidates))
     range_text = (f"`{report.good[:12]}` ({_code(report.good_ref)}) .. "
                   f"`{report.bad[:12]}` ({_code(report.bad_ref)}), {report.commits} commits")
-    lines = [
-        head, "", *body, "",
+    series = _chart_series(report)
+    chart: tuple[Block, ...] = (distribution_chart(series, report.reference),) if series else ()
+    return Document((
+        head, *body,
         f"**{report.status.value}** · {range_text} · {report.builds} builds · {report.runs} runs · "
         f"confidence ≥ {report.confidence:.2%}",
-        "",
         f"Reference: {reference_line(report.reference)}",
-        "",
         verdict_table(report.verdicts, report.reference, ctx.link),
-        "",
-    ]
-    series = _chart_series(report)
-    if series:
-        lines += [distribution_chart(series, report.reference), ""]
-    lines.append(reproduction_footer(report, ctx, range_text))
-    return "\n".join(lines) + "\n"
+        *chart,
+        reproduction_footer(report, ctx, range_text),
+    ))
 
 
 def _chart_series(report: BisectReport) -> list[tuple[str, Mapping[str, int]]]:
@@ -184,44 +287,39 @@ def _chart_series(report: BisectReport) -> list[tuple[str, Mapping[str, int]]]:
     return out
 
 
-def render_failed(kind: str, args: Mapping[str, object], message: str, ctx: CommentContext) -> str:
+def render_failed(kind: str, args: Mapping[str, object], message: str, ctx: CommentContext) -> Document:
     """A job that ended without an answer (an endpoint did not test as given, git failed, …)."""
     what = ""
     if kind == "bisect":
         what = f" `{str(args.get('good', ''))[:12]}`..`{str(args.get('bad', ''))[:12]}`"
-    return (f"### bisectbot: {kind}{what} stopped without an answer\n\n"
-            f"{message}\n\n<sub>bisectbot {ctx.version}</sub>\n")
+    return Document((f"### bisectbot: {kind}{what} stopped without an answer", message,
+                     f"<sub>bisectbot {ctx.version}</sub>"))
 
 
-def render_progress(title: str, phase: str, lines: Sequence[str], ctx: CommentContext) -> str:
+def render_progress(title: str, phase: str, lines: Sequence[str], ctx: CommentContext) -> Document:
     """The job comment while it runs: what is happening now, the last step lines collapsed."""
-    tail = "\n".join(lines[-25:])
-    out = f"### bisectbot: {title}\n\n⏳ {phase}\n"
-    if tail:
-        out += f"\n<details><summary>Progress</summary>\n\n```\n{tail.replace('```', '')}\n```\n\n</details>\n"
-    return out + f"\n<sub>bisectbot {ctx.version} · this comment is updated in place</sub>\n"
+    tail = "\n".join(lines[-25:]).replace("```", "")
+    log: tuple[Block, ...] = (Collapsed("Progress", (Code(tail),)),) if tail else ()
+    return Document((f"### bisectbot: {title}", f"⏳ {phase}", *log,
+                     f"<sub>bisectbot {ctx.version} · this comment is updated in place</sub>"))
 
 
-def render_cancelled(title: str, who: str | None, ctx: CommentContext) -> str:
+def render_cancelled(title: str, who: str | None, ctx: CommentContext) -> Document:
     by = f" by @{who}" if who and re.fullmatch(r"[A-Za-z0-9-]{1,39}", who) else ""
-    return (f"### bisectbot: {title}\n\n⏹️ cancelled{by}. Finished builds and runs are kept: "
-            f"the same command resumes where it stopped.\n\n<sub>bisectbot {ctx.version}</sub>\n")
+    return Document((f"### bisectbot: {title}",
+                     f"⏹️ cancelled{by}. Finished builds and runs are kept: the same command resumes where it stopped.",
+                     f"<sub>bisectbot {ctx.version}</sub>"))
 
 
-def _test_summary(result: TestReport, ctx: CommentContext) -> list[str]:
+def _test_summary(result: TestReport, ctx: CommentContext) -> tuple[Block, ...]:
     v = result.detail
-    return [
-        f"Reference: {reference_line(result.reference)}",
-        "",
-        verdict_table([v], result.reference, ctx.link),
-        "",
-        f"Why: {v.reason}",
-        "",
-        reproduction_footer(result, ctx, f"`{result.commit[:12]}` ({_code(result.ref)})"),
-    ]
+    return (f"Reference: {reference_line(result.reference)}",
+            verdict_table([v], result.reference, ctx.link),
+            f"Why: {v.reason}",
+            reproduction_footer(result, ctx, f"`{result.commit[:12]}` ({_code(result.ref)})"))
 
 
-def render_status(result: TestReport, ctx: CommentContext, *, date: str, alarm: bool = False) -> str:
+def render_status(result: TestReport, ctx: CommentContext, *, date: str, alarm: bool = False) -> Document:
     """The one status comment per issue that scheduled checks keep updating."""
     link = commit_ref(result.commit, None, ctx)
     v = result.detail
@@ -232,12 +330,12 @@ def render_status(result: TestReport, ctx: CommentContext, *, date: str, alarm: 
     else:
         head = f"### bisectbot: ❔ check at {link} is {v.verdict.value.upper()}, {date}"
     counts = observed_vs_reference(v.counts, result.reference) if v.counts else "–"
-    return (f"{head}\n\n{_code(result.ref)} after {v.runs} runs: {counts}\n\n"
-            f"<details><summary>Details</summary>\n\n" + "\n".join(_test_summary(result, ctx))
-            + "\n\n</details>\n")
+    summary = _test_summary(result, ctx)
+    details = Collapsed("Details", tuple(u for u in summary if not isinstance(u, Collapsed)))
+    return Document((head, f"{_code(result.ref)} after {v.runs} runs: {counts}", details, summary[-1]))
 
 
-def render_alarm(result: TestReport, ctx: CommentContext, *, last_good: str | None, date: str) -> str:
+def render_alarm(result: TestReport, ctx: CommentContext, *, last_good: str | None, date: str) -> Document:
     """The fix no longer holds: say so loudly, and what happens next."""
     sha = result.commit
     head = f"### bisectbot: ⚠️ the fix no longer holds at {commit_ref(sha, result.detail.subject, ctx)}"
@@ -247,4 +345,4 @@ def render_alarm(result: TestReport, ctx: CommentContext, *, last_good: str | No
     else:
         nxt = ("No commit is recorded as known good for this config, so there is nothing to bisect "
                "from: run `/bisect good=<ref> bad=" + sha[:12] + "`.")
-    return f"{head}\n\nChecked {_code(result.ref)} on {date}.\n\n{nxt}\n\n" + "\n".join(_test_summary(result, ctx)) + "\n"
+    return Document((head, f"Checked {_code(result.ref)} on {date}.", nxt, *_test_summary(result, ctx)))
