@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, Environment, ReferenceSummary, TestReport
 from bisectbot.core.stats import MISSED, OTHER
@@ -47,7 +48,7 @@ def observed_vs_reference(counts: dict[str, int], reference: ReferenceSummary) -
 
 
 def evidence_cell(v: CommitVerdict) -> str:
-    if v.verdict == "skip":
+    if v.verdict is Verdict.SKIP:
         return v.reason[:120]
     return f"E_bad {fmt_e(v.log_e_bad)}, E_good {fmt_e(v.log_e_good)}"
 
@@ -102,7 +103,7 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     lines = [head, ""]
     if r.status is BisectStatus.FOUND:
         lines.append(f"First {r.find.value}: `{r.first_bad}`  ")
-        lines.append(f"Last {'good' if r.find.value == 'bad' else 'still bad'}: `{r.last_good}`")
+        lines.append(f"Last {'good' if r.find is Find.BAD else 'still bad'}: `{r.last_good}`")
     else:
         lines.append(r.message)
         if r.candidates:

@@ -142,8 +142,9 @@ def test_watch_killed_mid_bisect_resumes_without_rerunning_or_posting_twice(
         if proc.poll() is None:
             proc.kill()
     assert db_rows(state_dir, "SELECT status FROM bot_commands") == [("claimed",)]
-    runs_before = db_rows(state_dir, "SELECT COUNT(*) FROM runs")[0][0]
+    runs_before = db_rows(state_dir, "SELECT experiment, sha, seed, created FROM runs")
     builds_before = db_rows(state_dir, "SELECT sha, created FROM builds")
+    assert runs_before, "killed before any run was stored"
 
     again = cli(*args)
     assert again.returncode == 0, again.stderr
@@ -152,9 +153,12 @@ def test_watch_killed_mid_bisect_resumes_without_rerunning_or_posting_twice(
     assert demo12.culprit[:12] in ours[0].splitlines()[1]
     assert gh_server.count("POST", COMMENTS) == 1  # created once, edited in place ever after
     assert db_rows(state_dir, "SELECT status FROM bot_commands") == [("done",)]
-    # resumed, not restarted: finished builds were not redone
+    # resumed, not restarted: finished builds and runs were kept (same rows, same times) and
+    # replayed, so the resumed job executed fewer runs than its result counts
     assert set(builds_before) <= set(db_rows(state_dir, "SELECT sha, created FROM builds"))
-    assert db_rows(state_dir, "SELECT COUNT(*) FROM runs")[0][0] >= runs_before
+    assert set(runs_before) <= set(db_rows(state_dir, "SELECT experiment, sha, seed, created FROM runs"))
+    result = json.loads(db_rows(state_dir, "SELECT result FROM jobs WHERE kind='bisect'")[0][0])
+    assert result["runs_executed"] < result["runs"]
 
     # a third run neither handles the command again nor posts
     requests_before = gh_server.count("POST") + gh_server.count("PATCH")

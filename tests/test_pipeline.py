@@ -80,8 +80,12 @@ def test_test_command_good_and_bad(small_demo: DemoHistory, tmp_path: Path) -> N
     assert good.returncode == 0, good.stderr
     result = json.loads(good.stdout)
     assert result["verdict"] == "good" and result["commit"] == small_demo.good
-    assert set(result["counts"]) >= {"a", "b", "c"} and result["runs"] == sum(
-        1 for _ in range(result["runs"]))
+    assert set(result["counts"]) >= {"a", "b", "c"}
+    # every run consumed is counted once: in a category (missed included) or as a failure,
+    # and the demo's sequential seeds are exactly the span the verdict reports
+    detail = result["detail"]
+    assert sum(result["counts"].values()) + sum(result["failures"].values()) == result["runs"]
+    assert detail["seeds"] == [1, result["runs"]]
     bad = cli("test", str(small_demo.config), "--commit", "main", "--state", state, "--json", "-")
     assert bad.returncode == 1, bad.stderr
     result = json.loads(bad.stdout)

@@ -669,7 +669,8 @@ def test_against_control(counts: Sequence[int], control: Reference, *, alpha: fl
     n = _as_counts(counts, control)
     m = np.asarray(control.control, dtype=float)
     total = int(n.sum())
-    thr, radius = _control_geometry(control.control, control.delta)
+    thr = _control_geometry(control.control, control.delta)[0]
+    radius = control_radius(control)
     p_smooth = np.asarray(control.estimate)
     a = prior_matrix(tuple(p_smooth))
     log_bad = float(log_mixture_many(n, a)) - _control_max_loglik(n, m, thr)

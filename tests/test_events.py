@@ -1,0 +1,68 @@
+"""Events from the pipeline to its observers, the cancel token back, and the terminal observer."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from bisectbot.pipeline.events import (Built, CancelToken, Cancelled, Event, Events, RunsProgress, StepStarted)
+from bisectbot.pipeline.terminal import Terminal
+
+SHA = "60488cfca65a3397efe863d5a17de27690693113"
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_observers_see_every_event_and_a_job_s_observer_only_while_it_runs() -> None:
+    everyone: list[Event] = []
+    events = Events(everyone.append)
+    during: list[Event] = []
+    with pytest.raises(RuntimeError):
+        with events.observing(during.append):
+            events.emit(StepStarted(1, 4, SHA, 5, 11))
+            raise RuntimeError("the job failed")
+    events.emit(Built(SHA, "ok", 1.0, ""))
+    assert [type(e) for e in everyone] == [StepStarted, Built] and [type(e) for e in during] == [StepStarted]
+
+
+def test_the_first_cancel_wins_and_stops_at_the_next_check() -> None:
+    token = CancelToken()
+    token.check()  # nothing asked yet
+    token.cancel("maintainer")
+    token.cancel("someone else")
+    assert token.requested and token.requested_by == "maintainer"
+    with pytest.raises(Cancelled) as stop:
+        Events(cancel=token).check()
+    assert stop.value.who == "maintainer" and "maintainer" in str(stop.value)
+
+
+def test_a_terminal_status_line_fits_the_width_and_is_cleared_before_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    out = Tty()
+    term = Terminal(out)
+    assert term.live
+    term(RunsProgress(SHA, 12, 6000, " ".join(f"{c}={i}" for i, c in enumerate("abcdefghijklmnopqrstuvw"))))
+    term(StepStarted(2, 4, SHA, 8, 11))
+    shown = out.getvalue()
+    status = shown.split("\r")[1]
+    assert 0 < len(status) <= 79  # never wraps on an 80-column terminal
+    assert shown.endswith("[step 2/~4] 60488cfca65a (position 8 of 11)\n")
+    assert "\r" + " " * len(status) + "\r" in shown  # the status line was wiped first
+
+
+def test_in_ci_only_lines_worth_keeping_are_printed_and_quiet_prints_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "1")
+    out = Tty()
+    term = Terminal(out)
+    term(RunsProgress(SHA, 12, 6000, "a=3"))
+    term(Built(SHA, "failed", 2.0, "cmake build failed"))
+    assert out.getvalue() == "  build failed: cmake build failed\n"
+    quiet = io.StringIO()
+    Terminal(quiet, quiet=True)(Built(SHA, "ok", 1.0, ""))
+    assert quiet.getvalue() == ""

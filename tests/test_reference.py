@@ -1,0 +1,58 @@
+"""The reference stage: written, numpy-computed (cached in the state database) and its summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bisectbot.config import load_config
+from bisectbot.edges.storage import StateDir
+from bisectbot.errors import BisectbotError
+from bisectbot.pipeline.events import Events
+from bisectbot.pipeline.runner import CommitRunner
+from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
+from bisectbot.edges.workspace import Workspace
+
+pytest.importorskip("gguf")
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA = ROOT / "configs" / "llama-cpp-29975.yaml"
+
+
+def test_a_written_reference_needs_no_state() -> None:
+    cfg = load_config(ROOT / "configs" / "example.yaml")
+    resolved = resolve_reference(cfg)
+    assert resolved.source == "config" and resolved.probs == dict(cfg.reference.probs or {})
+
+
+def test_the_numpy_reference_of_29975_is_computed_once_then_cached(tmp_path: Path) -> None:
+    cfg = load_config(LLAMA)
+    with StateDir(tmp_path / "st") as state:
+        runner = CommitRunner(cfg, state, Workspace(cfg.repo_source, state.clone_dir), Events())
+        first = resolve_reference(cfg, runner)
+        assert first.source == "numpy forward pass of target.gguf"
+        assert first.probs == pytest.approx({"d": 0.3681, "e": 0.2450, "g": 0.3869}, abs=1e-4)
+        assert first.condition_prob == pytest.approx(0.7074, abs=1e-4)
+        cached = state.store._rows("SELECT key, value FROM reference_cache")  # noqa: SLF001
+        assert len(cached) == 1
+        assert resolve_reference(cfg, runner) == first  # from the cache (same numbers, same source)
+    summary = first.summary(cfg)
+    assert summary.categories == ["d", "e", "g", "<other>", "<missed>"]
+    assert summary.condition == {"position": 0, "token": "f"} and summary.outcome == {"position": 1}
+    assert sum(summary.category_probs) == pytest.approx(1.0)
+
+
+def test_a_missing_model_is_a_clear_error(tmp_path: Path) -> None:
+    cfg = load_config(LLAMA)
+    comp = cfg.reference.compute.model_copy(update={"model": str(tmp_path / "nope.gguf")})  # type: ignore[union-attr]
+    broken = cfg.model_copy(update={"reference": cfg.reference.model_copy(update={"compute": comp})})
+    with pytest.raises(BisectbotError, match="nope.gguf does not exist"):
+        resolve_reference(broken)
+
+
+def test_a_control_sample_becomes_a_reference_with_its_counts() -> None:
+    resolved = ResolvedReference({"a": 0.75, "b": 0.25}, None, "control", {"a": 3, "b": 1}, 1e-3)
+    ref = resolved.stats_reference()
+    assert ref.control == (3, 1, 0) and ref.names == ("a", "b", "<other>")
+    assert ref.estimate[2] > 0  # the KT estimate: a category the sample never saw is possible

@@ -1,0 +1,103 @@
+"""Reports: the JSON contract (round trips, and the fields README.md documents), and the
+Markdown a person reads for each outcome."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.reports import SCHEMA_VERSION, BisectReport, BisectStatus, JobStop, TestReport, load_result
+from bisectbot.report import bisect_markdown, fmt_e, observed_vs_reference
+from bisectbot.report import test_markdown as markdown_of_test
+
+from sample_reports import BAD, CULPRIT, GOOD, PARENT, REFERENCE, a_test_report, bisect_report, verdict
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def _names(text: str) -> set[str]:
+    """The `names` of a comma-separated README list, leaving out what is in parentheses."""
+    while "(" in text:
+        text = re.sub(r"\([^()]*\)", "", text)
+    return set(re.findall(r"`([a-z_]+)`", text))
+
+
+def test_bisect_json_has_exactly_the_documented_fields_and_reads_back() -> None:
+    report = bisect_report()
+    data = json.loads(json.dumps(report.to_json()))
+    section = README[README.index("## JSON report"):]
+    table = section[:section.index("Each verdict:")]
+    documented = set()
+    for row in table.splitlines():
+        if row.startswith("| `"):
+            documented |= set(re.findall(r"`([a-z_]+)`", row.split("|")[1]))
+    assert set(data) == documented
+    assert list(data)[:2] == ["schema_version", "kind"] and data["schema_version"] == SCHEMA_VERSION == 1
+    each = section[section.index("Each verdict:"):section.index("`bisectbot test --json FILE`")]
+    assert _names(each) <= set(data["verdicts"][0]) and data["verdicts"][0]["commit"] == data["verdicts"][0]["sha"]
+    assert BisectReport.from_json(data) == report
+
+
+def test_test_json_has_the_documented_fields_and_reads_back() -> None:
+    report = a_test_report(Verdict.BAD)
+    data = json.loads(json.dumps(report.to_json()))
+    section = README[README.index("`bisectbot test --json FILE`"):]
+    documented = _names(section[:section.index("`reference` holds")])
+    assert documented <= set(data)
+    assert (data["verdict"], data["runs"], data["counts"]) == ("bad", report.detail.runs, report.detail.counts)
+    assert TestReport.from_json(data) == report
+    assert load_result("test", "done", data) == report
+
+
+def test_a_stored_result_without_new_fields_still_reads() -> None:
+    data = bisect_report().to_json()
+    for newer in ("strategy", "extra"):  # fields added after schema 1 was first written
+        data.pop(newer)
+    for v in data["verdicts"]:
+        v.pop("block")
+    back = BisectReport.from_json(data)
+    assert back.strategy == "plain" and back.verdicts[0].block == 0
+    assert load_result("bisect", "cancelled", {"status": "cancelled", "by": "maintainer"}) == JobStop(
+        "cancelled", "", "maintainer")
+
+
+def test_found_bisect_markdown_names_culprit_parent_and_reproduction() -> None:
+    md = bisect_markdown(bisect_report())
+    assert md.startswith(f"## bisectbot: first bad commit is `{CULPRIT[:12]}` — speculative: take top draft")
+    assert f"First bad: `{CULPRIT}`" in md and f"Last good: `{PARENT}`" in md
+    assert "**found** · 12 commits between" in md and "**6 builds** (⌈log2 N⌉ + 3 = 7)" in md
+    assert "confidence ≥ 99.60%" in md and f"bisectbot bisect c.yaml --good {GOOD} --bad {BAD}" in md
+    fixed = bisect_markdown(replace(bisect_report(), find=Find.FIXED))
+    assert fixed.startswith("## bisectbot: first fixed commit is") and "Last still bad:" in fixed
+
+
+def test_undecided_bisect_markdown_lists_the_candidates() -> None:
+    ambiguous = replace(bisect_report(), status=BisectStatus.AMBIGUOUS, first_bad=None,
+                        candidates=[PARENT, CULPRIT], message="2 candidates between a and b")
+    md = bisect_markdown(ambiguous)
+    assert md.startswith("## bisectbot: first bad commit is one of 2")
+    assert f"Candidates: `{PARENT[:12]}`, `{CULPRIT[:12]}`" in md and "2 candidates between a and b" in md
+    unconfirmed = bisect_markdown(replace(bisect_report(), status=BisectStatus.UNCONFIRMED,
+                                          message="re-test on fresh seeds disagrees"))
+    assert unconfirmed.startswith("## bisectbot: first bad commit not confirmed")
+
+
+def test_test_markdown_shows_arms_failures_and_reruns() -> None:
+    base = a_test_report(Verdict.GOOD)
+    detail = replace(base.detail, failures={"crash": 2}, retried=3)
+    arm = replace(verdict(BAD, "test", Verdict.GOOD, {"a": 5}), arm="server", reason="TV < 0.1")
+    md = markdown_of_test(replace(base, detail=detail, arms={"server": arm}))
+    assert md.startswith(f"## bisectbot: `{BAD[:12]}` is **GOOD** after {detail.runs} runs")
+    assert "Arm **server**: **GOOD** after 5 runs — TV < 0.1" in md and "test [server]" in md
+    assert "Failed runs: crash 2" in md and "Reruns of incomplete output: 3" in md
+
+
+def test_observed_frequencies_are_among_runs_that_met_the_condition() -> None:
+    assert observed_vs_reference({"b": 3, "d": 1, "<missed>": 6}, REFERENCE) == (
+        "a 0 (0.00 vs 0.10) · b 3 (0.75 vs 0.20) · c 0 (0.00 vs 0.05) · d 1 (0.25 vs 0.30) · "
+        "e 0 (0.00 vs 0.25) · f 0 (0.00 vs 0.10) · missed 6")
+    assert "other 2" in observed_vs_reference({"<other>": 2}, REFERENCE)
+    assert [fmt_e(x) for x in (float("inf"), 800.0, 0.0, 10.0)] == ["∞", "e^800", "1", "2.2e+04"]

@@ -1,0 +1,202 @@
+"""The storage module: versioned schema and migrations (from a state database written by
+bisectbot b6ae5a0), typed reads and writes, the state-directory lock, threads."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from bisectbot.core.outcome import Verdict
+from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
+from bisectbot.core.reports import TestReport, load_result
+from bisectbot.demo import generate_demo
+from bisectbot.edges.storage import SCHEMA_VERSION, Cursor, LastGood, StateDir, Store
+from bisectbot.errors import StateError
+
+from conftest import bisectbot_argv, subprocess_env
+
+OLD = Path(__file__).parent / "data" / "state-b6ae5a0"
+# The history the fixture was written against (make_fixture.py uses the same arguments).
+OLD_DEMO = dict(n_commits=12, culprit_index=8, break_index=3, seed=5)
+OLD_BISECT_JOB = "bisect-304088927059"
+
+
+def old_state(dest: Path) -> Path:
+    """A state directory holding the b6ae5a0 database, as an upgrade would find it."""
+    dest.mkdir(parents=True)
+    (dest / "state.sqlite3").write_bytes(gzip.decompress((OLD / "state.sqlite3.gz").read_bytes()))
+    return dest
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_a_new_database_starts_at_the_current_schema(tmp_path: Path) -> None:
+    with StateDir(tmp_path / "st") as state:
+        assert state.store.version == SCHEMA_VERSION
+    assert not list((tmp_path / "st").glob("*.bak"))  # nothing to back up
+
+
+def test_the_b6ae5a0_database_is_migrated_with_a_backup_and_nothing_lost(tmp_path: Path) -> None:
+    root = old_state(tmp_path / "st")
+    before = {t: rows(root / "state.sqlite3", f"SELECT * FROM {t}")
+              for t in ("builds", "runs", "verdicts", "jobs", "bot_commands", "bot_targets", "webhook_deliveries")}
+    kv = dict(rows(root / "state.sqlite3", "SELECT key, value FROM kv"))
+    assert rows(root / "state.sqlite3", "PRAGMA user_version") == [(0,)]
+    with StateDir(root) as state:
+        store = state.store
+        assert store.version == SCHEMA_VERSION
+        # what lived in kv now has tables of its own
+        last_good = json.loads(kv["check:last-good:specdemo"])
+        assert store.last_good("specdemo") == LastGood(last_good["sha"], last_good["ref"], last_good["date"])
+        assert store.cursor("octo/specdemo#7") == Cursor(901, "2026-11-30T12:00:00Z")
+        variant_key = next(k for k in kv if k.startswith("variant:"))
+        _, build_key, experiment, sha = variant_key.split(":")
+        assert store.variant(build_key, experiment, sha) == tuple(json.loads(kv[variant_key]))
+        # the old rows are read through the new code
+        job = store.job(OLD_BISECT_JOB)
+        assert job is not None and job.kind == "bisect" and job.status == "running"
+        assert [v.role for v in store.verdicts(OLD_BISECT_JOB)] == ["bad-endpoint", "good-endpoint", "bad-model", "step"]
+        assert store.claimed_commands() == [901]
+        assert not store.add_delivery_if_new("delivery-3f2a")
+    tables = {name for (name,) in rows(root / "state.sqlite3", "SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "kv" not in tables  # emptied by the migration
+    for table, old_rows in before.items():
+        assert rows(root / "state.sqlite3", f"SELECT * FROM {table}") == old_rows, table
+    backup = root / "state.sqlite3.v0.bak"
+    assert rows(backup, "SELECT key FROM kv") and rows(backup, "PRAGMA user_version") == [(0,)]
+
+
+def test_results_written_by_b6ae5a0_read_back_as_typed_reports(tmp_path: Path) -> None:
+    with StateDir(old_state(tmp_path / "st")) as state:
+        done = [state.store.job(j) for (j,) in rows(state.root / "state.sqlite3",
+                                                     "SELECT id FROM jobs WHERE status='done'")]
+    reports = [load_result(j.kind, j.status, j.result) for j in done if j is not None]
+    assert len(reports) == 2 and all(isinstance(r, TestReport) for r in reports)
+    assert all(r.verdict is Verdict.GOOD and r.detail.runs > 0 for r in reports)  # type: ignore[union-attr]
+
+
+def test_a_bisect_killed_under_b6ae5a0_is_resumed_after_the_migration(tmp_path: Path) -> None:
+    hist = generate_demo(tmp_path / "demo", **OLD_DEMO)
+    for name in ("specdemo.yaml", "variants.yaml", "github.yaml"):
+        shutil.copy(OLD / name, hist.config.parent / name)
+    root = old_state(tmp_path / "st")
+    db = root / "state.sqlite3"
+    old_runs = set(rows(db, "SELECT experiment, sha, seed, status, tokens, created FROM runs"))
+    assert {sha for (sha,) in rows(db, "SELECT DISTINCT sha FROM runs")} <= set(hist.commits), \
+        "the demo history no longer matches the fixture (generate_demo changed)"
+    args = ["bisect", str(hist.config), "--good", hist.good, "--bad", "main", "--state", str(root), "--json", "-"]
+    proc = subprocess.run(bisectbot_argv(*args), capture_output=True, text=True, timeout=600,
+                          env=subprocess_env(CI="1"))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["job"] == OLD_BISECT_JOB and report["first_bad"] == hist.culprit
+    assert rows(db, f"SELECT status FROM jobs WHERE id='{OLD_BISECT_JOB}'") == [("done",)]
+    # every run stored by b6ae5a0 is still there, untouched, and was replayed, not rerun
+    assert old_runs <= set(rows(db, "SELECT experiment, sha, seed, status, tokens, created FROM runs"))
+    assert report["runs_executed"] < report["runs"]
+    # a migrated command variant is used without asking the binary again, and stored runs replay
+    test = subprocess.run(bisectbot_argv("test", str(hist.config.parent / "variants.yaml"), "--commit",
+                                         hist.good, "--state", str(root), "--json", "-"),
+                          capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1"))
+    assert test.returncode == 0, test.stderr
+    detail = json.loads(test.stdout)["detail"]
+    assert detail["variant"] == 1 and detail["executed"] == 0
+
+
+def test_a_database_from_a_newer_bisectbot_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "state.sqlite3"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA user_version = 99")
+    con.close()
+    with pytest.raises(StateError, match=r"written by a newer bisectbot \(schema 99"):
+        Store(db)
+
+
+def test_a_file_that_is_not_a_database_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "state.sqlite3").write_text("not a database, just text " * 100)
+    with pytest.raises(StateError) as err:
+        StateDir(tmp_path)
+    assert str(tmp_path / "state.sqlite3") in str(err.value) and "\n" not in str(err.value)
+
+
+def test_one_process_at_a_time(tmp_path: Path) -> None:
+    with StateDir(tmp_path):
+        with pytest.raises(StateError, match="in use by another bisectbot process"):
+            StateDir(tmp_path)
+    with StateDir(tmp_path):  # released on close
+        pass
+
+
+def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    build = BuildRecord("a" * 40, "ok", {"binary": "/k/bin"}, "/log", 1.5)
+    store.put_build("key", build)
+    assert store.build("key", "a" * 40) == build and store.build("other", "a" * 40) is None
+    with pytest.raises(StateError, match="UNIQUE"):
+        store.put_build("key", build)  # a build is never done twice
+    store.forget_build("key", "a" * 40)
+    assert store.build("key", "a" * 40) is None
+    runs = [RunRecord(7, "ok", ("f", "e"), 0, 0.1), RunRecord(8, "crash", None, 134, 0.2, 1, 1, "abort")]
+    for r in runs:
+        store.put_run("exp", "a" * 40, r)
+    assert store.runs("exp", "a" * 40) == {7: runs[0], 8: runs[1]} and store.runs("exp2", "a" * 40) == {}
+    v = CommitVerdict("a" * 40, "subject", "step", Verdict.BAD, 2, {"e": 1}, {"crash": 1}, 0, 3.0, -1.0,
+                      "why", "two-point", 1e-3, 1e-3, (7, 8), "ok", 1.5, arm="srv")
+    store.put_verdict("job-1", v)
+    assert store.verdicts("job-1") == [v]
+    store.close()
+
+
+def test_comment_targets_publish_the_job_once_every_comment_is_final(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    store.start_job("j", "test", {"ref": "main"})
+    store.set_target("check-status", 7, "j", "status")
+    store.set_target("j", 7, "j", "alarm", {"last_good": None})
+    assert store.unpublished_targets() == []  # the job still runs
+    store.finish_job("j", "done", {"x": 1})
+    assert sorted(store.unpublished_targets()) == [("check-status", 7), ("j", 7)]
+    store.mark_target_published("check-status", 7, 101)
+    assert store.job("j").published is False  # type: ignore[union-attr]
+    store.mark_target_published("j", 7, 102)
+    job = store.job("j")
+    assert job is not None and job.published and job.result == {"x": 1}
+    target = store.target("j", 7)
+    assert target is not None and target.comment_id == 102 and target.extra == {"last_good": None}
+    store.close()
+
+
+def test_claims_and_deliveries_hold_across_threads(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    wins: list[bool] = []
+    lock = threading.Lock()
+
+    def claim() -> None:
+        won = store.claim_command(55, 7, "maintainer", "MEMBER", "/check")
+        got = store.add_delivery_if_new("d-1")
+        with lock:
+            wins.extend([won, got])
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wins.count(True) == 2  # one claim, one delivery, whoever came first
+    cmd = store.command(55)
+    assert cmd is not None and cmd.status == "claimed" and cmd.issue == 7
+    store.set_command(55, "done", "job-1")
+    assert store.command(55).job == "job-1" and store.claimed_commands() == []  # type: ignore[union-attr]
+    store.close()
