@@ -49,3 +49,61 @@ def test_every_exit_code_the_cli_can_return_is_documented() -> None:
     readme = (ROOT / "README.md").read_text()
     table = {int(m) for m in re.findall(r"^\|\s*(\d+)\s*\|", readme, re.M)}
     assert codes <= table, f"exit codes {sorted(codes - table)} are not in the README's table"
+
+
+# The layers of the package, lowest first (README.md, "Inside"): a module may import modules of
+# its own layer or lower ones, never a higher one, and no import cycle may form.
+LAYERS = [
+    ["bisectbot.errors", "bisectbot.core"],
+    ["bisectbot.config", "bisectbot.report"],
+    ["bisectbot.edges"],
+    ["bisectbot.llama", "bisectbot.demo"],
+    ["bisectbot.pipeline"],
+    ["bisectbot.github"],
+    ["bisectbot.cli"],
+]
+
+
+def _module_imports() -> dict[str, set[str]]:
+    import ast
+
+    graph: dict[str, set[str]] = {}
+    for path in (ROOT / "bisectbot").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bisectbot"):
+                found |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("bisectbot")}
+        graph[name] = found
+    modules = set(graph)
+    return {m: {i for i in deps if i in modules and i != m} for m, deps in graph.items()}
+
+
+def _layer(module: str) -> int:
+    for n, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return n
+    return -1  # bisectbot/__init__.py: the version only
+
+
+def test_imports_follow_the_layers_and_form_no_cycle() -> None:
+    graph = _module_imports()
+    assert all(_layer(m) >= 0 for m in graph if m != "bisectbot"), [m for m in graph if _layer(m) < 0]
+    upward = [(m, d) for m, deps in graph.items() for d in deps if _layer(d) > _layer(m)]
+    assert upward == [], f"imports from a lower layer to a higher one: {upward}"
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in graph[m]:
+            assert state.get(d) != 1, f"import cycle: {' -> '.join(path + [m, d])}"
+            if d not in state:
+                visit(d, path + [m])
+        state[m] = 2
+
+    for m in graph:
+        if m not in state:
+            visit(m, [])

@@ -1,1 +1,1 @@
-"""github"""
+"""The GitHub side: the issue client, comment commands, webhooks, result comments, the bot."""
