@@ -23,16 +23,18 @@ from scipy.stats import chisquare
 from bisectbot import demo
 from bisectbot.demo import (
     CONDITION_TOKEN,
+    DRAFT_MAX,
     DRAFT_PROBS,
     PROMPT,
     TARGET_PROBS,
     VOCAB,
+    _argmax,
+    _index,
+    _residual,
     condition_prob,
     generate_demo,
     reference_probs,
     render_tables_h,
-    simulate,
-    total_variation,
 )
 
 SEEDS = range(1, 2001)
@@ -43,6 +45,44 @@ needs_toolchain = pytest.mark.skipif(
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def total_variation(p: dict[str, float], q: dict[str, float]) -> float:
+    """Total-variation distance between two distributions over the same letters."""
+    return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q))
+
+
+def simulate(prompt: str, n: int, rng: random.Random, *, draft_max: int = DRAFT_MAX, defect: bool = False) -> str:
+    """Python mirror of the C++ algorithm (not its RNG stream); checks the exact numbers of the demo module."""
+
+    def sample(weights: list[float] | tuple[float, ...]) -> int:
+        return rng.choices(range(len(weights)), weights=weights)[0]
+
+    out: list[int] = []
+    prev = _index(prompt[-1])
+    while len(out) < n:
+        draft, ctx = [], prev
+        for _ in range(min(draft_max, n - len(out))):
+            tok = _argmax(DRAFT_PROBS[ctx]) if defect else sample(DRAFT_PROBS[ctx])
+            draft.append(tok)
+            ctx = tok
+        ctx, all_accepted = prev, True
+        for tok in draft:
+            p, q = TARGET_PROBS[ctx], DRAFT_PROBS[ctx]
+            if rng.random() * q[tok] < p[tok]:
+                out.append(tok)
+                ctx = tok
+                continue
+            ctx = sample(_residual(ctx))
+            out.append(ctx)
+            all_accepted = False
+            break
+        if all_accepted and len(out) < n:
+            ctx = sample(TARGET_PROBS[ctx])
+            out.append(ctx)
+        prev = ctx
+    return prompt + "".join(VOCAB[t] for t in out)
+
 
 
 def git(repo: Path, *args: str) -> str:

@@ -107,43 +107,6 @@ def condition_prob(condition_token: str = CONDITION_TOKEN, *, prompt: str = PROM
     return _kernel(_index(prompt[-1]), defect)[_index(condition_token)]
 
 
-def total_variation(p: dict[str, float], q: dict[str, float]) -> float:
-    """Total-variation distance between two distributions over the same letters."""
-    return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q))
-
-
-def simulate(prompt: str, n: int, rng: random.Random, *, draft_max: int = DRAFT_MAX, defect: bool = False) -> str:
-    """Python mirror of the C++ algorithm (not its RNG stream); used to check the exact numbers."""
-
-    def sample(weights: list[float] | tuple[float, ...]) -> int:
-        return rng.choices(range(len(weights)), weights=weights)[0]
-
-    out: list[int] = []
-    prev = _index(prompt[-1])
-    while len(out) < n:
-        draft, ctx = [], prev
-        for _ in range(min(draft_max, n - len(out))):
-            tok = _argmax(DRAFT_PROBS[ctx]) if defect else sample(DRAFT_PROBS[ctx])
-            draft.append(tok)
-            ctx = tok
-        ctx, all_accepted = prev, True
-        for tok in draft:
-            p, q = TARGET_PROBS[ctx], DRAFT_PROBS[ctx]
-            if rng.random() * q[tok] < p[tok]:
-                out.append(tok)
-                ctx = tok
-                continue
-            ctx = sample(_residual(ctx))
-            out.append(ctx)
-            all_accepted = False
-            break
-        if all_accepted and len(out) < n:
-            ctx = sample(TARGET_PROBS[ctx])
-            out.append(ctx)
-        prev = ctx
-    return prompt + "".join(VOCAB[t] for t in out)
-
-
 def render_tables_h() -> str:
     """The C++ header holding the tables, generated so it cannot drift from the Python data."""
 

@@ -44,10 +44,6 @@ class TinyLlama:
     eos_id: int
     weights: dict[str, np.ndarray]  # numpy layout: (out, in) for matrices, (n_vocab, n_embd) for embeddings
 
-    @property
-    def n_vocab(self) -> int:
-        return len(self.vocab)
-
 
 def _field_value(reader, key: str):
     field = reader.fields.get(key)
