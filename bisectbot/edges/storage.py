@@ -264,10 +264,11 @@ class Store:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
+                db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
-            db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StateError(f"{self.path}: {exc}") from None
 

@@ -126,7 +126,7 @@ class ProgressPoster:
     `max(interval, 5)` seconds, whether `/cancel` arrived, and stops the job through `cancel`.
     `stop()` waits for a post in flight, so no late progress edit can overwrite the result."""
 
-    def __init__(self, post: Callable[[str], None], interval: float, cancel: CancelToken, *,
+    def __init__(self, post: Callable[[str], object], interval: float, cancel: CancelToken, *,
                  poll_cancel: Callable[[], str | None] | None = None):
         self.post, self.interval, self.cancel, self.poll_cancel = post, interval, cancel, poll_cancel
         self._latest: str | None = None
@@ -267,6 +267,7 @@ class Bot:
     def _is_own(self, author: str, author_type: str, body: str) -> bool:
         if author_type == "Bot" or "<!-- bisectbot:" in (body or ""):
             return True
+        login: str | None
         try:
             login = self.client.bot_login
         except GitHubError:

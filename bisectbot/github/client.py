@@ -39,7 +39,7 @@ import tenacity
 from github3.issues.comment import IssueComment
 from github3.session import AppInstallationTokenAuth, GitHubSession
 
-from bisectbot.config import Config
+from bisectbot.config import Config, GitHubConfig
 from bisectbot.errors import GitHubError
 from bisectbot.github.comment import BODY_LIMIT
 
@@ -114,7 +114,7 @@ class RetryPolicy:
     sleep: Callable[[float], None] = time.sleep
 
     @classmethod
-    def of(cls, gh: Any) -> "RetryPolicy":
+    def of(cls, gh: GitHubConfig) -> "RetryPolicy":
         """From the config's github section."""
         return cls(give_up_after=gh.retry_give_up_after, backoff_base=gh.retry_backoff,
                    max_wait=gh.retry_max_wait, secondary_wait=min(60.0, gh.retry_give_up_after / 2))
@@ -392,7 +392,7 @@ class GitHubClient:
         if isinstance(since, bool):
             raise TypeError("since must be a comment id or a timestamp")
         since_id = since if isinstance(since, int) else None
-        stamp = format_since(since) if since is not None and since_id is None else None
+        stamp = None if since is None or isinstance(since, int) else format_since(since)
         target = self.issue(issue)
         url = self._url("issues", int(issue), "comments")
         found = self._call("GET", url, lambda: [_to_comment(c) for c in target.comments(since=stamp)])

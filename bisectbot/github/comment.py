@@ -103,7 +103,9 @@ class Document:
                     return text[: limit - 1] + "\n"
                 doc = Document(doc.blocks[:-1])
                 continue
-            doc = Document(doc.blocks[:last] + (_shorten(doc.blocks[last], excess),) + doc.blocks[last + 1:])
+            unit = doc.blocks[last]
+            assert not isinstance(unit, Collapsed)
+            doc = Document(doc.blocks[:last] + (_shorten(unit, excess),) + doc.blocks[last + 1:])
         return text
 
     def _largest_collapsed_unit(self) -> tuple[int, int] | None:
@@ -278,7 +280,7 @@ def _chart_series(report: BisectReport) -> list[tuple[str, Mapping[str, int]]]:
     met = {sha: sum(c.get(n, 0) for n in names) for sha, c in totals.items()}
     broken_end, working_end = (report.bad, report.good) if report.find is Find.BAD else (report.good, report.bad)
     sides = [("bad", [report.first_bad, broken_end]), ("good", [report.last_good, working_end])]
-    out = []
+    out: list[tuple[str, Mapping[str, int]]] = []
     for side, shas in sides:
         present = [s for s in shas if s and met.get(s)]
         if present:

@@ -24,7 +24,7 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from bisectbot.config import ComputedReference, Config
 from bisectbot.core import stats
@@ -148,7 +148,7 @@ def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedRe
 
     tiny = forward.load_gguf(model)
     ids = forward.tokenize(tiny, comp.prompt)
-    kw = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp)
+    kw: dict[str, Any] = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp)
     if cond is None:
         return ResolvedReference(_support(forward.next_token_probs(model, ids, **kw)), None,
                                  f"numpy forward pass of {model.name}")
@@ -164,8 +164,8 @@ def _server(comp: ComputedReference, binary: Path, model: Path, cond: str | None
             env: dict[str, str]) -> ResolvedReference:
     from bisectbot.llama.server import server_reference
 
-    kw = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp,
-              samplers=comp.samplers, timeout=comp.timeout, env=env)
+    kw: dict[str, Any] = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp,
+                              samplers=comp.samplers, timeout=comp.timeout, env=env)
     first = server_reference(binary, model, comp.prompt, **kw)
     source = f"llama-server at {sha[:12]} (post-sampling probabilities)"
     if cond is None:

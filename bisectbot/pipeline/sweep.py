@@ -159,6 +159,9 @@ class RunStream:
             return self._stored[head]
         if head not in self._finished:
             self._fill()
+            if head not in self._pending and head not in self._finished:  # keep the order's promise
+                assert self._pool is not None
+                self._pending[head] = self._pool.submit(self._executor.run, head)
             while head not in self._finished:
                 done, _ = wait(self._pending.values(), return_when=FIRST_COMPLETED)
                 self._collect(done)
