@@ -167,17 +167,17 @@ def test(config: str, ref: str, repo: str | None, json_path: str | None, state_d
 @state_option
 def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) -> None:
     """Print the kept build log of a commit (e.g. one the bisect skipped)."""
-    from bisectbot.edges.workspace import Workspace
-    from bisectbot.pipeline.build import build_key
-
     def body() -> int:
         cfg = _load(config, repo)
         with _state(cfg, state_dir) as state:
-            sha = Workspace(cfg.repo_source, state.clone_dir).resolve(ref)
-            rec = state.store.build(build_key(cfg.build), sha)
+            session = jobs.Session(cfg, state, config_path=config)
+            sha = session.workspace.resolve(ref)
+            rec = state.store.build(session.runner.builder.key(cfg.build), sha)
             if rec is None:
                 raise BisectbotError(f"no build of {sha[:12]} is recorded in {state.root}")
-            click.echo(f"# {sha} build {rec.status} in {rec.seconds:.1f} s {rec.reason}".rstrip())
+            notes = f" ({rec.notes})" if rec.notes else ""
+            click.echo(f"# {sha} build {rec.status} (build variant {rec.variant}) in {rec.seconds:.1f} s "
+                       f"{rec.reason}{notes}".rstrip())
             click.echo(Path(rec.log).read_text(errors="replace"))
         return 0
 

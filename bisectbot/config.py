@@ -43,37 +43,83 @@ class RepoConfig(_Strict):
         return self
 
 
+def _check_binaries(value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+    for name, candidates in (value or {}).items():
+        if not name.isidentifier():
+            raise ValueError(f"binary name {name!r} is not a valid placeholder name")
+        if name in BASE_PLACEHOLDERS:
+            raise ValueError(f"binary name {name!r} clashes with the built-in placeholder")
+        if not candidates:
+            raise ValueError(f"binary {name!r} has no candidate paths")
+    return value
+
+
+class BuildVariant(_Strict):
+    """One way to build the program, for a span of the project's history: its cmake targets,
+    where their binaries land, and the cmake options only that span understands (targets and
+    options get renamed: `speculative` → `llama-speculative`, `LLAMA_NATIVE` → `GGML_NATIVE`)."""
+
+    targets: list[str] = Field(min_length=1)
+    # placeholder name -> candidate paths under the build dir; the first this build made is used.
+    binaries: dict[str, list[str]] = Field(min_length=1)
+    cmake_args: list[str] = Field(default_factory=list)  # after build.cmake_args
+
+    _names = field_validator("binaries")(classmethod(lambda cls, v: _check_binaries(v)))
+
+    @property
+    def defines(self) -> list[str]:
+        """The names this variant sets with -D: the tree must use every one of them."""
+        return [a[2:].split("=", 1)[0].split(":", 1)[0] for a in self.cmake_args if a.startswith("-D")]
+
+
 class BuildConfig(_Strict):
-    """A CPU-only cmake configure + build of named targets; binaries are looked up afterwards."""
+    """A CPU-only cmake configure + build. Give `targets` and `binaries`, or `variants`: then per
+    commit the first variant the tree supports is built (its targets exist, cmake uses its -D
+    options) and recorded."""
 
     cmake_args: list[str] = Field(default_factory=list)
-    targets: list[str] = Field(min_length=1)
-    # placeholder name -> candidate paths under the build dir; the first that exists is used.
-    binaries: dict[str, list[str]] = Field(min_length=1)
+    targets: list[str] | None = Field(default=None, min_length=1)
+    binaries: dict[str, list[str]] | None = Field(default=None, min_length=1)
+    variants: list[BuildVariant] | None = Field(default=None, min_length=1)
     keep: list[str] = Field(default_factory=list)  # extra globs (e.g. shared libs) kept per commit
     timeout: float = Field(default=1800, gt=0)
     jobs: int = Field(default=0, ge=0)  # 0 = number of cores
 
-    @field_validator("binaries")
-    @classmethod
-    def _names(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        for name, candidates in value.items():
-            if not name.isidentifier():
-                raise ValueError(f"binary name {name!r} is not a valid placeholder name")
-            if name in BASE_PLACEHOLDERS:
-                raise ValueError(f"binary name {name!r} clashes with the built-in placeholder")
-            if not candidates:
-                raise ValueError(f"binary {name!r} has no candidate paths")
-        return value
+    _names = field_validator("binaries")(classmethod(lambda cls, v: _check_binaries(v)))
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "BuildConfig":
+        single = self.targets is not None or self.binaries is not None
+        if single == (self.variants is not None):
+            raise ValueError("give build.targets and build.binaries, or build.variants")
+        if single and (self.targets is None or self.binaries is None):
+            raise ValueError("build.targets and build.binaries go together")
+        names = {frozenset(v.binaries) for v in self.choices}
+        if len(names) != 1:
+            raise ValueError("every build variant must name the same binaries (placeholders)")
+        return self
+
+    @property
+    def choices(self) -> list[BuildVariant]:
+        """The build variants in order of preference (one when targets/binaries are given)."""
+        if self.variants is not None:
+            return self.variants
+        return [BuildVariant(targets=self.targets or [], binaries=self.binaries or {})]
+
+    @property
+    def binary_names(self) -> list[str]:
+        return list(self.choices[0].binaries)
 
 
 class Variant(_Strict):
-    """One spelling of the command, for a span of the project's history (flags get renamed)."""
+    """One spelling of the command, for a span of the project's history (flags get renamed, the
+    output format changes): its argv, what its --help must show, and how its output is read."""
 
     argv: list[str] = Field(min_length=1)
     # Besides every flag in argv, text the binary's --help must show for this variant to fit
     # (e.g. "[on|off|auto]" when -fa started taking a value).
     help_contains: list[str] = Field(default_factory=list)
+    parse: "ParseConfig | None" = None  # this variant's output format (default: the config's parse)
 
 
 class RunConfig(_Strict):
@@ -256,11 +302,19 @@ class GitHubConfig(_Strict):
 
 class ArmConfig(_Strict):
     """A second path to the same statistic at the same commit, with a verdict of its own: a
-    server (llama-server -md) started once per commit and asked once per seed over HTTP."""
+    server (llama-server -md) started once per commit and asked once per seed over HTTP.
 
-    targets: list[str] = Field(min_length=1)
-    binaries: dict[str, list[str]] = Field(min_length=1)
-    serve: list[str] = Field(min_length=1)     # argv; placeholders: binaries, {port}, {fixtures}, {config_dir}
+    Like the main program it may have build variants (`build_variants`, or one `targets` +
+    `binaries`) and command variants (`serve_variants`, or one `serve` argv, chosen by the
+    server's --help); at a commit where none fits, the arm is "not applicable" there."""
+
+    targets: list[str] | None = Field(default=None, min_length=1)
+    binaries: dict[str, list[str]] | None = Field(default=None, min_length=1)
+    build_variants: list[BuildVariant] | None = Field(default=None, min_length=1)
+    # argv; placeholders: binaries, {port}, {fixtures}, {config_dir}
+    serve: list[str] | None = Field(default=None, min_length=1)
+    serve_variants: list[Variant] | None = Field(default=None, min_length=1)
+    help_args: list[str] | None = None        # default ["--help"]
     health: str = "/health"
     startup_timeout: float = Field(default=180, gt=0)
     path: str = "/completion"
@@ -270,14 +324,37 @@ class ArmConfig(_Strict):
     timeout: float = Field(default=60, gt=0)  # per request
     jobs: int = Field(default=1, ge=1)        # requests in flight
 
+    _names = field_validator("binaries")(classmethod(lambda cls, v: _check_binaries(v)))
+
     @model_validator(mode="after")
-    def _placeholders(self) -> "ArmConfig":
-        known = {"port", "fixtures", "config_dir"} | set(self.binaries)
-        for i, arg in enumerate(self.serve):
-            for name in placeholders_in(arg, f"serve[{i}]"):
-                if name not in known:
-                    raise ValueError(f"serve[{i}]: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})")
+    def _shape(self) -> "ArmConfig":
+        single = self.targets is not None or self.binaries is not None
+        if single == (self.build_variants is not None):
+            raise ValueError("give targets and binaries, or build_variants")
+        if single and (self.targets is None or self.binaries is None):
+            raise ValueError("targets and binaries go together")
+        if (self.serve is None) == (self.serve_variants is None):
+            raise ValueError("give serve, or serve_variants")
+        if len({frozenset(v.binaries) for v in self.build_choices}) != 1:
+            raise ValueError("every build variant must name the same binaries (placeholders)")
+        known = {"port", "fixtures", "config_dir"} | set(self.build_choices[0].binaries)
+        for v, variant in enumerate(self.serve_choices):
+            where = "serve" if self.serve is not None else f"serve_variants[{v}].argv"
+            for i, arg in enumerate(variant.argv):
+                for name in placeholders_in(arg, f"{where}[{i}]"):
+                    if name not in known:
+                        raise ValueError(f"{where}[{i}]: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})")
         return self
+
+    @property
+    def build_choices(self) -> list[BuildVariant]:
+        if self.build_variants is not None:
+            return self.build_variants
+        return [BuildVariant(targets=self.targets or [], binaries=self.binaries or {})]
+
+    @property
+    def serve_choices(self) -> list[Variant]:
+        return self.serve_variants if self.serve_variants is not None else [Variant(argv=self.serve or [])]
 
 
 class Config(_Strict):
@@ -308,7 +385,7 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _placeholders(self) -> "Config":
-        known = BASE_PLACEHOLDERS | set(self.build.binaries)
+        known = BASE_PLACEHOLDERS | set(self.build.binary_names)
         for v, variant in enumerate(self.run.templates):
             where = "run.argv" if self.run.argv is not None else f"run.variants[{v}].argv"
             for i, arg in enumerate(variant.argv):
@@ -343,7 +420,11 @@ class Config(_Strict):
 
     def digest(self) -> str:
         """Hash of everything that defines the experiment, for caching and reproduction lines."""
-        return _digest(self.model_dump(mode="json"))
+        return _digest(_without_unset_additions(self.model_dump(mode="json")))
+
+    def parse_for(self, variant: int) -> "ParseConfig":
+        """How the output of command variant `variant` is read."""
+        return self.run.templates[variant].parse or self.parse
 
     def experiment_digest(self) -> str:
         """Hash of what determines per-seed outcomes (build, run, parse, statistic).
@@ -351,7 +432,7 @@ class Config(_Strict):
         Stored runs are keyed by it: changing alpha or the reference reuses every run, changing
         the command does not.
         """
-        data = self.model_dump(mode="json", include={"build", "run", "parse", "statistic"})
+        data = _without_unset_additions(self.model_dump(mode="json", include={"build", "run", "parse", "statistic"}))
         for volatile in ("timeout", "jobs", "max_runs", "retries"):
             data["run"].pop(volatile, None)
         data["build"].pop("timeout", None)
@@ -360,8 +441,9 @@ class Config(_Strict):
 
     def arm_digest(self, name: str) -> str:
         """Stored runs of an arm are keyed by this (its own command, parser and statistic)."""
-        data = {"arm": self.arms[name].model_dump(mode="json"),
-                "statistic": self.statistic.model_dump(mode="json")}
+        data = _without_unset_additions({"arms": {name: self.arms[name].model_dump(mode="json")},
+                                         "statistic": self.statistic.model_dump(mode="json")})
+        data["arm"] = data.pop("arms")[name]
         data["arm"].pop("timeout", None)
         data["arm"].pop("jobs", None)
         data["arm"].pop("startup_timeout", None)
@@ -389,6 +471,25 @@ def mix31(x: int) -> int:
         x = (x * 0x45D9F3B) & mask
     x ^= x >> 16
     return x
+
+
+def _without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
+    """A config dump without the keys added after digests were first stored, when they are not
+    set: a config that does not use them keeps its digest (and so its job ids)."""
+    build = data.get("build") or {}
+    if build.get("variants") is None:
+        build.pop("variants", None)
+    for variant in (data.get("run") or {}).get("variants") or []:
+        if variant.get("parse") is None:
+            variant.pop("parse", None)
+    for arm in (data.get("arms") or {}).values():
+        for key in ("build_variants", "serve_variants", "help_args"):
+            if arm.get(key) is None:
+                arm.pop(key, None)
+        for variant in arm.get("serve_variants") or []:
+            if variant.get("parse") is None:
+                variant.pop("parse", None)
+    return data
 
 
 def _digest(data: Any) -> str:

@@ -142,7 +142,7 @@ def test_watch_killed_mid_bisect_resumes_without_rerunning_or_posting_twice(
         if proc.poll() is None:
             proc.kill()
     assert db_rows(state_dir, "SELECT status FROM bot_commands") == [("claimed",)]
-    runs_before = db_rows(state_dir, "SELECT experiment, sha, seed, created FROM runs")
+    runs_before = db_rows(state_dir, "SELECT run_key, sha, seed, created FROM runs")
     builds_before = db_rows(state_dir, "SELECT sha, created FROM builds")
     assert runs_before, "killed before any run was stored"
 
@@ -156,7 +156,7 @@ def test_watch_killed_mid_bisect_resumes_without_rerunning_or_posting_twice(
     # resumed, not restarted: finished builds and runs were kept (same rows, same times) and
     # replayed, so the resumed job executed fewer runs than its result counts
     assert set(builds_before) <= set(db_rows(state_dir, "SELECT sha, created FROM builds"))
-    assert set(runs_before) <= set(db_rows(state_dir, "SELECT experiment, sha, seed, created FROM runs"))
+    assert set(runs_before) <= set(db_rows(state_dir, "SELECT run_key, sha, seed, created FROM runs"))
     result = json.loads(db_rows(state_dir, "SELECT result FROM jobs WHERE kind='bisect'")[0][0])
     assert result["runs_executed"] < result["runs"]
 

@@ -66,7 +66,7 @@ def test_build_keys() -> None:
     assert build_key(a) != build_key(other_args) and build_key(a) != build_key(other_target)
     assert build_key(a.model_copy(update={"timeout": 5})) == build_key(a)  # not an input of the build
     # one build directory per cmake arguments, shared by every target built with them
-    assert build_dir_key(a) == build_dir_key(other_target) != build_dir_key(other_args)
+    assert build_dir_key(a.cmake_args) == build_dir_key(other_target.cmake_args) != build_dir_key(other_args.cmake_args)
 
 
 def test_toolchain_names_the_compiler_and_cmake(small_demo: DemoHistory) -> None:

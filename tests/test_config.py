@@ -53,7 +53,7 @@ def test_unknown_key_names_its_path(tmp_path: Path) -> None:
 
 def test_missing_key_names_its_path(tmp_path: Path) -> None:
     data = {**GOOD, "build": {"targets": ["prog"]}}
-    assert "build.binaries: missing key" in error_of(tmp_path, data)
+    assert "build: build.targets and build.binaries go together" in error_of(tmp_path, data)
 
 
 def test_wrong_type(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bisectbot.core.outcome import Verdict
-from bisectbot.core.search import bisect_search, next_probe
+from bisectbot.core.search import bisect_search, next_probe, presumed, skip_blocks
 
 
 @st.composite
@@ -60,5 +60,63 @@ def test_skip_tries_a_neighbour() -> None:
 
 
 def test_next_probe_none_when_adjacent() -> None:
-    assert next_probe(3, 4, set()) is None
-    assert next_probe(3, 5, {4}) is None
+    assert next_probe(3, 4, {}) is None
+    assert next_probe(3, 5, {4: ""}) is None
+
+
+# -- blocks of alike failures ----------------------------------------------------------------------
+@st.composite
+def blocked_histories(draw: st.DrawFn) -> tuple[int, int, range]:
+    """A line with one block of commits that all fail alike, and a culprit outside it."""
+    n = draw(st.integers(40, 3000))
+    width = draw(st.integers(2, n // 3))
+    start = draw(st.integers(1, n - 1 - width))
+    block = range(start, start + width)
+    culprit = draw(st.sampled_from([p for p in range(1, n) if p not in block]))
+    return n, culprit, block
+
+
+@given(blocked_histories())
+@settings(max_examples=300)
+def test_a_block_of_alike_failures_is_jumped_not_walked(h: tuple[int, int, range]) -> None:
+    n, culprit, block = h
+    calls: list[int] = []
+
+    def oracle(pos: int):
+        calls.append(pos)
+        if pos in block:
+            return Verdict.SKIP, "runs crash: killed by SIGSEGV, command variant #"
+        return Verdict.BAD if pos >= culprit else Verdict.GOOD
+
+    result = bisect_search(n, oracle)
+    assert culprit in result.candidates
+    skipped = [p for p in calls if p in block]
+    # walking a block costs a probe per commit; jumping costs about two per halving
+    assert len(skipped) <= 2 * math.ceil(math.log2(n)) + 2, (len(block), skipped)
+    assert len(calls) <= 3 * math.ceil(math.log2(n)) + 4
+    if culprit - 1 not in block:
+        assert result.exact and result.first_bad == culprit
+    else:  # the boundary sits at the block: the answer names it, never a guess inside it
+        assert not result.exact and result.first_bad == culprit
+        named = [b for b in result.blocks if b.signature and b.first <= culprit - 1 <= b.last]
+        assert named and all(p in block for b in named for p in range(b.first, b.last + 1))
+
+
+def test_an_isolated_skip_still_tries_the_neighbour_first() -> None:
+    answers = {50: (Verdict.SKIP, "build failed: util.cpp:#:#: error: expected ';'")}
+    result = bisect_search(101, lambda p: answers.get(p, Verdict.BAD if p >= 30 else Verdict.GOOD))
+    assert result.asked[:2] == (50, 49) and result.exact and result.first_bad == 30
+
+
+def test_presumed_and_blocks() -> None:
+    skipped = {10: "a", 14: "a", 16: "b", 20: "a"}
+    assert presumed(skipped) == {11: "a", 12: "a", 13: "a"}  # 16 "b" breaks 14..20
+    assert presumed({10: "a", 14: "a"}, informative=[12]) == {}  # an answer between: not alike
+    assert presumed({10: "", 14: ""}) == {}  # no signature, nothing to presume
+    asked = [10, 14, 16, 12]
+    answers = [Verdict.SKIP, Verdict.SKIP, Verdict.SKIP, Verdict.GOOD]
+    blocks = skip_blocks(asked, answers, {10: "a", 14: "a", 16: "b"})
+    assert [(b.first, b.last, b.signature, b.tested) for b in blocks] == [
+        (10, 10, "a", (10,)), (14, 14, "a", (14,)), (16, 16, "b", (16,))]
+    blocks = skip_blocks([10, 14], [Verdict.SKIP, Verdict.SKIP], {10: "a", 14: "a"})
+    assert [(b.first, b.last, b.commits, b.tested) for b in blocks] == [(10, 14, 5, (10, 14))]

@@ -16,6 +16,7 @@ class Verdict(str, Enum):
     SKIP = "skip"                  # cannot be built or run (like `git bisect skip`)
     INCONCLUSIVE = "inconclusive"  # the test ran out of budget
     UNLIKE = "unlike"              # bisect mode: like neither endpoint
+    NOT_APPLICABLE = "not-applicable"  # a cross-check arm that does not exist at this commit
 
     @property
     def informative(self) -> bool:

@@ -20,11 +20,13 @@ MIN_FAILURES_TO_SKIP = 5
 @dataclass(frozen=True)
 class BuildRecord:
     sha: str
-    status: str                    # ok | failed | timeout | no-binary
+    status: str                    # ok | failed | timeout | no-binary | unsupported | checkout-failed
     binaries: dict[str, str]       # placeholder -> kept path
     log: str                       # path of the build log
     seconds: float
     reason: str = ""
+    variant: int = 0               # which build variant was built (or tried last)
+    notes: str = ""                # e.g. built in a clean directory after a failure in the reused one
 
     @property
     def ok(self) -> bool:
@@ -83,6 +85,14 @@ class Tally:
         failed = sum(self.failures.values())
         return failed >= MIN_FAILURES_TO_SKIP and failed * 2 > self.consumed
 
+    def failure_signature(self, variant: int | None) -> str:
+        """What the failures look like, the same at every commit that fails the same way."""
+        last = self.last_failure
+        status = self.failures.most_common(1)[0][0] if self.failures else "none"
+        detail = (last.detail or last.status) if last is not None else ""
+        which = f", command variant {variant}" if variant is not None else ""
+        return masked(f"runs {status}: {detail}{which}")
+
     def failure_reason(self) -> str:
         parts = ", ".join(f"{n} {status}" for status, n in self.failures.most_common())
         last = self.last_failure
@@ -99,6 +109,15 @@ class Tally:
     @property
     def seeds(self) -> tuple[int, int] | None:
         return (self.first, self.last) if self.first is not None and self.last is not None else None
+
+
+def masked(text: str) -> str:
+    """`text` with its digits masked, so line numbers and counts do not tell apart failures that
+    are the same (a build error at util.cpp:38 and at util.cpp:41)."""
+    return text.translate(_DIGITS)
+
+
+_DIGITS = str.maketrans("0123456789", "##########")
 
 
 @dataclass(frozen=True)
@@ -139,11 +158,14 @@ class CommitVerdict:
     variant: int | None = None     # which run.variants entry was used (0 with plain argv)
     arm: str = "main"
     block: int = 0
+    build_variant: int | None = None  # which build.variants entry was built
+    build_notes: str = ""          # e.g. built in a clean directory after the reused one failed
+    signature: str = ""            # skips: what the failure looks like (the same at commits failing alike)
 
     @classmethod
     def of(cls, sha: str, subject: str, ask: Ask, build: BuildRecord, tally: Tally | None,
            verdict: Verdict, reason: str, *, evidence: tuple[float, float] = (0.0, 0.0),
-           executed: int = 0, variant: int | None = None) -> "CommitVerdict":
+           executed: int = 0, variant: int | None = None, signature: str = "") -> "CommitVerdict":
         """The one constructor: what was asked, how the commit built, what its runs showed."""
         return cls(
             sha=sha, subject=subject, role=ask.role, verdict=Verdict(verdict),
@@ -155,7 +177,8 @@ class CommitVerdict:
             alpha=ask.alpha, beta=ask.beta, seeds=tally.seeds if tally else None,
             build=build.status, build_seconds=build.seconds, executed=executed,
             build_log=build.log, binaries=dict(build.binaries), variant=variant, arm=ask.arm,
-            block=ask.block,
+            block=ask.block, build_variant=build.variant if build.log else None,
+            build_notes=build.notes, signature=signature,
         )
 
     @property

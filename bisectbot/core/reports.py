@@ -112,6 +112,9 @@ class BisectReport:
     reproduce: str
     strategy: str = "plain"        # plain | sticky (the one used; `auto` picks per bug)
     extra: dict[str, Any] = field(default_factory=dict)
+    # consecutive commits that failed alike (tried, or presumed between two alike failures):
+    # {first, last, commits, tried, signature, text}
+    skip_blocks: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
 

@@ -1,19 +1,42 @@
 """Search (pure): binary search for the first bad commit over an oracle, knowing nothing of git.
 
 Positions 0..n-1 are the commits of the first-parent line, oldest first; position 0 is known
-good and n-1 known bad (the caller confirmed both). The oracle answers a `Verdict`: GOOD, BAD, SKIP (cannot
-be built or run) or INCONCLUSIVE (the test ran out of budget). SKIP and INCONCLUSIVE are both
-"no information": the search tries the nearest untried neighbour of the midpoint instead, and
-when only such commits separate the last good from the first bad, it reports the whole range
-rather than guess. UNLIKE (a third behaviour) is treated the same way and reported.
+good and n-1 known bad (the caller confirmed both). The oracle answers a `Verdict` (GOOD, BAD,
+SKIP: cannot be built or run, INCONCLUSIVE: the test ran out of budget, UNLIKE: like neither
+end), optionally with a *signature* saying how a skip failed. Only GOOD and BAD move the
+search; when only undecidable commits separate the last good from the first bad, it reports
+the whole range rather than guess.
+
+Skips often come in blocks: a flag that crashes for months, a build broken for a week. An
+isolated skip tries the nearest neighbour of the midpoint (the next commit usually repairs a
+broken build). Once a failure signature repeats, the commits between two alike failures are
+presumed to fail the same way, and the next probe jumps to the middle of the longest stretch
+still untried, as `git bisect skip` spreads its picks, instead of walking one commit at a time.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping, Sequence, Union
 
 from bisectbot.core.outcome import Verdict
+
+Answer = Union[Verdict, tuple[Verdict, str]]  # a verdict, or a verdict and how a skip failed
+
+
+@dataclass(frozen=True)
+class SkipBlock:
+    """Consecutive positions that failed, or are presumed to fail, the same way."""
+
+    first: int
+    last: int
+    signature: str
+    tested: tuple[int, ...]  # the positions actually tried; the others are presumed
+
+    @property
+    def commits(self) -> int:
+        return self.last - self.first + 1
 
 
 @dataclass(frozen=True)
@@ -24,6 +47,7 @@ class SearchResult:
     first_bad: int
     asked: tuple[int, ...] = field(default=())  # positions the oracle was asked, in order
     answers: tuple[Verdict, ...] = field(default=())
+    blocks: tuple[SkipBlock, ...] = field(default=())
 
     @property
     def exact(self) -> bool:
@@ -35,29 +59,72 @@ class SearchResult:
         return range(self.last_good + 1, self.first_bad + 1)
 
 
-def next_probe(lo: int, hi: int, uninformative: set[int]) -> int | None:
-    """The position to test between lo (good) and hi (bad): the midpoint, or its nearest
-    neighbour that has not already proved uninformative; None when none is left."""
+def presumed(skipped: Mapping[int, str], informative: Sequence[int] = ()) -> dict[int, str]:
+    """Untried positions between two skips of the same (non-empty) signature, with no other
+    failure and no informative answer between them: presumed to fail that way too."""
+    out: dict[int, str] = {}
+    marks = sorted([(p, s) for p, s in skipped.items()] + [(p, "\0informative") for p in informative])
+    for (a, sig_a), (b, sig_b) in zip(marks, marks[1:]):
+        if sig_a == sig_b and sig_a and sig_a != "\0informative":
+            out.update({p: sig_a for p in range(a + 1, b)})
+    return out
+
+
+def next_probe(lo: int, hi: int, skipped: Mapping[int, str]) -> int | None:
+    """The position to test between lo (good) and hi (bad), or None when none is left.
+
+    `skipped` maps positions that proved uninformative to their failure signature ("" when
+    none). The midpoint, or after an isolated skip its nearest untried neighbour; once a
+    signature repeats, the middle of the longest stretch not tried nor presumed."""
     if hi - lo < 2:
         return None
+    inside = {p: s for p, s in skipped.items() if lo < p < hi}
+    guessed = presumed(inside)
+    untried = [p for p in range(lo + 1, hi) if p not in inside and p not in guessed]
+    if not untried:
+        return None
     mid = (lo + hi) // 2
-    for offset in range(hi - lo):
-        for pos in (mid - offset, mid + offset) if offset else (mid,):
-            if lo < pos < hi and pos not in uninformative:
-                return pos
-    return None
+    repeats = Counter(s for s in inside.values() if s)
+    if not any(n > 1 for n in repeats.values()):
+        return min(untried, key=lambda p: (abs(p - mid), p))
+    stretches: list[list[int]] = []
+    for p in untried:
+        if stretches and stretches[-1][-1] == p - 1:
+            stretches[-1].append(p)
+        else:
+            stretches.append([p])
+    best = max(stretches, key=lambda r: (len(r), -abs((r[0] + r[-1]) // 2 - mid)))
+    return (best[0] + best[-1]) // 2
 
 
-def bisect_search(n: int, oracle: Callable[[int], Verdict]) -> SearchResult:
+def skip_blocks(asked: Sequence[int], answers: Sequence[Verdict], signatures: Mapping[int, str]) -> tuple[SkipBlock, ...]:
+    """The blocks of alike failures among the answers so far (tried and presumed positions)."""
+    skipped = {p: signatures.get(p, "") for p, a in zip(asked, answers) if not a.informative}
+    informative = [p for p, a in zip(asked, answers) if a.informative]
+    marks = {**presumed(skipped, informative), **skipped}
+    blocks: list[SkipBlock] = []
+    for p in sorted(marks):
+        sig = marks[p]
+        last = blocks[-1] if blocks else None
+        if last is not None and last.last == p - 1 and last.signature == sig and sig:
+            tested = last.tested + ((p,) if p in skipped else ())
+            blocks[-1] = SkipBlock(last.first, p, sig, tested)
+        else:
+            blocks.append(SkipBlock(p, p, sig, (p,) if p in skipped else ()))
+    return tuple(blocks)
+
+
+def bisect_search(n: int, oracle: Callable[[int], Answer]) -> SearchResult:
     """Binary search over positions 0..n-1 (0 good, n-1 bad); at most one oracle call per position."""
     if n < 2:
         raise ValueError("need at least a good and a bad position")
     lo, hi = 0, n - 1
-    uninformative: set[int] = set()
+    skipped: dict[int, str] = {}
     asked: list[int] = []
     answers: list[Verdict] = []
-    while (pos := next_probe(lo, hi, uninformative)) is not None:
-        answer = Verdict(oracle(pos))
+    while (pos := next_probe(lo, hi, skipped)) is not None:
+        reply = oracle(pos)
+        answer, signature = (Verdict(reply[0]), reply[1]) if isinstance(reply, tuple) else (Verdict(reply), "")
         asked.append(pos)
         answers.append(answer)
         if answer is Verdict.GOOD:
@@ -65,5 +132,5 @@ def bisect_search(n: int, oracle: Callable[[int], Verdict]) -> SearchResult:
         elif answer is Verdict.BAD:
             hi = pos
         else:
-            uninformative.add(pos)
-    return SearchResult(lo, hi, tuple(asked), tuple(answers))
+            skipped[pos] = signature
+    return SearchResult(lo, hi, tuple(asked), tuple(answers), skip_blocks(asked, answers, skipped))

@@ -181,6 +181,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+ERROR_WORDS = ("error", "failed", "fatal", "abort", "assert", "exception", "terminate")
+
+
+def exit_reason(result: ProcResult, limit: int = 200) -> str:
+    """How a child ended badly, for people: its signal or exit status, and the first line of its
+    stderr that names an error (the first is the cause; later lines are usually consequences)."""
+    code = result.returncode
+    if code is None:
+        how = "timed out"
+    elif code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+    else:
+        how = f"exit status {code}"
+    lines = [ln.strip() for ln in result.stderr.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if any(w in ln.lower() for w in ERROR_WORDS)), lines[-1] if lines else "")
+    return f"{how}: {first}"[:limit] if first else how
+
+
 def last_line(text: str, limit: int = 160) -> str:
     """The last non-blank line of a child's output, cut to `limit`: what an error message quotes."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]

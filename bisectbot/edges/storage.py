@@ -13,8 +13,9 @@ Nothing else in bisectbot writes SQL. Why it looks like this:
 * **Usable from the bot's threads.** Each thread gets its own connection (WAL mode, a busy
   timeout), so the webhook server's HTTP threads record deliveries while a job writes runs.
 
-Runs are keyed by (experiment digest, commit, seed): changing the test levels or the reference
-reuses every stored run; changing the command or the parser does not.
+Runs are keyed by (run key, commit, seed); the run key hashes everything that determines a run
+(the binary's content, the argv, the files it names, env, parsing), so a changed fixture or
+binary never replays a stale run, while changing the test levels or the reference reuses them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any, Callable, Iterator
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.errors import StateError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Version 1: the tables of bisectbot b6ae5a0, the last schema without a version number.
 _V1 = """
@@ -177,8 +178,33 @@ def _to_v2(db: sqlite3.Connection) -> None:
         db.execute("DROP TABLE kv")
 
 
+# Version 3: a build records the variant it used and notes (a clean-directory retry); runs are
+# keyed by a run key that hashes everything that determines them (the binary's content, the
+# argv, the files it names, env, parsing) instead of the config digest, so runs stored before
+# are kept but never reused (what they ran was not recorded); a command variant is chosen per
+# binary content and remembers variants that failed at run time.
+_V3 = """
+ALTER TABLE builds ADD COLUMN variant INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE builds ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs RENAME COLUMN experiment TO run_key;
+DROP TABLE variants;
+CREATE TABLE variants (
+    binary      TEXT NOT NULL,         -- sha256 of the binary whose --help chose it
+    spec        TEXT NOT NULL,         -- digest of the command variants it chose among
+    variant     INTEGER,               -- the index chosen; NULL when none fits
+    why         TEXT NOT NULL,
+    failed      TEXT NOT NULL DEFAULT '[]',  -- JSON [[index, why], ...] that failed at run time
+    PRIMARY KEY (binary, spec)
+);
+"""
+
+
+def _to_v3(db: sqlite3.Connection) -> None:
+    _execute_each(db, _V3)
+
+
 # MIGRATIONS[v] takes a database at version v to v + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -220,6 +246,15 @@ class LastGood:
     sha: str
     ref: str
     date: str
+
+
+@dataclass(frozen=True)
+class VariantChoice:
+    """Which command variant a binary runs with, why, and the variants that failed at run time."""
+
+    index: int | None
+    why: str
+    failed: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -317,19 +352,20 @@ class Store:
 
     # -- builds --------------------------------------------------------------------------------
     def build(self, build_key: str, sha: str) -> BuildRecord | None:
-        row = self._one("SELECT sha, status, binaries, log, seconds, reason FROM builds "
+        row = self._one("SELECT sha, status, binaries, log, seconds, reason, variant, notes FROM builds "
                         "WHERE build_key=? AND sha=?", (build_key, sha))
         if row is None:
             return None
         return BuildRecord(sha=row["sha"], status=row["status"], binaries=json.loads(row["binaries"]),
-                           log=row["log"], seconds=row["seconds"], reason=row["reason"])
+                           log=row["log"], seconds=row["seconds"], reason=row["reason"],
+                           variant=row["variant"], notes=row["notes"])
 
     def put_build(self, build_key: str, rec: BuildRecord) -> None:
         with self._write() as db:
-            db.execute("INSERT INTO builds (build_key, sha, status, binaries, log, seconds, reason, created) "
-                       "VALUES (?,?,?,?,?,?,?,?)",
+            db.execute("INSERT INTO builds (build_key, sha, status, binaries, log, seconds, reason, variant, "
+                       "notes, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
                        (build_key, rec.sha, rec.status, json.dumps(rec.binaries), rec.log, rec.seconds,
-                        rec.reason, time.time()))
+                        rec.reason, rec.variant, rec.notes, time.time()))
 
     def forget_build(self, build_key: str, sha: str) -> None:
         """A stored build that can no longer be used (its binaries are gone): build again."""
@@ -337,9 +373,9 @@ class Store:
             db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
 
     # -- runs ----------------------------------------------------------------------------------
-    def runs(self, experiment: str, sha: str) -> dict[int, RunRecord]:
+    def runs(self, run_key: str, sha: str) -> dict[int, RunRecord]:
         rows = self._rows("SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail "
-                          "FROM runs WHERE experiment=? AND sha=?", (experiment, sha))
+                          "FROM runs WHERE run_key=? AND sha=?", (run_key, sha))
         return {
             r["seed"]: RunRecord(seed=r["seed"], status=r["status"],
                                  tokens=tuple(json.loads(r["tokens"])) if r["tokens"] is not None else None,
@@ -348,12 +384,12 @@ class Store:
             for r in rows
         }
 
-    def put_run(self, experiment: str, sha: str, rec: RunRecord) -> None:
+    def put_run(self, run_key: str, sha: str, rec: RunRecord) -> None:
         tokens = json.dumps(list(rec.tokens)) if rec.tokens is not None else None
         with self._write() as db:
-            db.execute("INSERT INTO runs (experiment, sha, seed, status, tokens, exit_code, seconds, "
+            db.execute("INSERT INTO runs (run_key, sha, seed, status, tokens, exit_code, seconds, "
                        "attempts, variant, detail, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                       (experiment, sha, rec.seed, rec.status, tokens, rec.exit_code, rec.seconds,
+                       (run_key, sha, rec.seed, rec.status, tokens, rec.exit_code, rec.seconds,
                         rec.attempts, rec.variant, rec.detail, time.time()))
 
     # -- verdicts ------------------------------------------------------------------------------
@@ -391,15 +427,16 @@ class Store:
                       published=bool(row["published"]))
 
     # -- command variants and computed references ----------------------------------------------
-    def variant(self, build_key: str, experiment: str, sha: str) -> tuple[int | None, str] | None:
-        row = self._one("SELECT variant, why FROM variants WHERE build_key=? AND experiment=? AND sha=?",
-                        (build_key, experiment, sha))
-        return None if row is None else (row["variant"], row["why"])
+    def variant(self, binary: str, spec: str) -> VariantChoice | None:
+        row = self._one("SELECT variant, why, failed FROM variants WHERE binary=? AND spec=?", (binary, spec))
+        if row is None:
+            return None
+        return VariantChoice(row["variant"], row["why"], tuple((int(i), str(w)) for i, w in json.loads(row["failed"])))
 
-    def put_variant(self, build_key: str, experiment: str, sha: str, index: int | None, why: str) -> None:
+    def put_variant(self, binary: str, spec: str, choice: VariantChoice) -> None:
         with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO variants (build_key, experiment, sha, variant, why) "
-                       "VALUES (?,?,?,?,?)", (build_key, experiment, sha, index, why))
+            db.execute("INSERT OR REPLACE INTO variants (binary, spec, variant, why, failed) VALUES (?,?,?,?,?)",
+                       (binary, spec, choice.index, choice.why, json.dumps([list(f) for f in choice.failed])))
 
     def cached_reference(self, key: str) -> dict[str, Any] | None:
         row = self._one("SELECT value FROM reference_cache WHERE key=?", (key,))

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from bisectbot.core import stats
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, CommitVerdict, distinct_runs
 from bisectbot.core.reports import BisectReport, BisectStatus, ConfigSummary, Environment, ReferenceSummary
-from bisectbot.core.search import SearchResult, bisect_search
+from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, presumed, skip_blocks
 from bisectbot.errors import EndpointError
-from bisectbot.pipeline.events import (BisectStarted, Confirming, EndpointStarted, ArmStarted, Events,
+from bisectbot.pipeline.events import (ArmStarted, BisectStarted, BlockOfSkips, Confirming, EndpointStarted, Events,
                                        StepStarted, StickySkip, StickyVisit, StrategyChosen)
 from bisectbot.pipeline.verdict import StickyFeed, Tester, Untestable
 
@@ -145,16 +146,28 @@ class Bisection:
         plan = self.plan
         q_bad = self._q_bad(model)
         steps = steps_estimate(plan.n)
-        asked = 0
+        asked: list[int] = []
+        answers: list[Verdict] = []
+        signatures: dict[int, str] = {}
 
-        def oracle(pos: int) -> Verdict:
-            nonlocal asked
-            asked += 1
-            self.events.emit(StepStarted(asked, steps, plan.line[pos], pos, plan.n - 1))
+        def oracle(pos: int) -> tuple[Verdict, str]:
+            self.events.emit(StepStarted(len(asked) + 1, steps, plan.line[pos], pos, plan.n - 1))
             v = self.test(pos, plan.ask("step", mode="two-point", q_bad=q_bad))
-            return plan.find.search_verdict(v.verdict)
+            answer = plan.find.search_verdict(v.verdict)
+            asked.append(pos)
+            answers.append(answer)
+            if not answer.informative:
+                signatures[pos] = v.signature
+                self._announce_block(pos, skip_blocks(asked, answers, signatures))
+            return answer, v.signature
 
         return Found(bisect_search(plan.n, oracle), "plain")
+
+    def _announce_block(self, pos: int, blocks: tuple[SkipBlock, ...]) -> None:
+        block = next((b for b in blocks if b.first <= pos <= b.last), None)
+        if block is not None and block.commits > 1 and block.signature:
+            line = self.plan.line
+            self.events.emit(BlockOfSkips(line[block.first], line[block.last], block.commits, block.signature))
 
     def _q_bad(self, model: CommitVerdict) -> tuple[float, ...]:
         return stats.kt_smooth([model.counts[name] for name in self.tester.reference.names])
@@ -163,11 +176,14 @@ class Bisection:
         """Probabilistic bisection (stats.sticky_bisect) over the commits that can be tested.
 
         A commit that cannot be built or run is dropped and the search restarted on the rest
-        from scratch; its stored runs replay, so a restart costs nothing. Each tested commit is
-        then recorded as a verdict on the side the final posterior puts it."""
+        from scratch; its stored runs replay, so a restart costs nothing. Commits between two
+        dropped ones that failed alike (none of them run between) are dropped as presumed alike.
+        Each tested commit is then recorded as a verdict on the side the final posterior puts it."""
         plan, ref = self.plan, self.tester.reference
         bad_counts = [model.counts[name] for name in ref.names]
         positions = list(range(plan.n))  # the testable positions of the line
+        dropped: dict[int, str] = {}
+        ran: set[int] = set()  # positions that gave at least one counted run
         while True:
             # sticky_bisect wants the working end first: with find=fixed walk the line backwards
             order = positions if plan.find is Find.BAD else positions[::-1]
@@ -180,7 +196,9 @@ class Bisection:
                 if pos not in feeds:
                     self.events.emit(StickyVisit(plan.line[pos], pos, plan.n - 1))
                     feeds[pos] = self.tester.sticky_feed(plan.line[pos])
-                return feeds[pos].next()
+                category = feeds[pos].next()
+                ran.add(pos)
+                return category
 
             try:
                 res = stats.sticky_bisect(len(order), run, ref.estimate, bad_counts,
@@ -190,8 +208,13 @@ class Bisection:
             except Untestable as exc:
                 pos = current[0]
                 self.events.emit(StickySkip(plan.line[pos], str(exc)))
-                self.verdicts.append(feeds[pos].verdict(Verdict.SKIP, str(exc)))
-                positions.remove(pos)
+                self.verdicts.append(feeds[pos].verdict(Verdict.SKIP, str(exc), exc.signature))
+                dropped[pos] = exc.signature
+                alike = presumed(dropped, sorted(ran))
+                for p in [pos, *(p for p, sig in alike.items() if sig == exc.signature)]:
+                    if p in positions and p not in (0, plan.n - 1):
+                        positions.remove(p)
+                self._announce_block(pos, skip_blocks(sorted(dropped), [Verdict.SKIP] * len(dropped), dropped))
             finally:
                 for feed in feeds.values():
                     feed.close()
@@ -205,7 +228,8 @@ class Bisection:
         for pos, feed in sorted(feeds.items()):
             on_broken_side = pos >= broken if plan.find is Find.BAD else pos <= broken
             self.verdicts.append(feed.verdict(Verdict.BAD if on_broken_side else Verdict.GOOD, why))
-        return Found(SearchResult(*boundary), "sticky", res.posterior)
+        blocks = skip_blocks(sorted(dropped), [Verdict.SKIP] * len(dropped), dropped)
+        return Found(SearchResult(*boundary, blocks=blocks), "sticky", res.posterior)
 
     # -- 4. confirm ----------------------------------------------------------------------------
     def confirm(self, found: Found, model: CommitVerdict) -> tuple[BisectStatus, str]:
@@ -216,9 +240,11 @@ class Bisection:
                                               f"P({plan.find.what} = {plan.line[culprit][:12]}) "
                                               f"= {found.posterior:.4f} only")
         if not result.exact:
+            inside = [b for b in result.blocks if b.last >= result.last_good + 1 and b.first <= result.first_bad - 1]
+            why = "; ".join(self._block_text(b) for b in inside if b.signature) or "the commits between could not be decided"
             return BisectStatus.AMBIGUOUS, (
                 f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
-                f"{plan.line[result.first_bad][:12]}: the commits between could not be decided")
+                f"{plan.line[result.first_bad][:12]}: {why}")
         self.events.emit(Confirming(plan.line[culprit]))
         q_bad = self._q_bad(model)
         again = self.test(culprit, plan.ask("retest-culprit", mode="two-point", q_bad=q_bad, block=1))
@@ -227,6 +253,17 @@ class Bisection:
             return BisectStatus.FOUND, f"{plan.find.what} commit is {plan.line[culprit]}"
         return BisectStatus.UNCONFIRMED, (f"re-test on fresh seeds disagrees: candidate {again.verdict}, "
                                           f"parent {parent.verdict}")
+
+    def _block_text(self, block: SkipBlock) -> str:
+        """'12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: …'."""
+        first, last = (self.tester.runner.workspace.info(self.plan.line[p]).date[:10] for p in (block.first, block.last))
+        span = f"{block.commits} commits {first} … {last}" if block.commits > 1 else f"1 commit {first}"
+        return f"{span} ({len(block.tested)} tried): {block.signature}"
+
+    def skip_block_summaries(self, blocks: tuple[SkipBlock, ...]) -> list[dict[str, Any]]:
+        line = self.plan.line
+        return [{"first": line[b.first], "last": line[b.last], "commits": b.commits, "tried": len(b.tested),
+                 "signature": b.signature, "text": self._block_text(b)} for b in blocks]
 
     # -- 5. summary ----------------------------------------------------------------------------
     def summary(self, found: Found, status: BisectStatus, message: str, context: ReportContext) -> BisectReport:
@@ -250,6 +287,7 @@ class Bisection:
             verdicts=list(verdicts), reference=context.reference, config=context.config,
             environment=context.environment, strategy=found.strategy,
             extra={"strategy_requested": plan.strategy},
+            skip_blocks=self.skip_block_summaries(found.result.blocks),
             reproduce=reproduce_line(plan, found.strategy),
         )
 

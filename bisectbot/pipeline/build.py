@@ -1,48 +1,74 @@
-"""Build stage: cmake configure + build of the named targets, incremental across commits.
+"""Build stage: cmake configure + build of the targets a commit's tree has, incremental across commits.
 
-One persistent build directory is reused for every commit (so a commit that differs in one file
-rebuilds in seconds), with ccache when it is installed. After a successful build the binaries
-(and any `keep` globs, e.g. shared libraries) are copied to a per-commit directory: a retest
-never rebuilds, and a binary never runs against another commit's libraries.
+One build directory per cmake arguments is reused across commits (a commit that differs in one
+file rebuilds in seconds), with ccache when it is installed. After a successful build the
+binaries (and any `keep` globs, e.g. shared libraries) are copied to a per-commit directory: a
+retest never rebuilds, and a binary never runs against another commit's libraries.
 
-A failed or timed-out build, or one that leaves no binary, is a *skip* for the bisect (like
-`git bisect skip`), with its log kept.
+Why each step:
+
+* **Build variants.** Targets and options get renamed over a project's life. Per commit the
+  first variant the tree supports is built: cmake must use every `-D` option of the variant (a
+  misspelt or retired option is otherwise ignored in silence: cmake's "Manually-specified
+  variables were not used" warning is forced on every configure by `-U` first) and
+  `cmake --build … --target help` must list its targets. The variant built is recorded.
+* **Binary provenance.** Every candidate path of every variant's binaries is deleted before
+  building, so the binary kept is one this build made, never a stale file of another commit.
+* **A clean directory before giving up.** A reused build directory can keep rules of another
+  tree; a configure or build failure there is retried once in a fresh directory, and the record
+  says so when that succeeded.
+* **Keys that cannot go stale.** A stored build is reused only if the commit, the cmake
+  arguments and variants, the contents of files they name and the toolchain are the same.
+
+A failed or timed-out build, one that leaves no binary, a tree no variant fits, or a commit
+that cannot be checked out is a *skip* for the bisect (like `git bisect skip`), with its reason.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import platform
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from bisectbot import __version__
-from bisectbot.config import BuildConfig
+from bisectbot.config import BuildConfig, BuildVariant
 from bisectbot.core.records import BuildRecord
 from bisectbot.core.reports import Environment
 from bisectbot.edges.procs import clean_env, run
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import Workspace
+from bisectbot.errors import GitError
 from bisectbot.pipeline.events import Building, BuildPhase, Built, Events
+
+UNUSED_HEADER = "Manually-specified variables were not used by the project:"
 
 
 class Builder:
     """Builds commits of one project into one state directory, each build stored for good.
 
     A stored build is final, unless its binaries were deleted by hand or it timed out and the
-    timeout has since been raised. `built` lists what this process built (not replayed)."""
+    timeout has since been raised. `built` lists what this process built (not replayed).
+    `values` fills `{config_dir}` and `{fixtures}` in cmake arguments."""
 
-    def __init__(self, state: StateDir, workspace: Workspace, events: Events, secrets: Iterable[str] = ()):
+    def __init__(self, state: StateDir, workspace: Workspace, events: Events, secrets: Iterable[str] = (),
+                 values: Mapping[str, str] | None = None):
         self.state, self.workspace, self.events = state, workspace, events
         self.secrets = tuple(secrets)
+        self.values = dict(values or {})
         self.built: list[str] = []
+
+    def key(self, cfg: BuildConfig) -> str:
+        return build_key(cfg, self.values)
 
     def ensure(self, sha: str, cfg: BuildConfig) -> BuildRecord:
         """The commit's build record for `cfg`, building it only if no usable build is stored."""
-        key = build_key(cfg)
+        key = self.key(cfg)
         store = self.state.store
         rec = store.build(key, sha)
         retry_timeout = rec is not None and rec.status == "timeout" and cfg.timeout > rec.seconds + 1
@@ -51,34 +77,77 @@ class Builder:
             return rec
         if rec is not None:
             store.forget_build(key, sha)
-        self.events.emit(Building(sha, tuple(cfg.targets)))
-        source = self.workspace.checkout(sha)
-        rec = build_commit(
-            cfg, sha, source,
-            self.state.build_dir(build_dir_key(cfg)),
-            self.state.kept_dir(key, sha),
-            self.state.log_path(f"build-{key}-{sha}.log"),
-            progress=lambda phase: self.events.emit(BuildPhase(sha, phase)),
-            secrets=self.secrets,
-        )
+        self.events.emit(Building(sha, tuple(cfg.choices[0].targets)))
+        log = self.state.log_path(f"build-{key}-{sha}.log")
+        try:
+            source = self.workspace.checkout(sha)
+        except GitError as exc:  # not stored: the next run may well check it out
+            rec = BuildRecord(sha, "checkout-failed", {}, "", 0.0, str(exc))
+            self.events.emit(Built(sha, rec.status, 0.0, rec.reason))
+            return rec
+        rec = build_commit(cfg, sha, source, self.state, key, log, expand=self.expand,
+                           progress=lambda phase: self.events.emit(BuildPhase(sha, phase)),
+                           secrets=self.secrets)
         store.put_build(key, rec)
         self.built.append(sha)
-        self.events.emit(Built(sha, rec.status, rec.seconds, rec.reason))
+        self.events.emit(Built(sha, rec.status, rec.seconds, rec.reason, rec.variant, rec.notes))
         return rec
 
+    def expand(self, arg: str) -> str:
+        return arg.format_map(Placeholders(self.values)) if "{" in arg else arg
 
-def build_key(cfg: BuildConfig) -> str:
-    """Identifies builds that are interchangeable: same cmake arguments, targets, binaries."""
-    data = {"args": cfg.cmake_args, "targets": cfg.targets, "binaries": cfg.binaries, "keep": cfg.keep}
+    def build_dir(self, cfg: BuildConfig, variant: int) -> Path:
+        """The build directory a variant of `cfg` is built in."""
+        args = [self.expand(a) for a in (*cfg.cmake_args, *cfg.choices[variant].cmake_args)]
+        return self.state.build_dir(build_dir_key(args))
+
+
+# -- keys -----------------------------------------------------------------------------------------
+def build_key(cfg: BuildConfig, values: Mapping[str, str] | None = None) -> str:
+    """Identifies builds that are interchangeable: the cmake arguments and variants, the contents
+    of the files they name, the kept globs, and the toolchain that compiles them."""
+    args = [*cfg.cmake_args, *(a for v in cfg.choices for a in v.cmake_args)]
+    data = {"args": cfg.cmake_args, "variants": [v.model_dump(mode="json") for v in cfg.choices],
+            "keep": cfg.keep, "files": named_files(args, values or {}), "toolchain": toolchain_identity()}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def build_dir_key(cfg: BuildConfig) -> str:
+def build_dir_key(args: list[str]) -> str:
     """Builds with the same cmake arguments share one build directory, whatever their targets:
     building llama-server after llama-speculative at a commit reuses every common object."""
-    return hashlib.sha256(json.dumps(cfg.cmake_args).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(args).encode()).hexdigest()[:12]
 
 
+class Placeholders(dict):  # type: ignore[type-arg]
+    """Values for `{placeholders}` that leave unknown ones ({seed}, {port}) as written."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def named_files(args: Iterable[str], values: Mapping[str, str]) -> dict[str, str]:
+    """sha256 of every existing file an argument names (`-DX=<path>` or a path), keyed by the
+    argument as written: editing such a file changes what a stored build or run stood for."""
+    out: dict[str, str] = {}
+    known = Placeholders(values)
+    for arg in args:
+        text = arg.format_map(known) if "{" in arg else arg
+        value = text.split("=", 1)[1] if text.startswith("-D") and "=" in text else text
+        path = Path(value)
+        if path.is_absolute() and path.is_file():
+            out[arg] = file_sha256(path)
+    return out
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# -- one commit -----------------------------------------------------------------------------------
 def ccache_args(source: Path, build_dir: Path) -> tuple[list[str], dict[str, str]]:
     """cmake launcher flags and environment for ccache, or nothing when it is not installed.
 
@@ -95,57 +164,148 @@ def ccache_args(source: Path, build_dir: Path) -> tuple[list[str], dict[str, str
     )
 
 
-def cmake_configure_argv(cfg: BuildConfig, source: Path, build_dir: Path) -> list[str]:
-    launcher, _ = ccache_args(source, build_dir)
-    return ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *cfg.cmake_args]
+@dataclass(frozen=True)
+class _Attempt:
+    status: str                    # ok | unsupported | failed | timeout | no-binary
+    reason: str
+    seconds: float
+    binaries: dict[str, str]
 
 
-def build_commit(
-    cfg: BuildConfig,
-    sha: str,
-    source: Path,
-    build_dir: Path,
-    kept_dir: Path,
-    log: Path,
-    progress: Callable[[str], None] = lambda _: None,
-    secrets: Iterable[str] = (),
-) -> BuildRecord:
-    """Configure (when needed) and build `source` (already checked out at `sha`)."""
-    build_dir.mkdir(parents=True, exist_ok=True)
+class _Budget:
+    """What is left of the build timeout, across variants and retries."""
+
+    def __init__(self, total: float):
+        self.total, self.used = total, 0.0
+
+    @property
+    def left(self) -> float:
+        return self.total - self.used
+
+
+def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key: str, log: Path, *,
+                 expand: Callable[[str], str] = lambda a: a,
+                 progress: Callable[[str], None] = lambda _: None,
+                 secrets: Iterable[str] = ()) -> BuildRecord:
+    """Build `source` (already checked out at `sha`) with the first variant its tree supports."""
     log.write_text("")
-    _, cc_env = ccache_args(source, build_dir)
+    budget = _Budget(cfg.timeout)
+    not_fitting: list[str] = []
+    stale = [c for v in cfg.choices for cands in v.binaries.values() for c in cands]
+    kept = state.kept_dir(key, sha)
+    for index, variant in enumerate(cfg.choices):
+        args = [expand(a) for a in (*cfg.cmake_args, *variant.cmake_args)]
+        build_dir = state.build_dir(build_dir_key(args))
+        reused = build_dir.exists()
+        attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets)
+        notes = ""
+        if attempt.status == "failed" and reused:
+            _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
+            shutil.rmtree(build_dir, ignore_errors=True)
+            first = attempt.reason
+            attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets)
+            notes = f"built in a clean directory after the reused one failed: {first}" if attempt.status == "ok" \
+                else f"also failed in a clean directory (the reused one: {first})"
+        if attempt.status == "unsupported":
+            not_fitting.append(f"variant {index}: {attempt.reason}")
+            continue
+        return BuildRecord(sha, attempt.status, attempt.binaries, str(log), budget.used, attempt.reason,
+                           variant=index, notes=notes)
+    return BuildRecord(sha, "unsupported", {}, str(log), budget.used,
+                       "no build variant fits this tree: " + "; ".join(not_fitting), variant=len(cfg.choices) - 1)
+
+
+def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], source: Path, build_dir: Path,
+                   kept: Path, log: Path, budget: _Budget, stale: list[str],
+                   progress: Callable[[str], None], secrets: Iterable[str]) -> _Attempt:
+    build_dir.mkdir(parents=True, exist_ok=True)
+    launcher, cc_env = ccache_args(source, build_dir)
     env = clean_env(cc_env, drop=secrets)
+    forget = [f"-U{name}" for name in variant.defines]  # so cmake reports them if unused
+    configure = ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *forget, *args]
+    start = log.stat().st_size
+    progress("configure")
+    res = _step(configure, build_dir, env, log, budget)
+    if res is not None:
+        return _Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
+    unused = _unused_defines(log, start)
+    if rejected := [n for n in variant.defines if n in unused]:
+        return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected),
+                        budget.used, {})
+    listed = run(["cmake", "--build", str(build_dir), "--target", "help"], cwd=build_dir, env=env, timeout=120)
+    if missing := [t for t in variant.targets if t not in _target_names(listed.stdout)]:
+        return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
+    for rel in stale:  # provenance: only what this build makes can be kept
+        (build_dir / rel).unlink(missing_ok=True)
+    progress("build")
     jobs = str(cfg.jobs or os.cpu_count() or 1)
-    configure = cmake_configure_argv(cfg, source, build_dir)
-    compile_ = ["cmake", "--build", str(build_dir), "--target", *cfg.targets, "-j", jobs]
-    seconds = 0.0
-    for step, argv in (("configure", configure), ("build", compile_)):
-        progress(step)
-        with open(log, "a") as fh:
-            fh.write(f"$ {' '.join(argv)}\n")
-        remaining = cfg.timeout - seconds
-        result = run(argv, cwd=build_dir, env=env, timeout=remaining, log=log) if remaining > 0 else None
-        seconds += result.seconds if result else 0.0
-        if result is None or result.timed_out:
-            return BuildRecord(sha, "timeout", {}, str(log), seconds,
-                               f"{step} exceeded the build timeout of {cfg.timeout:g} s")
-        if result.returncode != 0:
-            return BuildRecord(sha, "failed", {}, str(log), seconds,
-                               f"cmake {step} failed (exit {result.returncode}): {_last_error(log)}")
-    binaries, missing = _keep(cfg, build_dir, kept_dir)
-    if missing:
-        return BuildRecord(sha, "no-binary", {}, str(log), seconds,
-                           f"build left no binary for {{{missing}}} (looked for {', '.join(cfg.binaries[missing])})")
-    return BuildRecord(sha, "ok", binaries, str(log), seconds, "")
+    res = _step(["cmake", "--build", str(build_dir), "--target", *variant.targets, "-j", jobs],
+                build_dir, env, log, budget)
+    if res is not None:
+        return _Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
+    binaries, missing_name = _keep(cfg, variant, build_dir, kept)
+    if missing_name:
+        return _Attempt("no-binary", f"build left no binary for {{{missing_name}}} "
+                                     f"(looked for {', '.join(variant.binaries[missing_name])})", budget.used, {})
+    return _Attempt("ok", "", budget.used, binaries)
 
 
-def _keep(cfg: BuildConfig, build_dir: Path, kept_dir: Path) -> tuple[dict[str, str], str | None]:
+def _step(argv: list[str], cwd: Path, env: dict[str, str], log: Path, budget: _Budget) -> tuple[str, str] | None:
+    """Run one cmake step into the log; None when it succeeded, else (status, why)."""
+    _note(log, f"$ {' '.join(argv)}")
+    if budget.left <= 0:
+        return "timeout", f"did not start: the build timeout of {budget.total:g} s was used up"
+    start = log.stat().st_size
+    res = run(argv, cwd=cwd, env=env, timeout=budget.left, log=log)
+    budget.used += res.seconds
+    if res.timed_out:
+        return "timeout", f"exceeded the build timeout of {budget.total:g} s"
+    if res.returncode != 0:
+        return "failed", f"failed (exit {res.returncode}): {_first_error(log, start)}"
+    return None
+
+
+def _note(log: Path, line: str) -> None:
+    with open(log, "a") as fh:
+        fh.write(line + "\n")
+
+
+def _unused_defines(log: Path, start: int) -> set[str]:
+    """Names cmake listed as "Manually-specified variables were not used" since `start`."""
+    lines = _read_from(log, start).splitlines()
+    names: set[str] = set()
+    for i, line in enumerate(lines):
+        if UNUSED_HEADER in line:
+            for following in lines[i + 1:]:
+                if following.strip() == "":
+                    if names:
+                        break
+                    continue
+                if not following.startswith("    "):
+                    break
+                names.add(following.strip())
+    return names
+
+
+def _target_names(help_text: str) -> set[str]:
+    """Targets listed by `cmake --build … --target help` (Makefiles: '... name'; Ninja: 'name: phony')."""
+    names = set()
+    for line in help_text.splitlines():
+        line = line.strip()
+        if line.startswith("... "):
+            names.add(line[4:].split()[0])
+        elif ":" in line and not line.startswith("The following"):
+            names.add(line.split(":", 1)[0].strip())
+    return names
+
+
+def _keep(cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path) -> tuple[dict[str, str], str | None]:
     """Copy the binaries and keep-globs into `kept_dir`; return placeholder → kept path."""
     if kept_dir.exists():
         shutil.rmtree(kept_dir)
     kept_dir.mkdir(parents=True)
     found: dict[str, str] = {}
-    for name, candidates in cfg.binaries.items():
+    for name, candidates in variant.binaries.items():
         src = next((build_dir / c for c in candidates if (build_dir / c).is_file()), None)
         if src is None:
             return {}, name
@@ -159,19 +319,30 @@ def _keep(cfg: BuildConfig, build_dir: Path, kept_dir: Path) -> tuple[dict[str, 
     return found, None
 
 
-def _last_error(log: Path) -> str:
-    """The most telling line of a build log: the first 'error' line, else the last line."""
+def _read_from(log: Path, start: int) -> str:
     try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        with open(log, "rb") as fh:
+            fh.seek(start)
+            return fh.read().decode("utf-8", "replace")
     except OSError:
-        return "no log"
-    for ln in lines:
+        return ""
+
+
+def _first_error(log: Path, start: int = 0) -> str:
+    """The most telling line of a failed step: the first 'error' line (with the line after a
+    bare "CMake Error at …:" header), else the last line."""
+    lines = [ln.strip() for ln in _read_from(log, start).splitlines() if ln.strip()]
+    for i, ln in enumerate(lines):
         if "error" in ln.lower() and not ln.startswith("$"):
-            return ln[:200]
-    return lines[-1][:200] if lines else "no output"
+            for following in lines[i + 1:i + 4]:  # cmake puts what it means on the next lines
+                if not ln.endswith(":"):
+                    break
+                ln = f"{ln} {following}"
+            return ln[:240]
+    return lines[-1][:240] if lines else "no output"
 
 
-# -- the toolchain, for reports -------------------------------------------------------------------
+# -- the toolchain ---------------------------------------------------------------------------------
 def compiler_version() -> str:
     """First line of the C++ compiler's --version."""
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or "c++"
@@ -182,6 +353,12 @@ def compiler_version() -> str:
 def cmake_version() -> str:
     res = run(["cmake", "--version"], timeout=10)
     return res.stdout.splitlines()[0] if res.returncode == 0 and res.stdout else "unknown"
+
+
+@functools.cache
+def toolchain_identity() -> str:
+    """The compiler and cmake, as build keys include them (asked once per process)."""
+    return f"{compiler_version()} | {cmake_version()}"
 
 
 def toolchain(cfg: BuildConfig) -> Environment:

@@ -151,11 +151,15 @@ class Built(Event):
     status: str
     seconds: float
     reason: str
+    variant: int = 0
+    notes: str = ""
 
     def text(self) -> str:
+        which = f" (build variant {self.variant})" if self.variant else ""
+        notes = f"; {self.notes}" if self.notes else ""
         if self.status == "ok":
-            return f"  built {self.sha[:12]} in {self.seconds:.1f} s"
-        return f"  build {self.status}: {self.reason}"
+            return f"  built {self.sha[:12]} in {self.seconds:.1f} s{which}{notes}"
+        return f"  build {self.status}: {self.reason}{notes}"
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,30 @@ class VariantChosen(Event):
 
     def text(self) -> str:
         return f"  {self.sha[:12]} uses command variant {self.index}"
+
+
+@dataclass(frozen=True)
+class VariantFailed(Event):
+    sha: str
+    variant: int
+    reason: str
+    next: int | None
+
+    def text(self) -> str:
+        then = f"trying variant {self.next}" if self.next is not None else "no other variant fits"
+        return f"  {self.sha[:12]}: command variant {self.variant} fails at run time ({self.reason}); {then}"
+
+
+@dataclass(frozen=True)
+class BlockOfSkips(Event):
+    first: str
+    last: str
+    commits: int
+    signature: str
+
+    def text(self) -> str:
+        return (f"[skip] {self.commits} commits {self.first[:12]} … {self.last[:12]} fail the same way: "
+                f"{self.signature}")
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,8 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
     if runner is None:
         raise BisectbotError("reference.compute.method server needs a build of llama-server")
     sha = runner.workspace.resolve(str(comp.commit))
-    build_cfg = cfg.build.model_copy(update={"targets": [comp.target], "binaries": {"server": comp.binary}})
+    build_cfg = cfg.build.model_copy(update={"targets": [comp.target], "binaries": {"server": comp.binary},
+                                             "variants": None})
     build = runner.builder.ensure(sha, build_cfg)
     if not build.ok:
         raise BisectbotError(f"reference: cannot build {comp.target} at {sha[:12]}: {build.reason}")

@@ -2,38 +2,53 @@
 out its runs (stored or executed) as a `RunStream`.
 
 Verdicts, the control sample and cross-check arms all get their runs here, so a run is stored
-under the same key whoever asked for it, and replayed for whoever asks next.
+under the same key whoever asked for it, and replayed for whoever asks next. That key (the
+*run key*) hashes everything that determines a run: the binary's content, the argv as written,
+the contents of every file the argv names (fixtures, models), the run environment and how the
+output is parsed. Change any of them and the stored runs are not replayed; change the test
+levels or the reference and they are.
+
+Command variants are chosen per binary from its `--help` (the first whose flags it shows); a
+variant whose runs then mostly fail at that commit (it crashes, or its output does not parse)
+is set aside for that binary and the next one that fits is tried, before the commit is skipped.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Any, Mapping
 
-from bisectbot.config import Config, Variant
+from bisectbot.config import BuildConfig, Config, ParseConfig, Variant
 from bisectbot.core.records import BuildRecord
 from bisectbot.edges.procs import Server, clean_env, free_port, run
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.storage import StateDir, VariantChoice
 from bisectbot.edges.workspace import Workspace
-from bisectbot.pipeline.build import Builder, build_dir_key, build_key
-from bisectbot.pipeline.events import Events, VariantChosen
+from bisectbot.pipeline.build import Builder, named_files
+from bisectbot.pipeline.events import Events, VariantChosen, VariantFailed
 from bisectbot.pipeline.sweep import Executor, ProgramExecutor, RunStream, ServerExecutor, render_argv
 
 
 @dataclass(frozen=True)
 class Prepared:
     """A commit ready to run: its build, how to run one seed (None: it cannot be run, `why`
-    says why), the key its runs are stored under, and how many may run at once."""
+    says why; `applicable` False: a cross-check arm that does not exist there), the key its
+    runs are stored under, and how many may run at once."""
 
     sha: str
     build: BuildRecord
     executor: Executor | None
     why: str
-    experiment: str
+    run_key: str = ""
     variant: int | None = None
     jobs: int = 1
+    applicable: bool = True
+    choice: tuple[str, str] | None = field(default=None, repr=False)  # (binary sha256, variants digest)
 
 
 def missing_for_variant(help_text: str, variant: Variant) -> list[str]:
@@ -48,10 +63,14 @@ def missing_for_variant(help_text: str, variant: Variant) -> list[str]:
     return missing
 
 
-def pick_variant(help_text: str, variants: list[Variant]) -> tuple[int | None, str]:
-    """The first variant that fits, or None with the reason each one did not."""
+def pick_variant(help_text: str, variants: list[Variant], failed: Mapping[int, str] | None = None
+                 ) -> tuple[int | None, str]:
+    """The first variant that fits and has not failed at run time, or None with the reasons."""
     reasons = []
     for i, variant in enumerate(variants):
+        if failed and i in failed:
+            reasons.append(f"variant {i} failed at run time ({failed[i]})")
+            continue
         missing = missing_for_variant(help_text, variant)
         if not missing:
             return i, f"variant {i}"
@@ -59,13 +78,33 @@ def pick_variant(help_text: str, variants: list[Variant]) -> tuple[int | None, s
     return None, "no command variant fits the binary's --help: " + "; ".join(reasons)
 
 
+@lru_cache(maxsize=256)
+def _content_hash(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def content_hash(path: Path | str) -> str:
+    """sha256 of a file's content (remembered while the file is unchanged)."""
+    st = os.stat(path)
+    return _content_hash(str(path), st.st_size, st.st_mtime_ns)
+
+
+def run_key(parts: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+
+
 class CommitRunner:
     """Builds and runs commits of one config in one state directory."""
 
     def __init__(self, cfg: Config, state: StateDir, workspace: Workspace, events: Events):
         self.cfg, self.state, self.workspace, self.events = cfg, state, workspace, events
-        self.builder = Builder(state, workspace, events, cfg.secret_env_names)
-        self.experiment = cfg.experiment_digest()
+        self.values = {"config_dir": str(cfg.config_dir), "fixtures": str(cfg.fixtures_dir or "")}
+        self.builder = Builder(state, workspace, events, cfg.secret_env_names, self.values)
+        self.experiment = cfg.experiment_digest()  # for reports: what the config says runs are
 
     # -- seeds ---------------------------------------------------------------------------------
     def seeds(self, start: int, count: int) -> list[int]:
@@ -83,46 +122,85 @@ class CommitRunner:
         cfg = self.cfg
         build = self.builder.ensure(sha, cfg.build)
         if not build.ok:
-            return Prepared(sha, build, None, build.reason, self.experiment)
+            return Prepared(sha, build, None, build.reason)
         env = self.run_env(build)
-        variant, why = self._variant(sha, build, env)
-        if variant is None:
-            return Prepared(sha, build, None, why, self.experiment)
+        variants = cfg.run.templates
+        single = cfg.run.variants is None
+        choice, key = self._choice(build, env, variants, cfg.run.help_args, single)
+        if choice.index is None:
+            return Prepared(sha, build, None, choice.why, choice=key)
+        index = choice.index
+        variant, parse = variants[index], cfg.parse_for(index)
         values = {
             **build.binaries,
-            "fixtures": str(cfg.fixtures_dir or ""),
-            "config_dir": str(cfg.config_dir),
+            **self.values,
             "source": str(self.workspace.root),
-            "build": str(self.state.build_dir(build_dir_key(cfg.build))),
+            "build": str(self.builder.build_dir(cfg.build, build.variant)),
         }
-        executor = ProgramExecutor(cfg.run.templates[variant].argv, values, run_cfg=cfg.run,
-                                   parse_cfg=cfg.parse, workdir=self.state.run_dir, env=env,
-                                   variant=variant)
-        return Prepared(sha, build, executor, why, self.experiment, variant,
-                        cfg.run.jobs or os.cpu_count() or 1)
+        executor = ProgramExecutor(variant.argv, values, run_cfg=cfg.run, parse_cfg=parse,
+                                   workdir=self.state.run_dir, env=env, variant=index)
+        key_parts = {"kind": "program", "argv": variant.argv, "binaries": self._hashes(build),
+                     "files": named_files(variant.argv, values), "env": cfg.run.env,
+                     "parse": parse.model_dump(mode="json")}
+        return Prepared(sha, build, executor, choice.why, run_key(key_parts), index,
+                        cfg.run.jobs or os.cpu_count() or 1, choice=key)
 
     def prepare_arm(self, sha: str, arm: str) -> Prepared:
-        """Build a cross-check arm's server at the commit; it starts only if a seed must run."""
+        """Build a cross-check arm's server at the commit; it starts only if a seed must run.
+        Where no build variant or no serve variant fits, the arm is not applicable."""
         cfg, spec = self.cfg, self.cfg.arms[arm]
-        build_cfg = cfg.build.model_copy(update={"targets": spec.targets, "binaries": spec.binaries})
+        build_cfg = BuildConfig(cmake_args=cfg.build.cmake_args, variants=spec.build_choices, keep=cfg.build.keep,
+                                timeout=cfg.build.timeout, jobs=cfg.build.jobs)
         build = self.builder.ensure(sha, build_cfg)
-        experiment = cfg.arm_digest(arm)
+        if build.status == "unsupported":
+            return Prepared(sha, build, None, f"not applicable here: {build.reason}", applicable=False)
         if not build.ok:
-            return Prepared(sha, build, None, build.reason, experiment)
+            return Prepared(sha, build, None, build.reason)
+        env = self.run_env(build)
+        choice, key = self._choice(build, env, spec.serve_choices, spec.help_args or ["--help"],
+                                   spec.serve_variants is None)
+        if choice.index is None:
+            return Prepared(sha, build, None, f"not applicable here: {choice.why}", applicable=False, choice=key)
+        serve = spec.serve_choices[choice.index]
         port = free_port()
-        values = {**build.binaries, "port": str(port), "fixtures": str(cfg.fixtures_dir or ""),
-                  "config_dir": str(cfg.config_dir)}
-        server = Server(render_argv(spec.serve, values), port=port, health=spec.health,
-                        startup_timeout=spec.startup_timeout, env=self.run_env(build),
+        values = {**build.binaries, "port": str(port), **self.values}
+        server = Server(render_argv(serve.argv, values), port=port, health=spec.health,
+                        startup_timeout=spec.startup_timeout, env=env,
                         log=self.state.log_path(f"server-{arm}-{sha}.log"), cwd=self.state.root)
-        return Prepared(sha, build, ServerExecutor(spec, server), "", experiment, None, spec.jobs)
+        parse = serve.parse or spec.parse
+        key_parts = {"kind": "server", "serve": serve.argv, "binaries": self._hashes(build),
+                     "files": named_files(serve.argv, {k: v for k, v in values.items() if k != "port"}), "body": spec.body,
+                     "path": spec.path, "field": spec.field, "parse": parse.model_dump(mode="json")}
+        return Prepared(sha, build, ServerExecutor(spec, server, parse), choice.why, run_key(key_parts),
+                        choice.index, spec.jobs, choice=key)
+
+    def variant_failed(self, prepared: Prepared, reason: str, arm: str | None = None) -> Prepared | None:
+        """The variant's runs mostly failed at this commit: set it aside for this binary and
+        prepare the next variant that fits; None when there is none."""
+        if prepared.choice is None or prepared.variant is None:
+            return None
+        binary, spec = prepared.choice
+        store = self.state.store
+        known = store.variant(binary, spec)
+        failed = dict(known.failed if known else ())
+        failed[prepared.variant] = reason
+        variants = self.cfg.run.templates if arm is None else self.cfg.arms[arm].serve_choices
+        help_args = self.cfg.run.help_args if arm is None else (self.cfg.arms[arm].help_args or ["--help"])
+        path = next(iter(prepared.build.binaries.values()))
+        help_text = self._help(path, help_args, self.run_env(prepared.build))
+        index, why = pick_variant(help_text, variants, failed)
+        store.put_variant(binary, spec, VariantChoice(index, why, tuple(sorted(failed.items()))))
+        self.events.emit(VariantFailed(prepared.sha, prepared.variant, reason, index))
+        if index is None:
+            return None
+        return self.prepare(prepared.sha) if arm is None else self.prepare_arm(prepared.sha, arm)
 
     def runs(self, prepared: Prepared, seeds: list[int]) -> RunStream:
         """The commit's runs over `seeds`: stored ones replayed, missing ones executed and stored."""
         assert prepared.executor is not None, "prepare() said this commit cannot be run"
         store = self.state.store
-        return RunStream(seeds, store.runs(prepared.experiment, prepared.sha), prepared.executor,
-                         lambda rec: store.put_run(prepared.experiment, prepared.sha, rec),
+        return RunStream(seeds, store.runs(prepared.run_key, prepared.sha), prepared.executor,
+                         lambda rec: store.put_run(prepared.run_key, prepared.sha, rec),
                          jobs=prepared.jobs, check=self.events.check)
 
     def run_env(self, build: BuildRecord) -> dict[str, str]:
@@ -134,21 +212,33 @@ class CommitRunner:
             extra.setdefault("LD_LIBRARY_PATH", f"{kept}{os.pathsep + old if old else ''}")
         return clean_env(extra, drop=self.cfg.secret_env_names)
 
-    def _variant(self, sha: str, build: BuildRecord, env: dict[str, str]) -> tuple[int | None, str]:
-        """Which command variant this commit's binary accepts (asked once, then remembered)."""
-        cfg, store = self.cfg, self.state.store
-        variants = cfg.run.templates
-        if len(variants) == 1 and cfg.run.variants is None:
-            return 0, "argv"
-        key = (build_key(cfg.build), self.experiment, sha)
+    # -- command variants ----------------------------------------------------------------------
+    def _choice(self, build: BuildRecord, env: dict[str, str], variants: list[Variant], help_args: list[str],
+                single: bool) -> tuple[VariantChoice, tuple[str, str]]:
+        """Which command variant this binary accepts (asked once per binary content, then
+        remembered with the variants that failed at run time)."""
+        path = next(iter(build.binaries.values()))
+        spec = run_key({"variants": [v.model_dump(mode="json") for v in variants], "help": help_args})
+        key = (content_hash(path), spec)
+        if single:
+            return VariantChoice(0, "argv"), key
+        store = self.state.store
         if (known := store.variant(*key)) is not None:
-            return known
-        binary = next(iter(build.binaries.values()))
-        res = run([binary, *cfg.run.help_args], env=env, timeout=60, cwd=self.state.root)
-        index, why = pick_variant(res.stdout + res.stderr, variants)
-        if index is None and not (res.stdout + res.stderr).strip():
-            why = f"`{Path(binary).name} {' '.join(cfg.run.help_args)}` printed nothing (exit {res.returncode})"
-        store.put_variant(*key, index, why)
+            return known, key
+        help_text = self._help(path, help_args, env)
+        index, why = pick_variant(help_text, variants)
+        if index is None and not help_text.strip():
+            why = f"`{Path(path).name} {' '.join(help_args)}` printed nothing"
+        choice = VariantChoice(index, why)
+        store.put_variant(*key, choice)
         if index is not None:
-            self.events.emit(VariantChosen(sha, index))
-        return index, why
+            self.events.emit(VariantChosen(build.sha, index))
+        return choice, key
+
+    def _help(self, binary: str, help_args: list[str], env: dict[str, str]) -> str:
+        res = run([binary, *help_args], env=env, timeout=60, cwd=self.state.root)
+        return res.stdout + res.stderr
+
+    @staticmethod
+    def _hashes(build: BuildRecord) -> dict[str, str]:
+        return {name: content_hash(path) for name, path in build.binaries.items()}

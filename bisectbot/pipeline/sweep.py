@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Protocol
 from bisectbot.config import ArmConfig, ParseConfig, RunConfig
 from bisectbot.core.records import RunRecord
 from bisectbot.edges import localhttp
-from bisectbot.edges.procs import Server, last_line, run
+from bisectbot.edges.procs import Server, exit_reason, run
 from bisectbot.pipeline.parse import Incomplete, Unparsable, parse_tokens
 
 
@@ -62,8 +62,7 @@ class ProgramExecutor:
                 return RunRecord(seed, "timeout", None, None, seconds, attempts, variant,
                                  f"killed after {self.run_cfg.timeout:g} s")
             if res.returncode != 0:
-                return RunRecord(seed, "crash", None, res.returncode, seconds, attempts, variant,
-                                 last_line(res.stderr) or f"exit status {res.returncode}")
+                return RunRecord(seed, "crash", None, res.returncode, seconds, attempts, variant, exit_reason(res))
             try:
                 tokens = parse_tokens(res.stdout, self.parse_cfg)
             except Incomplete as exc:
@@ -83,8 +82,9 @@ class ServerExecutor:
     seed is stored), asked once per seed over HTTP, stopped on close. A server that does not
     start raises `procs.ServerError` from `run` (the commit is then skipped, with the reason)."""
 
-    def __init__(self, arm: ArmConfig, server: Server):
+    def __init__(self, arm: ArmConfig, server: Server, parse: ParseConfig | None = None):
         self.arm, self.server = arm, server
+        self.parse = parse or arm.parse
         self._lock = threading.Lock()
         self._started = False
 
@@ -109,7 +109,7 @@ class ServerExecutor:
         if not isinstance(text, str):
             return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, f"no string field {arm.field!r}")
         try:
-            tokens = parse_tokens(text, arm.parse)
+            tokens = parse_tokens(text, self.parse)
         except (Incomplete, Unparsable) as exc:
             return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, str(exc))
         return RunRecord(seed, "ok", tokens, None, seconds, 1, 0, "")

@@ -11,12 +11,13 @@ independent of the verdicts that led the search there.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from bisectbot.config import Config
 from bisectbot.core import stats
 from bisectbot.core.outcome import Verdict
-from bisectbot.core.records import Ask, CommitVerdict, RunRecord, Tally
+from bisectbot.core.records import Ask, CommitVerdict, RunRecord, Tally, masked
 from bisectbot.edges.procs import ServerError
 from bisectbot.pipeline.events import Events, RunsProgress, VerdictReached
 from bisectbot.pipeline.parse import observe
@@ -49,6 +50,10 @@ def judge(counts: Sequence[int], ask: Ask, reference: stats.Reference, *, tolera
 class Untestable(Exception):
     """A commit the sticky search cannot use (cannot be built or run, runs mostly fail)."""
 
+    def __init__(self, reason: str, signature: str):
+        super().__init__(reason)
+        self.signature = signature
+
 
 class Tester:
     """Judges commits of one config against one reference; every build and run is remembered.
@@ -70,53 +75,100 @@ class Tester:
         return self.reference.index(obs.outcome, obs.met_condition)
 
     def verdict(self, sha: str, ask: Ask) -> CommitVerdict:
-        """The commit's answer to `ask` (on a cross-check arm when `ask.arm` names one)."""
+        """The commit's answer to `ask` (on a cross-check arm when `ask.arm` names one).
+
+        When the command variant's runs mostly fail, the next variant that fits the binary is
+        tried before the commit is skipped (each variant's runs are stored under its own key)."""
         self.events.check()
         runner = self.runner
-        prepared = runner.prepare(sha) if ask.arm == "main" else runner.prepare_arm(sha, ask.arm)
-        if prepared.executor is None:
-            return self._reached(prepared, ask, None, Verdict.SKIP, prepared.why)
-        seeds = runner.seed_block(ask.block)
-        budget = len(seeds)
-        tally = Tally(self.reference.names)
-        evidence: stats.Evidence | None = None
-        skip: str | None = None
-        stream = runner.runs(prepared, seeds)
+        arm = None if ask.arm == "main" else ask.arm
+        prepared = runner.prepare(sha) if arm is None else runner.prepare_arm(sha, arm)
+        while True:
+            if prepared.executor is None:
+                if not prepared.applicable:
+                    return self._reached(prepared, ask, None, Verdict.NOT_APPLICABLE, prepared.why)
+                return self._reached(prepared, ask, None, Verdict.SKIP, prepared.why,
+                                     signature=_skip_signature(prepared))
+            measured = self._measure(prepared, ask)
+            if measured.failed is not None:
+                reason = measured.tally.failure_reason()
+                if (retry := runner.variant_failed(prepared, measured.failed, arm)) is not None:
+                    prepared = retry
+                    continue
+                return self._reached(prepared, ask, measured.tally, Verdict.SKIP, reason,
+                                     executed=measured.executed, signature=measured.failed)
+            return measured.verdict(self, prepared, ask)
+
+    def _measure(self, prepared: Prepared, ask: Ask) -> "_Measured":
+        """Feed the commit's runs to the test until it decides, the budget ends, or the runs
+        mostly fail (then `failed` says how)."""
+        seeds = self.runner.seed_block(ask.block)
+        out = _Measured(Tally(self.reference.names), len(seeds))
+        stream = self.runner.runs(prepared, seeds)
         try:
             with stream:
                 for rec in stream:
-                    tally.add(rec, self.category(rec))
-                    if tally.mostly_failed:
-                        skip = tally.failure_reason()
+                    out.tally.add(rec, self.category(rec))
+                    if out.tally.mostly_failed:
+                        out.failed = out.tally.failure_signature(prepared.variant)
                         break
                     if rec.ok:
-                        evidence = judge(tally.counts, ask, self.reference,
-                                         tolerance=self.cfg.test.tolerance, budget=budget)
-                        self.events.emit(RunsProgress(sha, tally.consumed, budget, tally.short()))
-                        if evidence.decision is not None:
+                        out.evidence = judge(out.tally.counts, ask, self.reference,
+                                             tolerance=self.cfg.test.tolerance, budget=out.budget)
+                        self.events.emit(RunsProgress(prepared.sha, out.tally.consumed, out.budget, out.tally.short()))
+                        if out.evidence.decision is not None:
                             break
         except ServerError as exc:  # a cross-check arm whose server did not start
-            return self._reached(prepared, ask, tally, Verdict.SKIP, str(exc), executed=stream.executed)
-        if skip is not None:
-            verdict, reason = Verdict.SKIP, skip
-        elif evidence is not None and evidence.decision is not None:
-            verdict, reason = evidence.decision, evidence.reason
-        else:
-            verdict = Verdict.INCONCLUSIVE
-            reason = (f"undecided after {tally.consumed} runs (budget {budget})"
-                      + (f"; {evidence.reason}" if evidence is not None else "; no run met the condition"))
-        scores = (evidence.log_e_bad, evidence.log_e_good) if evidence is not None else (0.0, 0.0)
-        return self._reached(prepared, ask, tally, verdict, reason, evidence=scores, executed=stream.executed)
+            out.server_error = str(exc)
+        out.executed = stream.executed
+        return out
 
     def sticky_feed(self, sha: str) -> "StickyFeed":
         return StickyFeed(self, sha)
 
     def _reached(self, prepared: Prepared, ask: Ask, tally: Tally | None, verdict: Verdict, reason: str,
-                 *, evidence: tuple[float, float] = (0.0, 0.0), executed: int = 0) -> CommitVerdict:
+                 *, evidence: tuple[float, float] = (0.0, 0.0), executed: int = 0,
+                 signature: str = "") -> CommitVerdict:
         v = CommitVerdict.of(prepared.sha, self.subject(prepared.sha), ask, prepared.build, tally,
-                             verdict, reason, evidence=evidence, executed=executed, variant=prepared.variant)
+                             verdict, reason, evidence=evidence, executed=executed, variant=prepared.variant,
+                             signature=signature)
         self.events.emit(VerdictReached(v))
         return v
+
+
+@dataclass
+class _Measured:
+    """One variant's runs at one commit, as far as they went."""
+
+    tally: Tally
+    budget: int
+    evidence: stats.Evidence | None = None
+    failed: str | None = None          # the runs mostly failed: their signature
+    server_error: str | None = None
+    executed: int = 0
+
+    def verdict(self, tester: "Tester", prepared: Prepared, ask: Ask) -> CommitVerdict:
+        tally, ev = self.tally, self.evidence
+        if self.server_error is not None:
+            return tester._reached(prepared, ask, tally, Verdict.SKIP, self.server_error,
+                                   executed=self.executed, signature=masked(f"server: {self.server_error}"))
+        if ev is not None and ev.decision is not None:
+            return tester._reached(prepared, ask, tally, ev.decision, ev.reason,
+                                   evidence=(ev.log_e_bad, ev.log_e_good), executed=self.executed)
+        reason = (f"undecided after {tally.consumed} runs (budget {self.budget})"
+                  + (f"; {ev.reason}" if ev is not None else "; no run met the condition"))
+        scores = (ev.log_e_bad, ev.log_e_good) if ev is not None else (0.0, 0.0)
+        return tester._reached(prepared, ask, tally, Verdict.INCONCLUSIVE, reason, evidence=scores,
+                               executed=self.executed)
+
+
+def _skip_signature(prepared: Prepared) -> str:
+    """How a commit that cannot be run fails: the build's status and first error, or why no
+    command variant fits."""
+    build = prepared.build
+    if not build.ok:
+        return masked(f"build {build.status}: {build.reason}")
+    return masked(prepared.why)
 
 
 class StickyFeed:
@@ -131,22 +183,35 @@ class StickyFeed:
                        if self.prepared.executor is not None else None)
 
     def next(self) -> int:
-        """The category of the commit's next counted run; `Untestable` when there is none."""
-        if self.stream is None:
-            raise Untestable(self.prepared.why)
-        for rec in self.stream:
-            self.tally.add(rec, self.tester.category(rec))
-            if self.tally.mostly_failed:
-                raise Untestable(self.tally.failure_reason())
-            if self.tally.last_category is not None:
-                return self.tally.last_category
-        raise Untestable(f"seed budget of {self.tester.cfg.run.max_runs} runs used up")
+        """The category of the commit's next counted run; `Untestable` when there is none.
+        A command variant whose runs mostly fail gives way to the next one that fits."""
+        runner = self.tester.runner
+        while True:
+            if self.stream is None:
+                raise Untestable(self.prepared.why, _skip_signature(self.prepared))
+            for rec in self.stream:
+                self.tally.add(rec, self.tester.category(rec))
+                if self.tally.mostly_failed:
+                    signature = self.tally.failure_signature(self.prepared.variant)
+                    retry = runner.variant_failed(self.prepared, signature)
+                    if retry is None:
+                        raise Untestable(self.tally.failure_reason(), signature)
+                    self.stream.close()
+                    self.prepared, self.tally = retry, Tally(self.tester.reference.names)
+                    self.stream = runner.runs(retry, runner.seed_block(0))
+                    break
+                if self.tally.last_category is not None:
+                    return self.tally.last_category
+            else:
+                budget = self.tester.cfg.run.max_runs
+                raise Untestable(f"seed budget of {budget} runs used up", f"budget of {budget} runs used up")
 
-    def verdict(self, verdict: Verdict, reason: str) -> CommitVerdict:
+    def verdict(self, verdict: Verdict, reason: str, signature: str = "") -> CommitVerdict:
         """The side the search put this commit on, as a verdict like any other."""
         ask = Ask(role="sticky", alpha=0.0, beta=0.0, mode="sticky")
         executed = self.stream.executed if self.stream is not None else 0
-        return self.tester._reached(self.prepared, ask, self.tally, verdict, reason, executed=executed)
+        return self.tester._reached(self.prepared, ask, self.tally, verdict, reason, executed=executed,
+                                    signature=signature)
 
     def close(self) -> None:
         if self.stream is not None:
