@@ -119,6 +119,9 @@ class Variant(_Strict):
     # Besides every flag in argv, text the binary's --help must show for this variant to fit
     # (e.g. "[on|off|auto]" when -fa started taking a value).
     help_contains: list[str] = Field(default_factory=list)
+    # Text the binary's --help must NOT show: how a variant for an older output format stays off
+    # newer binaries whose flags it would also fit.
+    help_lacks: list[str] = Field(default_factory=list)
     parse: "ParseConfig | None" = None  # this variant's output format (default: the config's parse)
 
 
@@ -482,6 +485,8 @@ def _without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
     for variant in (data.get("run") or {}).get("variants") or []:
         if variant.get("parse") is None:
             variant.pop("parse", None)
+        if not variant.get("help_lacks"):
+            variant.pop("help_lacks", None)
     for arm in (data.get("arms") or {}).values():
         for key in ("build_variants", "serve_variants", "help_args"):
             if arm.get(key) is None:
@@ -489,6 +494,8 @@ def _without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
         for variant in arm.get("serve_variants") or []:
             if variant.get("parse") is None:
                 variant.pop("parse", None)
+            if not variant.get("help_lacks"):
+                variant.pop("help_lacks", None)
     return data
 
 

@@ -52,7 +52,8 @@ class Prepared:
 
 
 def missing_for_variant(help_text: str, variant: Variant) -> list[str]:
-    """Flags (and help_contains texts) of a variant that the binary's --help does not show."""
+    """Why a variant does not fit the binary's --help: its flags and `help_contains` texts that
+    the help does not show, and its `help_lacks` texts that it does."""
     missing = []
     for arg in variant.argv[1:]:
         if re.fullmatch(r"--?[A-Za-z][\w-]*(=.*)?", arg):
@@ -60,6 +61,7 @@ def missing_for_variant(help_text: str, variant: Variant) -> list[str]:
             if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text):
                 missing.append(flag)
     missing += [text for text in variant.help_contains if text not in help_text]
+    missing += [f"no {text!r}" for text in variant.help_lacks if text in help_text]
     return missing
 
 
