@@ -49,7 +49,7 @@ def test_committed_fixtures_are_reproducible(tmp_path):
 @pytest.mark.parametrize("name", ["target.gguf", "draft.gguf"])
 def test_gguf_facts(name):
     path = FIXTURES / name
-    assert path.stat().st_size == 24064
+    assert path.stat().st_size == MANIFEST["model"]["bytes"] == 24352
     r = gguf.GGUFReader(str(path))
     assert _field(r, "general.architecture") == "llama"
     assert _field(r, "llama.block_count") == 2
@@ -58,11 +58,11 @@ def test_gguf_facts(name):
     assert _field(r, "llama.attention.head_count") == 4
     assert _field(r, "tokenizer.ggml.model") == "gpt2"
     assert _field(r, "tokenizer.ggml.pre") == "default"
-    assert list(_field(r, "tokenizer.ggml.tokens")) == list("abcdefgh")
+    assert list(_field(r, "tokenizer.ggml.tokens")) == list("abcdefgh") + ["Ä", "Ĭ"]
     assert list(_field(r, "tokenizer.ggml.merges")) == ["h h"]
     assert _field(r, "tokenizer.ggml.eos_token_id") == 7
     bos = _field(r, "tokenizer.ggml.bos_token_id")
-    assert bos is not None and 0 <= bos < 8  # older trees crash on the gpt2 default BOS id 11
+    assert bos is not None and 0 <= bos < 10  # older trees crash on the gpt2 default BOS id 11
     assert _field(r, "tokenizer.ggml.add_bos_token") is False
     assert all(t.tensor_type.name == "F32" for t in r.tensors)
     assert len(r.tensors) == 3 + 2 * 9
@@ -86,3 +86,20 @@ def test_chosen_seed_meets_the_requirements():
     assert q["top_differs"]
     # the draft's candidate set differs from the target's, so the residual-by-position defect bites
     assert set(q["target"]) != set(q["draft"])
+
+
+@pytest.mark.parametrize("name", ["target.gguf", "draft.gguf"])
+def test_extra_tokens_never_compete_where_the_statistic_reads(name):
+    """The two entries older loaders need are unreachable after the prompt and after prompt + 'f':
+    logit -20 there, far below the letters, so top-k 3 keeps letters only and the reference is that
+    of the original 8-token model."""
+    from bisectbot.llama import forward
+
+    m = forward.load_gguf(FIXTURES / name)
+    letters = fx._model(fx._letter_weights(fx.DEFAULT_SEED)[name == "draft.gguf"], fx.LETTERS)
+    for ctx in fx.READ_AT:
+        ids = forward.tokenize(m, ctx)
+        full = forward.forward_logits(m, ids)
+        assert full[8:] == pytest.approx([fx.UNREACHABLE_LOGIT] * 2, abs=1e-3)
+        assert np.sort(full[:8])[-3] > fx.UNREACHABLE_LOGIT + 10
+        np.testing.assert_allclose(full[:8], forward.forward_logits(letters, ids), atol=1e-5)

@@ -1,5 +1,6 @@
 """Tiny GGUF fixtures for the llama.cpp #29975 check: a random 2-layer F32 Llama (target) and a
-noisy copy of it (draft), vocabulary ``a``..``h``.
+noisy copy of it (draft), vocabulary ``a``..``h`` plus two tokens that let every llama.cpp tree
+from early 2024 on load the model.
 
 Deterministic: the same seed gives byte-identical files (numpy ``default_rng(seed)``; the GGUF
 writer adds no timestamps). ``write_tiny_llama(out_dir, seed)`` is the entry point.
@@ -14,11 +15,21 @@ from pathlib import Path
 import numpy as np
 
 __all__ = [
-    "VOCAB", "EOS_ID", "BOS_ID", "N_EMBD", "N_FF", "N_HEAD", "N_LAYER", "DEFAULT_SEED",
+    "VOCAB", "LETTERS", "EXTRA_TOKENS", "EOS_ID", "BOS_ID", "N_EMBD", "N_FF", "N_HEAD", "N_LAYER", "DEFAULT_SEED",
     "DRAFT_NOISE", "make_weights", "write_gguf", "write_tiny_llama", "seed_quality",
 ]
 
-VOCAB = list("abcdefgh")           # ids 0..7
+LETTERS = list("abcdefgh")         # ids 0..7: what prompts and outputs are made of
+# Trees up to late 2024 look up the newline token by tokenizing "\u010A" ('Ċ', gpt2's byte-level
+# newline). Its UTF-8 bytes 0xC4 0x8A byte-encode to the symbols "Ä" and "Ĭ"; without them the
+# loader throws "byte not found in vocab" (trees up to mid-2024) or asserts "model vocab missing
+# newline token" (mid-2024 to Sep 2024). Their output rows give them logit -20 where the
+# statistic reads (after the prompt and after prompt + condition), in the target and the draft,
+# so they never enter the top-3 there and the reference is exactly that of the 8 letters.
+EXTRA_TOKENS = ["Ä", "Ĭ"]          # ids 8, 9
+VOCAB = LETTERS + EXTRA_TOKENS
+UNREACHABLE_LOGIT = -20.0
+READ_AT = ("bcdbc", "bcdbcf")      # the contexts whose next-token distributions the statistic reads
 EOS_ID = 7                         # 'h'
 # Older trees (before upstream 4df29be) crash without a BOS id: the gpt2 default (11) is outside an
 # 8-token vocabulary. An in-vocabulary id with add_bos_token=false is never inserted.
@@ -34,8 +45,8 @@ TARGET_NAME = "target.gguf"
 DRAFT_NAME = "draft.gguf"
 
 
-def _tensor_shapes() -> list[tuple[str, tuple[int, ...]]]:
-    shapes: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (len(VOCAB), N_EMBD))]
+def _tensor_shapes(n_vocab: int = len(VOCAB)) -> list[tuple[str, tuple[int, ...]]]:
+    shapes: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (n_vocab, N_EMBD))]
     for il in range(N_LAYER):
         p = f"blk.{il}."
         shapes += [
@@ -49,15 +60,22 @@ def _tensor_shapes() -> list[tuple[str, tuple[int, ...]]]:
             (p + "ffn_up.weight", (N_FF, N_EMBD)),
             (p + "ffn_down.weight", (N_EMBD, N_FF)),
         ]
-    shapes += [("output_norm.weight", (N_EMBD,)), ("output.weight", (len(VOCAB), N_EMBD))]
+    shapes += [("output_norm.weight", (N_EMBD,)), ("output.weight", (n_vocab, N_EMBD))]
     return shapes
 
 
 def make_weights(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(target, draft) weights in numpy layout ((out, in) for matrices), float32."""
+    """(target, draft) weights in numpy layout ((out, in) for matrices), float32: the letters'
+    weights drawn from `seed`, then the rows of the extra tokens appended."""
+    target, draft = _letter_weights(seed)
+    return _with_extra_tokens(target), _with_extra_tokens(draft)
+
+
+def _letter_weights(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The weights of the 8-letter model (the random draws of the original fixtures)."""
     rng = np.random.default_rng(seed)
     target: dict[str, np.ndarray] = {}
-    for name, shape in _tensor_shapes():
+    for name, shape in _tensor_shapes(len(LETTERS)):
         if len(shape) == 1:  # norm weights around 1
             arr = 1.0 + 0.1 * rng.standard_normal(shape)
         elif name == "token_embd.weight":
@@ -72,6 +90,28 @@ def make_weights(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray
         scale = float(np.std(arr)) if arr.ndim > 1 else 0.1
         draft[name] = (arr + DRAFT_NOISE * scale * rng.standard_normal(arr.shape)).astype(np.float32)
     return target, draft
+
+
+def _with_extra_tokens(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Append the extra tokens: embeddings of zero (they are never an input) and one output row,
+    the least-norm solution of row · h = UNREACHABLE_LOGIT at every context of READ_AT."""
+    from bisectbot.llama.forward import final_hidden
+
+    letters = _model(weights, LETTERS)
+    hidden = np.stack([final_hidden(letters, [LETTERS.index(c) for c in ctx]) for ctx in READ_AT])
+    row = np.linalg.lstsq(hidden, np.full(len(READ_AT), UNREACHABLE_LOGIT), rcond=None)[0]
+    out = dict(weights)
+    n = len(EXTRA_TOKENS)
+    out["token_embd.weight"] = np.vstack([weights["token_embd.weight"], np.zeros((n, N_EMBD))]).astype(np.float32)
+    out["output.weight"] = np.vstack([weights["output.weight"], np.tile(row, (n, 1))]).astype(np.float32)
+    return out
+
+
+def _model(weights: dict[str, np.ndarray], vocab: list[str]):
+    from bisectbot.llama.forward import TinyLlama
+
+    return TinyLlama(n_embd=N_EMBD, n_head=N_HEAD, n_head_kv=N_HEAD, n_layer=N_LAYER, n_rot=N_EMBD // N_HEAD,
+                     eps=RMS_EPS, rope_base=ROPE_BASE, vocab=vocab, eos_id=EOS_ID, weights=weights)
 
 
 def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
@@ -102,8 +142,7 @@ def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
     w.add_bos_token_id(BOS_ID)
     w.add_eos_token_id(EOS_ID)
     w.add_add_bos_token(False)
-    # No llama.vocab_size / tokenizer.ggml.add_eos_token: derived / default false. Without them each
-    # file is 24,064 bytes, the size of the fixture in the report.
+    # No llama.vocab_size / tokenizer.ggml.add_eos_token: derived / default false.
     for tname, _shape in _tensor_shapes():
         w.add_tensor(tname, np.ascontiguousarray(weights[tname], dtype=np.float32))
     w.write_header_to_file()
@@ -131,17 +170,11 @@ def write_tiny_llama(out_dir: Path, seed: int) -> dict[str, str]:
 def seed_quality(seed: int, prompt: str = "bcdbc", cond: str = "f", top_k: int = 3) -> dict:
     """Figures used to choose the generator seed (numpy reference, no file written):
     P(first token = cond), the target's and draft's distributions after prompt+cond."""
-    from bisectbot.llama.forward import TinyLlama, apply_sampler_chain, forward_logits
+    from bisectbot.llama.forward import apply_sampler_chain, forward_logits
 
     target, draft = make_weights(seed)
-
-    def model(w):
-        return TinyLlama(n_embd=N_EMBD, n_head=N_HEAD, n_head_kv=N_HEAD, n_layer=N_LAYER,
-                         n_rot=N_EMBD // N_HEAD, eps=RMS_EPS, rope_base=ROPE_BASE, vocab=VOCAB,
-                         eos_id=EOS_ID, weights=w)
-
     ids = [VOCAB.index(c) for c in prompt]
-    mt, md = model(target), model(draft)
+    mt, md = _model(target, VOCAB), _model(draft, VOCAB)
     p0 = apply_sampler_chain(forward_logits(mt, ids), top_k, 1.0, 0.0, 1.0)
     ids1 = ids + [VOCAB.index(cond)]
     pt = apply_sampler_chain(forward_logits(mt, ids1), top_k, 1.0, 0.0, 1.0)

@@ -22,6 +22,7 @@ __all__ = [
     "TinyLlama",
     "load_gguf",
     "forward_logits",
+    "final_hidden",
     "apply_sampler_chain",
     "next_token_probs",
     "condition_prob",
@@ -131,6 +132,13 @@ def _rope_norm(x: np.ndarray, n_rot: int, base: float) -> np.ndarray:
 
 def forward_logits(model: TinyLlama, ids: list[int]) -> np.ndarray:
     """Logits (n_vocab,) for the token following ``ids`` (float64 arithmetic)."""
+    w = model.weights
+    out_w = w.get("output.weight", w["token_embd.weight"]).astype(np.float64)
+    return out_w @ final_hidden(model, ids)
+
+
+def final_hidden(model: TinyLlama, ids: list[int]) -> np.ndarray:
+    """The normed hidden state (n_embd,) the output matrix turns into the next token's logits."""
     if not ids:
         raise BisectbotError("forward_logits: empty prefix")
     w = {k: v.astype(np.float64) for k, v in model.weights.items()}
@@ -160,9 +168,7 @@ def forward_logits(model: TinyLlama, ids: list[int]) -> np.ndarray:
         g = h @ w[p + "ffn_gate.weight"].T
         u = h @ w[p + "ffn_up.weight"].T
         x = x + ((g / (1.0 + np.exp(-g))) * u) @ w[p + "ffn_down.weight"].T
-    h = _rms_norm(x[-1], w["output_norm.weight"], model.eps)
-    out_w = w.get("output.weight", w["token_embd.weight"])
-    return out_w @ h
+    return _rms_norm(x[-1], w["output_norm.weight"], model.eps)
 
 
 # --- sampler chain ------------------------------------------------------------------------------
