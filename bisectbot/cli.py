@@ -45,9 +45,10 @@ def default_state_dir(cfg: Config) -> Path:
     return base / f"{cfg.name}-{tag}"
 
 
-def _load(config: str, repo: str | None) -> Config:
+def _load(config: str, repo: str | None, arms: bool = True) -> Config:
     cfg = load_config(config)
-    return cfg.with_repo_path(repo) if repo else cfg
+    cfg = cfg.with_repo_path(repo) if repo else cfg
+    return cfg if arms else cfg.without_arms()
 
 
 def _state(cfg: Config, state_dir: str | None) -> StateDir:
@@ -84,6 +85,8 @@ repo_option = click.option("--repo", type=click.Path(exists=True, file_okay=Fals
 json_option = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True),
                            help="Write the JSON report here ('-' for stdout).")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+arms_option = click.option("--arms/--no-arms", default=True, show_default=True,
+                           help="Also test the config's cross-check arms (each builds and starts a server).")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -108,9 +111,10 @@ def main() -> None:
 @json_option
 @state_option
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="Also write the Markdown summary here.")
+@arms_option
 @quiet_option
 def bisect(config: str, good: str, bad: str, find: str, strategy: str, repo: str | None,
-           json_path: str | None, state_dir: str | None, md_path: str | None, quiet: bool) -> None:
+           json_path: str | None, state_dir: str | None, md_path: str | None, arms: bool, quiet: bool) -> None:
     """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
 
     Both endpoints are tested first; the culprit and its parent are re-tested on fresh seeds.
@@ -119,7 +123,7 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, repo: str
     from bisectbot.report import bisect_markdown
 
     def body() -> int:
-        cfg = _load(config, repo)
+        cfg = _load(config, repo, arms)
         with _state(cfg, state_dir) as state:
             session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config)
             plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy)
@@ -141,14 +145,15 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, repo: str
 @repo_option
 @json_option
 @state_option
+@arms_option
 @quiet_option
 def test(config: str, ref: str, repo: str | None, json_path: str | None, state_dir: str | None,
-         quiet: bool) -> None:
+         arms: bool, quiet: bool) -> None:
     """Build one commit and give its verdict: GOOD, BAD, INCONCLUSIVE or SKIP."""
     from bisectbot.report import test_markdown
 
     def body() -> int:
-        cfg = _load(config, repo)
+        cfg = _load(config, repo, arms)
         with _state(cfg, state_dir) as state:
             session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config)
             report = jobs.run_test(session, jobs.plan_test(session, ref))

@@ -463,6 +463,10 @@ class Config(_Strict):
         """The same config pointed at another checkout (``--repo``)."""
         return self.model_copy(update={"repo": RepoConfig(path=str(Path(path).resolve()))})
 
+    def without_arms(self) -> "Config":
+        """The same config with no cross-check arms (``--no-arms``: their builds cost minutes)."""
+        return self.model_copy(update={"arms": {}})
+
 
 def mix31(x: int) -> int:
     """A bijection of [0, 2^31) that scatters neighbours (xorshift-multiply rounds, each one

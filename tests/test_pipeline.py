@@ -280,6 +280,9 @@ def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path:
     # a replay starts no server and runs nothing
     again = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-")
     assert json.loads(again.stdout)["arms"]["http"]["executed"] == 0
+    # --no-arms: the main verdict alone
+    alone = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-", "--no-arms")
+    assert alone.returncode == 1 and json.loads(alone.stdout)["arms"] == {}
 
 
 def test_sticky_strategy_finds_the_culprit(small_demo: DemoHistory, tmp_path: Path) -> None:
