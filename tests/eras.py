@@ -28,6 +28,7 @@ class Era:
     crash_on_cache_f32: bool = False  # `--cache f32` fails at run time (after an error line, SIGSEGV)
     crash: bool = False               # every run fails that way
     defect: bool = False              # the draft takes its top candidate (the distribution is wrong)
+    mild_defect: bool = False         # ... at every other draft only (a milder change of the distribution)
     broken: bool = False              # does not compile
     writes_cache: bool = False        # sets a cache variable naming a source only this tree has
     reads_cache: bool = False         # uses that variable when a reused build directory has it
@@ -112,6 +113,9 @@ READS = 'if(PROG_EXTRA)\n    target_sources(@@TARGET@@ PRIVATE ${PROG_EXTRA})\ne
 def _files(era: Era, serial: int) -> dict[str, str]:
     state = _State(version=serial, defect=era.defect, helpers=[_BROKEN_HELPER] if era.broken else [])
     files = _render(_templates(), state)
+    if era.mild_defect and not era.defect:
+        files["src/speculative.cpp"] = files["src/speculative.cpp"].replace(
+            demo._DRAFT_PICK_OK, "            const int id = rng() % 2 ? argmax(q, N_VOCAB) : sample_categorical(q, N_VOCAB, rng);")
     crash = "true" if era.crash else ('cache == "f32"' if era.crash_on_cache_f32 else "false")
     files["src/main.cpp"] = (MAIN.replace("@@DRAFT@@", era.draft_flag).replace("@@CRASH@@", crash)
                              .replace("@@OUTPUT@@", NEW_OUTPUT if era.output == "new" else OLD_OUTPUT))

@@ -7,7 +7,8 @@ The stages, in order, each verdict stored by the job as it is reached:
 2. model: the broken endpoint is measured further (same seeds onwards) until its smoothed
    distribution q̂ is precise relative to the size of the bug; `auto` picks the strategy here;
 3. search: plain binary search with the two-point test, or the sticky Bayesian bisection;
-4. confirm: the culprit and its parent re-tested on fresh seeds;
+4. confirm: the culprit and its parent re-tested on fresh seeds against the reference (the
+   generic test): the culprit must depart from it and the parent must not;
 5. summary: the report, whose confidence is a union bound over the verdicts it rests on.
 Per-step error levels come from the whole-bisect confidence (`BisectPlan.level`). Everything is
 replayed from the state database on a rerun: a killed bisect resumes where it was.
@@ -246,13 +247,22 @@ class Bisection:
                 f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
                 f"{plan.line[result.first_bad][:12]}: {why}")
         self.events.emit(Confirming(plan.line[culprit]))
-        q_bad = self._q_bad(model)
-        again = self.test(culprit, plan.ask("retest-culprit", mode="two-point", q_bad=q_bad, block=1))
-        parent = self.test(culprit - 1, plan.ask("retest-parent", mode="two-point", q_bad=q_bad, block=1))
+        # Against the reference itself, not "closer to which endpoint": a history with more than
+        # one change (a mild bug that a later commit made gross, as real histories have) puts a
+        # third distribution between the endpoints, which the two-point steps can place on
+        # either side. Confirmed only when the culprit departs from the reference and its parent
+        # does not.
+        again = self.test(culprit, plan.ask("retest-culprit", block=1))
+        parent = self.test(culprit - 1, plan.ask("retest-parent", block=1))
         if again.verdict is plan.find.culprit_verdict and parent.verdict is plan.find.parent_verdict:
             return BisectStatus.FOUND, f"{plan.find.what} commit is {plan.line[culprit]}"
-        return BisectStatus.UNCONFIRMED, (f"re-test on fresh seeds disagrees: candidate {again.verdict}, "
-                                          f"parent {parent.verdict}")
+        if parent.verdict is plan.find.culprit_verdict:
+            return BisectStatus.UNCONFIRMED, (
+                f"the candidate's parent {plan.line[culprit - 1][:12]} tests {parent.verdict.value.upper()} "
+                f"against the reference too: the first change lies before it (bisect from "
+                f"{plan.line[0][:12]} to {plan.line[culprit - 1][:12]})")
+        return BisectStatus.UNCONFIRMED, (f"re-test on fresh seeds against the reference disagrees: candidate "
+                                          f"{again.verdict.value.upper()}, parent {parent.verdict.value.upper()}")
 
     def _block_text(self, block: SkipBlock) -> str:
         """'12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: …'."""

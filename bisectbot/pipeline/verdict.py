@@ -92,7 +92,7 @@ class Tester:
             measured = self._measure(prepared, ask)
             if measured.failed is not None:
                 reason = measured.tally.failure_reason()
-                if (retry := runner.variant_failed(prepared, measured.failed, arm)) is not None:
+                if (retry := runner.variant_failed(prepared, reason, arm)) is not None:
                     prepared = retry
                     continue
                 return self._reached(prepared, ask, measured.tally, Verdict.SKIP, reason,
@@ -193,7 +193,7 @@ class StickyFeed:
                 self.tally.add(rec, self.tester.category(rec))
                 if self.tally.mostly_failed:
                     signature = self.tally.failure_signature(self.prepared.variant)
-                    retry = runner.variant_failed(self.prepared, signature)
+                    retry = runner.variant_failed(self.prepared, self.tally.failure_reason())
                     if retry is None:
                         raise Untestable(self.tally.failure_reason(), signature)
                     self.stream.close()
