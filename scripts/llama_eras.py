@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""End-to-end across llama.cpp's eras: a local history made of four real trees, judged by the
+shipped config unchanged.
+
+    python scripts/llama_eras.py history REPO      # make the history, print its commits as JSON
+    python scripts/llama_eras.py e2e [--work DIR]  # make it, then test and bisect with the real CLI
+    python scripts/llama_eras.py survey VERSION... # `bisectbot test` each sdist's tree (extending the span)
+
+The trees come from llama-cpp-python sdists (each carries a whole llama.cpp tree under
+``vendor/llama.cpp``), fetched once into ``${BISECTBOT_CACHE:-~/.cache/bisectbot}/sdist``:
+
+=========  ===================  ===========================================================
+sdist      upstream commit      what changes for bisectbot
+=========  ===================  ===========================================================
+0.2.55     9731134 2024-03-02   target ``speculative``, LLAMA_* options, old output format
+                                (only the generated tokens on stdout), greedy draft: GOOD
+0.2.85     398ede5 2024-07-31   target ``llama-speculative``, GGML_* options, stochastic
+                                draft (#29975's defects): BAD; ``--cache-type-v f32`` crashes
+0.3.2      74d73dc 2024-11-15   after the logging rewrite: prompt echoed on stdout, new --help
+0.3.36     0c1e570 2026-10-01   today's flags (``--spec-draft-n-max``, ``-fa off``)
+=========  ===================  ===========================================================
+
+Between the trees: ordinary commits (a comment in examples/speculative), docs-only commits and a
+commit that breaks the build (repaired by the next). The first BAD commit is the import of the
+0.2.85 tree. ``e2e`` checks, with the shipped ``configs/llama-cpp-29975.yaml``, that ``bisectbot
+test`` gives GOOD on the 0.2.55 tree and BAD on the three others (each with the build and command
+variant its era needs), and that ``bisectbot bisect`` across the history names the 0.2.85
+import. Exit 0 when every check holds.
+
+Each import commit carries the upstream commit's date and short sha (read from the sdist's
+``.git/modules/vendor/llama.cpp``), so the history and its reports read like the real one.
+
+``survey``: one commit per given sdist version (oldest first, in the order given), each tested
+with the shipped config (``--no-arms``); prints per tree the verdict, the build and command
+variant used, and why others did not fit. How to check a new era before extending the config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from llama_e2e import REPO_ROOT, _bisectbot, _git, cache_dir, fetch_sdist  # noqa: E402
+
+TARGET_FILE = "examples/speculative/speculative.cpp"
+# (sdist version, expected verdict, the commits after its tree)
+ERAS = [
+    ("0.2.55", "good", ["code", "docs", "break", "repair", "code"]),
+    ("0.2.85", "bad", ["docs", "code", "code"]),
+    ("0.3.2", "bad", ["break", "repair", "docs"]),
+    ("0.3.36", "bad", ["code", "docs"]),
+]
+BREAK_LINE = '#error "bisectbot eras: deliberately broken build"\n'
+
+
+def upstream_commit(version: str) -> tuple[str, int]:
+    """(short sha, commit time) of the llama.cpp commit the sdist vendors, from the submodule's
+    git directory the sdist carries."""
+    gitdir = f"llama_cpp_python-{version}/.git/modules/vendor/llama.cpp/"
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(fetch_sdist(version)) as tar:
+        tar.extractall(tmp, members=[m for m in tar.getmembers() if m.name.startswith(gitdir)], filter="data")
+        res = subprocess.run(["git", "--git-dir", str(Path(tmp) / gitdir), "--work-tree", tmp,
+                              "log", "-1", "--format=%h %ct"], capture_output=True, text=True)
+    if res.returncode != 0 or not res.stdout.strip():
+        raise SystemExit(f"llama-cpp-python {version}: no upstream commit recorded ({res.stderr.strip()})")
+    sha, when = res.stdout.split()
+    return sha, int(when)
+
+
+def _import_tree(repo: Path, version: str) -> None:
+    """Replace the work tree by the sdist's vendor/llama.cpp (the next commit records it)."""
+    for entry in repo.iterdir():
+        if entry.name != ".git":
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
+    tmp = repo.parent / f".extract-{version}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    with tarfile.open(fetch_sdist(version)) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+        tar.extractall(tmp, members=members, filter="data")
+    for pointer in (tmp / prefix).rglob(".git"):  # submodule pointers ("gitdir: ../../.git/modules/…")
+        if pointer.is_file():
+            pointer.unlink()
+    for entry in (tmp / prefix).iterdir():
+        entry.rename(repo / entry.name)
+    shutil.rmtree(tmp)
+
+
+def _change(repo: Path, kind: str, n: int) -> str:
+    """Make one between-trees change in the work tree; returns its commit subject."""
+    target = repo / TARGET_FILE
+    if kind == "code":
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(f"\n// bisectbot eras: ordinary change {n} (a comment, behaviour unchanged)\n")
+        return f"speculative : tidy up ({n})"
+    if kind == "docs":
+        doc = repo / "docs" / "bisectbot-eras.md"
+        doc.parent.mkdir(exist_ok=True)
+        with open(doc, "a", encoding="utf-8") as fh:
+            fh.write(f"- note {n}: documentation only\n")
+        return f"docs : notes ({n})"
+    if kind == "break":
+        target.write_text(BREAK_LINE + target.read_text())
+        return "speculative : work in progress (does not build)"
+    assert kind == "repair"
+    target.write_text(target.read_text().replace(BREAK_LINE, "", 1))
+    return "speculative : fix the build"
+
+
+def build_history(repo: Path, eras: list[tuple[str, str, list[str]]] = ERAS) -> dict:
+    """The trees with commits between them, in ``repo`` (must not exist). Returns
+    ``{"commits": [{"sha", "kind", "subject", "tree"}...], "imports": {version: sha},
+    "first_bad": sha or None, "good": sha, "head": sha}``."""
+    repo = Path(repo)
+    if repo.exists():
+        raise SystemExit(f"{repo} already exists")
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "master")
+    commits, imports, n = [], {}, 0
+    for version, _verdict, after in eras:
+        upstream, when = upstream_commit(version)
+        day = time.strftime("%Y-%m-%d", time.gmtime(when))
+        _import_tree(repo, version)
+        # --force: the sdist holds exactly what upstream tracks, and older trees' .gitignore
+        # patterns (e.g. `build*`) match tracked files such as scripts/build-info.cmake.
+        _git(repo, "add", "-A", "--force")
+        subject = f"llama.cpp {upstream} ({day}) as vendored by llama-cpp-python {version}"
+        _git(repo, "commit", "-q", "--no-verify", "--allow-empty", "-m", subject, date=when)
+        sha = _git(repo, "rev-parse", "HEAD")
+        imports[version] = sha
+        commits.append({"sha": sha, "kind": "import", "subject": subject, "tree": version})
+        for hour, kind in enumerate(after, start=1):
+            n += 1
+            subject = _change(repo, kind, n)
+            _git(repo, "add", "-A")
+            _git(repo, "commit", "-q", "--no-verify", "-m", subject, date=when + 3600 * hour)
+            commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": kind, "subject": subject,
+                            "tree": version})
+    first_bad = next((imports[v] for v, verdict, _a in eras if verdict == "bad"), None)
+    return {"commits": commits, "imports": imports, "first_bad": first_bad,
+            "good": commits[0]["sha"], "head": commits[-1]["sha"]}
+
+
+def _describe(res: dict) -> str:
+    detail = res.get("detail") or {}
+    return (f"{str(res.get('verdict', '?')).upper()} after {res.get('runs')} runs, build variant "
+            f"{detail.get('build_variant')}, run variant {detail.get('variant')}; counts {res.get('counts')}"
+            + (f"; {detail.get('reason')}" if detail.get("reason") else ""))
+
+
+def e2e(work: Path) -> int:
+    """Make the history, test each tree and bisect it with the real CLI; 0 when all checks hold."""
+    start = time.monotonic()
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    hist = build_history(work / "llama.cpp")
+    print(f"eras: history of {len(hist['commits'])} commits over the trees "
+          f"{', '.join(v for v, *_ in ERAS)}; first bad {hist['first_bad'][:12]} (the 0.2.85 import)",
+          flush=True)
+    config = str(REPO_ROOT / "configs" / "llama-cpp-29975.yaml")
+    common = ["--repo", str(work / "llama.cpp"), "--state", str(work / "state")]
+    failures = []
+    for version, expected, _after in ERAS:
+        # The cross-check arm is tried on the oldest tree only, where it must be "not applicable"
+        # without touching the main verdict (the 0.3.36 e2e checks it where it applies).
+        arms = [] if version == ERAS[0][0] else ["--no-arms"]
+        code, res = _bisectbot("test", config, "--commit", hist["imports"][version], *common, *arms)
+        print(f"eras: {version} tree: {_describe(res)} (exit {code})", flush=True)
+        if res.get("verdict") != expected:
+            failures.append(f"the {version} tree tested {res.get('verdict')}, expected {expected}")
+        for name, arm in res.get("arms", {}).items():
+            print(f"eras: {version} tree, arm {name}: {arm['verdict']} ({arm.get('reason')})", flush=True)
+            if arm["verdict"] != "not-applicable":
+                failures.append(f"arm {name} on the {version} tree: {arm['verdict']}, expected not-applicable")
+
+    code, rep = _bisectbot("bisect", config, "--good", hist["good"], "--bad", hist["head"], *common, "--no-arms")
+    print(f"eras: bisect over {len(hist['commits'])} commits: {rep.get('status')} first_bad "
+          f"{str(rep.get('first_bad'))[:12]} (expected {hist['first_bad'][:12]}), {rep.get('builds')} builds, "
+          f"{rep.get('runs')} runs (exit {code})", flush=True)
+    for v in rep.get("verdicts", []):
+        print(f"eras:   {v['role']:>15} {v['commit'][:12]} {v['verdict']:<5} build variant {v.get('build_variant')} "
+              f"run variant {v.get('variant')} {v.get('subject', '')[:60]}", flush=True)
+    if rep.get("first_bad") != hist["first_bad"]:
+        failures.append(f"bisect named {rep.get('first_bad')}, expected {hist['first_bad']}")
+    print(f"eras: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
+          f"in {time.monotonic() - start:.0f} s", flush=True)
+    return 1 if failures else 0
+
+
+def survey(work: Path, versions: list[str]) -> int:
+    """`bisectbot test` each version's tree with the shipped config; 0 when none is SKIP."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    hist = build_history(work / "llama.cpp", [(v, "", []) for v in versions])
+    config = str(REPO_ROOT / "configs" / "llama-cpp-29975.yaml")
+    common = ["--repo", str(work / "llama.cpp"), "--state", str(work / "state"), "--no-arms"]
+    skipped = []
+    for commit in hist["commits"]:
+        code, res = _bisectbot("test", config, "--commit", commit["sha"], *common)
+        print(f"survey: {commit['subject']}: {_describe(res)} (exit {code})", flush=True)
+        if res.get("verdict") in (None, "skip"):
+            skipped.append(commit["tree"])
+    print(f"survey: {len(versions) - len(skipped)} of {len(versions)} trees testable"
+          + (f"; SKIP: {', '.join(skipped)}" if skipped else ""), flush=True)
+    return 1 if skipped else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    h = sub.add_parser("history")
+    h.add_argument("repo", type=Path)
+    e = sub.add_parser("e2e")
+    e.add_argument("--work", type=Path, default=None, help="work directory (default: <cache>/eras)")
+    v = sub.add_parser("survey")
+    v.add_argument("versions", nargs="+", help="llama-cpp-python sdist versions, oldest first")
+    v.add_argument("--work", type=Path, default=None, help="work directory (default: <cache>/survey)")
+    a = ap.parse_args(argv)
+    if a.cmd == "history":
+        print(json.dumps(build_history(a.repo), indent=2))
+        return 0
+    if a.cmd == "survey":
+        return survey(a.work or cache_dir() / "survey", a.versions)
+    return e2e(a.work or cache_dir() / "eras")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
