@@ -72,6 +72,24 @@ class BuildVariant(_Strict):
         return [a[2:].split("=", 1)[0].split(":", 1)[0] for a in self.cmake_args if a.startswith("-D")]
 
 
+def _build_choices(targets: list[str] | None, binaries: dict[str, list[str]] | None,
+                   variants: list[BuildVariant] | None, *names: str) -> list[BuildVariant]:
+    """The build variants of a section that gives one `targets` + `binaries` or a `variants`
+    list. With `names` (the keys as the section spells them) also checks that shape: one way,
+    not both, and the same binary placeholders in every variant."""
+    single = targets is not None or binaries is not None
+    if names:
+        t, b, v = names
+        if single == (variants is not None):
+            raise ValueError(f"give {t} and {b}, or {v}")
+        if single and (targets is None or binaries is None):
+            raise ValueError(f"{t} and {b} go together")
+    choices = variants if variants is not None else [BuildVariant(targets=targets or [], binaries=binaries or {})]
+    if names and len({frozenset(c.binaries) for c in choices}) != 1:
+        raise ValueError("every build variant must name the same binaries (placeholders)")
+    return choices
+
+
 class BuildConfig(_Strict):
     """A CPU-only cmake configure + build. Give `targets` and `binaries`, or `variants`: then per
     commit the first variant the tree supports is built (its targets exist, cmake uses its -D
@@ -89,22 +107,13 @@ class BuildConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_way(self) -> "BuildConfig":
-        single = self.targets is not None or self.binaries is not None
-        if single == (self.variants is not None):
-            raise ValueError("give build.targets and build.binaries, or build.variants")
-        if single and (self.targets is None or self.binaries is None):
-            raise ValueError("build.targets and build.binaries go together")
-        names = {frozenset(v.binaries) for v in self.choices}
-        if len(names) != 1:
-            raise ValueError("every build variant must name the same binaries (placeholders)")
+        _build_choices(self.targets, self.binaries, self.variants, "build.targets", "build.binaries", "build.variants")
         return self
 
     @property
     def choices(self) -> list[BuildVariant]:
         """The build variants in order of preference (one when targets/binaries are given)."""
-        if self.variants is not None:
-            return self.variants
-        return [BuildVariant(targets=self.targets or [], binaries=self.binaries or {})]
+        return _build_choices(self.targets, self.binaries, self.variants)
 
     @property
     def binary_names(self) -> list[str]:
@@ -331,15 +340,9 @@ class ArmConfig(_Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> "ArmConfig":
-        single = self.targets is not None or self.binaries is not None
-        if single == (self.build_variants is not None):
-            raise ValueError("give targets and binaries, or build_variants")
-        if single and (self.targets is None or self.binaries is None):
-            raise ValueError("targets and binaries go together")
+        _build_choices(self.targets, self.binaries, self.build_variants, "targets", "binaries", "build_variants")
         if (self.serve is None) == (self.serve_variants is None):
             raise ValueError("give serve, or serve_variants")
-        if len({frozenset(v.binaries) for v in self.build_choices}) != 1:
-            raise ValueError("every build variant must name the same binaries (placeholders)")
         known = {"port", "fixtures", "config_dir"} | set(self.build_choices[0].binaries)
         for v, variant in enumerate(self.serve_choices):
             where = "serve" if self.serve is not None else f"serve_variants[{v}].argv"
@@ -351,9 +354,7 @@ class ArmConfig(_Strict):
 
     @property
     def build_choices(self) -> list[BuildVariant]:
-        if self.build_variants is not None:
-            return self.build_variants
-        return [BuildVariant(targets=self.targets or [], binaries=self.binaries or {})]
+        return _build_choices(self.targets, self.binaries, self.build_variants)
 
     @property
     def serve_choices(self) -> list[Variant]:

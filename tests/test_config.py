@@ -123,3 +123,14 @@ def test_secrets_a_config_names_are_known_to_it(tmp_path: Path) -> None:
                                                          "webhook_secret_env": "HOOK"})))
     assert cfg.secret_env_names == ("BOT_PAT", "HOOK")
     assert load_config(write(tmp_path, GOOD)).secret_env_names == ()
+
+
+def test_build_variants_shape_errors_name_their_keys(tmp_path: Path) -> None:
+    variant = {"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}}
+    both = {**GOOD, "build": {**GOOD["build"], "variants": [variant]}}
+    assert "give build.targets and build.binaries, or build.variants" in error_of(tmp_path, both)
+    other_names = {**GOOD, "build": {"variants": [variant, {**variant, "binaries": {"other": ["bin/x"]}}]}}
+    assert "every build variant must name the same binaries" in error_of(tmp_path, other_names)
+    arm = {"targets": ["srv"], "binaries": {"server": ["bin/srv"]}, "build_variants": [variant],
+           "serve": ["{server}", "{port}"], "body": {"seed": "{seed}"}}
+    assert "give targets and binaries, or build_variants" in error_of(tmp_path, {**GOOD, "arms": {"a": arm}})
