@@ -73,6 +73,32 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def build_and_run_notes(verdicts: Sequence[CommitVerdict]) -> list[str]:
+    """One line per commit that was not built and run the plainest way: which build and command
+    variant its era needed, and e.g. a build that only succeeded in a clean directory. Empty when
+    every commit used variant 0 and nothing is worth a note."""
+    lines, seen = [], set()
+    for v in verdicts:
+        if v.arm != "main" or v.sha in seen:
+            continue
+        seen.add(v.sha)
+        parts = []
+        if v.build_variant:
+            parts.append(f"build variant {v.build_variant}")
+        if v.variant:
+            parts.append(f"command variant {v.variant}")
+        if v.build_notes:
+            parts.append(v.build_notes)
+        if parts:
+            lines.append(f"- `{v.sha[:12]}`: " + "; ".join(parts))
+    return lines
+
+
+def skip_block_lines(blocks: Sequence[dict]) -> list[str]:
+    """'- 12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: …' per block of alike skips."""
+    return [f"- {b['text']}" for b in blocks]
+
+
 def reference_line(reference: ReferenceSummary) -> str:
     probs = ", ".join(f"{k} {v:.4f}" for k, v in reference.probs.items())
     cond = reference.condition
@@ -119,6 +145,12 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         f"Reference: {reference_line(r.reference)}",
         "",
         verdict_table(r.verdicts, r.reference, link),
+    ]
+    if notes := build_and_run_notes(r.verdicts):
+        lines += ["", "How commits were built and run (variants for their era):", *notes]
+    if r.skip_blocks:
+        lines += ["", "Skipped in blocks (commits that fail the same way):", *skip_block_lines(r.skip_blocks)]
+    lines += [
         "",
         "### Reproduce",
         "```",
@@ -153,6 +185,8 @@ def test_markdown(r: TestReport) -> str:
         lines.append("Failed runs: " + ", ".join(f"{k} {n}" for k, n in v.failures.items()))
     if v.retried:
         lines.append(f"Reruns of incomplete output: {v.retried}")
+    if notes := build_and_run_notes([v]):
+        lines += ["", "Built and run with:", *notes]
     lines += ["", "### Reproduce", "```", r.reproduce, "```", "", "### Environment",
               *environment_lines(r.environment)]
     return "\n".join(lines) + "\n"

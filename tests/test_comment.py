@@ -216,3 +216,16 @@ def test_poster_stops_the_job_when_it_finds_a_cancel() -> None:
     with ProgressPoster(lambda body: None, 0, token, poll_cancel=poll):
         assert wait_for(lambda: token.requested)
     assert asked.is_set() and token.requested_by == "maintainer"
+
+
+def test_the_comment_says_which_variants_commits_needed_and_names_skip_blocks() -> None:
+    from dataclasses import replace
+
+    r = bisect_report()
+    assert "variants for their era" not in render_bisect(r, ctx()).text()
+    old = replace(r.verdicts[1], build_variant=3, variant=6)
+    block = {"first": PARENT, "last": CULPRIT, "commits": 4, "tried": 2, "signature": "s",
+             "text": "4 commits 2024-06-01 … 2024-06-04 (2 tried): runs crash: killed by SIGSEGV"}
+    body = render_bisect(replace(r, verdicts=[r.verdicts[0], old, *r.verdicts[2:]], skip_blocks=[block]), ctx()).text()
+    assert f"- `{old.sha[:12]}`: build variant 3; command variant 6" in body
+    assert "Skipped in blocks (commits that fail the same way):\n- 4 commits 2024-06-01" in body

@@ -101,3 +101,19 @@ def test_observed_frequencies_are_among_runs_that_met_the_condition() -> None:
         "e 0 (0.00 vs 0.25) · f 0 (0.00 vs 0.10) · missed 6")
     assert "other 2" in observed_vs_reference({"<other>": 2}, REFERENCE)
     assert [fmt_e(x) for x in (float("inf"), 800.0, 0.0, 10.0)] == ["∞", "e^800", "1", "2.2e+04"]
+
+
+def test_variants_clean_rebuilds_and_skip_blocks_are_in_the_markdown() -> None:
+    plain = bisect_markdown(bisect_report())
+    assert "variants for their era" not in plain and "Skipped in blocks" not in plain  # nothing to say
+    r = bisect_report()
+    old = replace(r.verdicts[1], build_variant=2, variant=5,
+                  build_notes="built in a clean directory after the reused one failed: cmake build failed")
+    block = {"first": PARENT, "last": CULPRIT, "commits": 12, "tried": 3, "signature": "runs crash: …",
+             "text": "12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: killed by SIGSEGV"}
+    md = bisect_markdown(replace(r, verdicts=[r.verdicts[0], old, *r.verdicts[2:]], skip_blocks=[block]))
+    assert (f"- `{old.sha[:12]}`: build variant 2; command variant 5; built in a clean directory after the "
+            "reused one failed") in md
+    assert "- 12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: killed by SIGSEGV" in md
+    one = markdown_of_test(replace(a_test_report(Verdict.BAD), detail=old))
+    assert "Built and run with:\n- `" in one and "command variant 5" in one

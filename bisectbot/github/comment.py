@@ -22,7 +22,8 @@ from bisectbot import __version__
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import BisectReport, BisectStatus, ReferenceSummary, TestReport
 from bisectbot.core.stats import MISSED
-from bisectbot.report import observed_vs_reference, reference_line, verdict_table
+from bisectbot.report import (build_and_run_notes, observed_vs_reference, reference_line, skip_block_lines,
+                              verdict_table)
 
 BODY_LIMIT = 65_536  # GitHub rejects longer issue comment bodies with 422
 MARKER_ROOM = 200    # what the client's hidden marker line may take of it
@@ -259,9 +260,21 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
         f"confidence ≥ {report.confidence:.2%}",
         f"Reference: {reference_line(report.reference)}",
         verdict_table(report.verdicts, report.reference, ctx.link),
+        *_era_notes(report),
         *chart,
         reproduction_footer(report, ctx, range_text),
     ))
+
+
+def _era_notes(report: BisectReport) -> tuple[str, ...]:
+    """Which variants commits needed, and blocks of alike skips: one short block each, if any."""
+    blocks = []
+    if notes := build_and_run_notes(report.verdicts):
+        blocks.append("How commits were built and run (variants for their era):\n" + "\n".join(notes))
+    if report.skip_blocks:
+        blocks.append("Skipped in blocks (commits that fail the same way):\n"
+                      + "\n".join(skip_block_lines(report.skip_blocks)))
+    return tuple(blocks)
 
 
 def _chart_series(report: BisectReport) -> list[tuple[str, Mapping[str, int]]]:
