@@ -80,16 +80,15 @@ def _decide(bad_idx: np.ndarray, good_idx: np.ndarray, budget: int,
 
 
 def simulate_generic(rng: np.random.Generator, ref: S.Reference, q: np.ndarray, *, alpha: float,
-                     beta: float, tolerance: float, max_runs: int, paths: int,
+                     beta: float, tolerance: float, max_runs: int, paths: int, eta: float = 0.0,
                      chunk: int = 200) -> Outcomes:
     """test_against_reference called after every run, for `paths` sequences from q."""
-    a = S.prior_matrix(ref.probs)
     lb, lg = math.log(1 / alpha), math.log(1 / beta)
     decs, runs = [], []
     for start in range(0, paths, chunk):
         c = draw_counts(rng, q, min(chunk, paths - start), max_runs).astype(float)
-        bad = first_true(S.log_e_bad_many(c, ref.p, a) >= lb)
-        good = first_true(S.log_e_good_many(c, ref, tolerance) >= lg)
+        bad = first_true(S.log_e_depart_many(c, ref, eta) >= lb)
+        good = first_true(S.log_e_good_many(c, ref, tolerance, eta=eta) >= lg)
         o = _decide(bad, good, max_runs)
         decs.append(o.decision)
         runs.append(o.runs)

@@ -36,7 +36,7 @@ from itertools import product
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from scipy.special import gammaln, logsumexp, xlogy
+from scipy.special import gammaln, xlogy
 
 from bisectbot.core.outcome import Verdict
 
@@ -48,6 +48,20 @@ MISSED = "<missed>"  # run did not meet the condition (only a category when cond
 # caught in ~14 runs. ("ref", c) is c·p, centred on the reference: subtle shifts pay less
 # for it. Tuned on the #29975 reference (bench/bench_stats.py); any choice is valid.
 DEFAULT_PRIORS: tuple[tuple[str, float], ...] = (("flat", 0.2), ("ref", 20.0), ("ref", 100.0))
+# The BAD test's mixture: two flat priors (a collapse onto one token, ~14–16 runs) and two
+# centred on the reference (subtle shifts); with an indifference zone one more component, flat
+# over every category including OTHER, carries OTHER_PRIOR_WEIGHT (stray outcomes must be
+# predictable for the mixture to stay a likelihood). Tuned with bench/bench_stats.py.
+DEPART_PRIORS: tuple[tuple[str, float], ...] = (("flat", 0.05), ("flat", 0.2), ("ref", 20.0), ("ref", 100.0))
+OTHER_PRIOR_WEIGHT = 0.1
+# The sticky search learns the good side from Dirichlet(A·p̃), A = this (see sticky_bisect),
+# and stops at this posterior: it only steers (the re-tests against the reference decide), and a
+# wrong stop costs one more re-test pair; measured in bench/bench_stats.py.
+STICKY_GOOD_STRENGTH = 300.0
+STICKY_STOP = 0.99
+# A visit that has not settled after this many runs (nor run.max_runs) ends the search at that
+# commit: it fits neither side, and the pipeline tests it against the reference.
+STICKY_VISIT_RUNS = 4000
 # Weight of the reference's own likelihood in the GOOD numerator (the rest on the mixture,
 # which keeps it robust to q near but not at p). Any fixed weight is valid.
 GOOD_NUMERATOR_WEIGHT = 0.9
@@ -149,6 +163,22 @@ class Reference:
         control sample its KT estimate (a category the sample never saw is not impossible)."""
         return self.probs if self.control is None else kt_smooth(self.control)
 
+    def tolerant(self, eta: float) -> tuple[float, ...]:
+        """The reference with a glitch allowance: OTHER gets η/2 of the runs that meet the
+        condition (the support shrinks in proportion). Where a distribution must be plugged in
+        for "good" (two-point steps, the sticky search, mixture priors), a stray outcome at a
+        good commit then costs log(2/η) instead of proving BAD. η = 0: the reference itself."""
+        if eta <= 0:
+            return self.estimate
+        g = eta / 2
+        est = np.asarray(self.estimate, dtype=float)
+        met = est[:-1].sum() if self.names[-1] == MISSED else est.sum()
+        out = est.copy()
+        met_part = [i for i, nm in enumerate(self.names) if nm != MISSED]  # support and OTHER
+        out[met_part] *= 1 - g
+        out[self.names.index(OTHER)] += g * met
+        return tuple(float(x) for x in out / out.sum())
+
     def as_point(self) -> "Reference":
         """This reference with `estimate` as its probabilities (what point tests compare to)."""
         return self if self.control is None else Reference(self.names, self.estimate)
@@ -200,20 +230,32 @@ def prior_matrix(p: tuple[float, ...],
     return np.array(rows)
 
 
-def log_mixture_many(counts: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """log M_n = log (1/J) Σ_j B(a_j + n) / B(a_j), B(a) = Π Γ(a_k) / Γ(Σ a_k).
+def log_mixture_many(counts: np.ndarray, a: np.ndarray, weights: Sequence[float] | None = None) -> np.ndarray:
+    """log M_n = log Σ_j w_j B(a_j + n) / B(a_j), B(a) = Π Γ(a_k) / Γ(Σ a_k) (w_j = 1/J by default).
 
     The Dirichlet-multinomial marginal likelihood of the *sequence* (not the counts), i.e. a
     predictable mixture: each run is predicted from the runs before it, so M_n / L_q(n) is a
-    nonnegative martingale under any fixed q. Categories where every a_jk = 0 are ignored (the
-    caller guarantees they have count 0).
+    nonnegative martingale under any fixed q. A component with a_jk = 0 gives category k
+    probability 0; categories where every a_jk = 0 are ignored (the caller guarantees they have
+    count 0).
     """
     n = np.asarray(counts, dtype=float)
     keep = a.max(axis=0) > 0
     n, a = n[..., keep], a[:, keep]
     nj = n[..., None, :]  # (..., 1, K)
-    per = (gammaln(a + nj) - gammaln(a)).sum(-1) - (gammaln(a.sum(-1) + nj.sum(-1)) - gammaln(a.sum(-1)))
-    return logsumexp(per, axis=-1) - math.log(a.shape[0])
+    with np.errstate(invalid="ignore"):
+        cat = np.where(a > 0, gammaln(a + nj) - gammaln(np.where(a > 0, a, 1.0)), np.where(nj > 0, -np.inf, 0.0))
+    per = cat.sum(-1) - (gammaln(a.sum(-1) + nj.sum(-1)) - gammaln(a.sum(-1)))
+    w = np.full(a.shape[0], 1.0 / a.shape[0]) if weights is None else np.asarray(weights, dtype=float)
+    return _logsumexp_last(per + np.log(w))
+
+
+def _logsumexp_last(x: np.ndarray) -> np.ndarray:
+    """log Σ exp over the last axis (scipy's logsumexp costs ~100 µs a call; this runs per run)."""
+    top = x.max(-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.exp(x - top).sum(-1)) + top[..., 0]
 
 
 def log_lik_many(counts: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -263,21 +305,104 @@ def log_sup_tv_null_many(counts: np.ndarray, p: np.ndarray, eps: float) -> np.nd
     return ll.max(-1)
 
 
+def log_sup_tv_ball_many(counts: np.ndarray, p: np.ndarray, eta: float) -> np.ndarray:
+    """max_{r: TV(r,p) ≤ η} Σ n_k log r_k: the best a distribution within η of p can explain
+    the counts (the denominator of the BAD test with an indifference zone).
+
+    When the empirical n/N lies in the ball it is the maximiser. Otherwise (KKT) the maximiser
+    raises some categories to r_k = c_up·n_k, lowers others to r_k = c_down·n_k, keeps the rest
+    at p_k, i.e. r_k = clip(p_k, c_up·n_k, c_down·n_k), with η moved each way:
+    Σ (c_up·n_k − p_k)⁺ = η and Σ (p_k − c_down·n_k)⁺ = η (c_down = ∞ when the categories never
+    seen already hold η). Both sums are piecewise linear and monotone in c with breakpoints
+    p_k/n_k, so each c is found exactly: the segment holding η, then one linear equation.
+    """
+    n = np.asarray(counts, dtype=float)
+    tot = n.sum(-1, keepdims=True)
+    safe = np.where(tot > 0, tot, 1.0)
+    emp = n / safe
+    inside = 0.5 * np.abs(emp - p).sum(-1) <= eta
+    mle = (xlogy(n, emp)).sum(-1)
+    seen = n > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.where(seen, p / np.where(seen, n, 1.0), np.inf)      # breakpoints (..., K)
+        bn = b[..., :, None] * n[..., None, :]                        # (..., i, k): b_i·n_k
+        up_at = np.maximum(bn - p, 0).sum(-1)                         # Σ (b_i n_k − p_k)⁺
+        down_at = np.maximum(p - bn, 0).sum(-1)                       # Σ (p_k − b_i n_k)⁺
+    finite = np.isfinite(b)
+    # raise: the last breakpoint where less than η has moved; categories at or below it rise
+    b_up = np.where(finite & (up_at <= eta), b, -np.inf).max(-1, keepdims=True)
+    rise = seen & (b <= b_up)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c_up = (eta + np.where(rise, p, 0).sum(-1)) / np.where(rise, n, 0).sum(-1)
+    # lower: the first breakpoint where less than η is left to move; categories at or above it
+    # (and the unseen ones) fall
+    b_dn = np.where(finite & (down_at <= eta), b, np.inf).min(-1, keepdims=True)
+    fall = b >= b_dn
+    unseen = np.where(seen, 0.0, p).sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c_dn = (np.where(fall, p, 0).sum(-1) - eta) / np.where(fall, n, 0).sum(-1)
+    c_dn = np.where(unseen >= eta, np.inf, c_dn)
+    with np.errstate(invalid="ignore"):
+        r = np.where(n * c_up[..., None] > p, n * c_up[..., None],
+                     np.where(n * c_dn[..., None] < p, n * c_dn[..., None], p))
+    with np.errstate(divide="ignore"):
+        ball = xlogy(n, r).sum(-1)
+    return np.where(inside | (tot[..., 0] == 0), np.where(tot[..., 0] > 0, mle, 0.0), ball)
+
+
 def log_e_good_tv_many(counts: np.ndarray, p: np.ndarray, eps: float, a: np.ndarray,
-                       w: float = GOOD_NUMERATOR_WEIGHT) -> np.ndarray:
+                       w: float = GOOD_NUMERATOR_WEIGHT, p_alt: np.ndarray | None = None) -> np.ndarray:
     """log G_n = log(w·L_p + (1−w)·M_n) − max_{q: TV(q,p) ≥ ε} log L_q (universal inference).
 
     The numerator is a fixed mixture of predictable likelihoods, so for the true q in the null,
     G_n ≤ (w·L_p + (1−w)·M_n) / L_q, a nonnegative martingale with mean 1: anytime valid.
     (w = ½ is the textbook choice; w = 0.9 certifies GOOD ~40 runs sooner at q = p.)
+    With `p_alt` (the glitch-tolerant reference) a tenth of w moves to L_{p_alt}, so a good
+    commit that prints a stray outcome now and then is still certified quickly.
     """
     n = np.asarray(counts, dtype=float)
-    num = np.logaddexp(math.log(w) + log_lik_many(n, p), math.log1p(-w) + log_mixture_many(n, a))
+    terms = [math.log(w) + log_lik_many(n, p), math.log1p(-w) + log_mixture_many(n, a)]
+    if p_alt is not None:
+        terms = [math.log(w * 0.9) + log_lik_many(n, p), math.log(w * 0.1) + log_lik_many(n, p_alt), terms[1]]
+    num = terms[0]
+    for t in terms[1:]:
+        num = np.logaddexp(num, t)
     return num - log_sup_tv_null_many(n, p, eps)
 
 
+def log_e_depart_many(counts: np.ndarray, ref: Reference, eta: float,
+                      priors: tuple[tuple[str, float], ...] = DEPART_PRIORS) -> np.ndarray:
+    """The BAD e-value: evidence that the commit departs from the reference by more than η.
+
+    η = 0: the point null q = p (log M_n − log L_p; +inf once an outcome of probability 0
+    occurs). η > 0, an indifference zone: H0 is "TV(q, p) ≤ η" (with a condition probability:
+    the conditional outcome distribution within η and P(condition) within η), and
+        log E_n = log M_n − max_{r ∈ H0} log L_r(n)
+    (universal inference, as the GOOD test): for the true q in H0, E_n ≤ M_n / L_q(n), a
+    nonnegative martingale, so P(false BAD) ≤ α at any stopping time. A stray outcome in 2% of
+    runs (TV 0.02 < η) is inside the null; a gross bug still pays ~log(1/(p_k + η)) per run.
+    The mixture: `priors` on the reference's categories, plus a flat component over every
+    category (OTHER too) with weight OTHER_PRIOR_WEIGHT.
+    """
+    n = np.asarray(counts, dtype=float)
+    main = prior_matrix(ref.probs, priors)
+    if eta <= 0:
+        return log_e_bad_many(n, ref.p, main)
+    a = np.vstack([main, prior_matrix(ref.tolerant(eta), (("flat", 0.2),))])
+    j = main.shape[0]
+    log_m = log_mixture_many(n, a, [(1 - OTHER_PRIOR_WEIGHT) / j] * j + [OTHER_PRIOR_WEIGHT])
+    if not ref.has_condition:
+        return log_m - log_sup_tv_ball_many(n, ref.p, eta)
+    assert ref.condition_prob is not None
+    c = float(ref.condition_prob)
+    met = n[..., :-1]
+    bern = np.stack([met.sum(-1), n[..., -1]], axis=-1)
+    return log_m - (log_sup_tv_ball_many(met, ref.p[:-1] / c, eta)
+                    + log_sup_tv_ball_many(bern, np.array([c, 1.0 - c]), eta))
+
+
 def log_e_good_many(counts: np.ndarray, ref: Reference, eps: float,
-                    priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS) -> np.ndarray:
+                    priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS, eta: float = 0.0) -> np.ndarray:
     """The GOOD e-value: small when some q with "TV ≥ tolerance" explains the data as well as p.
 
     Without a condition probability: TV(q, p) ≥ ε over all categories.
@@ -288,15 +413,19 @@ def log_e_good_many(counts: np.ndarray, ref: Reference, eps: float,
     to fire; any q in the null lies in A's or B's null, so P(false GOOD) ≤ β. We return
     min(log G_A, log G_B). (Judging A on the met runs only is valid because they are i.i.d.
     from q_cond whatever c is, and cheaper than fitting c inside A's null.)
+    With η > 0 the numerator also bets on the glitch-tolerant reference (`Reference.tolerant`).
     """
     n = np.asarray(counts, dtype=float)
+    alt = np.asarray(ref.tolerant(eta)) if eta > 0 else None
     if not ref.has_condition:
-        return log_e_good_tv_many(n, ref.p, eps, prior_matrix(ref.probs, priors))
+        return log_e_good_tv_many(n, ref.p, eps, prior_matrix(ref.tolerant(eta), priors), p_alt=alt)
     assert ref.condition_prob is not None
     c = float(ref.condition_prob)
     p_cond = tuple(float(x) for x in ref.p[:-1] / c)
     met = n[..., :-1]
-    g_a = log_e_good_tv_many(met, np.asarray(p_cond), eps, prior_matrix(p_cond, priors))
+    alt_cond = None if alt is None else alt[:-1] / alt[:-1].sum()
+    a_cond = prior_matrix(p_cond if alt_cond is None else tuple(alt_cond), priors)
+    g_a = log_e_good_tv_many(met, np.asarray(p_cond), eps, a_cond, p_alt=alt_cond)
     bern = np.stack([met.sum(-1), n[..., -1]], axis=-1)
     p_c = (c, 1.0 - c)
     g_b = log_e_good_tv_many(bern, np.asarray(p_c), eps, prior_matrix(p_c, priors))
@@ -335,11 +464,12 @@ def _fmt_e(log_e: float) -> str:
 
 
 def test_against_reference(counts: Sequence[int], ref: Reference, *, alpha: float, beta: float,
-                           tolerance: float, max_runs: int,
+                           tolerance: float, max_runs: int, eta: float = 0.0,
                            priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS) -> Evidence:
     """Generic test of a commit against the reference, valid after every run.
 
-    BAD  when E_bad ≥ 1/α  (P(false BAD) ≤ α under q = p);
+    BAD  when E_bad ≥ 1/α  (P(false BAD) ≤ α whenever TV(q, p) ≤ η; η = 0: under q = p, and
+                            an outcome of reference probability 0 is BAD at once);
     GOOD when G ≥ 1/β      (P(false GOOD) ≤ β whenever TV(q, p) ≥ tolerance; see
                             :func:`log_e_good_many` for the conditional reading);
     INCONCLUSIVE when n ≥ max_runs and neither fired. Continuing past the budget later stays
@@ -349,26 +479,28 @@ def test_against_reference(counts: Sequence[int], ref: Reference, *, alpha: floa
     _check_levels(alpha, beta)
     if not (0.0 < tolerance < 1.0):
         raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
+    if not (0.0 <= eta < tolerance):
+        raise ValueError(f"eta (indifference) must be in [0, tolerance), got {eta!r}")
     n = _as_counts(counts, ref)
     total = int(n.sum())
-    a = prior_matrix(ref.probs, priors)
-    hit = _zero_prob_hit(n, ref.p, ref.names)
+    hit = _zero_prob_hit(n, ref.p, ref.names) if eta <= 0 else None
     if hit is not None:
         return Evidence(Verdict.BAD, total, math.inf, -math.inf,
                         f"outcome {hit!r} has reference probability 0 (seen {int(n[ref.names.index(hit)])}×"
                         f" in {total} runs)")
-    log_bad = float(log_e_bad_many(n, ref.p, a))
-    log_good = float(log_e_good_many(n, ref, tolerance, priors))
+    log_bad = float(log_e_depart_many(n, ref, eta))
+    log_good = float(log_e_good_many(n, ref, tolerance, priors, eta))
     return _decide(total, log_bad, log_good, alpha, beta, max_runs,
-                   good_what=f"TV < {tolerance:g}")
+                   good_what=f"TV < {tolerance:g}", bad_what=f"TV > {eta:g}" if eta > 0 else "")
 
 
 def _decide(total: int, log_bad: float, log_good: float, alpha: float, beta: float,
-            max_runs: int, good_what: str) -> Evidence:
+            max_runs: int, good_what: str, bad_what: str = "") -> Evidence:
     lb, lg = math.log(1 / alpha), math.log(1 / beta)
     if log_bad >= lb:
         return Evidence(Verdict.BAD, total, log_bad, log_good,
-                        f"E_bad = {_fmt_e(log_bad)} ≥ 1/alpha = {1 / alpha:.3g} after {total} runs")
+                        f"E_bad = {_fmt_e(log_bad)} ≥ 1/alpha = {1 / alpha:.3g} after {total} runs"
+                        + (f" ({bad_what})" if bad_what else ""))
     if log_good >= lg:
         return Evidence(Verdict.GOOD, total, log_bad, log_good,
                         f"E_good = {_fmt_e(log_good)} ≥ 1/beta = {1 / beta:.3g} after {total} runs "
@@ -406,7 +538,7 @@ BAD_ENDPOINT_MIN_RUNS = 100
 
 def bad_endpoint_enough(counts_bad: Sequence[int], ref: Reference, *,
                         nats_per_df: float = BAD_ENDPOINT_NATS_PER_DF,
-                        minimum: int = BAD_ENDPOINT_MIN_RUNS) -> bool:
+                        minimum: int = BAD_ENDPOINT_MIN_RUNS, eta: float = 0.0) -> bool:
     """Has the bad endpoint been measured long enough to use q̂ = kt_smooth(b) in bisect mode?
 
     At a bad commit the two-point statistic drifts by KL(q‖p) − KL(q‖q̂) per run, and
@@ -418,15 +550,17 @@ def bad_endpoint_enough(counts_bad: Sequence[int], ref: Reference, *,
     Measured (bench/bench_stats.py): enough for gross bugs (two-point bisects 99.8% right);
     for TV-0.1 bugs a wrong GOOD still happens at 0.5% of bad commits (bisects 95.5% right):
     use :func:`sticky_bisect`, which integrates q out instead of plugging q̂ in.
+    With η > 0 the bug's size is measured from the glitch-tolerant reference.
     """
     b = np.asarray(counts_bad, dtype=float)
     n_b = b.sum()
     if n_b < minimum:
         return False
-    if _zero_prob_hit(b, ref.p, ref.names) is not None:
+    p = np.asarray(ref.tolerant(eta)) if eta > 0 else ref.p
+    if _zero_prob_hit(b, p, ref.names) is not None:
         return True  # an impossible outcome: q̂ differs from p in a way no good run can match
-    used = int(((b > 0) | (ref.p > 0)).sum())
-    return n_b * kl(b / n_b, ref.p) >= nats_per_df * max(used - 1, 1)
+    used = int(((b > 0) | (p > 0)).sum())
+    return n_b * kl(b / n_b, p) >= nats_per_df * max(used - 1, 1)
 
 
 def prefer_sticky(counts_bad: Sequence[int]) -> bool:
@@ -467,13 +601,14 @@ def two_point_e_many(counts: np.ndarray, p: np.ndarray, q: np.ndarray, a_p: np.n
 
 
 def test_two_point(counts: Sequence[int], ref: Reference, q_bad: Sequence[float], *, alpha: float,
-                   beta: float, max_runs: int, unlike_weight: float = UNLIKE_WEIGHT) -> Evidence:
+                   beta: float, max_runs: int, unlike_weight: float = UNLIKE_WEIGHT, eta: float = 0.0) -> Evidence:
     """Bisect mode: is this commit like the good endpoint (p) or the bad one (q̂)?
 
     BAD    when E_notp ≥ 1/α and E_notq < 1/β;
     GOOD   when E_notq ≥ 1/β and E_notp < 1/α;
     UNLIKE when both fire (neither endpoint fits);
     INCONCLUSIVE at max_runs. See :func:`two_point_e_many`.
+    With η > 0, p is the glitch-tolerant reference (`Reference.tolerant`).
     Guarantees: under q = p, P(BAD or UNLIKE) ≤ α; under q = q̂, P(GOOD or UNLIKE) ≤ β. With the
     SPRT share 1−w = 0.9 the thresholds on Σ n_k log(q̂_k/p_k) are log(1/α) + 0.105 and
     −log(1/β) − 0.105, i.e. Wald's test up to a tenth of a nat. GOOD is guaranteed against q̂
@@ -483,6 +618,8 @@ def test_two_point(counts: Sequence[int], ref: Reference, q_bad: Sequence[float]
     """
     _check_levels(alpha, beta)
     n = _as_counts(counts, ref)
+    if eta > 0:  # the good side is the glitch-tolerant reference: a stray outcome proves nothing
+        ref = Reference(ref.names, ref.tolerant(eta))
     q = np.asarray(q_bad, dtype=float)
     if q.shape != n.shape or (q <= 0).any() or abs(q.sum() - 1) > SUM_TOLERANCE:
         raise ValueError("q_bad must be a strictly positive distribution over the reference's "
@@ -655,7 +792,7 @@ def _control_max_loglik(n: np.ndarray, m: np.ndarray, thr: float) -> float:
 
 
 def test_against_control(counts: Sequence[int], control: Reference, *, alpha: float, beta: float,
-                         tolerance: float, max_runs: int) -> Evidence:
+                         tolerance: float, max_runs: int, eta: float = 0.0) -> Evidence:
     """Generic test when the reference is a control sample m (Reference.from_control).
 
     BAD:  log M_n − max_{r ∈ C_p} Σ n_k log r_k ≥ log(1/α). On the event p ∈ C_p (prob ≥ 1−δ)
@@ -664,6 +801,9 @@ def test_against_control(counts: Sequence[int], control: Reference, *, alpha: fl
           radius ρ (TV(q,p) ≥ ε and TV(p,p̂) ≤ ρ imply TV(q,p̂) ≥ ε − ρ): false GOOD ≤ β + δ.
     The mixture priors centre on the KT-smoothed control (m + ½)/(M + K/2), never 0.
     δ is paid once for the whole bisect (the control sample is collected once).
+    With an indifference zone η > 0 the BAD null is every r within η of C_p; C_p lies within
+    TV ρ of p̂, so the sup over the ball of radius ρ + η around p̂ bounds it (valid, a little
+    conservative).
     """
     _check_levels(alpha, beta)
     if control.control is None:
@@ -675,7 +815,10 @@ def test_against_control(counts: Sequence[int], control: Reference, *, alpha: fl
     radius = control_radius(control)
     p_smooth = np.asarray(control.estimate)
     a = prior_matrix(tuple(p_smooth))
-    log_bad = float(log_mixture_many(n, a)) - _control_max_loglik(n, m, thr)
+    if eta > 0:
+        log_bad = float(log_mixture_many(n, a)) - float(log_sup_tv_ball_many(n, m / m.sum(), min(radius + eta, 1.0)))
+    else:
+        log_bad = float(log_mixture_many(n, a)) - _control_max_loglik(n, m, thr)
     eps = tolerance - radius
     if eps <= 0:
         log_good = -math.inf
@@ -700,17 +843,43 @@ class StickyResult:
     runs: int  # runs used at positions 1..n−2 (the bad endpoint's runs are the caller's)
     tested: tuple[int, ...]  # distinct positions run, in first-visit order (each costs a build)
     visits: int  # number of (re)visits, i.e. moves between positions
+    credible: tuple[int, int] = (0, 0)  # the shortest range of positions holding `confidence` of the posterior
+    stuck: int | None = None  # a position whose side one visit of `visit_runs` runs could not settle
+
+
+def _log_dm(counts: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """log of the Dirichlet(a)-multinomial probability of a sequence with these counts."""
+    return (gammaln(counts + a) - gammaln(a)).sum(-1) - (gammaln(counts.sum(-1) + a.sum()) - gammaln(a.sum()))
+
+
+def _credible_range(per_position: np.ndarray, mass: float) -> tuple[int, int]:
+    """Shortest [i, j] (positions 1..n−1) with Σ posterior ≥ mass (the whole range if none)."""
+    best = (1, per_position.size)
+    total, i = 0.0, 0
+    for j in range(per_position.size):
+        total += per_position[j]
+        while i < j and total - per_position[i] >= mass:
+            total -= per_position[i]
+            i += 1
+        if total >= mass and j - i < best[1] - best[0]:
+            best = (i + 1, j + 1)
+    return best
 
 
 def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_counts: Sequence[int], *,
                   confidence: float = 0.999, band: tuple[float, float] = (0.02, 0.98),
-                  max_runs: int = 1_000_000) -> StickyResult:
+                  max_runs: int = 1_000_000, good_strength: float | None = None,
+                  visit_runs: int | None = None) -> StickyResult:
     """Bayesian ("probabilistic") bisection over positions 0..n−1, 0 good and n−1 bad, that
     also learns the bad distribution. `run(i)` returns the category index of one fresh run at i;
     `bad_counts` are the bad endpoint's counts (its runs are evidence like any other).
 
     Model: the first bad position c is uniform on 1..n−1; runs at i < c come from p (known),
-    runs at i ≥ c from an unknown q ~ Dirichlet(½) shared by every bad position. Given the
+    runs at i ≥ c from an unknown q ~ Dirichlet(½) shared by every bad position. With
+    `good_strength` A the good side is learned too, from Dirichlet(A·p) (centred on p): a good
+    model that only *nearly* fits (a glitch-tolerant reference) would otherwise pay a little per
+    run at every good position, enough over thousands of runs for "everything is bad, with a
+    pooled q" to win; learned, that price grows only with the log of the runs. Given the
     visited positions v_1 < … < v_m = n−1 with counts N_i, every c in (v_{j−1}, v_j] has the
     same likelihood  L_p(Σ_{i<j} N_i) · KT(Σ_{i≥j} N_i)  (KT: the Dirichlet-½ marginal), so the
     exact posterior lives on m intervals. Because q is integrated out, a noisy estimate of the
@@ -721,7 +890,10 @@ def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_cou
     P(c ≤ i) is nearest ½, and *stick* there while P(c ≤ i) stays inside `band`, since moving
     costs a build (Henderson et al., "Flake-Aware Culprit Finding", ICST 2023). A wrong local
     call is not final: later runs pull the posterior back. Stop when culprit and parent are both
-    visited and P(c = culprit) ≥ confidence.
+    visited and P(c = culprit) ≥ confidence. A position that one visit of `visit_runs` runs
+    cannot put on either side fits neither model (a distribution between good and bad, e.g. a
+    milder form of the bug): the search stops there and says so (`stuck`), rather than feeding
+    it runs for ever.
     """
     if n < 2:
         raise ValueError("need at least a good and a bad position")
@@ -736,24 +908,32 @@ def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_cou
     runs, visits = 0, 0
     tested: list[int] = []
 
-    def intervals() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(log posterior, sizes, suffix counts) of the intervals (v_{j−1}, v_j]."""
+    a_good = None if good_strength is None else good_strength * np.asarray(p, dtype=float)
+    if a_good is not None and (a_good <= 0).any():
+        raise ValueError("with good_strength every category needs p > 0 (use a tolerant reference)")
+
+    def intervals() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(log posterior, sizes, suffix and prefix counts) of the intervals (v_{j−1}, v_j]."""
         counts = np.array(own)
         suffix = np.cumsum(counts[::-1], axis=0)[::-1]  # Σ_{i ≥ j} N_i
         prefix = np.vstack([np.zeros(k), np.cumsum(counts, axis=0)[:-1]])  # Σ_{i < j} N_i
         with np.errstate(invalid="ignore"):
             ll_good = np.where(prefix > 0, prefix * logp, 0.0).sum(-1)
+        if a_good is not None:
+            ll_good = _log_dm(prefix, a_good)
         ll_bad = gammaln(suffix + 0.5).sum(-1) - gammaln(suffix.sum(-1) + k / 2)
         sizes = np.diff(np.array([0] + pos))
-        return ll_good + ll_bad + np.log(sizes), sizes, suffix
+        return ll_good + ll_bad + np.log(sizes), sizes, suffix, prefix
 
     while True:
-        logpost, sizes, suffix = intervals()
-        post = np.exp(logpost - logsumexp(logpost))
+        logpost, sizes, suffix, prefix = intervals()
+        post = np.exp(logpost - _logsumexp_last(logpost))
         j = int(post.argmax())
         exact = sizes[j] == 1
         if (exact and post[j] >= confidence) or runs >= max_runs or n == 2:
-            return StickyResult(int(pos[j]), float(post[j] / sizes[j]), runs, tuple(tested), visits)
+            per_position = np.repeat(post / sizes, sizes)  # positions 1..n−1
+            return StickyResult(int(pos[j]), float(post[j] / sizes[j]), runs, tuple(tested), visits,
+                                _credible_range(per_position, confidence))
         cdf = np.cumsum(np.repeat(post / sizes, sizes))[: n - 2]  # P(c ≤ i), i = 1..n−2
         i = int(np.abs(cdf - 0.5).argmin()) + 1
         if i not in pos:
@@ -761,18 +941,30 @@ def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_cou
             pos.insert(t, i)
             own.insert(t, np.zeros(k))
             tested.append(i)
-            logpost, sizes, suffix = intervals()
+            logpost, sizes, suffix, prefix = intervals()
         t = pos.index(i)
         visits += 1
         left = slice(0, t + 1)  # intervals with c ≤ i: i is bad there
+        this_visit = 0
         while runs < max_runs:
+            if visit_runs is not None and this_visit >= visit_runs:
+                now = np.exp(logpost - _logsumexp_last(logpost))
+                best = int(now.argmax())
+                return StickyResult(int(pos[best]), float(now[best] / sizes[best]), runs, tuple(tested), visits,
+                                    _credible_range(np.repeat(now / sizes, sizes), confidence), stuck=i)
             x = run(i)
             runs += 1
+            this_visit += 1
             s_left = suffix[left]
             logpost[left] += np.log((s_left[:, x] + 0.5) / (s_left.sum(-1) + k / 2))
             suffix[left, x] += 1
-            logpost[t + 1:] += logp[x]
+            if a_good is None:
+                logpost[t + 1:] += logp[x]
+            else:  # i is good for the intervals right of it: their learned good model predicts
+                right = prefix[t + 1:]
+                logpost[t + 1:] += np.log((right[:, x] + a_good[x]) / (right.sum(-1) + a_good.sum()))
+                right[:, x] += 1
             own[t][x] += 1
-            p_bad = math.exp(logsumexp(logpost[left]) - logsumexp(logpost))
+            p_bad = math.exp(float(_logsumexp_last(logpost[left]) - _logsumexp_last(logpost)))
             if not (band[0] < p_bad < band[1]):
                 break
