@@ -54,6 +54,27 @@ def _check_binaries(value: dict[str, list[str]] | None) -> dict[str, list[str]] 
     return value
 
 
+# Seeds. Every commit has its own seeds: a deterministic program gives identical runs on the
+# same seed at two commits that behave alike, and a search that multiplies evidence across
+# commits would count those runs twice. The run index of run i of block b at commit `sha` is
+#     first_seed + offset(sha) + b·SEED_BLOCK + i,   offset(sha) = (sha's first 32 bits mod 2^14)·2·SEED_BLOCK,
+# so each commit owns two disjoint blocks (0: its tests and the bad-model runs, 1: the fresh
+# seeds of a re-test), derived from the sha alone (a resume, another strategy or another bisect
+# over the same commit reuses the same runs). Indices stay below 2^29 + 10^8, far from the
+# control sample's (from 10^9 on).
+SEED_BLOCK = 2**14
+MODEL_RUNS = 4000       # test.model_runs default
+SEARCH_RUNS = 40000     # test.search_runs default
+
+
+def commit_seed_index(sha: str, block: int, i: int, first_seed: int = 1) -> int:
+    if not 0 <= i < SEED_BLOCK or block not in (0, 1):
+        raise ValueError(f"run {i} of block {block} is outside a commit's seeds")
+    offset = (int(sha[:8], 16) % 2**14) * 2 * SEED_BLOCK
+    return first_seed + offset + block * SEED_BLOCK + i
+
+
+
 class BuildVariant(_Strict):
     """One way to build the program, for a span of the project's history: its cmake targets,
     where their binaries land, and the cmake options only that span understands (targets and
@@ -144,11 +165,11 @@ class RunConfig(_Strict):
     argv: list[str] | None = Field(default=None, min_length=1)
     variants: list[Variant] | None = Field(default=None, min_length=1)
     help_args: list[str] = Field(default_factory=lambda: ["--help"])
-    first_seed: int = 1
+    first_seed: int = Field(default=1, ge=0, le=10**8)
     # sequential: seed i is first_seed + i. hashed: a bijective 31-bit mix of it, for programs
     # whose RNG makes consecutive seeds correlated (llama-speculative's minstd_rand0 does).
     seeds: Literal["sequential", "hashed"] = "sequential"
-    max_runs: int = Field(default=1000, gt=0)
+    max_runs: int = Field(default=4000, gt=0, le=SEED_BLOCK)
     timeout: float = Field(default=60, gt=0)
     jobs: int = Field(default=0, ge=0)  # 0 = number of cores
     retries: int = Field(default=3, ge=0)  # reruns of a seed whose output was incomplete
@@ -163,6 +184,10 @@ class RunConfig(_Strict):
     def seed(self, index: int) -> int:
         """The seed passed to the program for the index-th run of a sequence."""
         return index if self.seeds == "sequential" else mix31(index)
+
+    def commit_seeds(self, sha: str, block: int, count: int) -> list[int]:
+        """The seeds of one block of runs at one commit (see `commit_seed_index`)."""
+        return [self.seed(commit_seed_index(sha, block, i, self.first_seed)) for i in range(count)]
 
     @property
     def templates(self) -> list[Variant]:
@@ -276,12 +301,31 @@ class ReferenceConfig(_Strict):
 
 
 class TestConfig(_Strict):
-    """Error rates of one verdict: alpha = P(false BAD), beta = P(false GOOD beyond tolerance)."""
+    """Error rates of one verdict: alpha = P(false BAD), beta = P(false GOOD beyond tolerance).
+
+    A commit is GOOD when its distribution is within `tolerance` (total variation) of the
+    reference and BAD when it departs by more than `eta`; between the two (the indifference
+    zone) either answer is allowed. `eta` defaults to 0.3 × tolerance: a program that prints a
+    stray token in 2% of runs is not BAD for it."""
 
     alpha: float = Field(default=5e-4, gt=0, lt=0.5)
     beta: float = Field(default=5e-4, gt=0, lt=0.5)
-    tolerance: float = Field(default=0.1, gt=0, lt=1)  # total-variation indifference zone
+    tolerance: float = Field(default=0.1, gt=0, lt=1)  # GOOD: TV below this
+    eta: float | None = Field(default=None, ge=0, lt=1)  # BAD: TV above this (default 0.3 × tolerance)
     confidence: float = Field(default=0.99, gt=0.5, lt=1)  # whole-bisect target
+    model_runs: int = Field(default=MODEL_RUNS, gt=0, le=SEED_BLOCK)  # the bad-model stage's budget
+    search_runs: int = Field(default=SEARCH_RUNS, gt=0)  # the sticky search's budget (then: ambiguous)
+
+    @model_validator(mode="after")
+    def _zone(self) -> "TestConfig":
+        if self.indifference >= self.tolerance:
+            raise ValueError(f"eta ({self.indifference:g}) must be below tolerance ({self.tolerance:g})")
+        return self
+
+    @property
+    def indifference(self) -> float:
+        """η: how far a commit must depart from the reference to be BAD."""
+        return 0.3 * self.tolerance if self.eta is None else self.eta
 
 
 class GitHubConfig(_Strict):
@@ -484,6 +528,10 @@ def mix31(x: int) -> int:
 def _without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
     """A config dump without the keys added after digests were first stored, when they are not
     set: a config that does not use them keeps its digest (and so its job ids)."""
+    test = data.get("test") or {}
+    for key, default in (("eta", None), ("model_runs", MODEL_RUNS), ("search_runs", SEARCH_RUNS)):
+        if key in test and test[key] == default:
+            test.pop(key)
     build = data.get("build") or {}
     if build.get("variants") is None:
         build.pop("variants", None)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bisectbot.config import commit_seed_index
 from bisectbot.demo import DemoHistory
 
 from conftest import bisectbot_argv, subprocess_env
@@ -85,7 +86,8 @@ def test_test_command_good_and_bad(small_demo: DemoHistory, tmp_path: Path) -> N
     # and the demo's sequential seeds are exactly the span the verdict reports
     detail = result["detail"]
     assert sum(result["counts"].values()) + sum(result["failures"].values()) == result["runs"]
-    assert detail["seeds"] == [1, result["runs"]]
+    first = commit_seed_index(small_demo.good, 0, 0)  # the commit's own seeds
+    assert detail["seeds"] == [first, first + result["runs"] - 1]
     bad = cli("test", str(small_demo.config), "--commit", "main", "--state", state, "--json", "-")
     assert bad.returncode == 1, bad.stderr
     result = json.loads(bad.stdout)

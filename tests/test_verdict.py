@@ -68,7 +68,8 @@ def test_a_verdict_is_reached_once_and_replayed_after(small_demo: DemoHistory, s
     ask = Ask(role="bad-endpoint", alpha=1e-3, beta=1e-3)
     first = s.tester.verdict(small_demo.bad, ask)
     assert first.verdict is Verdict.BAD and first.executed >= first.runs > 0 and first.build == "ok"
-    assert first.subject and first.seeds == (1, first.runs)
+    own = s.cfg.run.commit_seeds(small_demo.bad, 0, first.runs)  # the commit's own seeds, in order
+    assert first.subject and first.seeds == (own[0], own[-1])
     assert [e.verdict for e in seen if isinstance(e, VerdictReached)] == [first]
     seen.clear()
     again = s.tester.verdict(small_demo.bad, ask)

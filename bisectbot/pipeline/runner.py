@@ -113,10 +113,10 @@ class CommitRunner:
         """The seeds passed for run indices start … start + count − 1 (hashed or not)."""
         return [self.cfg.run.seed(i) for i in range(start, start + count)]
 
-    def seed_block(self, block: int) -> list[int]:
-        """Seeds of one block: the main test uses block 0, the final re-test block 1."""
-        first, budget = self.cfg.run.first_seed, self.cfg.run.max_runs
-        return self.seeds(first + block * budget, budget)
+    def seed_block(self, sha: str, block: int, count: int | None = None) -> list[int]:
+        """The commit's own seeds of one block: its tests (and the bad-model runs) use block 0,
+        a re-test on fresh seeds block 1 (`RunConfig.commit_seeds`); `count` defaults to max_runs."""
+        return self.cfg.run.commit_seeds(sha, block, count or self.cfg.run.max_runs)
 
     # -- commits ready to run ------------------------------------------------------------------
     def prepare(self, sha: str) -> Prepared:

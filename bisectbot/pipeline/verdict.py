@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from bisectbot.config import Config
+from bisectbot.config import SEED_BLOCK, Config
 from bisectbot.core import stats
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.records import Ask, CommitVerdict, RunRecord, Tally, masked
@@ -25,7 +25,7 @@ from bisectbot.pipeline.runner import CommitRunner, Prepared
 
 
 def judge(counts: Sequence[int], ask: Ask, reference: stats.Reference, *, tolerance: float,
-          budget: int) -> stats.Evidence:
+          budget: int, eta: float = 0.0) -> stats.Evidence:
     """The sequential test the question asks for, on the counts so far (pure).
 
     reference: the generic test against the reference (or its control sample);
@@ -33,18 +33,18 @@ def judge(counts: Sequence[int], ask: Ask, reference: stats.Reference, *, tolera
     bad-model: no test, keep measuring the (already BAD) endpoint until q̂ is good enough
     relative to the size of the bug (stats.bad_endpoint_enough)."""
     if ask.mode == "bad-model":
-        enough = stats.bad_endpoint_enough(counts, reference)
+        enough = stats.bad_endpoint_enough(counts, reference, eta=eta)
         return stats.Evidence(Verdict.BAD if enough else None, sum(counts), 0.0, 0.0,
                               f"bad-endpoint model from {sum(counts)} counted runs")
     if ask.mode == "two-point":
         assert ask.q_bad is not None
         return stats.test_two_point(counts, reference.as_point(), ask.q_bad,
-                                    alpha=ask.alpha, beta=ask.beta, max_runs=budget)
+                                    alpha=ask.alpha, beta=ask.beta, max_runs=budget, eta=eta)
     if reference.control is not None:
         return stats.test_against_control(counts, reference, alpha=ask.alpha, beta=ask.beta,
-                                          tolerance=tolerance, max_runs=budget)
+                                          tolerance=tolerance, max_runs=budget, eta=eta)
     return stats.test_against_reference(counts, reference, alpha=ask.alpha, beta=ask.beta,
-                                        tolerance=tolerance, max_runs=budget)
+                                        tolerance=tolerance, max_runs=budget, eta=eta)
 
 
 class Untestable(Exception):
@@ -102,7 +102,8 @@ class Tester:
     def _measure(self, prepared: Prepared, ask: Ask) -> "_Measured":
         """Feed the commit's runs to the test until it decides, the budget ends, or the runs
         mostly fail (then `failed` says how)."""
-        seeds = self.runner.seed_block(ask.block)
+        budget = self.cfg.test.model_runs if ask.mode == "bad-model" else None
+        seeds = self.runner.seed_block(prepared.sha, ask.block, budget)
         out = _Measured(Tally(self.reference.names), len(seeds))
         stream = self.runner.runs(prepared, seeds)
         try:
@@ -114,7 +115,8 @@ class Tester:
                         break
                     if rec.ok:
                         out.evidence = judge(out.tally.counts, ask, self.reference,
-                                             tolerance=self.cfg.test.tolerance, budget=out.budget)
+                                             tolerance=self.cfg.test.tolerance, budget=out.budget,
+                                             eta=self.cfg.test.indifference)
                         self.events.emit(RunsProgress(prepared.sha, out.tally.consumed, out.budget, out.tally.short()))
                         if out.evidence.decision is not None:
                             break
@@ -179,8 +181,13 @@ class StickyFeed:
         self.tester, self.sha = tester, sha
         self.prepared = tester.runner.prepare(sha)
         self.tally = Tally(tester.reference.names)
-        self.stream = (tester.runner.runs(self.prepared, tester.runner.seed_block(0))
+        self.stream = (tester.runner.runs(self.prepared, self._seeds())
                        if self.prepared.executor is not None else None)
+
+    def _seeds(self) -> list[int]:
+        """The commit's whole block 0: a commit next to the boundary may need more runs than
+        one verdict's budget (the search as a whole is capped by test.search_runs)."""
+        return self.tester.runner.seed_block(self.sha, 0, SEED_BLOCK)
 
     def next(self) -> int:
         """The category of the commit's next counted run; `Untestable` when there is none.
@@ -198,13 +205,12 @@ class StickyFeed:
                         raise Untestable(self.tally.failure_reason(), signature)
                     self.stream.close()
                     self.prepared, self.tally = retry, Tally(self.tester.reference.names)
-                    self.stream = runner.runs(retry, runner.seed_block(0))
+                    self.stream = runner.runs(retry, self._seeds())
                     break
                 if self.tally.last_category is not None:
                     return self.tally.last_category
             else:
-                budget = self.tester.cfg.run.max_runs
-                raise Untestable(f"seed budget of {budget} runs used up", f"budget of {budget} runs used up")
+                raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
 
     def verdict(self, verdict: Verdict, reason: str, signature: str = "") -> CommitVerdict:
         """The side the search put this commit on, as a verdict like any other."""
