@@ -29,6 +29,7 @@ class Era:
     crash: bool = False               # every run fails that way
     defect: bool = False              # the draft takes its top candidate (the distribution is wrong)
     mild_defect: bool = False         # ... at every other draft only (a milder change of the distribution)
+    glitch: bool = False              # 2% of seeds print a stray token ('z') where the statistic reads
     broken: bool = False              # does not compile
     writes_cache: bool = False        # sets a cache variable naming a source only this tree has
     reads_cache: bool = False         # uses that variable when a reused build directory has it
@@ -89,6 +90,7 @@ int main(int argc, char ** argv) {
         token_of(prompt.back()), static_cast<int>(n_predict), static_cast<int>(draft_max), rng);
     std::string generated;
     for (const int id : tokens) { generated += letter_of(id); }
+    if (@@GLITCH@@ && seed % 50 == 7 && generated.size() > 1) { generated[1] = 'z'; }  // a stray token
 @@OUTPUT@@
     return 0;
 }
@@ -118,6 +120,7 @@ def _files(era: Era, serial: int) -> dict[str, str]:
             demo._DRAFT_PICK_OK, "            const int id = rng() % 2 ? argmax(q, N_VOCAB) : sample_categorical(q, N_VOCAB, rng);")
     crash = "true" if era.crash else ('cache == "f32"' if era.crash_on_cache_f32 else "false")
     files["src/main.cpp"] = (MAIN.replace("@@DRAFT@@", era.draft_flag).replace("@@CRASH@@", crash)
+                             .replace("@@GLITCH@@", "true" if era.glitch else "false")
                              .replace("@@OUTPUT@@", NEW_OUTPUT if era.output == "new" else OLD_OUTPUT))
     cache = WRITES if era.writes_cache else READS if era.reads_cache else ""
     files["CMakeLists.txt"] = (CMAKE.replace("@@CACHE@@", cache).replace("@@TARGET@@", era.target)

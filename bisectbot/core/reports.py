@@ -115,6 +115,12 @@ class BisectReport:
     # consecutive commits that failed alike (tried, or presumed between two alike failures):
     # {first, last, commits, tried, signature, text}
     skip_blocks: list[dict[str, Any]] = field(default_factory=list)
+    # boundaries crossed, the first departure first: {commit, subject, first, before, after, text}
+    change_points: list[dict[str, Any]] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)  # what `confidence` rests on, as seen
+    posterior: float | None = None  # the sticky search's posterior (not a bound)
+    eta: float | None = None        # BAD: departs by more than this (total variation)
+    tolerance: float | None = None  # GOOD: within this
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
 

@@ -1,17 +1,25 @@
-"""Bisect stage: from a planned range to a named culprit (the search itself is `core.search`).
+"""Bisect stage: from a planned range to the first commit that departs from the reference.
 
 The stages, in order, each verdict stored by the job as it is reached:
 1. endpoints: the broken endpoint (bad, or the old one with find=fixed) must test BAD with the
    generic test and the working one GOOD (EndpointError otherwise); cross-check arms get their
    own verdicts at both endpoints, reported beside the main ones (they do not steer the search);
-2. model: the broken endpoint is measured further (same seeds onwards) until its smoothed
-   distribution q̂ is precise relative to the size of the bug; `auto` picks the strategy here;
-3. search: plain binary search with the two-point test, or the sticky Bayesian bisection;
-4. confirm: the culprit and its parent re-tested on fresh seeds against the reference (the
-   generic test): the culprit must depart from it and the parent must not;
-5. summary: the report, whose confidence is a union bound over the verdicts it rests on.
-Per-step error levels come from the whole-bisect confidence (`BisectPlan.level`). Everything is
-replayed from the state database on a rerun: a killed bisect resumes where it was.
+2. model: the broken endpoint is measured further (same seeds onwards, budget test.model_runs)
+   until its smoothed distribution q̂ is precise relative to the size of the bug; `auto` picks
+   the strategy here;
+3. search: plain binary search with two-point steps, or the sticky Bayesian bisection — both
+   accelerators only; a commit they cannot place (a step UNLIKE either end, a sticky visit that
+   never settles) is probed against the reference on fresh seeds, and the search goes on on its
+   side;
+4. confirm: the candidate and its parent re-tested on fresh seeds against the reference (the
+   generic test). A parent that departs too means a change point was crossed: the search goes on
+   below it, with its distribution as the new broken end; a candidate that does not depart
+   means a step erred: the search goes on above it (`Bisection.first_departure`);
+5. summary: the report, whose confidence is a union bound over the tests against the
+   reference it rests on (re-tests and probes) and the control sample's delta, with the change
+   points crossed and the assumptions the bound needs.
+Per-verdict error levels come from the whole-bisect confidence (`BisectPlan.level`). Everything
+is replayed from the state database on a rerun: a killed bisect resumes where it was.
 """
 
 from __future__ import annotations
@@ -83,11 +91,47 @@ class ReportContext:
 
 @dataclass(frozen=True)
 class Found:
-    """What the search concluded: the boundary, and for sticky its posterior probability."""
+    """What one search concluded: the boundary, for sticky its posterior probability, and why
+    it stopped short when it did (a sticky search out of budget, or at a commit it could not
+    place on either side)."""
 
     result: SearchResult
     strategy: str
     posterior: float | None = None
+    unfinished: str | None = None
+    stuck: int | None = None   # a position the search could not place (fits neither side)
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A boundary the search found that was not the first departure: its parent departs from
+    the reference too. `culprit` is its position; the verdicts are the two re-tests."""
+
+    position: int
+    parent: CommitVerdict
+    culprit: CommitVerdict
+
+
+@dataclass(frozen=True)
+class Departure:
+    """The outcome of searching for the first departure: status and message, the last search,
+    the change points crossed on the way (latest first), the strategies used."""
+
+    status: BisectStatus
+    message: str
+    found: Found
+    crossed: list[ChangePoint]
+    strategies: list[str]
+
+
+def _shifted(res: SearchResult, by: int) -> SearchResult:
+    """A search result over positions 0..m of a sub-line, in the whole line's positions."""
+    return SearchResult(res.last_good + by, res.first_bad + by, tuple(p + by for p in res.asked), res.answers,
+                        tuple(SkipBlock(b.first + by, b.last + by, b.signature, tuple(t + by for t in b.tested))
+                              for b in res.blocks))
+
+
+DECISIVE_ROLES = ("retest-culprit", "retest-parent", "probe")
 
 
 def steps_estimate(n: int) -> int:
@@ -123,13 +167,16 @@ class Bisection:
                                    beta=self.tester.cfg.test.beta, arm=arm))
 
     # -- 2. the bad model ----------------------------------------------------------------------
-    def bad_model(self) -> CommitVerdict:
-        """Keep measuring the broken endpoint until q̂ is precise relative to the bug."""
+    def bad_model(self, pos: int | None = None) -> CommitVerdict:
+        """Keep measuring a broken-side commit (the broken endpoint, or later a commit found to
+        depart already) until q̂ is precise relative to the bug; its own budget (test.model_runs)."""
         plan = self.plan
+        pos = plan.broken_pos if pos is None else pos
         name = plan.find.broken_ref_name
-        model = self.test(plan.broken_pos, plan.ask(f"{name}-model", mode="bad-model"))
+        model = self.test(pos, plan.ask(f"{name}-model", mode="bad-model"))
         if model.verdict is not Verdict.BAD:
-            raise EndpointError(_endpoint_message(name, plan.ref(name), model, Verdict.BAD))
+            if pos == plan.broken_pos:
+                raise EndpointError(_endpoint_message(name, plan.ref(name), model, Verdict.BAD))
         return model
 
     def choose_strategy(self, model: CommitVerdict) -> str:
@@ -141,19 +188,26 @@ class Bisection:
         return strategy
 
     # -- 3. search -----------------------------------------------------------------------------
-    def search(self, strategy: str, model: CommitVerdict) -> Found:
+    def search(self, strategy: str, model: CommitVerdict, lo: int, hi: int) -> Found:
+        """The boundary between lo (known on the working side) and hi (known broken), searched
+        with two-point steps against q̂ (plain) or the sticky Bayesian bisection."""
         if strategy == "sticky":
-            return self._sticky(model)
+            return self._sticky(model, lo, hi)
         plan = self.plan
         q_bad = self._q_bad(model)
-        steps = steps_estimate(plan.n)
+        steps = steps_estimate(hi - lo + 1)
         asked: list[int] = []
         answers: list[Verdict] = []
         signatures: dict[int, str] = {}
 
-        def oracle(pos: int) -> tuple[Verdict, str]:
+        def oracle(i: int) -> tuple[Verdict, str]:
+            pos = lo + i
             self.events.emit(StepStarted(len(asked) + 1, steps, plan.line[pos], pos, plan.n - 1))
             v = self.test(pos, plan.ask("step", mode="two-point", q_bad=q_bad))
+            if v.verdict in (Verdict.UNLIKE, Verdict.INCONCLUSIVE):
+                # like neither end (a third distribution, e.g. a milder form of the bug): the
+                # reference decides which side it is on, on fresh seeds
+                v = self.probe(pos)
             answer = plan.find.search_verdict(v.verdict)
             asked.append(pos)
             answers.append(answer)
@@ -162,7 +216,12 @@ class Bisection:
                 self._announce_block(pos, skip_blocks(asked, answers, signatures))
             return answer, v.signature
 
-        return Found(bisect_search(plan.n, oracle), "plain")
+        res = bisect_search(hi - lo + 1, oracle)
+        return Found(_shifted(res, lo), "plain")
+
+    def probe(self, pos: int) -> CommitVerdict:
+        """A commit the search could not place, tested against the reference on fresh seeds."""
+        return self.test(pos, self.plan.ask("probe", block=1))
 
     def _announce_block(self, pos: int, blocks: tuple[SkipBlock, ...]) -> None:
         block = next((b for b in blocks if b.first <= pos <= b.last), None)
@@ -173,16 +232,20 @@ class Bisection:
     def _q_bad(self, model: CommitVerdict) -> tuple[float, ...]:
         return stats.kt_smooth([model.counts[name] for name in self.tester.reference.names])
 
-    def _sticky(self, model: CommitVerdict) -> Found:
-        """Probabilistic bisection (stats.sticky_bisect) over the commits that can be tested.
+    def _sticky(self, model: CommitVerdict, lo: int, hi: int) -> Found:
+        """Probabilistic bisection (stats.sticky_bisect) over the commits lo..hi that can be tested.
 
         A commit that cannot be built or run is dropped and the search restarted on the rest
         from scratch; its stored runs replay, so a restart costs nothing. Commits between two
         dropped ones that failed alike (none of them run between) are dropped as presumed alike.
-        Each tested commit is then recorded as a verdict on the side the final posterior puts it."""
+        Each tested commit is then recorded as a verdict on the side the final posterior puts it.
+        The good side is learned around the glitch-tolerant reference; every commit runs its own
+        seeds, so no run is counted twice; the search stops at test.search_runs (then: ambiguous)."""
         plan, ref = self.plan, self.tester.reference
         bad_counts = [model.counts[name] for name in ref.names]
-        positions = list(range(plan.n))  # the testable positions of the line
+        good = self.tester.reference.tolerant(self.tester.cfg.test.indifference)
+        positions = list(range(lo, hi + 1))  # the testable positions
+        stop = stats.STICKY_STOP  # it only steers: the re-tests against the reference decide
         dropped: dict[int, str] = {}
         ran: set[int] = set()  # positions that gave at least one counted run
         while True:
@@ -202,9 +265,10 @@ class Bisection:
                 return category
 
             try:
-                res = stats.sticky_bisect(len(order), run, ref.estimate, bad_counts,
-                                          confidence=1 - plan.level,
-                                          max_runs=self.tester.cfg.run.max_runs * plan.n)
+                res = stats.sticky_bisect(len(order), run, good, bad_counts, confidence=stop,
+                                          max_runs=self.tester.cfg.test.search_runs,
+                                          good_strength=stats.STICKY_GOOD_STRENGTH,
+                                          visit_runs=min(stats.STICKY_VISIT_RUNS, self.tester.cfg.run.max_runs))
                 break
             except Untestable as exc:
                 pos = current[0]
@@ -213,7 +277,7 @@ class Bisection:
                 dropped[pos] = exc.signature
                 alike = presumed(dropped, sorted(ran))
                 for p in [pos, *(p for p, sig in alike.items() if sig == exc.signature)]:
-                    if p in positions and p not in (0, plan.n - 1):
+                    if p in positions and p not in (lo, hi):
                         positions.remove(p)
                 self._announce_block(pos, skip_blocks(sorted(dropped), [Verdict.SKIP] * len(dropped), dropped))
             finally:
@@ -222,47 +286,124 @@ class Bisection:
         # In `order`, res.culprit is the first broken position and the one before it the last
         # working one; in line order that is (last good, first bad), or with find=fixed
         # (last broken, first fixed): the search result's (last_good, first_bad) either way.
-        broken, working = order[res.culprit], order[res.culprit - 1]
+        confident = res.posterior >= stop
+        first, last = (res.culprit, res.culprit) if confident else res.credible
+        broken, working = order[first], order[first - 1]
+        if not confident:  # the budget ran out: the credible range, as candidates
+            broken = order[last]
         boundary = (working, broken) if plan.find is Find.BAD else (broken, working)
-        why = (f"sticky bisection: P({plan.find.what} = {plan.line[boundary[1]][:12]}) "
+        why = (f"sticky bisection: P({plan.find.what} = {plan.line[order[res.culprit]][:12]}) "
                f"= {res.posterior:.4f} after {res.runs} runs, {res.visits} visits")
+        split = order[res.culprit]
         for pos, feed in sorted(feeds.items()):
-            on_broken_side = pos >= broken if plan.find is Find.BAD else pos <= broken
+            on_broken_side = pos >= split if plan.find is Find.BAD else pos <= split
             self.verdicts.append(feed.verdict(Verdict.BAD if on_broken_side else Verdict.GOOD, why))
         blocks = skip_blocks(sorted(dropped), [Verdict.SKIP] * len(dropped), dropped)
-        return Found(SearchResult(*boundary, blocks=blocks), "sticky", res.posterior)
+        if res.stuck is not None:
+            return Found(SearchResult(*boundary, blocks=blocks), "sticky", res.posterior, stuck=order[res.stuck])
+        return Found(SearchResult(*boundary, blocks=blocks), "sticky", res.posterior,
+                     None if confident else f"the sticky search used its budget of "
+                                            f"{self.tester.cfg.test.search_runs} runs: {why}")
 
-    # -- 4. confirm ----------------------------------------------------------------------------
-    def confirm(self, found: Found, model: CommitVerdict) -> tuple[BisectStatus, str]:
-        plan, result = self.plan, found.result
-        culprit = result.first_bad  # the first bad one, or with find=fixed the first fixed one
-        if found.posterior is not None and found.posterior < 1 - plan.level:
-            return BisectStatus.UNCONFIRMED, (f"sticky bisection ran out of runs with "
-                                              f"P({plan.find.what} = {plan.line[culprit][:12]}) "
-                                              f"= {found.posterior:.4f} only")
-        if not result.exact:
-            inside = [b for b in result.blocks if b.last >= result.last_good + 1 and b.first <= result.first_bad - 1]
-            why = "; ".join(self._block_text(b) for b in inside if b.signature) or "the commits between could not be decided"
-            return BisectStatus.AMBIGUOUS, (
-                f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
-                f"{plan.line[result.first_bad][:12]}: {why}")
-        self.events.emit(Confirming(plan.line[culprit]))
-        # Against the reference itself, not "closer to which endpoint": a history with more than
-        # one change (a mild bug that a later commit made gross, as real histories have) puts a
-        # third distribution between the endpoints, which the two-point steps can place on
-        # either side. Confirmed only when the culprit departs from the reference and its parent
-        # does not.
-        again = self.test(culprit, plan.ask("retest-culprit", block=1))
-        parent = self.test(culprit - 1, plan.ask("retest-parent", block=1))
-        if again.verdict is plan.find.culprit_verdict and parent.verdict is plan.find.parent_verdict:
-            return BisectStatus.FOUND, f"{plan.find.what} commit is {plan.line[culprit]}"
-        if parent.verdict is plan.find.culprit_verdict:
-            return BisectStatus.UNCONFIRMED, (
-                f"the candidate's parent {plan.line[culprit - 1][:12]} tests {parent.verdict.value.upper()} "
-                f"against the reference too: the first change lies before it (bisect from "
-                f"{plan.line[0][:12]} to {plan.line[culprit - 1][:12]})")
-        return BisectStatus.UNCONFIRMED, (f"re-test on fresh seeds against the reference disagrees: candidate "
-                                          f"{again.verdict.value.upper()}, parent {parent.verdict.value.upper()}")
+    # -- 4. confirm, and search on below a boundary that is not the first departure -----------
+    def first_departure(self, model: CommitVerdict) -> Departure:
+        """Search, then confirm the boundary against the reference itself; until it holds.
+
+        The search's steps only accelerate: a two-point step asks "closer to the good end or to
+        the bad end's q̂?" and a sticky search assumes one bad distribution. A history that
+        changed twice (a mild bug that a later commit made gross) puts a third distribution in
+        between, which either can place on the wrong side. So the candidate and its parent are
+        re-tested on fresh seeds with the generic test, and:
+          candidate departs, parent does not  → found (the boundary is GOOD | BAD against the reference);
+          the parent departs too              → a change point crossed: search on below it, its
+                                                distribution as the new broken end;
+          the candidate does not depart       → the step was wrong: search on above it;
+          anything else (in the indifference zone, undecided, skipped) → unconfirmed, with why.
+        A commit the search could not place (a two-point step UNLIKE either end, a sticky visit
+        that never settles) is probed the same way, and the search goes on on its side.
+        Only these tests decide what is reported, so the stated confidence is a union bound
+        over them (steps cost runs, never correctness); the loop stops before that bound would
+        fall below the configured confidence.
+        """
+        plan, find = self.plan, self.plan.find
+        lo, hi = 0, plan.n - 1
+        crossed: list[ChangePoint] = []
+        strategies: list[str] = []
+        allowed = 1 - self.tester.cfg.test.confidence + 1e-12
+        found = Found(SearchResult(lo, hi), "plain")
+        rounds = 0
+        while True:
+            strategy = self.choose_strategy(model)
+            strategies.append(strategy)
+            found = self.search(strategy, model, lo, hi)
+            result = found.result
+            rounds += 1
+            needed = 1 if found.stuck is not None else 2
+            if rounds > 1 and self._doubt() + needed * plan.level > allowed:
+                return Departure(BisectStatus.UNCONFIRMED, (
+                    f"no boundary confirmed within the error budget (confidence "
+                    f"{self.tester.cfg.test.confidence:g}): {len(self._decisive())} tests against the reference "
+                    f"at {plan.level:.1e} each, {len(crossed)} change point(s) crossed"), found, crossed, strategies)
+            if found.stuck is not None:  # a commit like neither side: the reference places it
+                side = self.probe(found.stuck).verdict
+                if side is find.culprit_verdict and found.stuck > lo:
+                    hi = found.stuck
+                    if find is Find.BAD:
+                        model = self.bad_model(hi)
+                    continue
+                if side is find.parent_verdict and found.stuck < hi:
+                    lo = found.stuck
+                    if find is Find.FIXED:
+                        model = self.bad_model(lo)
+                    continue
+                return Departure(BisectStatus.UNCONFIRMED, (
+                    f"commit {plan.line[found.stuck][:12]} fits neither side and its test against the "
+                    f"reference is {side.value.upper()} (a distribution between eta and tolerance from "
+                    f"the reference may be named either way)"), found, crossed, strategies)
+            if found.unfinished is not None:
+                return Departure(BisectStatus.AMBIGUOUS, found.unfinished, found, crossed, strategies)
+            if not result.exact:
+                inside = [b for b in result.blocks
+                          if b.last >= result.last_good + 1 and b.first <= result.first_bad - 1]
+                why = "; ".join(self._block_text(b) for b in inside if b.signature) or \
+                    "the commits between could not be decided"
+                return Departure(BisectStatus.AMBIGUOUS, (
+                    f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
+                    f"{plan.line[result.first_bad][:12]}: {why}"), found, crossed, strategies)
+            culprit = result.first_bad
+            self.events.emit(Confirming(plan.line[culprit]))
+            again = self.test(culprit, plan.ask("retest-culprit", block=1))
+            parent = self.test(culprit - 1, plan.ask("retest-parent", block=1))
+            if again.verdict is find.culprit_verdict and parent.verdict is find.parent_verdict:
+                return Departure(BisectStatus.FOUND, f"{find.what} commit is {plan.line[culprit]}", found,
+                                 crossed, strategies)
+            if parent.verdict is find.culprit_verdict and culprit - 1 > lo:
+                crossed.append(ChangePoint(culprit, parent, again))
+                hi = culprit - 1
+                if find is Find.BAD:  # the broken end moved: learn its distribution
+                    model = self.bad_model(hi)
+                continue
+            if again.verdict is find.parent_verdict and culprit < hi:
+                lo = culprit
+                if find is Find.FIXED:
+                    model = self.bad_model(lo)
+                continue
+            why = (f"re-test on fresh seeds against the reference: candidate {plan.line[culprit][:12]} "
+                   f"{again.verdict.value.upper()}, parent {plan.line[culprit - 1][:12]} {parent.verdict.value.upper()}")
+            if Verdict.INCONCLUSIVE in (again.verdict, parent.verdict):
+                why += (" (undecided: a distribution between eta and tolerance from the reference "
+                        "may be named either way)")
+            return Departure(BisectStatus.UNCONFIRMED, why, found, crossed, strategies)
+
+    def _decisive(self) -> list[CommitVerdict]:
+        """The tests against the reference on fresh seeds that decide what is reported (the
+        re-tests, and probes of commits the search could not place)."""
+        return [v for v in self.verdicts if v.arm == "main" and v.role in DECISIVE_ROLES]
+
+    def _doubt(self) -> float:
+        """The union bound on a wrong answer so far: their error levels, plus a control sample's delta."""
+        ref = self.tester.reference
+        return sum(max(v.alpha, v.beta) for v in self._decisive()) + (ref.delta if ref.control is not None else 0.0)
 
     def _block_text(self, block: SkipBlock) -> str:
         """'12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: …'."""
@@ -276,16 +417,18 @@ class Bisection:
                  "signature": b.signature, "text": self._block_text(b)} for b in blocks]
 
     # -- 5. summary ----------------------------------------------------------------------------
-    def summary(self, found: Found, status: BisectStatus, message: str, context: ReportContext) -> BisectReport:
-        plan, verdicts = self.plan, self.verdicts
-        culprit = plan.line[found.result.first_bad] if status is BisectStatus.FOUND else None
-        informative = [v for v in verdicts if v.verdict.informative and v.arm == "main"
-                       and v.mode in ("reference", "two-point")]
-        # Union bound: wrong only if a verdict on the way is wrong (or, sticky, the posterior is).
-        doubt = (sum(max(v.alpha, v.beta) for v in informative)
-                 + (1 - found.posterior if found.posterior else 0))
+    def summary(self, dep: Departure, context: ReportContext) -> BisectReport:
+        plan, verdicts, found = self.plan, self.verdicts, dep.found
+        test = self.tester.cfg.test
+        culprit = plan.line[found.result.first_bad] if dep.status is BisectStatus.FOUND else None
+        # What is reported rests on the re-tests alone (the steps only steer): a wrong answer
+        # needs one of them to be wrong, so the bound is their summed error levels, plus the
+        # control sample's delta when the reference is one.
+        retests = self._decisive()
+        delta = self.tester.reference.delta if self.tester.reference.control is not None else 0.0
+        doubt = self._doubt()
         return BisectReport(
-            job=plan.job, status=status, find=plan.find, first_bad=culprit,
+            job=plan.job, status=dep.status, find=plan.find, first_bad=culprit,
             first_bad_subject=self.tester.subject(culprit) if culprit else None,
             last_good=plan.line[found.result.last_good],
             candidates=[plan.line[p] for p in found.result.candidates],
@@ -293,13 +436,62 @@ class Bisection:
             commits=plan.n, builds=len({v.sha for v in verdicts if v.arm == "main"}),
             builds_bound=math.ceil(math.log2(plan.n)) + 3, runs=distinct_runs(verdicts),
             runs_executed=sum(v.executed for v in verdicts), retried=sum(v.retried for v in verdicts),
-            confidence=max(0.0, 1.0 - doubt), step_alpha=plan.level, message=message,
+            confidence=max(0.0, 1.0 - doubt) if dep.status is BisectStatus.FOUND else 0.0,
+            step_alpha=plan.level, message=dep.message,
             verdicts=list(verdicts), reference=context.reference, config=context.config,
-            environment=context.environment, strategy=found.strategy,
-            extra={"strategy_requested": plan.strategy},
+            environment=context.environment, strategy=dep.strategies[0] if dep.strategies else found.strategy,
+            extra={"strategy_requested": plan.strategy, "strategies": dep.strategies},
             skip_blocks=self.skip_block_summaries(found.result.blocks),
-            reproduce=reproduce_line(plan, found.strategy),
+            reproduce=reproduce_line(plan, dep.strategies[0] if dep.strategies else found.strategy),
+            change_points=self._change_points(dep, culprit),
+            assumptions=self._assumptions(dep, retests, delta),
+            posterior=found.posterior, eta=test.indifference, tolerance=test.tolerance,
         )
+
+    def _change_points(self, dep: Departure, culprit: str | None) -> list[dict[str, Any]]:
+        """The first departure (when found), then every boundary the bisect stopped at on the
+        way whose parent already departed, in line order; `before`/`after` are the re-tests'
+        counts (fresh seeds) at the parent and at the commit."""
+        line = self.plan.line
+        out = []
+        for cp in sorted(dep.crossed, key=lambda c: c.position):
+            out.append({"commit": line[cp.position], "subject": self.tester.subject(line[cp.position]),
+                        "first": False, "before": dict(cp.parent.counts), "after": dict(cp.culprit.counts),
+                        "text": f"{line[cp.position][:12]}: a boundary the search stopped at, but its parent "
+                                f"{line[cp.position - 1][:12]} already departs from the reference "
+                                f"({cp.parent.verdict.value.upper()} after {cp.parent.runs} runs), so the search "
+                                f"went on below it"})
+        if culprit is not None:
+            last = {v.role: v for v in self.verdicts if v.arm == "main"}
+            parent, again = last.get("retest-parent"), last.get("retest-culprit")
+            out.insert(0, {"commit": culprit, "subject": self.tester.subject(culprit), "first": True,
+                           "before": dict(parent.counts) if parent else {},
+                           "after": dict(again.counts) if again else {},
+                           "text": f"{culprit[:12]}: the first departure from the reference"})
+        return out
+
+    def _assumptions(self, dep: Departure, retests: list[CommitVerdict], delta: float) -> list[str]:
+        """What the stated confidence rests on, from what this bisect saw."""
+        test, ref = self.tester.cfg.test, self.tester.reference
+        out = [f"the bound counts the {len(retests)} tests on fresh seeds against the reference that decided "
+               f"(re-tests and probes, each at error ≤ {self.plan.level:.1e}); the search steps only steer",
+               "once a commit departs from the reference, every later commit on the line departs too "
+               "(no commit in between returns to it)",
+               f"commits whose distribution is between eta {test.indifference:g} and tolerance "
+               f"{test.tolerance:g} (total variation) from the reference may be named either way"]
+        if dep.crossed:
+            out.append(f"{len(dep.crossed)} later change point(s) crossed on the way: listed in change_points")
+        if ref.control is not None:
+            out.append(f"the reference is a control sample of {sum(ref.control)} runs; its delta "
+                       f"{delta:g} is included")
+        if dep.found.posterior is not None:
+            out.append(f"the sticky search's posterior ({dep.found.posterior:.4f}) is a Bayesian probability "
+                       f"under its model, reported apart (posterior), not part of the bound")
+        stray = sum(v.counts.get(stats.OTHER, 0) for v in self.verdicts if v.arm == "main"
+                    and v.verdict is Verdict.GOOD)
+        if stray:
+            out.append(f"{stray} stray outcome(s) seen at commits judged GOOD: within the indifference zone")
+        return out
 
 
 def run_bisect(plan: BisectPlan, tester: Tester, events: Events, context: ReportContext) -> BisectReport:
@@ -308,9 +500,8 @@ def run_bisect(plan: BisectPlan, tester: Tester, events: Events, context: Report
     bisection = Bisection(plan, tester, events)
     bisection.endpoints()
     model = bisection.bad_model()
-    found = bisection.search(bisection.choose_strategy(model), model)
-    status, message = bisection.confirm(found, model)
-    return bisection.summary(found, status, message, context)
+    departure = bisection.first_departure(model)
+    return bisection.summary(departure, context)
 
 
 def reproduce_line(plan: BisectPlan, strategy: str) -> str:
