@@ -99,6 +99,28 @@ def skip_block_lines(blocks: Sequence[dict]) -> list[str]:
     return [f"- {b['text']}" for b in blocks]
 
 
+def change_point_lines(r: BisectReport) -> list[str]:
+    """One line per change point the bisect crossed (the first departure first), with the
+    re-tests' observed outcomes before (at the parent) and after; empty when there was only one."""
+    if len(r.change_points) < 2:
+        return []
+    out = []
+    for cp in r.change_points:
+        mark = "**first departure**" if cp.get("first") else "later change point"
+        subject = f" {cp['subject']}" if cp.get("subject") else ""
+        out.append(f"- `{cp['commit'][:12]}`{subject} — {mark}: before "
+                   f"{observed_vs_reference(cp.get('before', {}), r.reference) or '–'}; after "
+                   f"{observed_vs_reference(cp.get('after', {}), r.reference) or '–'}")
+    return out
+
+
+def assumption_lines(r: BisectReport) -> list[str]:
+    """What the stated confidence rests on (from the report), one bullet each."""
+    zone = (f"- BAD means farther than eta {r.eta:g} from the reference, GOOD within tolerance "
+            f"{r.tolerance:g} (total variation)") if r.eta is not None and r.tolerance is not None else None
+    return [*([zone] if zone else []), *(f"- {a}" for a in r.assumptions)]
+
+
 def reference_line(reference: ReferenceSummary) -> str:
     probs = ", ".join(f"{k} {v:.4f}" for k, v in reference.probs.items())
     cond = reference.condition
@@ -150,6 +172,12 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         lines += ["", "How commits were built and run (variants for their era):", *notes]
     if r.skip_blocks:
         lines += ["", "Skipped in blocks (commits that fail the same way):", *skip_block_lines(r.skip_blocks)]
+    if changes := change_point_lines(r):
+        lines += ["", "### Change points crossed", *changes]
+    if r.assumptions:
+        lines += ["", "### What the confidence rests on", *assumption_lines(r)]
+        if r.posterior is not None:
+            lines.append(f"- sticky search posterior P(culprit) = {r.posterior:.4f} (Bayesian, not part of the bound)")
     lines += [
         "",
         "### Reproduce",

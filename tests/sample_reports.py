@@ -51,7 +51,15 @@ def bisect_report(n_extra: int = 0) -> BisectReport:
         builds_bound=7, runs=1460, runs_executed=1460, retried=0, confidence=0.996, step_alpha=5e-4,
         message="first bad commit is x", verdicts=verdicts, reference=REFERENCE,
         config=ConfigSummary("specdemo", "ad81a2d7a2ee4f1a", "c.yaml", "e"), environment=ENVIRONMENT,
-        reproduce=f"bisectbot bisect c.yaml --good {GOOD} --bad {BAD}")
+        reproduce=f"bisectbot bisect c.yaml --good {GOOD} --bad {BAD}",
+        change_points=[
+            {"commit": CULPRIT, "subject": "speculative: take top draft candidate (#1032)", "first": True,
+             "before": {"e": 2, "b": 2, "d": 1}, "after": {"e": 14}, "text": "the first departure"},
+            {"commit": BAD, "subject": "docs: note output format (#1045)", "first": False,
+             "before": {"e": 9, "b": 1}, "after": {"e": 20}, "text": "a later change point"}],
+        assumptions=["the bound counts the 2 re-tests on fresh seeds against the reference",
+                     "1 later change point(s) crossed on the way: listed in change_points"],
+        posterior=None, eta=0.03, tolerance=0.1)
 
 
 def a_test_report(v: Verdict) -> TestReport:

@@ -73,6 +73,10 @@ def test_table_chart_and_reproduction_footer(tmp_path: Path) -> None:
                    "c++ (Debian 12.2.0) 12.2.0", hashes["models/draft.gguf"], "seeds 6001–6022",
                    "at most 6000 runs", f"bisectbot {__version__}", "bisectbot bisect c.yaml"):
         assert needle in footer, needle
+    # the change points crossed, and what the confidence rests on (collapsed)
+    assert "Change points crossed (the distribution changed more than once):" in body
+    rests = body[body.index("<summary>What the confidence rests on</summary>"):]
+    assert "BAD means farther than eta 0.03" in rests and rests.index("re-tests") < rests.index("</details>")
 
 
 def test_huge_report_fits_github_limit_and_keeps_the_head() -> None:

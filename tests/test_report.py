@@ -74,6 +74,22 @@ def test_found_bisect_markdown_names_culprit_parent_and_reproduction() -> None:
     assert fixed.startswith("## bisectbot: first fixed commit is") and "Last still bad:" in fixed
 
 
+def test_the_markdown_lists_change_points_and_what_the_confidence_rests_on() -> None:
+    md = bisect_markdown(bisect_report())
+    changes = md[md.index("### Change points crossed"):md.index("### What the confidence rests on")]
+    first, later = changes.strip().splitlines()[1:3]
+    assert first.startswith(f"- `{CULPRIT[:12]}` speculative: take top draft candidate (#1032) — **first departure**")
+    before, after = first.split(": before ")[1].split("; after ")
+    assert "e 2 (0.40 vs 0.25)" in before and "e 14 (1.00 vs 0.25)" in after
+    assert later.startswith(f"- `{BAD[:12]}`") and "later change point" in later
+    rests = md[md.index("### What the confidence rests on"):md.index("### Reproduce")]
+    assert "BAD means farther than eta 0.03 from the reference, GOOD within tolerance 0.1" in rests
+    assert "- 1 later change point(s) crossed on the way" in rests
+    # one change point (the usual case): no list, the culprit line says it all
+    single = bisect_markdown(replace(bisect_report(), change_points=bisect_report().change_points[:1]))
+    assert "### Change points crossed" not in single and "### What the confidence rests on" in single
+
+
 def test_undecided_bisect_markdown_lists_the_candidates() -> None:
     ambiguous = replace(bisect_report(), status=BisectStatus.AMBIGUOUS, first_bad=None,
                         candidates=[PARENT, CULPRIT], message="2 candidates between a and b")

@@ -22,8 +22,8 @@ from bisectbot import __version__
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import BisectReport, BisectStatus, ReferenceSummary, TestReport
 from bisectbot.core.stats import MISSED
-from bisectbot.report import (build_and_run_notes, observed_vs_reference, reference_line, skip_block_lines,
-                              verdict_table)
+from bisectbot.report import (assumption_lines, build_and_run_notes, change_point_lines, observed_vs_reference,
+                              reference_line, skip_block_lines, verdict_table)
 
 BODY_LIMIT = 65_536  # GitHub rejects longer issue comment bodies with 422
 MARKER_ROOM = 200    # what the client's hidden marker line may take of it
@@ -225,7 +225,8 @@ def reproduction_footer(report: Union[BisectReport, TestReport], ctx: CommentCon
         f"- cmake arguments: {_code(' '.join(env.cmake_args) or '(none)')}",
         f"- compiler: {env.compiler}; {env.cmake}",
         f"- fixtures: {fixtures}",
-        f"- seeds: from {ctx.first_seed}, at most {ctx.max_runs} runs per commit and test; "
+        f"- seeds: each commit's own (first_seed {ctx.first_seed} + an offset from its sha), at most "
+        f"{ctx.max_runs} runs per commit and test; "
         + ("; ".join(seeds) or "none"),
         f"- bisectbot {ctx.version}",
     ])
@@ -262,6 +263,8 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
         verdict_table(report.verdicts, report.reference, ctx.link),
         *_era_notes(report),
         *chart,
+        *((Collapsed("What the confidence rests on", ("\n".join(assumption_lines(report)),)),)
+          if report.assumptions else ()),
         reproduction_footer(report, ctx, range_text),
     ))
 
@@ -274,6 +277,8 @@ def _era_notes(report: BisectReport) -> tuple[str, ...]:
     if report.skip_blocks:
         blocks.append("Skipped in blocks (commits that fail the same way):\n"
                       + "\n".join(skip_block_lines(report.skip_blocks)))
+    if changes := change_point_lines(report):
+        blocks.append("Change points crossed (the distribution changed more than once):\n" + "\n".join(changes))
     return tuple(blocks)
 
 
