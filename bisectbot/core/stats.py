@@ -54,10 +54,12 @@ DEFAULT_PRIORS: tuple[tuple[str, float], ...] = (("flat", 0.2), ("ref", 20.0), (
 # predictable for the mixture to stay a likelihood). Tuned with bench/bench_stats.py.
 DEPART_PRIORS: tuple[tuple[str, float], ...] = (("flat", 0.05), ("flat", 0.2), ("ref", 20.0), ("ref", 100.0))
 OTHER_PRIOR_WEIGHT = 0.1
+# Concentrations of the BAD mixture's components centred on an expected departure (`toward`).
+TOWARD_STRENGTHS = (30.0, 300.0)
 # The sticky search learns the good side from Dirichlet(A·p̃), A = this (see sticky_bisect),
 # and stops at this posterior: it only steers (the re-tests against the reference decide), and a
 # wrong stop costs one more re-test pair; measured in bench/bench_stats.py.
-STICKY_GOOD_STRENGTH = 300.0
+STICKY_GOOD_STRENGTH = 100.0
 STICKY_STOP = 0.99
 # A visit that has not settled after this many runs (nor run.max_runs) ends the search at that
 # commit: it fits neither side, and the pipeline tests it against the reference.
@@ -371,7 +373,8 @@ def log_e_good_tv_many(counts: np.ndarray, p: np.ndarray, eps: float, a: np.ndar
 
 
 def log_e_depart_many(counts: np.ndarray, ref: Reference, eta: float,
-                      priors: tuple[tuple[str, float], ...] = DEPART_PRIORS) -> np.ndarray:
+                      priors: tuple[tuple[str, float], ...] = DEPART_PRIORS,
+                      toward: Sequence[float] | None = None) -> np.ndarray:
     """The BAD e-value: evidence that the commit departs from the reference by more than η.
 
     η = 0: the point null q = p (log M_n − log L_p; +inf once an outcome of probability 0
@@ -383,14 +386,30 @@ def log_e_depart_many(counts: np.ndarray, ref: Reference, eta: float,
     runs (TV 0.02 < η) is inside the null; a gross bug still pays ~log(1/(p_k + η)) per run.
     The mixture: `priors` on the reference's categories, plus a flat component over every
     category (OTHER too) with weight OTHER_PRIOR_WEIGHT.
+    `toward`: a distribution the commit is expected to look like if it departs (the bad end's
+    smoothed q̂, measured on other commits and seeds, so fixed before these runs): half of the
+    mixture then bets on it (Dirichlet centred on it, TOWARD_STRENGTHS). A subtle bug near the
+    ball pays far less for learning its direction; anything else loses at most log 2.
     """
     n = np.asarray(counts, dtype=float)
     main = prior_matrix(ref.probs, priors)
-    if eta <= 0:
-        return log_e_bad_many(n, ref.p, main)
-    a = np.vstack([main, prior_matrix(ref.tolerant(eta), (("flat", 0.2),))])
     j = main.shape[0]
-    log_m = log_mixture_many(n, a, [(1 - OTHER_PRIOR_WEIGHT) / j] * j + [OTHER_PRIOR_WEIGHT])
+    rows, weights = [main], [(1 - OTHER_PRIOR_WEIGHT) / j if eta > 0 else 1 / j] * j
+    if eta > 0:
+        rows.append(prior_matrix(ref.tolerant(eta), (("flat", 0.2),)))
+        weights.append(OTHER_PRIOR_WEIGHT)
+    if toward is not None:
+        q = np.asarray(toward, dtype=float)
+        if q.shape != ref.p.shape or (q < 0).any() or not math.isclose(q.sum(), 1.0, abs_tol=1e-6):
+            raise ValueError(f"toward must be a distribution over the {ref.p.size} categories")
+        rows.append(np.array([c * q for c in TOWARD_STRENGTHS]))
+        weights = [w / 2 for w in weights] + [0.5 / len(TOWARD_STRENGTHS)] * len(TOWARD_STRENGTHS)
+    a = np.vstack(rows)
+    log_m = log_mixture_many(n, a, weights)
+    if eta <= 0:
+        ll = log_lik_many(n, ref.p)
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isneginf(ll), np.inf, log_m - ll)
     if not ref.has_condition:
         return log_m - log_sup_tv_ball_many(n, ref.p, eta)
     assert ref.condition_prob is not None
@@ -465,8 +484,10 @@ def _fmt_e(log_e: float) -> str:
 
 def test_against_reference(counts: Sequence[int], ref: Reference, *, alpha: float, beta: float,
                            tolerance: float, max_runs: int, eta: float = 0.0,
-                           priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS) -> Evidence:
-    """Generic test of a commit against the reference, valid after every run.
+                           priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS,
+                           toward: Sequence[float] | None = None) -> Evidence:
+    """Generic test of a commit against the reference, valid after every run (`toward`: see
+    :func:`log_e_depart_many`).
 
     BAD  when E_bad ≥ 1/α  (P(false BAD) ≤ α whenever TV(q, p) ≤ η; η = 0: under q = p, and
                             an outcome of reference probability 0 is BAD at once);
@@ -488,7 +509,7 @@ def test_against_reference(counts: Sequence[int], ref: Reference, *, alpha: floa
         return Evidence(Verdict.BAD, total, math.inf, -math.inf,
                         f"outcome {hit!r} has reference probability 0 (seen {int(n[ref.names.index(hit)])}×"
                         f" in {total} runs)")
-    log_bad = float(log_e_depart_many(n, ref, eta))
+    log_bad = float(log_e_depart_many(n, ref, eta, toward=toward))
     log_good = float(log_e_good_many(n, ref, tolerance, priors, eta))
     return _decide(total, log_bad, log_good, alpha, beta, max_runs,
                    good_what=f"TV < {tolerance:g}", bad_what=f"TV > {eta:g}" if eta > 0 else "")

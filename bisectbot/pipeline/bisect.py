@@ -207,7 +207,7 @@ class Bisection:
             if v.verdict in (Verdict.UNLIKE, Verdict.INCONCLUSIVE):
                 # like neither end (a third distribution, e.g. a milder form of the bug): the
                 # reference decides which side it is on, on fresh seeds
-                v = self.probe(pos)
+                v = self.probe(pos, model)
             answer = plan.find.search_verdict(v.verdict)
             asked.append(pos)
             answers.append(answer)
@@ -219,9 +219,9 @@ class Bisection:
         res = bisect_search(hi - lo + 1, oracle)
         return Found(_shifted(res, lo), "plain")
 
-    def probe(self, pos: int) -> CommitVerdict:
+    def probe(self, pos: int, model: CommitVerdict) -> CommitVerdict:
         """A commit the search could not place, tested against the reference on fresh seeds."""
-        return self.test(pos, self.plan.ask("probe", block=1))
+        return self.test(pos, self.plan.ask("probe", block=1, q_bad=self._q_bad(model)))
 
     def _announce_block(self, pos: int, blocks: tuple[SkipBlock, ...]) -> None:
         block = next((b for b in blocks if b.first <= pos <= b.last), None)
@@ -345,7 +345,7 @@ class Bisection:
                     f"{self.tester.cfg.test.confidence:g}): {len(self._decisive())} tests against the reference "
                     f"at {plan.level:.1e} each, {len(crossed)} change point(s) crossed"), found, crossed, strategies)
             if found.stuck is not None:  # a commit like neither side: the reference places it
-                side = self.probe(found.stuck).verdict
+                side = self.probe(found.stuck, model).verdict
                 if side is find.culprit_verdict and found.stuck > lo:
                     hi = found.stuck
                     if find is Find.BAD:
@@ -372,8 +372,9 @@ class Bisection:
                     f"{plan.line[result.first_bad][:12]}: {why}"), found, crossed, strategies)
             culprit = result.first_bad
             self.events.emit(Confirming(plan.line[culprit]))
-            again = self.test(culprit, plan.ask("retest-culprit", block=1))
-            parent = self.test(culprit - 1, plan.ask("retest-parent", block=1))
+            q_bad = self._q_bad(model)  # the BAD test bets half on it: see stats.log_e_depart_many
+            again = self.test(culprit, plan.ask("retest-culprit", block=1, q_bad=q_bad))
+            parent = self.test(culprit - 1, plan.ask("retest-parent", block=1, q_bad=q_bad))
             if again.verdict is find.culprit_verdict and parent.verdict is find.parent_verdict:
                 return Departure(BisectStatus.FOUND, f"{find.what} commit is {plan.line[culprit]}", found,
                                  crossed, strategies)

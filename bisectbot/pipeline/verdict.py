@@ -28,7 +28,8 @@ def judge(counts: Sequence[int], ask: Ask, reference: stats.Reference, *, tolera
           budget: int, eta: float = 0.0) -> stats.Evidence:
     """The sequential test the question asks for, on the counts so far (pure).
 
-    reference: the generic test against the reference (or its control sample);
+    reference: the generic test against the reference (or its control sample); with `ask.q_bad`
+    (a re-test in a bisect) half its BAD mixture bets on the bad end's q̂;
     two-point: bisect mode, like the good endpoint or like the bad endpoint's q̂ (`ask.q_bad`);
     bad-model: no test, keep measuring the (already BAD) endpoint until q̂ is good enough
     relative to the size of the bug (stats.bad_endpoint_enough)."""
@@ -44,7 +45,7 @@ def judge(counts: Sequence[int], ask: Ask, reference: stats.Reference, *, tolera
         return stats.test_against_control(counts, reference, alpha=ask.alpha, beta=ask.beta,
                                           tolerance=tolerance, max_runs=budget, eta=eta)
     return stats.test_against_reference(counts, reference, alpha=ask.alpha, beta=ask.beta,
-                                        tolerance=tolerance, max_runs=budget, eta=eta)
+                                        tolerance=tolerance, max_runs=budget, eta=eta, toward=ask.q_bad)
 
 
 class Untestable(Exception):
