@@ -1,0 +1,223 @@
+"""Simulated bisects through the CLI's own orchestration (`bisectbot.pipeline.bisect.run_bisect`).
+
+Only the edges are simulated: there is no git, no build and no program. A `SimRunner` stands
+where `CommitRunner` stands and answers the same calls (prepare a commit, give its seed block,
+stream its runs); everything above it is the real code: the Tester and its sequential tests,
+the endpoint tests, the bad-model stage, the search strategies, the confirmation loop and the
+summary. A run's outcome is a function of (the commit's distribution, the seed) alone, as for a
+deterministic program: two commits with the same distribution give the same run for the same
+seed, so shared seeds behave as they do for real.
+
+The module imports only what every version of bisectbot since the two-point search has, so
+`bench_stats.py --baseline REV` can run the same histories through an older checkout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from bisectbot.config import Config, load_config
+from bisectbot.core import stats
+from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.records import BuildRecord, RunRecord
+from bisectbot.core.reports import ConfigSummary, Environment
+from bisectbot.pipeline import bisect
+from bisectbot.pipeline.events import Events
+from bisectbot.pipeline.reference import resolve_reference
+from bisectbot.pipeline.runner import Prepared
+from bisectbot.pipeline.verdict import Tester
+
+P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
+CONDITION_29975 = 0.82
+BUILD_COST = 100  # a build costs as much as 100 runs (the design's unit of cost)
+
+CONFIG = """\
+name: sim
+repo: {{path: .}}
+build: {{targets: [sim], binaries: {{binary: [bin/sim]}}}}
+run:
+  argv: ["{{binary}}", -s, "{{seed}}"]
+{max_runs}parse: {{split: chars}}
+statistic:
+  condition: {{position: 0, token: f}}
+  outcome: {{position: 1}}
+reference:
+  probs: {{e: {e}, g: {g}, h: {h}}}
+  condition_prob: {c}
+test:
+  tolerance: 0.1
+  confidence: 0.99
+"""
+
+
+def sim_config(max_runs: int | None = None) -> Config:
+    """The bench's config: the #29975 reference, the defaults otherwise (`max_runs` when given).
+    Only keys that every version knows, so a baseline checkout reads the same file."""
+    runs = "" if max_runs is None else f"  max_runs: {max_runs}\n"
+    text = CONFIG.format(max_runs=runs, c=CONDITION_29975, **P_29975)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "sim.yaml"
+        path.write_text(text)
+        return load_config(path)
+
+
+def joint(cond: Sequence[float], other: float = 0.0) -> np.ndarray:
+    """Category probabilities (e, g, h, OTHER, MISSED) for a conditional outcome distribution
+    with a share `other` of stray outcomes among the runs that meet the condition."""
+    cp = np.append(np.asarray(cond, float) * (1 - other), other)
+    return np.append(cp * CONDITION_29975, 1 - CONDITION_29975)
+
+
+def reference_joint(other: float = 0.0) -> np.ndarray:
+    return joint(list(P_29975.values()), other)
+
+
+TOKENS: tuple[tuple[str, ...], ...] = (("f", "e"), ("f", "g"), ("f", "h"), ("f", "z"), ("a", "b"))
+
+
+@dataclass(frozen=True)
+class History:
+    """A line of `n` commits; `changes` maps a position to the distribution from there on
+    (position 0 must be present). The first departure is the first change at a position > 0."""
+
+    n: int
+    changes: dict[int, np.ndarray]
+    salt: int
+
+    @property
+    def shas(self) -> list[str]:
+        return [hashlib.sha1(f"{self.salt}:{i}".encode()).hexdigest() for i in range(self.n)]
+
+    def dist_at(self, pos: int) -> np.ndarray:
+        return self.changes[max(p for p in self.changes if p <= pos)]
+
+
+class _Info:
+    def __init__(self, sha: str):
+        self.subject = f"commit {sha[:7]}"
+        self.date = "2026-01-01T00:00:00"
+
+
+class _Workspace:
+    def info(self, sha: str) -> _Info:
+        return _Info(sha)
+
+
+class SimStream:
+    """A commit's runs over its seeds: each outcome from the commit's distribution and the
+    seed's uniform (the same uniform for every commit)."""
+
+    def __init__(self, cdf: np.ndarray, seeds: list[int], salt: int):
+        self._cdf, self._seeds, self._salt = cdf, iter(seeds), salt
+        self.executed = 0
+        self.retried = 0
+
+    def __enter__(self) -> "SimStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[RunRecord]:
+        return self
+
+    def __next__(self) -> RunRecord:
+        seed = next(self._seeds)
+        self.executed += 1
+        u = uniform(self._salt, seed)
+        category = int(np.searchsorted(self._cdf, u, side="right"))
+        return RunRecord(seed, "ok", TOKENS[min(category, len(TOKENS) - 1)], 0, 0.0)
+
+    def close(self) -> None:
+        pass
+
+
+def uniform(salt: int, seed: int) -> float:
+    """A uniform in [0, 1) fixed by (salt, seed): splitmix64."""
+    z = (salt * 0x9E3779B97F4A7C15 + seed * 0xBF58476D1CE4E5B9 + 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    z ^= z >> 31
+    return (z >> 11) / float(1 << 53)
+
+
+class SimRunner:
+    """Stands where CommitRunner stands: every commit builds; its runs come from History."""
+
+    def __init__(self, cfg: Config, history: History):
+        self.cfg, self.history = cfg, history
+        self.workspace = _Workspace()
+        shas = history.shas
+        self._cdf = {sha: np.cumsum(history.dist_at(i))[:-1] for i, sha in enumerate(shas)}
+
+    def seed_block(self, *args: Any) -> list[int]:
+        """The real runner's seeds: per commit (sha, block, count) where the config has
+        `commit_seeds`, the older shared blocks (block) otherwise."""
+        run = self.cfg.run
+        if hasattr(run, "commit_seeds"):
+            sha, block, *rest = args
+            count = rest[0] if rest and rest[0] else run.max_runs
+            return run.commit_seeds(sha, block, count)
+        (block,) = args
+        return [run.seed(i) for i in range(run.first_seed + block * run.max_runs,
+                                           run.first_seed + (block + 1) * run.max_runs)]
+
+    def prepare(self, sha: str) -> Prepared:
+        build = BuildRecord(sha, "ok", {"binary": "/sim"}, "", 0.0)
+        return Prepared(sha, build, object(), "simulated", run_key="sim")  # type: ignore[arg-type]
+
+    def variant_failed(self, *args: Any) -> None:
+        return None
+
+    def runs(self, prepared: Prepared, seeds: list[int]) -> SimStream:
+        return SimStream(self._cdf[prepared.sha], seeds, self.history.salt)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One simulated bisect, as the report gave it."""
+
+    status: str
+    named: int | None          # position of the named commit (None: nothing named)
+    confidence: float
+    runs: int
+    builds: int
+    strategy: str
+    error: str = ""
+
+    @property
+    def cost(self) -> int:
+        return self.runs + BUILD_COST * self.builds
+
+
+def run_one(cfg: Config, history: History, strategy: str = "auto") -> Outcome:
+    """One bisect of `history` from its first commit (good) to its last (bad), through
+    `bisect.run_bisect` as the CLI calls it."""
+    from bisectbot.errors import EndpointError
+
+    events = Events()
+    runner = SimRunner(cfg, history)
+    resolved = resolve_reference(cfg)
+    tester = Tester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
+    line = tuple(history.shas)
+    level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
+    plan = bisect.BisectPlan("sim", line, "good", "bad", Find.BAD, strategy, level, "sim.yaml")
+    context = bisect.ReportContext(resolved.summary(cfg), ConfigSummary("sim", "", "sim.yaml"),
+                                   Environment("", "", [], "", "", "", ""))
+    try:
+        report = bisect.run_bisect(plan, tester, events, context)
+    except EndpointError as exc:
+        return Outcome("endpoint-error", None, 0.0, 0, 0, strategy, str(exc)[:200])
+    named = line.index(report.first_bad) if report.first_bad else None
+    return Outcome(report.status.value, named, report.confidence, report.runs, report.builds,
+                   report.strategy, "" if named is not None else report.message[:200])
+
+
+__all__ = ["History", "Outcome", "SimRunner", "joint", "reference_joint", "run_one", "sim_config",
+           "Verdict"]
