@@ -120,7 +120,7 @@ def bisect_task(case: dict[str, Any], reps: list[int], max_runs: int | None) -> 
         hist, where = history(case, rep)
         t0 = time.perf_counter()
         o = sb.run_one(cfg, hist)
-        out.append({**asdict(o), "where": where, "seconds": time.perf_counter() - t0,
+        out.append({**asdict(o), "rep": rep, "where": where, "seconds": time.perf_counter() - t0,
                     "code": str(Path(bisectbot.__file__).parent)})
     return out
 
@@ -298,12 +298,14 @@ def main() -> None:
                  "strategy"), brows))
     for s in summaries:
         print(f"  {s['label']}: statuses {s['statuses']}, {s['seconds']:.1f} s per bisect")
-    if base is not None:
-        new = next(s for s in summaries if s["label"] == base["label"])
-        print(f"\n# TV 0.1, N = 4096 at {args.baseline} (run.max_runs 4,000 so its model stage can finish): "
-              f"found {rate_down(base['first'], base['n'])}, mean cost {base['cost']:,.0f} "
-              f"({base['runs']:,.0f} runs, {base['builds']:.1f} builds); now {new['cost']:,.0f}: "
-              f"ratio {new['cost'] / base['cost']:.2f} (target ≤ 1.3)")
+    if base is not None:  # side by side on the same histories (repetitions 0 … n−1)
+        case = next(c for c in cases if c["label"] == base["label"])
+        new = summarise(case, [r for r in bisects[case["label"]] if r["rep"] < base["n"]])
+        print(f"\n# {base['label']}, the same {base['n']} histories at {args.baseline} (run.max_runs 4,000 so its "
+              f"model stage can finish) and now:\n#   then: found {rate_down(base['first'], base['n'])}, mean cost "
+              f"{base['cost']:,.0f} ({base['runs']:,.0f} runs, {base['builds']:.1f} builds)\n#   now:  found "
+              f"{rate_down(new['first'], new['n'])}, mean cost {new['cost']:,.0f} ({new['runs']:,.0f} runs, "
+              f"{new['builds']:.1f} builds)\n#   ratio {new['cost'] / base['cost']:.2f} (target ≤ 1.3)")
     print(f"\n(bench took {time.time() - t0:.0f} s on {len(client.scheduler_info()['workers'])} workers)")
     client.close()
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from bisectbot.core import stats as S
-from bisectbot.core.outcome import Verdict
-from bisectbot.core.search import bisect_search
 
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
 CONDITION_29975 = 0.82
@@ -112,43 +110,9 @@ def simulate_two_point(rng: np.random.Generator, ref: S.Reference, q_true: np.nd
     return Outcomes(np.concatenate(decs), np.concatenate(runs))
 
 
-def chi2_fixed(rng: np.random.Generator, ref: S.Reference, q: np.ndarray, *, alpha: float,
-               runs: int, paths: int, every_run: bool = False, chunk: int = 500) -> float:
-    """Rejection rate of Pearson's χ² on the condition-met outcomes after a fixed sweep of
-    `runs` seeds (every_run: re-checked after each run, stopping at the first rejection —
-    the naive continuous monitoring that is *not* valid)."""
-    from scipy.stats import chi2
-
-    support = [i for i, nm in enumerate(ref.names) if nm not in (S.OTHER, S.MISSED)]
-    p_cond = ref.p[support] / ref.p[support].sum()
-    crit = chi2.ppf(1 - alpha, len(support) - 1)
-    rejected = 0
-    for start in range(0, paths, chunk):
-        c = draw_counts(rng, q, min(chunk, paths - start), runs).astype(float)
-        if not every_run:
-            c = c[:, -1:, :]
-        sup = c[..., support]
-        other = c[..., ref.names.index(S.OTHER)]
-        nmet = sup.sum(-1) + other
-        expct = nmet[..., None] * p_cond
-        with np.errstate(divide="ignore", invalid="ignore"):
-            stat = np.where(expct > 0, (sup - expct) ** 2 / np.where(expct > 0, expct, 1), 0).sum(-1)
-        rej = (stat >= crit) & (nmet >= 5) | (other > 0)
-        rejected += int(rej.any(-1).sum())
-    return rejected / paths
-
-
 # ---------------------------------------------------------------------------------------------
-# Whole bisects
+# The sticky search on its own (whole bisects go through run_bisect: bench/simbisect.py)
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BisectStats:
-    right: float
-    mean_cost: float
-    mean_runs: float
-    mean_builds: float
 
 
 class RunSource:
@@ -162,25 +126,6 @@ class RunSource:
         if not self.buf:
             self.buf = np.searchsorted(self.cdf, self.rng.random(self.block), side="right").tolist()
         return self.buf.pop()
-
-
-def _step_stream(rng: np.random.Generator, q: np.ndarray, stat: Callable[[np.ndarray], int],
-                 max_runs: int, first: int = 64) -> tuple[int, int]:
-    """Feed runs from q to a vectorised test in growing blocks until it decides.
-    `stat(counts (T, K))` returns the first deciding index and the decision (via closure)."""
-    counts = np.zeros(q.size)
-    done = 0
-    size = first
-    while done < max_runs:
-        size = min(size, max_runs - done)
-        block = draw_counts(rng, q, 1, size)[0].astype(float) + counts
-        idx, dec = stat(block)
-        if idx >= 0:
-            return dec, done + idx + 1
-        counts = block[-1]
-        done += size
-        size *= 2
-    return UNDECIDED, max_runs
 
 
 def calibrate_bad(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray,
@@ -197,48 +142,6 @@ def calibrate_bad(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray,
     return np.asarray(S.kt_smooth(counts)), runs
 
 
-def bisect_plain(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, n: int,
-                 culprit: int, alpha: float, *, mode: str, tolerance: float = 0.1,
-                 max_runs: int = 20_000, calibrated: tuple[np.ndarray, int] | None = None
-                 ) -> tuple[int, int, int]:
-    """One plain bisect with the lead's bisect_search; returns (found, runs, builds)."""
-    runs = 0
-    if mode == "two-point":
-        q_hat, runs = calibrated or calibrate_bad(rng, ref, q_bad)
-        a_p, a_q = S.prior_matrix(ref.probs), S.prior_matrix(tuple(q_hat))
-    a = S.prior_matrix(ref.probs)
-    lb = math.log(1 / alpha)
-
-    def stat_two_point(c: np.ndarray) -> tuple[int, int]:
-        e_p, e_q = S.two_point_e_many(c, ref.p, q_hat, a_p, a_q)
-        fp, fq = e_p >= lb, e_q >= lb
-        hit = np.flatnonzero(fp | fq)
-        if not hit.size:
-            return -1, UNDECIDED
-        i = hit[0]
-        return i, UNLIKE if fp[i] and fq[i] else (BAD if fp[i] else GOOD)
-
-    def stat_generic(c: np.ndarray) -> tuple[int, int]:
-        b = S.log_e_bad_many(c, ref.p, a) >= lb
-        g = S.log_e_good_many(c, ref, tolerance) >= lb
-        hit = np.flatnonzero(b | g)
-        if not hit.size:
-            return -1, UNDECIDED
-        return hit[0], BAD if b[hit[0]] else GOOD
-
-    stat = stat_two_point if mode == "two-point" else stat_generic
-    used = [0]
-
-    def oracle(i: int) -> Verdict:
-        dec, r = _step_stream(rng, q_bad if i >= culprit else ref.p, stat, max_runs)
-        used[0] += r
-        return {BAD: Verdict.BAD, GOOD: Verdict.GOOD, UNLIKE: Verdict.UNLIKE}.get(dec, Verdict.INCONCLUSIVE)
-
-    res = bisect_search(n, oracle)
-    found = res.first_bad if res.exact else -1
-    return found, runs + used[0], len(res.asked)
-
-
 def bisect_sticky(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, n: int,
                   culprit: int, confidence: float,
                   calibrated: tuple[np.ndarray, int] | None = None) -> tuple[int, int, int]:
@@ -249,28 +152,3 @@ def bisect_sticky(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray,
     res = S.sticky_bisect(n, lambda i: bad() if i >= culprit else good(), ref.p, bad_counts,
                           confidence=confidence)
     return res.culprit, runs + res.runs, len(res.tested)
-
-
-def simulate_bisects(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, *, n: int,
-                     reps: int, build_cost: int, strategy: str, alpha: float,
-                     tolerance: float = 0.1, confidence: float = 0.999) -> BisectStats:
-    right, costs, runs_l, builds_l = 0, [], [], []
-    for _ in range(reps):
-        culprit = int(rng.integers(1, n))
-        if strategy == "auto":  # the pipeline's default: measure the bad endpoint, then choose
-            cal = calibrate_bad(rng, ref, q_bad)
-            if S.prefer_sticky([cal[1]]):
-                found, runs, builds = bisect_sticky(rng, ref, q_bad, n, culprit, confidence, cal)
-            else:
-                found, runs, builds = bisect_plain(rng, ref, q_bad, n, culprit, alpha,
-                                                   mode="two-point", tolerance=tolerance, calibrated=cal)
-        elif strategy == "sticky":
-            found, runs, builds = bisect_sticky(rng, ref, q_bad, n, culprit, confidence)
-        else:
-            found, runs, builds = bisect_plain(rng, ref, q_bad, n, culprit, alpha, mode=strategy,
-                                               tolerance=tolerance)
-        right += found == culprit
-        runs_l.append(runs)
-        builds_l.append(builds)
-        costs.append(runs + build_cost * builds)
-    return BisectStats(right / reps, float(np.mean(costs)), float(np.mean(runs_l)), float(np.mean(builds_l)))

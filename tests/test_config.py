@@ -38,7 +38,7 @@ def error_of(tmp_path: Path, data: object) -> str:
 def test_valid_config_resolves_paths_relative_to_the_file(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, GOOD))
     assert cfg.repo_source == str(tmp_path / "repo")
-    assert cfg.run.max_runs == 1000 and cfg.test.alpha == 5e-4
+    assert cfg.run.max_runs == 4000 and cfg.test.alpha == 5e-4 and cfg.test.indifference == pytest.approx(0.03)
 
 
 def test_malformed_yaml_names_line(tmp_path: Path) -> None:
@@ -134,3 +134,20 @@ def test_build_variants_shape_errors_name_their_keys(tmp_path: Path) -> None:
     arm = {"targets": ["srv"], "binaries": {"server": ["bin/srv"]}, "build_variants": [variant],
            "serve": ["{server}", "{port}"], "body": {"seed": "{seed}"}}
     assert "give targets and binaries, or build_variants" in error_of(tmp_path, {**GOOD, "arms": {"a": arm}})
+
+
+def test_eta_must_leave_an_indifference_zone_below_tolerance(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, {**GOOD, "test": {"tolerance": 0.1, "eta": 0.1}})
+    assert "test: " in msg and "eta (0.1) must be below tolerance (0.1)" in msg
+    cfg = load_config(write(tmp_path, {**GOOD, "test": {"tolerance": 0.2}}))
+    assert cfg.test.indifference == pytest.approx(0.06)  # 0.3 × tolerance unless set
+    assert load_config(write(tmp_path, {**GOOD, "test": {"eta": 0.0}})).test.indifference == 0.0
+
+
+def test_the_new_test_keys_left_at_their_defaults_keep_a_config_s_digest(tmp_path: Path) -> None:
+    """Job ids hash the config: a config written before test.eta, model_runs and search_runs
+    existed keeps its job ids (a killed bisect resumes), unless it sets them."""
+    base = load_config(write(tmp_path, GOOD)).digest()
+    same = {**GOOD, "test": {"model_runs": 4000, "search_runs": 40000}}
+    assert load_config(write(tmp_path, same)).digest() == base
+    assert load_config(write(tmp_path, {**GOOD, "test": {"eta": 0.02}})).digest() != base
