@@ -74,7 +74,6 @@ def commit_seed_index(sha: str, block: int, i: int, first_seed: int = 1) -> int:
     return first_seed + offset + block * SEED_BLOCK + i
 
 
-
 class BuildVariant(_Strict):
     """One way to build the program, for a span of the project's history: its cmake targets,
     where their binaries land, and the cmake options only that span understands (targets and
