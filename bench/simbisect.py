@@ -56,11 +56,13 @@ test:
 """
 
 
-def sim_config(max_runs: int | None = None) -> Config:
-    """The bench's config: the #29975 reference, the defaults otherwise (`max_runs` when given).
-    Only keys that every version knows, so a baseline checkout reads the same file."""
+def sim_config(max_runs: int | None = None, **test: float) -> Config:
+    """The bench's config: the #29975 reference, the defaults otherwise (`max_runs` and `test`
+    keys when given). Without them only keys that every version knows, so a baseline checkout
+    reads the same file."""
     runs = "" if max_runs is None else f"  max_runs: {max_runs}\n"
     text = CONFIG.format(max_runs=runs, c=CONDITION_29975, **P_29975)
+    text += "".join(f"  {key}: {value}\n" for key, value in test.items())
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sim.yaml"
         path.write_text(text)
@@ -201,6 +203,18 @@ def run_one(cfg: Config, history: History, strategy: str = "auto") -> Outcome:
     `bisect.run_bisect` as the CLI calls it."""
     from bisectbot.errors import EndpointError
 
+    try:
+        report = run_report(cfg, history, strategy)
+    except EndpointError as exc:
+        return Outcome("endpoint-error", None, 0.0, 0, 0, strategy, str(exc)[:200])
+    line = history.shas
+    named = line.index(report.first_bad) if report.first_bad else None
+    return Outcome(report.status.value, named, report.confidence, report.runs, report.builds,
+                   report.strategy, "" if named is not None else report.message[:200])
+
+
+def run_report(cfg: Config, history: History, strategy: str = "auto") -> Any:
+    """The whole BisectReport of one simulated bisect (EndpointError propagates)."""
     events = Events()
     runner = SimRunner(cfg, history)
     resolved = resolve_reference(cfg)
@@ -210,14 +224,8 @@ def run_one(cfg: Config, history: History, strategy: str = "auto") -> Outcome:
     plan = bisect.BisectPlan("sim", line, "good", "bad", Find.BAD, strategy, level, "sim.yaml")
     context = bisect.ReportContext(resolved.summary(cfg), ConfigSummary("sim", "", "sim.yaml"),
                                    Environment("", "", [], "", "", "", ""))
-    try:
-        report = bisect.run_bisect(plan, tester, events, context)
-    except EndpointError as exc:
-        return Outcome("endpoint-error", None, 0.0, 0, 0, strategy, str(exc)[:200])
-    named = line.index(report.first_bad) if report.first_bad else None
-    return Outcome(report.status.value, named, report.confidence, report.runs, report.builds,
-                   report.strategy, "" if named is not None else report.message[:200])
+    return bisect.run_bisect(plan, tester, events, context)
 
 
-__all__ = ["History", "Outcome", "SimRunner", "joint", "reference_joint", "run_one", "sim_config",
+__all__ = ["History", "Outcome", "SimRunner", "joint", "reference_joint", "run_one", "run_report", "sim_config",
            "Verdict"]

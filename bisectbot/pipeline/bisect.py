@@ -169,14 +169,15 @@ class Bisection:
     # -- 2. the bad model ----------------------------------------------------------------------
     def bad_model(self, pos: int | None = None) -> CommitVerdict:
         """Keep measuring a broken-side commit (the broken endpoint, or later a commit found to
-        depart already) until q̂ is precise relative to the bug; its own budget (test.model_runs)."""
+        depart already) until q̂ is precise relative to the bug; its own budget (test.model_runs).
+        Out of budget, q̂ is used as it is: the search only steers (a noisy q̂ costs runs, the
+        re-tests against the reference decide); only a broken endpoint that cannot run stops."""
         plan = self.plan
         pos = plan.broken_pos if pos is None else pos
         name = plan.find.broken_ref_name
         model = self.test(pos, plan.ask(f"{name}-model", mode="bad-model"))
-        if model.verdict is not Verdict.BAD:
-            if pos == plan.broken_pos:
-                raise EndpointError(_endpoint_message(name, plan.ref(name), model, Verdict.BAD))
+        if model.verdict is Verdict.SKIP and pos == plan.broken_pos:
+            raise EndpointError(_endpoint_message(name, plan.ref(name), model, Verdict.BAD))
         return model
 
     def choose_strategy(self, model: CommitVerdict) -> str:
