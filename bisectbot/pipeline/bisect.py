@@ -402,10 +402,14 @@ class Bisection:
         re-tests, and probes of commits the search could not place)."""
         return [v for v in self.verdicts if v.arm == "main" and v.role in DECISIVE_ROLES]
 
+    def _delta(self) -> float:
+        """The control sample's price (0 for an exact reference)."""
+        ref = self.tester.reference
+        return ref.delta if ref.control is not None else 0.0
+
     def _doubt(self) -> float:
         """The union bound on a wrong answer so far: their error levels, plus a control sample's delta."""
-        ref = self.tester.reference
-        return sum(max(v.alpha, v.beta) for v in self._decisive()) + (ref.delta if ref.control is not None else 0.0)
+        return sum(max(v.alpha, v.beta) for v in self._decisive()) + self._delta()
 
     def _block_text(self, block: SkipBlock) -> str:
         """'12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: …'."""
@@ -427,7 +431,7 @@ class Bisection:
         # needs one of them to be wrong, so the bound is their summed error levels, plus the
         # control sample's delta when the reference is one.
         retests = self._decisive()
-        delta = self.tester.reference.delta if self.tester.reference.control is not None else 0.0
+        delta = self._delta()
         doubt = self._doubt()
         return BisectReport(
             job=plan.job, status=dep.status, find=plan.find, first_bad=culprit,
