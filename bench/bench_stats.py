@@ -278,14 +278,9 @@ def main() -> None:
         else:
             rows.append((name, "false BAD (budget 4,000)", rate_up(acc["bad"], acc["paths"]),
                          f"target ≤ alpha = {ALPHA:g}; GOOD {pct(acc['good'] / acc['paths'])}"))
-    print(table(("commit", "verdict", "rate (reps; 95% bound)", "note"), rows))
+    print(table(("commit", "verdict", "rate (reps; 95% bound)", "note"), rows), flush=True)
 
     summaries = [summarise(c, bisects[c["label"]]) for c in cases]
-    base = None
-    if args.baseline:
-        tv = next((c for c in cases if c["label"].startswith("one TV 0.1")), None)
-        if tv is not None:
-            base = baseline(args.baseline, {**tv, "reps": max(10, int(100 * scale))}, args)
     print(f"\n# bisects through run_bisect (default settings; a build = {sb.BUILD_COST} runs)\n")
     brows = []
     for s in summaries:
@@ -297,7 +292,12 @@ def main() -> None:
                  "changed named", "nothing named", "min stated confidence / wrong", "mean runs / builds / cost",
                  "strategy"), brows))
     for s in summaries:
-        print(f"  {s['label']}: statuses {s['statuses']}, {s['seconds']:.1f} s per bisect")
+        print(f"  {s['label']}: statuses {s['statuses']}, {s['seconds']:.1f} s per bisect", flush=True)
+    base = None  # last: the old code's searches can be slow, and the tables above are printed by then
+    if args.baseline:
+        tv = next((c for c in cases if c["label"].startswith("one TV 0.1")), None)
+        if tv is not None:
+            base = baseline(args.baseline, {**tv, "reps": max(10, int(100 * scale))}, args)
     if base is not None:  # side by side on the same histories (repetitions 0 … n−1)
         case = next(c for c in cases if c["label"] == base["label"])
         new = summarise(case, [r for r in bisects[case["label"]] if r["rep"] < base["n"]])

@@ -28,6 +28,7 @@ from bisectbot.core.reports import BisectStatus
 from bisectbot.edges.storage import StateDir
 from bisectbot.errors import BisectbotError
 from bisectbot.pipeline import jobs
+from bisectbot.pipeline.bisect import Narrowing
 from bisectbot.pipeline.events import Events
 from bisectbot.pipeline.terminal import Terminal
 
@@ -107,13 +108,22 @@ def main() -> None:
                    "bisection that stays on a commit until its side is clear — right more often "
                    "and cheaper for subtle bugs, where runs cost more than builds. auto: plain "
                    "for gross bugs, sticky for subtle ones (judged from the bad endpoint).")
+@click.option("--paths", multiple=True, metavar="PATH",
+              help="Search only commits touching these paths (a file, a directory or a glob; "
+                   "repeatable), as `git bisect start -- <paths>`.")
+@click.option("--also", multiple=True, metavar="PATH",
+              help="Paths that always count as inputs of the binary (e.g. data the program reads "
+                   "from the tree); repeatable.")
+@click.option("--all-commits", is_flag=True,
+              help="Search every commit, also those whose changes cannot reach the binary.")
 @repo_option
 @json_option
 @state_option
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="Also write the Markdown summary here.")
 @arms_option
 @quiet_option
-def bisect(config: str, good: str, bad: str, find: str, strategy: str, repo: str | None,
+def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tuple[str, ...],
+           also: tuple[str, ...], all_commits: bool, repo: str | None,
            json_path: str | None, state_dir: str | None, md_path: str | None, arms: bool, quiet: bool) -> None:
     """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
 
@@ -126,7 +136,8 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, repo: str
         cfg = _load(config, repo, arms)
         with _state(cfg, state_dir) as state:
             session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config)
-            plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy)
+            how = Narrowing(enabled=not all_commits, paths=tuple(paths), also=tuple(also))
+            plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy, narrowing=how)
             report = jobs.run_bisect(session, plan)
         md = bisect_markdown(report)
         if json_path != "-":

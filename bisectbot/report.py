@@ -139,6 +139,11 @@ def environment_lines(env: Environment) -> list[str]:
     ]
 
 
+def searched_text(r: BisectReport) -> str:
+    """' (N' = 412 can change the binary)' when commits were skipped as equivalent."""
+    return f" (N' = {r.searched} can change the binary)" if r.skipped_equivalent else ""
+
+
 def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     """The human summary of a bisect."""
     what = r.find.what
@@ -159,8 +164,8 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     lines += [
         "",
         f"**{r.status.value}** · {r.commits} commits between `{r.good[:12]}` ({r.good_ref}) and "
-        f"`{r.bad[:12]}` ({r.bad_ref}) · **{r.builds} builds** "
-        f"(⌈log2 N⌉ + 3 = {r.builds_bound}) · **{r.runs} runs** "
+        f"`{r.bad[:12]}` ({r.bad_ref}){searched_text(r)} · **{r.builds} builds** "
+        f"(⌈log2 N{chr(39) if r.skipped_equivalent else ''}⌉ + 3 = {r.builds_bound}) · **{r.runs} runs** "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
         f"(per-step error ≤ {r.step_alpha:.1e})",
         "",
@@ -172,6 +177,12 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         lines += ["", "How commits were built and run (variants for their era):", *notes]
     if r.skip_blocks:
         lines += ["", "Skipped in blocks (commits that fail the same way):", *skip_block_lines(r.skip_blocks)]
+    if r.skipped_equivalent:
+        lines += ["", f"Commits that cannot change the binary ({r.input_rule}): {r.skipped_equivalent} skipped as "
+                      f"equivalent to their parent, N' = {r.searched} searched."]
+        if r.boundary_skipped:
+            lines.append(f"Skipped between the last good and the {r.find.value} commit (presumed to build the last "
+                         f"good commit's binary): " + ", ".join(f"`{c[:12]}`" for c in r.boundary_skipped))
     if changes := change_point_lines(r):
         lines += ["", "### Change points crossed", *changes]
     if r.assumptions:

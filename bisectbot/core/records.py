@@ -27,6 +27,9 @@ class BuildRecord:
     reason: str = ""
     variant: int = 0               # which build variant was built (or tried last)
     notes: str = ""                # e.g. built in a clean directory after a failure in the reused one
+    inputs: tuple[str, ...] | None = None  # repository files the targets were compiled from (None: unknown)
+    host: str = ""                 # the machine that built it
+    compiler: str = ""             # and its toolchain (build.toolchain_identity)
 
     @property
     def ok(self) -> bool:

@@ -98,7 +98,7 @@ class BisectReport:
     bad_ref: str
     commits: int                   # commits on the first-parent line, good and bad included
     builds: int
-    builds_bound: int              # ceil(log2 commits) + 3
+    builds_bound: int              # ceil(log2 searched) + 3
     runs: int
     runs_executed: int             # runs executed by this invocation (0 when fully replayed)
     retried: int
@@ -121,6 +121,12 @@ class BisectReport:
     posterior: float | None = None  # the sticky search's posterior (not a bound)
     eta: float | None = None        # BAD: departs by more than this (total variation)
     tolerance: float | None = None  # GOOD: within this
+    # the commits that can change the binary (the search ran over these), the others skipped as
+    # equivalent to their parent, those of them between last_good and first_bad, and the rule
+    searched: int | None = None
+    skipped_equivalent: int = 0
+    boundary_skipped: list[str] = field(default_factory=list)
+    input_rule: str = ""
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
 

@@ -237,6 +237,7 @@ class _State:
     doc_lines: list[str] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
     defect: bool = False
+    outside: dict[str, list[str]] = field(default_factory=dict)  # files the build never compiles
 
 
 def _templates() -> dict[str, str]:
@@ -277,7 +278,19 @@ def _render(templates: dict[str, str], st: _State) -> dict[str, str]:
         if rel == "docs/NOTES.md" and st.doc_lines:
             text += "\n" + "\n".join(st.doc_lines) + "\n"
         files[rel] = text
+    for rel, lines in st.outside.items():
+        files[rel] = "".join(line + "\n" for line in lines)
     return files
+
+
+# Commits that cannot change the binary, as llama.cpp has many (other backends, CI, scripts):
+# (subject, file, line). The .cu file sits beside the compiled sources but is never compiled.
+_OUTSIDE = (
+    ("ci: run the build on one more runner", ".github/workflows/build.yml", "# runner {k}"),
+    ("cuda: tune the draft kernel launch", "src/speculative-cuda.cu", "// launch bounds tuned ({k})"),
+    ("scripts: plot acceptance rates", "scripts/plot_acceptance.py", "print('acceptance', {k})"),
+    ("docs: add a FAQ entry", "docs/FAQ.md", "- question {k}"),
+)
 
 
 def _git_env() -> dict[str, str]:
@@ -336,14 +349,17 @@ def generate_demo(
     seed: int = 0,
     crash_index: int | None = None,
     hang_index: int | None = None,
+    outside: float = 0.0,
 ) -> DemoHistory:
     """Write ``dest/repo`` (a git history of the demo) and ``dest/specdemo.yaml`` (its config).
 
     Commit 0 is correct; commit ``culprit_index`` makes the draft greedy; ``break_index`` adds a
     syntax error in util.cpp that the next commit fixes; from ``crash_index`` the binary aborts
     and from ``hang_index`` it sleeps forever (if both are active the earlier one wins). All other
-    commits are behaviour-preserving code or docs changes. Identity and dates are fixed, so the
-    shas depend only on the arguments.
+    commits are behaviour-preserving code or docs changes; with ``outside`` > 0, that share of
+    them touch only files the build never compiles (CI, a CUDA file, scripts, docs), as most of
+    llama.cpp's history does. Identity and dates are fixed, so the shas depend only on the
+    arguments (``outside`` = 0 draws nothing extra: the histories of earlier versions stay).
     """
     dest = Path(dest)
     rng = random.Random(seed)
@@ -382,6 +398,10 @@ def generate_demo(
         elif i == hang_index:
             st.hooks.append(_HOOK_HANG)
             subject = "main: wait for draft warmup before generating"
+        elif outside > 0 and rng.random() < outside:
+            subject, rel, line = _OUTSIDE[rng.randrange(len(_OUTSIDE))]
+            lines = st.outside.setdefault(rel, [])
+            lines.append(line.format(k=len(lines) + 1))
         else:
             kind = rng.choice(kinds)
             if kind == "version":

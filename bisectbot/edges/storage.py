@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.errors import StateError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Version 1: the tables of bisectbot b6ae5a0, the last schema without a version number.
 _V1 = """
@@ -203,8 +203,22 @@ def _to_v3(db: sqlite3.Connection) -> None:
     _execute_each(db, _V3)
 
 
+# Version 4: a build records the repository files its targets were compiled from (NULL: not
+# known, e.g. built before this version: then no commit is skipped as unable to change the
+# binary), and the host and compiler that made it (a cluster's builds are not mixed).
+_V4 = """
+ALTER TABLE builds ADD COLUMN inputs TEXT;
+ALTER TABLE builds ADD COLUMN host TEXT NOT NULL DEFAULT '';
+ALTER TABLE builds ADD COLUMN compiler TEXT NOT NULL DEFAULT '';
+"""
+
+
+def _to_v4(db: sqlite3.Connection) -> None:
+    _execute_each(db, _V4)
+
+
 # MIGRATIONS[v] takes a database at version v to v + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -352,20 +366,24 @@ class Store:
 
     # -- builds --------------------------------------------------------------------------------
     def build(self, build_key: str, sha: str) -> BuildRecord | None:
-        row = self._one("SELECT sha, status, binaries, log, seconds, reason, variant, notes FROM builds "
-                        "WHERE build_key=? AND sha=?", (build_key, sha))
+        row = self._one("SELECT sha, status, binaries, log, seconds, reason, variant, notes, inputs, host, "
+                        "compiler FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
         if row is None:
             return None
+        inputs = json.loads(row["inputs"]) if row["inputs"] is not None else None
         return BuildRecord(sha=row["sha"], status=row["status"], binaries=json.loads(row["binaries"]),
                            log=row["log"], seconds=row["seconds"], reason=row["reason"],
-                           variant=row["variant"], notes=row["notes"])
+                           variant=row["variant"], notes=row["notes"],
+                           inputs=tuple(inputs) if inputs is not None else None,
+                           host=row["host"], compiler=row["compiler"])
 
     def put_build(self, build_key: str, rec: BuildRecord) -> None:
+        inputs = json.dumps(list(rec.inputs)) if rec.inputs is not None else None
         with self._write() as db:
             db.execute("INSERT INTO builds (build_key, sha, status, binaries, log, seconds, reason, variant, "
-                       "notes, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       "notes, inputs, host, compiler, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        (build_key, rec.sha, rec.status, json.dumps(rec.binaries), rec.log, rec.seconds,
-                        rec.reason, rec.variant, rec.notes, time.time()))
+                        rec.reason, rec.variant, rec.notes, inputs, rec.host, rec.compiler, time.time()))
 
     def forget_build(self, build_key: str, sha: str) -> None:
         """A stored build that can no longer be used (its binaries are gone): build again."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import git
 
+from bisectbot.core.inputs import Change
 from bisectbot.errors import GitError, RefError
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -119,6 +120,31 @@ class Workspace:
                 f"good {good[:12]} is an ancestor of bad {bad[:12]} but not on its first-parent line"
             )
         return [good, *line]
+
+    def changes(self, good: str, bad: str) -> dict[str, list[Change]]:
+        """Each first-parent commit after good up to bad, with the paths it changed against its
+        first parent (a merge too; renames as a delete and an add; submodules marked)."""
+        for sha in (good, bad):
+            if not _SHA.match(sha):
+                raise RefError(f"changes want full shas, got {sha!r}")
+        try:
+            out = self.repo.git.log("--first-parent", "--diff-merges=first-parent", "--raw", "--no-renames",
+                                    "--no-abbrev", "-z", "--format=%x01%H", f"{good}..{bad}",
+                                    strip_newline_in_stdout=False)  # -z: paths verbatim, never quoted
+        except git.GitCommandError as exc:
+            raise GitError(f"cannot list the changes {good[:12]}..{bad[:12]}: {_git_message(exc)}") from None
+        found: dict[str, list[Change]] = {}
+        for chunk in out.split("\x01")[1:]:
+            parts = chunk.split("\0")
+            sha, rest = parts[0].strip(), parts[1:]
+            changed: list[Change] = []
+            for meta, path in zip(rest[::2], rest[1::2]):
+                fields = meta.strip().lstrip(":").split()
+                if len(fields) < 5:
+                    continue
+                changed.append(Change(path, fields[4][0], "160000" in (fields[0], fields[1])))
+            found[sha] = changed
+        return found
 
     def info(self, sha: str) -> CommitInfo:
         commit = self.repo.commit(sha)

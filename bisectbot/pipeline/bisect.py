@@ -25,10 +25,12 @@ is replayed from the state database on a rerun: a killed bisect resumes where it
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from bisectbot.core import stats
+from bisectbot.core.inputs import Narrowed
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, CommitVerdict, distinct_runs
 from bisectbot.core.reports import BisectReport, BisectStatus, ConfigSummary, Environment, ReferenceSummary
@@ -37,6 +39,22 @@ from bisectbot.errors import EndpointError
 from bisectbot.pipeline.events import (ArmStarted, BisectStarted, BlockOfSkips, Confirming, EndpointStarted, Events,
                                        StepStarted, StickySkip, StickyVisit, StrategyChosen)
 from bisectbot.pipeline.verdict import StickyFeed, Tester, Untestable
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """How a bisect's line is narrowed: `paths` restricts (as `git bisect start -- <paths>`),
+    `also` adds paths that always count as inputs, `enabled` False keeps every commit."""
+
+    enabled: bool = True
+    paths: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()
+
+    def job_parts(self) -> tuple[str, ...]:
+        """What the job id must include (nothing for the default, so existing ids stay)."""
+        parts = [] if self.enabled else ["all-commits"]
+        parts += [f"paths={p}" for p in self.paths] + [f"also={p}" for p in self.also]
+        return tuple(parts)
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,13 @@ class BisectPlan:
     strategy: str                  # auto | plain | sticky, as asked
     level: float                   # per-verdict alpha = beta
     config_path: str
+    narrowing: Narrowing = Narrowing()  # how the line is to be narrowed (pipeline.narrow)
+    narrowed: Narrowed | None = None  # once it is: the full line and what its skipped commits stand for
+
+    @property
+    def total(self) -> int:
+        """Commits in the whole range (`n` counts those the search runs over)."""
+        return len(self.narrowed.full) if self.narrowed is not None else self.n
 
     @property
     def n(self) -> int:
@@ -147,9 +172,19 @@ class Bisection:
         self.verdicts: list[CommitVerdict] = []
 
     def test(self, pos: int, ask: Ask) -> CommitVerdict:
-        v = self.tester.verdict(self.plan.line[pos], ask)
+        return self.test_sha(self.plan.line[pos], ask)
+
+    def test_sha(self, sha: str, ask: Ask) -> CommitVerdict:
+        v = self.tester.verdict(sha, ask)
         self.verdicts.append(v)
         return v
+
+    def parent_of(self, pos: int) -> str:
+        """The commit before line[pos] on the whole first-parent line: line[pos − 1], or the
+        last commit skipped after it as unable to change the binary."""
+        plan = self.plan
+        skipped = plan.narrowed.stands_for.get(plan.line[pos - 1], ()) if plan.narrowed else ()
+        return skipped[-1] if skipped else plan.line[pos - 1]
 
     # -- 1. endpoints --------------------------------------------------------------------------
     def endpoints(self) -> None:
@@ -375,10 +410,19 @@ class Bisection:
             self.events.emit(Confirming(plan.line[culprit]))
             q_bad = self._q_bad(model)  # the BAD test bets half on it: see stats.log_e_depart_many
             again = self.test(culprit, plan.ask("retest-culprit", block=1, q_bad=q_bad))
-            parent = self.test(culprit - 1, plan.ask("retest-parent", block=1, q_bad=q_bad))
+            # its own parent, even when the search skipped it as equivalent: the answer does not
+            # rest on the input rule
+            parent_sha = self.parent_of(culprit)
+            parent = self.test_sha(parent_sha, plan.ask("retest-parent", block=1, q_bad=q_bad))
             if again.verdict is find.culprit_verdict and parent.verdict is find.parent_verdict:
                 return Departure(BisectStatus.FOUND, f"{find.what} commit is {plan.line[culprit]}", found,
                                  crossed, strategies)
+            if parent_sha != plan.line[culprit - 1] and parent.verdict is not find.parent_verdict:
+                return Departure(BisectStatus.UNCONFIRMED, (
+                    f"the parent {parent_sha[:12]} of candidate {plan.line[culprit][:12]} tests "
+                    f"{parent.verdict.value.upper()} on fresh seeds, but it was skipped as unable to change "
+                    f"the binary (no input changed since {plan.line[culprit - 1][:12]}): the input rule "
+                    f"missed something; rerun with --all-commits"), found, crossed, strategies)
             if parent.verdict is find.culprit_verdict and culprit - 1 > lo:
                 crossed.append(ChangePoint(culprit, parent, again))
                 hi = culprit - 1
@@ -427,6 +471,11 @@ class Bisection:
         plan, verdicts, found = self.plan, self.verdicts, dep.found
         test = self.tester.cfg.test
         culprit = plan.line[found.result.first_bad] if dep.status is BisectStatus.FOUND else None
+        narrowed = plan.narrowed
+        candidates = [plan.line[p] for p in found.result.candidates]
+        if narrowed is not None and len(candidates) > 1:  # with the skipped commits among them
+            candidates = narrowed.expand(candidates[0], candidates[-2]) + [candidates[-1]]
+        gap = list(narrowed.stands_for.get(plan.line[found.result.last_good], ())) if narrowed else []
         # What is reported rests on the re-tests alone (the steps only steer): a wrong answer
         # needs one of them to be wrong, so the bound is their summed error levels, plus the
         # control sample's delta when the reference is one.
@@ -436,10 +485,10 @@ class Bisection:
         return BisectReport(
             job=plan.job, status=dep.status, find=plan.find, first_bad=culprit,
             first_bad_subject=self.tester.subject(culprit) if culprit else None,
-            last_good=plan.line[found.result.last_good],
-            candidates=[plan.line[p] for p in found.result.candidates],
+            last_good=self.parent_of(found.result.first_bad) if culprit else plan.line[found.result.last_good],
+            candidates=candidates,
             good=plan.good, bad=plan.bad, good_ref=plan.good_ref, bad_ref=plan.bad_ref,
-            commits=plan.n, builds=len({v.sha for v in verdicts if v.arm == "main"}),
+            commits=plan.total, builds=len({v.sha for v in verdicts if v.arm == "main"}),
             builds_bound=math.ceil(math.log2(plan.n)) + 3, runs=distinct_runs(verdicts),
             runs_executed=sum(v.executed for v in verdicts), retried=sum(v.retried for v in verdicts),
             confidence=max(0.0, 1.0 - doubt) if dep.status is BisectStatus.FOUND else 0.0,
@@ -452,6 +501,8 @@ class Bisection:
             change_points=self._change_points(dep, culprit),
             assumptions=self._assumptions(dep, retests, delta),
             posterior=found.posterior, eta=test.indifference, tolerance=test.tolerance,
+            searched=plan.n, skipped_equivalent=plan.total - plan.n, boundary_skipped=gap,
+            input_rule=narrowed.rule if narrowed is not None else "",
         )
 
     def _change_points(self, dep: Departure, culprit: str | None) -> list[dict[str, Any]]:
@@ -464,7 +515,7 @@ class Bisection:
             out.append({"commit": line[cp.position], "subject": self.tester.subject(line[cp.position]),
                         "first": False, "before": dict(cp.parent.counts), "after": dict(cp.culprit.counts),
                         "text": f"{line[cp.position][:12]}: a boundary the search stopped at, but its parent "
-                                f"{line[cp.position - 1][:12]} already departs from the reference "
+                                f"{cp.parent.sha[:12]} already departs from the reference "
                                 f"({cp.parent.verdict.value.upper()} after {cp.parent.runs} runs), so the search "
                                 f"went on below it"})
         if culprit is not None:
@@ -511,7 +562,11 @@ def run_bisect(plan: BisectPlan, tester: Tester, events: Events, context: Report
 
 
 def reproduce_line(plan: BisectPlan, strategy: str) -> str:
+    how = plan.narrowing
     extra = " --find fixed" if plan.find is Find.FIXED else ""
+    extra += "".join(f" --paths {shlex.quote(p)}" for p in how.paths)
+    extra += "".join(f" --also {shlex.quote(p)}" for p in how.also)
+    extra += "" if how.enabled else " --all-commits"
     return (f"bisectbot bisect {plan.config_path} --good {plan.good} --bad {plan.bad}{extra} "
             f"--strategy {strategy}")
 

@@ -38,6 +38,7 @@ from typing import Callable, Iterable, Mapping
 
 from bisectbot import __version__
 from bisectbot.config import BuildConfig, BuildVariant
+from bisectbot.core.inputs import parse_depfile
 from bisectbot.core.records import BuildRecord
 from bisectbot.core.reports import Environment
 from bisectbot.edges.procs import clean_env, run
@@ -170,6 +171,7 @@ class _Attempt:
     reason: str
     seconds: float
     binaries: dict[str, str]
+    inputs: tuple[str, ...] | None = None
 
 
 class _Budget:
@@ -210,7 +212,8 @@ def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key:
             not_fitting.append(f"variant {index}: {attempt.reason}")
             continue
         return BuildRecord(sha, attempt.status, attempt.binaries, str(log), budget.used, attempt.reason,
-                           variant=index, notes=notes)
+                           variant=index, notes=notes, inputs=attempt.inputs, host=platform.node(),
+                           compiler=toolchain_identity())
     return BuildRecord(sha, "unsupported", {}, str(log), budget.used,
                        "no build variant fits this tree: " + "; ".join(not_fitting), variant=len(cfg.choices) - 1)
 
@@ -247,7 +250,8 @@ def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], sou
     if missing_name:
         return _Attempt("no-binary", f"build left no binary for {{{missing_name}}} "
                                      f"(looked for {', '.join(variant.binaries[missing_name])})", budget.used, {})
-    return _Attempt("ok", "", budget.used, binaries)
+    inputs = target_inputs(build_dir, variant.targets, source)
+    return _Attempt("ok", "", budget.used, binaries, tuple(inputs) if inputs is not None else None)
 
 
 def _step(argv: list[str], cwd: Path, env: dict[str, str], log: Path, budget: _Budget) -> tuple[str, str] | None:
@@ -340,6 +344,82 @@ def _first_error(log: Path, start: int = 0) -> str:
                 ln = f"{ln} {following}"
             return ln[:240]
     return lines[-1][:240] if lines else "no output"
+
+
+# -- what the target was compiled from ----------------------------------------------------------
+def target_inputs(build_dir: Path, targets: Iterable[str], source: Path) -> list[str] | None:
+    """The repository files the targets were compiled from, as paths relative to `source`: the
+    dependency files (`<object>.d`) of every object linked into them, found by following each
+    target's link command (`CMakeFiles/<target>.dir/link.txt`) through the libraries it names.
+    None when that cannot be followed (another generator, no dependency file for an object):
+    then the inputs are unknown and no commit is skipped (core.inputs)."""
+    link_cmds = {p.parent.name.removesuffix(".dir"): p for p in build_dir.rglob("CMakeFiles/*.dir/link.txt")}
+    outputs: dict[Path, Path] = {}
+    for link in link_cmds.values():
+        cwd = link.parents[2]
+        for out in _link_outputs(link):
+            outputs[(cwd / out).resolve()] = link
+    todo = [link_cmds[t] for t in targets if t in link_cmds]
+    if len(todo) != len(list(targets)):
+        return None
+    seen: set[Path] = set()
+    objects: set[Path] = set()
+    while todo:
+        link = todo.pop()
+        if link in seen:
+            continue
+        seen.add(link)
+        cwd = link.parents[2]
+        for word in _link_words(link):
+            path = (cwd / word).resolve()
+            if word.endswith((".o", ".obj")):
+                objects.add(path)
+            elif path in outputs:
+                todo.append(outputs[path])
+    root = source.resolve()
+    found: set[str] = set()
+    for obj in objects:
+        depfile = obj.with_name(obj.name + ".d")
+        if not depfile.is_file():
+            return None
+        cwd = _compile_dir(obj)
+        for dep in parse_depfile(depfile.read_text(errors="replace")):
+            path = cwd / dep  # relative names are relative to where it was compiled
+            try:
+                found.add(path.resolve().relative_to(root).as_posix())
+            except ValueError:
+                continue  # a system header, or a file generated in the build directory
+    return sorted(found) or None  # nothing from the repository: not understood, so unknown
+
+
+def _compile_dir(obj: Path) -> Path:
+    """Where cmake's Makefiles compile an object: the directory above its `CMakeFiles`."""
+    for parent in obj.parents:
+        if parent.name == "CMakeFiles":
+            return parent.parent
+    return obj.parent
+
+
+def _link_words(link: Path) -> list[str]:
+    """The words of a link command file, response files (`@file`) expanded."""
+    words: list[str] = []
+    for line in link.read_text(errors="replace").splitlines():
+        for word in line.split():
+            if word.startswith("@") and (link.parents[2] / word[1:]).is_file():
+                words += (link.parents[2] / word[1:]).read_text(errors="replace").split()
+            else:
+                words.append(word)
+    return words
+
+
+def _link_outputs(link: Path) -> list[str]:
+    """What a link command makes: the word after `-o`, or an archiver's first file (`ar qc lib.a …`)."""
+    words = _link_words(link)
+    out = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-o"]
+    for i, w in enumerate(words[:-2]):
+        if w.endswith(("ar", "llvm-ar", "gcc-ar")) and words[i + 2].endswith(".a"):
+            out.append(words[i + 2])
+    return out
 
 
 # -- the toolchain ---------------------------------------------------------------------------------

@@ -58,6 +58,18 @@ class BisectStarted(Event):
 
 
 @dataclass(frozen=True)
+class LineNarrowed(Event):
+    kept: int
+    total: int
+    known: bool        # the inputs were known at both ends
+
+    def text(self) -> str:
+        unknown = "" if self.known else " (inputs unknown at an end: no dependency files)"
+        return (f"searching {self.kept} of {self.total} commits: {self.total - self.kept} cannot change "
+                f"the binary{unknown}")
+
+
+@dataclass(frozen=True)
 class EndpointStarted(Event):
     name: str           # good | bad, as the user called the ref
     ref: str

@@ -26,9 +26,10 @@ from bisectbot.edges.storage import LastGood, StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import BisectbotError
 from bisectbot.pipeline import bisect
-from bisectbot.pipeline.bisect import BisectPlan, ReportContext
+from bisectbot.pipeline.bisect import BisectPlan, Narrowing, ReportContext
 from bisectbot.pipeline.build import toolchain
 from bisectbot.pipeline.events import Cancelled, Event, Events, Syncing, TestStarted, VerdictReached
+from bisectbot.pipeline.narrow import narrow_plan
 from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
 from bisectbot.pipeline.runner import CommitRunner
 from bisectbot.pipeline.verdict import Tester
@@ -139,23 +140,31 @@ def run_test(session: Session, plan: TestPlan) -> TestReport:
 
 # -- bisect ----------------------------------------------------------------------------------------
 def plan_bisect(session: Session, good_ref: str, bad_ref: str, *, find: Find = Find.BAD,
-                strategy: str = "auto") -> BisectPlan:
-    """Resolve the refs and the first-parent line, fix the job id and the per-step level."""
+                strategy: str = "auto", narrowing: Narrowing = Narrowing()) -> BisectPlan:
+    """Resolve the refs and the first-parent line, fix the job id and the per-step level
+    (the line is narrowed when the bisect runs, once the ends are built)."""
     cfg = session.cfg
     session.sync()
     ws = session.workspace
     good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
     line = ws.first_parent_line(good, bad)
-    job = job_id("bisect", cfg, good, bad, find.value, *(() if strategy == "auto" else (strategy,)))
+    job = job_id("bisect", cfg, good, bad, find.value, *(() if strategy == "auto" else (strategy,)),
+                 *narrowing.job_parts())
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
-    return BisectPlan(job, tuple(line), good_ref, bad_ref, find, strategy, level, session.config_path)
+    return BisectPlan(job, tuple(line), good_ref, bad_ref, find, strategy, level, session.config_path,
+                      narrowing=narrowing)
 
 
 def run_bisect(session: Session, plan: BisectPlan) -> BisectReport:
     """Run (or resume) a planned bisect; EndpointError when an endpoint does not test as given."""
     args = {"good": plan.good, "bad": plan.bad, "good_ref": plan.good_ref, "bad_ref": plan.bad_ref,
-            "find": plan.find.value, "strategy": plan.strategy, "config": session.config_path}
+            "find": plan.find.value, "strategy": plan.strategy, "config": session.config_path,
+            **({"paths": list(plan.narrowing.paths)} if plan.narrowing.paths else {}),
+            **({"also": list(plan.narrowing.also)} if plan.narrowing.also else {}),
+            **({"all_commits": True} if not plan.narrowing.enabled else {})}
     with _running(session, plan.job, "bisect", args):
+        if plan.narrowed is None:
+            plan = narrow_plan(plan, session.cfg, session.workspace, session.runner.builder, session.events)
         report = bisect.run_bisect(plan, session.tester, session.events, session.report_context())
         session.state.store.finish_job(plan.job, "done", report.to_json())
     return report
