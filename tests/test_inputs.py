@@ -210,3 +210,22 @@ def test_the_narrowing_is_announced(mixed_demo: DemoHistory, tmp_path: Path) -> 
     said = [e for e in seen if isinstance(e, LineNarrowed)]
     assert len(said) == 1 and said[0].total == plan.n and said[0].kept == narrowed.n < plan.n
     assert narrowed.narrowed is not None and narrowed.narrowed.full == plan.line
+
+
+def test_link_commands_are_read_as_the_shell_reads_them(tmp_path: Path) -> None:
+    """cmake quotes object paths in link.txt (llama.cpp's do); a target whose link command names
+    no object we can see leaves the inputs unknown rather than empty."""
+    from bisectbot.pipeline.build import target_inputs
+
+    src, build = tmp_path / "src", tmp_path / "build"
+    (src / "ex").mkdir(parents=True)
+    (src / "ex" / "main.cpp").write_text("int main() {}\n")
+    d = build / "ex" / "CMakeFiles" / "my-app.dir"
+    d.mkdir(parents=True)
+    (d / "main.cpp.o.d").write_text(f"ex/CMakeFiles/my-app.dir/main.cpp.o: {src}/ex/main.cpp /usr/include/x.h\n")
+    (d / "link.txt").write_text('/usr/bin/c++ -O3 "CMakeFiles/my-app.dir/main.cpp.o" -o ../bin/my-app -lm\n')
+    assert target_inputs(build, ["my-app"], src) == ["ex/main.cpp"]
+    (d / "link.txt").write_text("/usr/bin/c++ -O3 -o ../bin/my-app -lm\n")
+    assert target_inputs(build, ["my-app"], src) is None
+    (d / "link.txt").write_text('/usr/bin/c++ "CMakeFiles/my-app.dir/gone.cpp.o" -o ../bin/my-app\n')
+    assert target_inputs(build, ["my-app"], src) is None  # an object without its dependency file

@@ -31,10 +31,11 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 from bisectbot import __version__
 from bisectbot.config import BuildConfig, BuildVariant
@@ -347,7 +348,7 @@ def _first_error(log: Path, start: int = 0) -> str:
 
 
 # -- what the target was compiled from ----------------------------------------------------------
-def target_inputs(build_dir: Path, targets: Iterable[str], source: Path) -> list[str] | None:
+def target_inputs(build_dir: Path, targets: Sequence[str], source: Path) -> list[str] | None:
     """The repository files the targets were compiled from, as paths relative to `source`: the
     dependency files (`<object>.d`) of every object linked into them, found by following each
     target's link command (`CMakeFiles/<target>.dir/link.txt`) through the libraries it names.
@@ -360,7 +361,7 @@ def target_inputs(build_dir: Path, targets: Iterable[str], source: Path) -> list
         for out in _link_outputs(link):
             outputs[(cwd / out).resolve()] = link
     todo = [link_cmds[t] for t in targets if t in link_cmds]
-    if len(todo) != len(list(targets)):
+    if len(todo) != len(targets):
         return None
     seen: set[Path] = set()
     objects: set[Path] = set()
@@ -370,12 +371,16 @@ def target_inputs(build_dir: Path, targets: Iterable[str], source: Path) -> list
             continue
         seen.add(link)
         cwd = link.parents[2]
+        own = 0
         for word in _link_words(link):
             path = (cwd / word).resolve()
             if word.endswith((".o", ".obj")):
                 objects.add(path)
+                own += 1
             elif path in outputs:
                 todo.append(outputs[path])
+        if own == 0 and link.parent.name.removesuffix(".dir") in targets:
+            return None  # a target made of no object we can see: the link command is not understood
     root = source.resolve()
     found: set[str] = set()
     for obj in objects:
@@ -404,12 +409,20 @@ def _link_words(link: Path) -> list[str]:
     """The words of a link command file, response files (`@file`) expanded."""
     words: list[str] = []
     for line in link.read_text(errors="replace").splitlines():
-        for word in line.split():
+        for word in _shell_words(line):
             if word.startswith("@") and (link.parents[2] / word[1:]).is_file():
-                words += (link.parents[2] / word[1:]).read_text(errors="replace").split()
+                words += _shell_words((link.parents[2] / word[1:]).read_text(errors="replace"))
             else:
                 words.append(word)
     return words
+
+
+def _shell_words(text: str) -> list[str]:
+    """Words as the shell reads them (cmake quotes object paths: `"CMakeFiles/x.dir/a.cpp.o"`)."""
+    try:
+        return shlex.split(text)
+    except ValueError:  # unbalanced quotes: take the words as they are
+        return [w.strip('"') for w in text.split()]
 
 
 def _link_outputs(link: Path) -> list[str]:
