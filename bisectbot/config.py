@@ -170,7 +170,9 @@ class RunConfig(_Strict):
     seeds: Literal["sequential", "hashed"] = "sequential"
     max_runs: int = Field(default=4000, gt=0, le=SEED_BLOCK)
     timeout: float = Field(default=60, gt=0)
-    jobs: int = Field(default=0, ge=0)  # 0 = number of cores
+    # N runs at once, or 0: start at the core count and back off while the reruns of cut output
+    # cost more than running more at once gains (core.parallel)
+    jobs: int = Field(default=0, ge=0)
     retries: int = Field(default=3, ge=0)  # reruns of a seed whose output was incomplete
     env: dict[str, str] = Field(default_factory=dict)
 

@@ -64,8 +64,9 @@ def verdict_table(verdicts: Sequence[CommitVerdict], reference: ReferenceSummary
     for v in verdicts:
         sha = f"[`{v.sha[:12]}`]({link.format(sha=v.sha)})" if link else f"`{v.sha[:12]}`"
         observed = _cell(observed_vs_reference(v.counts, reference)) if v.counts else "–"
+        runs = f"{v.runs} ({v.cut_rate:.0%} cut)" if v.retried else f"{v.runs}"
         rows.append(f"| {sha} | {_cell(v.subject)[:70]} | {role_label(v)} | **{v.verdict.value.upper()}** | "
-                    f"{v.runs} | {observed} | {_cell(evidence_cell(v))} |")
+                    f"{runs} | {observed} | {_cell(evidence_cell(v))} |")
     return "\n".join(rows)
 
 

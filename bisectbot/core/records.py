@@ -185,6 +185,11 @@ class CommitVerdict:
         )
 
     @property
+    def cut_rate(self) -> float:
+        """The share of attempts whose output was cut short (rerun with the same seed, never counted)."""
+        return self.retried / (self.runs + self.retried) if self.runs + self.retried else 0.0
+
+    @property
     def key(self) -> str:
         """How a job stores it: its role, and the arm for cross-check arms."""
         return self.role if self.arm == "main" else f"{self.role}@{self.arm}"

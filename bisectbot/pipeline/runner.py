@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bisectbot.config import BuildConfig, Config, ParseConfig, Variant
+from bisectbot.core.parallel import Throttle
 from bisectbot.core.records import BuildRecord
 from bisectbot.edges.procs import Server, clean_env, free_port, run
 from bisectbot.edges.storage import StateDir, VariantChoice
@@ -49,6 +50,7 @@ class Prepared:
     jobs: int = 1
     applicable: bool = True
     choice: tuple[str, str] | None = field(default=None, repr=False)  # (binary sha256, variants digest)
+    throttle: Throttle | None = field(default=None, repr=False)  # adapts `jobs` to the cut rate
 
 
 def missing_for_variant(help_text: str, variant: Variant) -> list[str]:
@@ -107,6 +109,9 @@ class CommitRunner:
         self.values = {"config_dir": str(cfg.config_dir), "fixtures": str(cfg.fixtures_dir or "")}
         self.builder = Builder(state, workspace, events, cfg.secret_env_names, self.values)
         self.experiment = cfg.experiment_digest()  # for reports: what the config says runs are
+        # run.jobs 0: start at the core count, back off while cut output costs more than it gains
+        # (one throttle for the program under test: the cut rate is the program's and the machine's)
+        self.throttle = Throttle(os.cpu_count() or 1) if cfg.run.jobs == 0 else None
 
     # -- seeds ---------------------------------------------------------------------------------
     def seeds(self, start: int, count: int) -> list[int]:
@@ -145,7 +150,7 @@ class CommitRunner:
                      "files": named_files(variant.argv, values), "env": cfg.run.env,
                      "parse": parse.model_dump(mode="json")}
         return Prepared(sha, build, executor, choice.why, run_key(key_parts), index,
-                        cfg.run.jobs or os.cpu_count() or 1, choice=key)
+                        cfg.run.jobs or os.cpu_count() or 1, choice=key, throttle=self.throttle)
 
     def prepare_arm(self, sha: str, arm: str) -> Prepared:
         """Build a cross-check arm's server at the commit; it starts only if a seed must run.
@@ -203,7 +208,7 @@ class CommitRunner:
         store = self.state.store
         return RunStream(seeds, store.runs(prepared.run_key, prepared.sha), prepared.executor,
                          lambda rec: store.put_run(prepared.run_key, prepared.sha, rec),
-                         jobs=prepared.jobs, check=self.events.check)
+                         jobs=prepared.throttle or prepared.jobs, check=self.events.check)
 
     def run_env(self, build: BuildRecord) -> dict[str, str]:
         """Environment for the program under test: no credentials; its kept libraries first."""

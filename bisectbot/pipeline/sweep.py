@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
 from bisectbot.config import ArmConfig, ParseConfig, RunConfig
+from bisectbot.core.parallel import Throttle
 from bisectbot.core.records import RunRecord
 from bisectbot.edges import localhttp
 from bisectbot.edges.procs import Server, exit_reason, run
@@ -130,13 +131,15 @@ class RunStream:
     """
 
     def __init__(self, seeds: Iterable[int], stored: Mapping[int, RunRecord], executor: Executor,
-                 store: Callable[[RunRecord], None], *, jobs: int = 1,
+                 store: Callable[[RunRecord], None], *, jobs: int | Throttle = 1,
                  check: Callable[[], None] = lambda: None):
         self._order: Iterator[int] = iter(seeds)
         self._stored = stored
         self._executor = executor
         self._store = store
-        self._jobs = max(1, jobs)
+        # a fixed number at once, or a throttle that adapts it to the cut rate (core.parallel)
+        self._throttle = jobs if isinstance(jobs, Throttle) else None
+        self._most = jobs.most if isinstance(jobs, Throttle) else max(1, jobs)
         self._check = check
         self._queue: deque[int] = deque()          # seeds taken in order, not yet handed out
         self._pending: dict[int, Future[RunRecord]] = {}
@@ -145,6 +148,11 @@ class RunStream:
         self._exhausted = False
         self.executed = 0
         self.retried = 0
+
+    @property
+    def _jobs(self) -> int:
+        """How many runs may be in flight now."""
+        return self._throttle.level if self._throttle is not None else self._most
 
     def __iter__(self) -> "RunStream":
         return self
@@ -182,7 +190,7 @@ class RunStream:
     def _fill(self) -> None:
         """Start the queued seeds that need a run, then take more until `jobs` are in flight."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self._jobs, thread_name_prefix="run")
+            self._pool = ThreadPoolExecutor(max_workers=self._most, thread_name_prefix="run")
         for seed in self._queue:
             if len(self._pending) >= self._jobs:
                 return
@@ -203,6 +211,9 @@ class RunStream:
             self._store(rec)
             self.executed += 1
             self.retried += rec.attempts - 1
+            if self._throttle is not None:
+                cut = rec.attempts - 1 + (rec.status == "incomplete")
+                self._throttle.observe(rec.attempts, cut, rec.seconds)
             self._finished[seed] = rec
 
     def close(self) -> None:
