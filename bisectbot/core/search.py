@@ -134,3 +134,56 @@ def bisect_search(n: int, oracle: Callable[[int], Answer]) -> SearchResult:
         else:
             skipped[pos] = signature
     return SearchResult(lo, hi, tuple(asked), tuple(answers), skip_blocks(asked, answers, skipped))
+
+
+def round_probes(lo: int, hi: int, k: int, skipped: Mapping[int, str]) -> list[int]:
+    """Up to k positions strictly between lo and hi that split it into k + 1 near-equal parts,
+    avoiding positions known or presumed to be undecidable (each moved to its nearest untried
+    neighbour). Empty when nothing is left to try."""
+    inside = {p: s for p, s in skipped.items() if lo < p < hi}
+    guessed = presumed(inside)
+    untried = [p for p in range(lo + 1, hi) if p not in inside and p not in guessed]
+    if not untried:
+        return []
+    if len(untried) <= k:
+        return untried
+    picks: list[int] = []
+    for j in range(1, k + 1):
+        target = lo + (hi - lo) * j / (k + 1)
+        best = min((p for p in untried if p not in picks), key=lambda p: (abs(p - target), p))
+        picks.append(best)
+    return sorted(picks)
+
+
+def kary_search(n: int, k: int, oracle: Callable[[list[int]], list[Answer]]) -> tuple[SearchResult, int]:
+    """Binary search generalised to k probes per round (k machines building and testing at
+    once): ⌈log_(k+1) n⌉ rounds instead of ⌈log2 n⌉ when every answer is decisive. The oracle
+    gets a round's positions and answers them all. Returns the result and the rounds taken.
+
+    Answers that contradict each other (a BAD below a GOOD) keep the lowest BAD as the bound:
+    the boundary is searched below it, and the confirmation re-tests decide (pipeline.bisect)."""
+    if n < 2:
+        raise ValueError("need at least a good and a bad position")
+    lo, hi = 0, n - 1
+    skipped: dict[int, str] = {}
+    asked: list[int] = []
+    answers: list[Verdict] = []
+    rounds = 0
+    while positions := round_probes(lo, hi, max(1, k), skipped):
+        rounds += 1
+        replies = oracle(positions)
+        verdicts: dict[int, Verdict] = {}
+        for pos, reply in zip(positions, replies):
+            answer, signature = (Verdict(reply[0]), reply[1]) if isinstance(reply, tuple) else (Verdict(reply), "")
+            asked.append(pos)
+            answers.append(answer)
+            verdicts[pos] = answer
+            if not answer.informative:
+                skipped[pos] = signature
+        bad = [p for p, a in verdicts.items() if a is Verdict.BAD]
+        if bad:
+            hi = min(bad)
+        good = [p for p, a in verdicts.items() if a is Verdict.GOOD and p < hi]
+        if good:
+            lo = max(lo, max(good))
+    return SearchResult(lo, hi, tuple(asked), tuple(answers), skip_blocks(asked, answers, skipped)), rounds
