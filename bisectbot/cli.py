@@ -17,7 +17,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import click
 
@@ -54,6 +55,24 @@ def _load(config: str, repo: str | None, arms: bool = True) -> Config:
 
 def _state(cfg: Config, state_dir: str | None) -> StateDir:
     return StateDir(Path(state_dir) if state_dir else default_state_dir(cfg))
+
+
+@contextmanager
+def _cluster(workers: int | None, scheduler: str | None) -> Iterator[Any]:
+    """A Dask client for --workers / --scheduler (closed afterwards), or None: serial."""
+    if not workers and not scheduler:
+        yield None
+        return
+    from bisectbot.pipeline.cluster import connect
+
+    client = connect(workers, scheduler)
+    try:
+        yield client
+    finally:
+        cluster = client.cluster
+        client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def _guard(fn: Callable[[], int]) -> None:
@@ -116,6 +135,13 @@ def main() -> None:
                    "from the tree); repeatable.")
 @click.option("--all-commits", is_flag=True,
               help="Search every commit, also those whose changes cannot reach the binary.")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Build and test this many commits at once on a local Dask cluster (worker processes).")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Build and test on the workers of this Dask scheduler (tcp://host:8786).")
+@click.option("--worker-state", type=click.Path(file_okay=False),
+              help="Where workers keep their clones and builds (default: <state>/workers; with "
+                   "--scheduler, a path every worker can write).")
 @repo_option
 @json_option
 @state_option
@@ -123,7 +149,8 @@ def main() -> None:
 @arms_option
 @quiet_option
 def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tuple[str, ...],
-           also: tuple[str, ...], all_commits: bool, repo: str | None,
+           also: tuple[str, ...], all_commits: bool, workers: int | None, scheduler: str | None,
+           worker_state: str | None, repo: str | None,
            json_path: str | None, state_dir: str | None, md_path: str | None, arms: bool, quiet: bool) -> None:
     """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
 
@@ -134,8 +161,11 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
 
     def body() -> int:
         cfg = _load(config, repo, arms)
-        with _state(cfg, state_dir) as state:
-            session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config)
+        if workers and scheduler:
+            raise click.UsageError("give --workers (a local cluster) or --scheduler (an existing one), not both")
+        with _state(cfg, state_dir) as state, _cluster(workers, scheduler) as client:
+            session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config, cluster=client,
+                                   worker_root=Path(worker_state).resolve() if worker_state else None)
             how = Narrowing(enabled=not all_commits, paths=tuple(paths), also=tuple(also))
             plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy, narrowing=how)
             report = jobs.run_bisect(session, plan)

@@ -44,3 +44,8 @@ class GitHubError(BisectbotError):
 
 class StateError(BisectbotError):
     """The state directory or database cannot be used."""
+
+
+class ClusterError(BisectbotError):
+    """The Dask cluster cannot be used as asked (unreachable, no workers, a worker with another
+    compiler than the coordinator's)."""

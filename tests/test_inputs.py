@@ -206,7 +206,7 @@ def test_the_narrowing_is_announced(mixed_demo: DemoHistory, tmp_path: Path) -> 
         plan = jobs.plan_bisect(session, small_demo.good, "main")
         from bisectbot.pipeline.narrow import narrow_plan
 
-        narrowed = narrow_plan(plan, session.cfg, session.workspace, session.runner.builder, session.events)
+        narrowed = narrow_plan(plan, session.cfg, session.workspace, session.build_many, session.events)
     said = [e for e in seen if isinstance(e, LineNarrowed)]
     assert len(said) == 1 and said[0].total == plan.n and said[0].kept == narrowed.n < plan.n
     assert narrowed.narrowed is not None and narrowed.narrowed.full == plan.line

@@ -127,6 +127,8 @@ class BisectReport:
     skipped_equivalent: int = 0
     boundary_skipped: list[str] = field(default_factory=list)
     input_rule: str = ""
+    rounds: int | None = None      # search rounds: steps, sticky visits, or on a cluster K commits at once
+    workers: int = 1               # commits built and tested at once (Dask workers)
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
 

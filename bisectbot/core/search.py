@@ -155,7 +155,7 @@ def round_probes(lo: int, hi: int, k: int, skipped: Mapping[int, str]) -> list[i
     return sorted(picks)
 
 
-def kary_search(n: int, k: int, oracle: Callable[[list[int]], list[Answer]]) -> tuple[SearchResult, int]:
+def kary_search(n: int, k: int, oracle: Callable[[list[int]], Sequence[Answer]]) -> tuple[SearchResult, int]:
     """Binary search generalised to k probes per round (k machines building and testing at
     once): ⌈log_(k+1) n⌉ rounds instead of ⌈log2 n⌉ when every answer is decisive. The oracle
     gets a round's positions and answers them all. Returns the result and the rounds taken.

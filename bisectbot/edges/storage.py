@@ -402,6 +402,19 @@ class Store:
             for r in rows
         }
 
+    def runs_at(self, sha: str) -> dict[str, dict[int, RunRecord]]:
+        """Every run stored for a commit, by run key (what a cluster worker is handed)."""
+        keys = [r["run_key"] for r in self._rows("SELECT DISTINCT run_key FROM runs WHERE sha=?", (sha,))]
+        return {key: self.runs(key, sha) for key in keys}
+
+    def add_runs(self, run_key: str, sha: str, recs: list[RunRecord]) -> int:
+        """Store the runs not stored yet (runs made elsewhere: another worker's); how many were new."""
+        have = self.runs(run_key, sha)
+        new = [r for r in recs if r.seed not in have]
+        for rec in new:
+            self.put_run(run_key, sha, rec)
+        return len(new)
+
     def put_run(self, run_key: str, sha: str, rec: RunRecord) -> None:
         tokens = json.dumps(list(rec.tokens)) if rec.tokens is not None else None
         with self._write() as db:

@@ -34,10 +34,10 @@ from bisectbot.core.inputs import Narrowed
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, CommitVerdict, distinct_runs
 from bisectbot.core.reports import BisectReport, BisectStatus, ConfigSummary, Environment, ReferenceSummary
-from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, presumed, skip_blocks
+from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, presumed, skip_blocks
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline.events import (ArmStarted, BisectStarted, BlockOfSkips, Confirming, EndpointStarted, Events,
-                                       StepStarted, StickySkip, StickyVisit, StrategyChosen)
+                                       RoundStarted, StepStarted, StickySkip, StickyVisit, StrategyChosen)
 from bisectbot.pipeline.verdict import StickyFeed, Tester, Untestable
 
 
@@ -170,6 +170,21 @@ class Bisection:
     def __init__(self, plan: BisectPlan, tester: Tester, events: Events):
         self.plan, self.tester, self.events = plan, tester, events
         self.verdicts: list[CommitVerdict] = []
+        self.rounds = 0  # search rounds (a step, or K commits at once on a cluster)
+
+    @property
+    def width(self) -> int:
+        """Commits tested at once: the cluster's workers (pipeline.cluster), else 1."""
+        return int(getattr(self.tester, "width", 1))
+
+    def test_many(self, items: list[tuple[str, Ask]]) -> list[CommitVerdict]:
+        """Several verdicts: at once on a cluster, one after the other otherwise."""
+        if self.width > 1 and len(items) > 1:
+            out = list(self.tester.verdicts(items))  # type: ignore[attr-defined]
+        else:
+            out = [self.tester.verdict(sha, ask) for sha, ask in items]
+        self.verdicts.extend(out)
+        return out
 
     def test(self, pos: int, ask: Ask) -> CommitVerdict:
         return self.test_sha(self.plan.line[pos], ask)
@@ -190,7 +205,15 @@ class Bisection:
     def endpoints(self) -> None:
         plan = self.plan
         broken, working = plan.find.broken_ref_name, plan.find.working_ref_name
-        for name, pos, want in ((broken, plan.broken_pos, Verdict.BAD), (working, plan.working_pos, Verdict.GOOD)):
+        ends = ((broken, plan.broken_pos, Verdict.BAD), (working, plan.working_pos, Verdict.GOOD))
+        if self.width > 1:  # both at once
+            for name, pos, _ in ends:
+                self.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
+            got = self.test_many([(plan.line[pos], plan.ask(f"{name}-endpoint")) for name, pos, _ in ends])
+            for (name, _, want), v in zip(ends, got):
+                if v.verdict is not want:
+                    raise EndpointError(_endpoint_message(name, plan.ref(name), v, want))
+        for name, pos, want in ends if self.width == 1 else ():
             self.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
             v = self.test(pos, plan.ask(f"{name}-endpoint"))
             if v.verdict is not want:
@@ -217,6 +240,8 @@ class Bisection:
 
     def choose_strategy(self, model: CommitVerdict) -> str:
         """`auto`: plain for gross bugs (builds dominate), sticky for subtle ones (runs do)."""
+        if self.width > 1:  # a cluster probes K commits per round: plain search
+            return "plain"
         if self.plan.strategy != "auto":
             return self.plan.strategy
         strategy = "sticky" if stats.prefer_sticky(list(model.counts.values())) else "plain"
@@ -252,8 +277,28 @@ class Bisection:
                 self._announce_block(pos, skip_blocks(asked, answers, signatures))
             return answer, v.signature
 
+        if self.width > 1:
+            res, _ = kary_search(hi - lo + 1, self.width, lambda ps: self._round(ps, lo, model, q_bad))
+            return Found(_shifted(res, lo), "plain")
         res = bisect_search(hi - lo + 1, oracle)
+        self.rounds += len(res.asked)
         return Found(_shifted(res, lo), "plain")
+
+    def _round(self, offsets: list[int], lo: int, model: CommitVerdict, q_bad: tuple[float, ...]
+               ) -> list[tuple[Verdict, str]]:
+        """One round on a cluster: the commits at lo + offsets, each with a two-point step; a
+        commit like neither end is then probed against the reference."""
+        plan = self.plan
+        positions = [lo + i for i in offsets]
+        self.rounds += 1
+        self.events.emit(RoundStarted(self.rounds, tuple(plan.line[p] for p in positions)))
+        got = self.test_many([(plan.line[p], plan.ask("step", mode="two-point", q_bad=q_bad)) for p in positions])
+        out = []
+        for pos, v in zip(positions, got):
+            if v.verdict in (Verdict.UNLIKE, Verdict.INCONCLUSIVE):
+                v = self.probe(pos, model)
+            out.append((plan.find.search_verdict(v.verdict), v.signature))
+        return out
 
     def probe(self, pos: int, model: CommitVerdict) -> CommitVerdict:
         """A commit the search could not place, tested against the reference on fresh seeds."""
@@ -319,6 +364,7 @@ class Bisection:
             finally:
                 for feed in feeds.values():
                     feed.close()
+        self.rounds += res.visits
         # In `order`, res.culprit is the first broken position and the one before it the last
         # working one; in line order that is (last good, first bad), or with find=fixed
         # (last broken, first fixed): the search result's (last_good, first_bad) either way.
@@ -409,11 +455,11 @@ class Bisection:
             culprit = result.first_bad
             self.events.emit(Confirming(plan.line[culprit]))
             q_bad = self._q_bad(model)  # the BAD test bets half on it: see stats.log_e_depart_many
-            again = self.test(culprit, plan.ask("retest-culprit", block=1, q_bad=q_bad))
-            # its own parent, even when the search skipped it as equivalent: the answer does not
-            # rest on the input rule
+            # the culprit and its own parent, even when the search skipped it as equivalent: the
+            # answer does not rest on the input rule
             parent_sha = self.parent_of(culprit)
-            parent = self.test_sha(parent_sha, plan.ask("retest-parent", block=1, q_bad=q_bad))
+            again, parent = self.test_many([(plan.line[culprit], plan.ask("retest-culprit", block=1, q_bad=q_bad)),
+                                            (parent_sha, plan.ask("retest-parent", block=1, q_bad=q_bad))])
             if again.verdict is find.culprit_verdict and parent.verdict is find.parent_verdict:
                 return Departure(BisectStatus.FOUND, f"{find.what} commit is {plan.line[culprit]}", found,
                                  crossed, strategies)
@@ -502,6 +548,7 @@ class Bisection:
             assumptions=self._assumptions(dep, retests, delta),
             posterior=found.posterior, eta=test.indifference, tolerance=test.tolerance,
             searched=plan.n, skipped_equivalent=plan.total - plan.n, boundary_skipped=gap,
+            rounds=self.rounds, workers=self.width,
             input_rule=narrowed.rule if narrowed is not None else "",
         )
 

@@ -70,6 +70,27 @@ class LineNarrowed(Event):
 
 
 @dataclass(frozen=True)
+class WorkerDone(Event):
+    sha: str
+    worker: str
+    verdict: str
+    built: bool
+
+    def text(self) -> str:
+        how = "built and tested" if self.built else "tested"
+        return f"  {how} {self.sha[:12]} on worker {self.worker}: {self.verdict.upper()}"
+
+
+@dataclass(frozen=True)
+class RoundStarted(Event):
+    round: int
+    shas: tuple[str, ...]
+
+    def text(self) -> str:
+        return f"[round {self.round}] {len(self.shas)} commits at once: " + ", ".join(s[:12] for s in self.shas)
+
+
+@dataclass(frozen=True)
 class EndpointStarted(Event):
     name: str           # good | bad, as the user called the ref
     ref: str

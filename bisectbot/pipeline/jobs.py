@@ -15,12 +15,13 @@ import hashlib
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Iterator, Sequence
 
 from bisectbot.config import Config
 from bisectbot.core import stats
 from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.records import Ask
+from bisectbot.core.records import Ask, BuildRecord
 from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestReport
 from bisectbot.edges.storage import LastGood, StateDir
 from bisectbot.edges.workspace import Workspace
@@ -40,9 +41,11 @@ class Session:
     stages are made on first use; the reference is resolved before the tester that uses it."""
 
     def __init__(self, cfg: Config, state: StateDir, events: Events | None = None, *,
-                 config_path: str = "CONFIG"):
+                 config_path: str = "CONFIG", cluster: Any = None, worker_root: Path | None = None):
         self.cfg, self.state, self.config_path = cfg, state, config_path
         self.events = events or Events()
+        # a Dask client: verdicts are reached on its workers, K commits per round (pipeline.cluster)
+        self.cluster, self.worker_root = cluster, worker_root or state.root / "workers"
 
     @cached_property
     def workspace(self) -> Workspace:
@@ -58,7 +61,19 @@ class Session:
 
     @cached_property
     def tester(self) -> Tester:
+        if self.cluster is not None:
+            from bisectbot.pipeline.cluster import ClusterTester
+
+            return ClusterTester(self.cfg, self.runner, self.reference.stats_reference(), self.events,
+                                 self.cluster, self.worker_root)
         return Tester(self.cfg, self.runner, self.reference.stats_reference(), self.events)
+
+    def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
+        """Build commits: on the cluster's workers when there is one, else here."""
+        tester = self.tester
+        if hasattr(tester, "build_many"):
+            return list(tester.build_many(shas))
+        return [self.runner.builder.ensure(sha, self.cfg.build) for sha in shas]
 
     def sync(self) -> None:
         self.events.emit(Syncing(self.workspace.source))
@@ -164,7 +179,7 @@ def run_bisect(session: Session, plan: BisectPlan) -> BisectReport:
             **({"all_commits": True} if not plan.narrowing.enabled else {})}
     with _running(session, plan.job, "bisect", args):
         if plan.narrowed is None:
-            plan = narrow_plan(plan, session.cfg, session.workspace, session.runner.builder, session.events)
+            plan = narrow_plan(plan, session.cfg, session.workspace, session.build_many, session.events)
         report = bisect.run_bisect(plan, session.tester, session.events, session.report_context())
         session.state.store.finish_job(plan.job, "done", report.to_json())
     return report

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Callable, Sequence
 
 from bisectbot.config import Config
 from bisectbot.core import stats
 from bisectbot.core.inputs import InputRule, Narrowed, narrow
+from bisectbot.core.records import BuildRecord
 from bisectbot.edges.workspace import Workspace
 from bisectbot.pipeline.bisect import BisectPlan, Narrowing
-from bisectbot.pipeline.build import Builder
 from bisectbot.pipeline.events import Events, LineNarrowed
 
 
@@ -31,16 +32,17 @@ def config_paths(cfg: Config) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def narrow_plan(plan: BisectPlan, cfg: Config, workspace: Workspace, builder: Builder,
-                events: Events) -> BisectPlan:
-    """The plan with its line narrowed to the commits that can change the binary."""
+def narrow_plan(plan: BisectPlan, cfg: Config, workspace: Workspace,
+                build: Callable[[Sequence[str]], list[BuildRecord]], events: Events) -> BisectPlan:
+    """The plan with its line narrowed to the commits that can change the binary; `build`
+    builds commits (here, or on a cluster's workers) and gives their records."""
     how = plan.narrowing
     if not how.enabled and not how.paths:
         return plan
     full = plan.line
     rule: InputRule | None = None
     if how.enabled:
-        ends = [builder.ensure(sha, cfg.build) for sha in (full[0], full[-1])]
+        ends = build([full[0], full[-1]])
         known = [b.inputs for b in ends if b.ok and b.inputs is not None]
         if len(known) == 2:
             rule = InputRule(frozenset().union(*map(frozenset, known)), (*config_paths(cfg), *how.also))

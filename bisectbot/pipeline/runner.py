@@ -22,11 +22,11 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from bisectbot.config import BuildConfig, Config, ParseConfig, Variant
 from bisectbot.core.parallel import Throttle
-from bisectbot.core.records import BuildRecord
+from bisectbot.core.records import BuildRecord, RunRecord
 from bisectbot.edges.procs import Server, clean_env, free_port, run
 from bisectbot.edges.storage import StateDir, VariantChoice
 from bisectbot.edges.workspace import Workspace
@@ -104,8 +104,11 @@ def run_key(parts: Mapping[str, Any]) -> str:
 class CommitRunner:
     """Builds and runs commits of one config in one state directory."""
 
-    def __init__(self, cfg: Config, state: StateDir, workspace: Workspace, events: Events):
+    def __init__(self, cfg: Config, state: StateDir, workspace: Workspace, events: Events, *,
+                 portable: bool = False):
         self.cfg, self.state, self.workspace, self.events = cfg, state, workspace, events
+        self.portable = portable
+        self.on_run: Callable[[str, str, RunRecord], None] | None = None  # told of every run stored
         self.values = {"config_dir": str(cfg.config_dir), "fixtures": str(cfg.fixtures_dir or "")}
         self.builder = Builder(state, workspace, events, cfg.secret_env_names, self.values)
         self.experiment = cfg.experiment_digest()  # for reports: what the config says runs are
@@ -146,7 +149,12 @@ class CommitRunner:
         }
         executor = ProgramExecutor(variant.argv, values, run_cfg=cfg.run, parse_cfg=parse,
                                    workdir=self.state.run_dir, env=env, variant=index)
-        key_parts = {"kind": "program", "argv": variant.argv, "binaries": self._hashes(build),
+        # on a cluster, runs are filed by the build's identity (commit, build key, which hashes the
+        # cmake arguments and the compiler, build variant) rather than the binary's bytes, which
+        # embed each worker's own source path: a seed run on one worker is not run on another
+        binaries = ({"build": self.builder.key(cfg.build), "sha": sha, "variant": build.variant}
+                    if self.portable else self._hashes(build))
+        key_parts = {"kind": "program", "argv": variant.argv, "binaries": binaries,
                      "files": named_files(variant.argv, values), "env": cfg.run.env,
                      "parse": parse.model_dump(mode="json")}
         return Prepared(sha, build, executor, choice.why, run_key(key_parts), index,
@@ -206,8 +214,12 @@ class CommitRunner:
         """The commit's runs over `seeds`: stored ones replayed, missing ones executed and stored."""
         assert prepared.executor is not None, "prepare() said this commit cannot be run"
         store = self.state.store
-        return RunStream(seeds, store.runs(prepared.run_key, prepared.sha), prepared.executor,
-                         lambda rec: store.put_run(prepared.run_key, prepared.sha, rec),
+        def keep(rec: RunRecord) -> None:
+            store.put_run(prepared.run_key, prepared.sha, rec)
+            if self.on_run is not None:
+                self.on_run(prepared.run_key, prepared.sha, rec)
+
+        return RunStream(seeds, store.runs(prepared.run_key, prepared.sha), prepared.executor, keep,
                          jobs=prepared.throttle or prepared.jobs, check=self.events.check)
 
     def run_env(self, build: BuildRecord) -> dict[str, str]:

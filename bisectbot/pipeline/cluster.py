@@ -1,0 +1,200 @@
+"""Cluster stage: verdicts built and tested on Dask workers, several commits at once.
+
+`ClusterTester` answers the same questions as `verdict.Tester`, but each commit is checked out,
+built and run on a Dask worker (`distributed`), and `verdicts` answers a whole round at once:
+the bisect then probes K commits per round (`search.kary_search`). What each worker needs: the
+toolchain (the same compiler as the coordinator: a worker with another one refuses the task,
+builds are never mixed), access to the repository the config names, the config's fixtures at
+the same paths, and a directory of its own (`<root>/worker-<name>`: clone, build directories,
+kept binaries; ccache as usual). Start workers with one thread each (`dask worker ADDRESS
+--nthreads 1`): a worker's state directory is used by one task at a time.
+
+Nothing is lost when something dies. Every run a worker makes is streamed to the coordinator
+(a `distributed.Queue`) and stored in its state database as it arrives; a task is handed the
+runs the coordinator already has for its commit, so a seed is never run twice, whichever worker
+runs it. Runs are filed under the build's identity (commit, build key with the compiler, build
+variant), not the binary's bytes, which embed each worker's source path. A worker lost mid-task
+has its task rescheduled by Dask on another worker (not a SKIP); the coordinator remembers
+which worker built which commit and sends it there first (its build is reused); a coordinator
+killed mid-round resumes on rerun from its database and the workers' stored builds.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import time
+import uuid
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from bisectbot.config import Config
+from bisectbot.core import stats
+from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord
+from bisectbot.edges.storage import StateDir
+from bisectbot.edges.workspace import Workspace
+from bisectbot.errors import ClusterError
+from bisectbot.pipeline.build import toolchain_identity
+from bisectbot.pipeline.events import Events, VerdictReached, WorkerDone
+from bisectbot.pipeline.runner import CommitRunner
+from bisectbot.pipeline.verdict import Tester
+
+
+@dataclass(frozen=True)
+class WorkTask:
+    """One verdict for a worker to reach: everything it needs travels with it."""
+
+    cfg: Config
+    root: str                                  # workers' state directories go under it
+    sha: str
+    ask: Ask
+    reference: stats.Reference
+    compiler: str                              # the coordinator's toolchain
+    known: dict[str, dict[int, RunRecord]]     # runs the coordinator has for this commit, by run key
+    queue: str                                 # where to stream each run
+
+
+@dataclass(frozen=True)
+class WorkResult:
+    verdict: CommitVerdict | None              # None for a build alone
+    worker: str
+    host: str
+    compiler: str
+    build: BuildRecord | None
+    built: bool                                # this task built the commit (not replayed)
+
+
+def work(task: WorkTask) -> WorkResult:
+    """On a worker: check the toolchain, then build and test the commit in the worker's own
+    state directory, streaming every run to the coordinator."""
+    from distributed import Queue, get_worker
+
+    name = str(get_worker().name)
+    mine = toolchain_identity()
+    if mine != task.compiler:
+        raise ClusterError(f"worker {name} on {platform.node()} compiles with {mine!r}, the coordinator "
+                           f"with {task.compiler!r}: refused (builds are never mixed)")
+    queue = Queue(task.queue)
+    root = Path(task.root) / f"worker-{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
+    with StateDir(root) as state:
+        for key, runs in task.known.items():
+            state.store.add_runs(key, task.sha, list(runs.values()))
+        runner = CommitRunner(task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(),
+                              portable=True)
+        runner.on_run = lambda key, sha, rec: queue.put((key, sha, asdict(rec)))
+        verdict = Tester(task.cfg, runner, task.reference, Events()).verdict(task.sha, task.ask)
+        build = state.store.build(runner.builder.key(task.cfg.build), task.sha)
+        return WorkResult(verdict, name, platform.node(), mine, build, bool(runner.builder.built))
+
+
+def work_build(task: WorkTask) -> WorkResult:
+    """On a worker: only build the commit (the ends of a bisect, whose inputs narrow the line)."""
+    from distributed import get_worker
+
+    name = str(get_worker().name)
+    mine = toolchain_identity()
+    if mine != task.compiler:
+        raise ClusterError(f"worker {name} on {platform.node()} compiles with {mine!r}, the coordinator "
+                           f"with {task.compiler!r}: refused (builds are never mixed)")
+    root = Path(task.root) / f"worker-{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
+    with StateDir(root) as state:
+        runner = CommitRunner(task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(),
+                              portable=True)
+        build = runner.builder.ensure(task.sha, task.cfg.build)
+        return WorkResult(None, name, platform.node(), mine, build, bool(runner.builder.built))
+
+
+class ClusterTester(Tester):
+    """A tester whose verdicts are reached on a Dask cluster, `width` at a time."""
+
+    def __init__(self, cfg: Config, runner: CommitRunner, reference: stats.Reference, events: Events,
+                 client: Any, root: Path):
+        super().__init__(cfg, runner, reference, events)
+        self.client, self.root = client, root
+        self.compiler = toolchain_identity()
+        self.queue = f"bisectbot-runs-{uuid.uuid4().hex[:12]}"
+        workers = client.scheduler_info()["workers"]
+        if not workers:
+            raise ClusterError(f"the Dask cluster at {client.scheduler.address} has no workers")
+        self.width = len(workers)
+        self.builds: list[BuildRecord] = []  # the builds made for this bisect, with worker and compiler
+
+    def cluster_build_key(self) -> str:
+        return f"{self.runner.builder.key(self.cfg.build)}@cluster"
+
+    def verdict(self, sha: str, ask: Ask) -> CommitVerdict:
+        return self.verdicts([(sha, ask)])[0]
+
+    def _submit(self, fn: Any, task: WorkTask) -> Any:
+        """The task, sent first to the worker that built its commit before (if it is still there)."""
+        where = {str(info.get("name")): addr for addr, info in self.client.scheduler_info()["workers"].items()}
+        before = self.runner.state.store.build(self.cluster_build_key(), task.sha)
+        prefer = [where[before.host]] if before is not None and before.host in where else None
+        return self.client.submit(fn, task, pure=False, retries=1, workers=prefer,
+                                  allow_other_workers=prefer is not None)
+
+    def _record(self, res: WorkResult) -> None:
+        """A build a worker made, with its worker and compiler (the first for each commit)."""
+        store = self.runner.state.store
+        if res.build is not None and store.build(self.cluster_build_key(), res.build.sha) is None:
+            rec = replace(res.build, host=res.worker, compiler=res.compiler)
+            store.put_build(self.cluster_build_key(), rec)
+            self.builds.append(rec)
+
+    def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
+        """Build commits on the workers, at once; their build records (with inputs)."""
+        futures = [self._submit(work_build, WorkTask(self.cfg, str(self.root), sha, Ask(role="build", alpha=1.0, beta=1.0),
+                                                     self.reference, self.compiler, {}, self.queue))
+                   for sha in shas]
+        out = []
+        for fut in futures:
+            res: WorkResult = fut.result()
+            self._record(res)
+            assert res.build is not None
+            self.events.emit(WorkerDone(res.build.sha, res.worker, f"build {res.build.status}", res.built))
+            out.append(res.build)
+        return out
+
+    def verdicts(self, items: Sequence[tuple[str, Ask]]) -> list[CommitVerdict]:
+        """The verdicts of a round, reached at once on the workers (each commit preferably on
+        the worker that built it before)."""
+        from distributed import Queue
+
+        self.events.check()
+        store = self.runner.state.store
+        queue = Queue(self.queue, client=self.client)
+        futures = [self._submit(work, WorkTask(self.cfg, str(self.root), sha, ask, self.reference, self.compiler,
+                                               store.runs_at(sha), self.queue)) for sha, ask in items]
+        while True:  # store the runs as they come, until the round is done
+            done = all(f.done() for f in futures)
+            for key, sha, rec in queue.get(batch=True):
+                store.add_runs(key, sha, [RunRecord(**{**rec, "tokens": tuple(rec["tokens"]) if rec["tokens"]
+                                                       is not None else None})])
+            if done:
+                break
+            time.sleep(0.3)
+        out = []
+        for fut in futures:
+            res: WorkResult = fut.result()  # a worker's error (e.g. its compiler) is raised here
+            assert res.verdict is not None
+            self._record(res)
+            self.events.emit(WorkerDone(res.verdict.sha, res.worker, res.verdict.verdict.value, res.built))
+            self.events.emit(VerdictReached(res.verdict))
+            out.append(res.verdict)
+        return out
+
+
+def connect(workers: int | None, scheduler: str | None) -> Any:
+    """A Dask client: to the scheduler at `scheduler`, or to a new local cluster of `workers`
+    worker processes with one thread each."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            return Client(scheduler, timeout=30)
+        except OSError as exc:
+            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=40)
+    return Client(cluster)
