@@ -196,5 +196,5 @@ def connect(workers: int | None, scheduler: str | None) -> Any:
         except OSError as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=40)
+                           dashboard_address=":0", silence_logs=40)
     return Client(cluster)
