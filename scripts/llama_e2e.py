@@ -305,6 +305,18 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
           f"{rep.get('retried')} reruns of cut output (exit {code})", flush=True)
     if rep.get("first_bad") != planted:
         failures.append(f"bisect named {rep.get('first_bad')}, planted {planted}")
+    if os.environ.get("BISECTBOT_E2E_CLUSTER", "1") != "0":
+        # the same bisect on a two-worker local Dask cluster, from a state of its own (the workers
+        # build in their own directories; ccache is shared)
+        cluster = ["--repo", str(tree), "--state", str(work / "state-cluster"), "--workers", "2"]
+        code, crep = _bisectbot("bisect", config, "--good", hist["good"], "--bad", hist["head"], *cluster)
+        print(f"e2e: bisect on 2 workers: {crep.get('status')} first_bad {str(crep.get('first_bad'))[:12]}, "
+              f"{crep.get('rounds')} rounds (serial: {rep.get('rounds')}), {crep.get('builds')} builds, "
+              f"N' {crep.get('searched')} of {crep.get('commits')} (exit {code})", flush=True)
+        if crep.get("first_bad") != rep.get("first_bad"):
+            failures.append(f"the cluster named {crep.get('first_bad')}, the serial path {rep.get('first_bad')}")
+        if (crep.get("rounds") or 0) > (rep.get("rounds") or 0):
+            failures.append(f"the cluster took {crep.get('rounds')} rounds, the serial path {rep.get('rounds')}")
 
     if server:
         from bisectbot.config import load_config

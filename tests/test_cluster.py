@@ -17,20 +17,17 @@ from typing import Any, Iterator
 
 import pytest
 
-distributed = pytest.importorskip("distributed")
-
-from bisectbot.config import load_config  # noqa: E402
-from bisectbot.core.outcome import Verdict  # noqa: E402
-from bisectbot.core.records import Ask  # noqa: E402
-from bisectbot.core.reports import BisectStatus  # noqa: E402
-from bisectbot.demo import DemoHistory, generate_demo  # noqa: E402
-from bisectbot.edges.storage import StateDir  # noqa: E402
-from bisectbot.errors import ClusterError  # noqa: E402
-from bisectbot.pipeline import jobs  # noqa: E402
-from bisectbot.pipeline.cluster import connect  # noqa: E402
-from bisectbot.pipeline.events import Event, Events, RoundStarted, WorkerDone  # noqa: E402
-
-from conftest import bisectbot_argv, subprocess_env  # noqa: E402
+from bisectbot.config import load_config
+from bisectbot.core.outcome import Verdict
+from bisectbot.core.records import Ask
+from bisectbot.core.reports import BisectStatus
+from bisectbot.demo import DemoHistory, generate_demo
+from bisectbot.edges.storage import StateDir
+from bisectbot.errors import ClusterError
+from bisectbot.pipeline import jobs
+from bisectbot.pipeline.cluster import connect
+from bisectbot.pipeline.events import Event, Events, RoundStarted, WorkerDone
+from conftest import bisectbot_argv, subprocess_env
 
 
 @pytest.fixture(scope="module")
