@@ -116,30 +116,16 @@ def skip_blocks(asked: Sequence[int], answers: Sequence[Verdict], signatures: Ma
 
 def bisect_search(n: int, oracle: Callable[[int], Answer]) -> SearchResult:
     """Binary search over positions 0..n-1 (0 good, n-1 bad); at most one oracle call per position."""
-    if n < 2:
-        raise ValueError("need at least a good and a bad position")
-    lo, hi = 0, n - 1
-    skipped: dict[int, str] = {}
-    asked: list[int] = []
-    answers: list[Verdict] = []
-    while (pos := next_probe(lo, hi, skipped)) is not None:
-        reply = oracle(pos)
-        answer, signature = (Verdict(reply[0]), reply[1]) if isinstance(reply, tuple) else (Verdict(reply), "")
-        asked.append(pos)
-        answers.append(answer)
-        if answer is Verdict.GOOD:
-            lo = pos
-        elif answer is Verdict.BAD:
-            hi = pos
-        else:
-            skipped[pos] = signature
-    return SearchResult(lo, hi, tuple(asked), tuple(answers), skip_blocks(asked, answers, skipped))
+    return kary_search(n, 1, lambda positions: [oracle(positions[0])])[0]
 
 
 def round_probes(lo: int, hi: int, k: int, skipped: Mapping[int, str]) -> list[int]:
     """Up to k positions strictly between lo and hi that split it into k + 1 near-equal parts,
     avoiding positions known or presumed to be undecidable (each moved to its nearest untried
-    neighbour). Empty when nothing is left to try."""
+    neighbour); with k = 1, `next_probe`'s choice. Empty when nothing is left to try."""
+    if k == 1:
+        pos = next_probe(lo, hi, skipped)
+        return [] if pos is None else [pos]
     inside = {p: s for p, s in skipped.items() if lo < p < hi}
     guessed = presumed(inside)
     untried = [p for p in range(lo + 1, hi) if p not in inside and p not in guessed]

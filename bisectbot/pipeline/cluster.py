@@ -65,18 +65,26 @@ class WorkResult:
     built: bool                                # this task built the commit (not replayed)
 
 
-def work(task: WorkTask) -> WorkResult:
-    """On a worker: check the toolchain, then build and test the commit in the worker's own
-    state directory, streaming every run to the coordinator."""
-    from distributed import Queue, get_worker
+def _worker_root(task: WorkTask) -> tuple[str, str, Path]:
+    """On a worker: its name, its toolchain (refusing the task when it is not the coordinator's)
+    and its own state directory."""
+    from distributed import get_worker
 
     name = str(get_worker().name)
     mine = toolchain_identity()
     if mine != task.compiler:
         raise ClusterError(f"worker {name} on {platform.node()} compiles with {mine!r}, the coordinator "
                            f"with {task.compiler!r}: refused (builds are never mixed)")
+    return name, mine, Path(task.root) / f"worker-{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
+
+
+def work(task: WorkTask) -> WorkResult:
+    """On a worker: build and test the commit in the worker's own state directory, streaming
+    every run to the coordinator."""
+    from distributed import Queue
+
+    name, mine, root = _worker_root(task)
     queue = Queue(task.queue)
-    root = Path(task.root) / f"worker-{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
     with StateDir(root) as state:
         for key, runs in task.known.items():
             state.store.add_runs(key, task.sha, list(runs.values()))
@@ -90,14 +98,7 @@ def work(task: WorkTask) -> WorkResult:
 
 def work_build(task: WorkTask) -> WorkResult:
     """On a worker: only build the commit (the ends of a bisect, whose inputs narrow the line)."""
-    from distributed import get_worker
-
-    name = str(get_worker().name)
-    mine = toolchain_identity()
-    if mine != task.compiler:
-        raise ClusterError(f"worker {name} on {platform.node()} compiles with {mine!r}, the coordinator "
-                           f"with {task.compiler!r}: refused (builds are never mixed)")
-    root = Path(task.root) / f"worker-{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
+    name, mine, root = _worker_root(task)
     with StateDir(root) as state:
         runner = CommitRunner(task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(),
                               portable=True)
