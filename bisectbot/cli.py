@@ -233,11 +233,14 @@ def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) ->
 @main.command()
 @click.option("--commits", default=100, show_default=True, help="Commits in the generated history.")
 @click.option("--seed", default=0, show_default=True, help="Seed that places the planted culprit.")
+@click.option("--outside", default=0.5, show_default=True, type=click.FloatRange(0, 1),
+              help="Share of ordinary commits that touch only files the build never compiles (CI, a "
+                   "CUDA file, scripts, docs), as most of llama.cpp's do; the bisect skips them.")
 @click.option("--dir", "workdir", type=click.Path(file_okay=False),
               help="Where to generate the demo (default: a new temporary directory).")
 @json_option
 @quiet_option
-def demo(commits: int, seed: int, workdir: str | None, json_path: str | None, quiet: bool) -> None:
+def demo(commits: int, seed: int, outside: float, workdir: str | None, json_path: str | None, quiet: bool) -> None:
     """Generate a C++ speculative sampler with a planted defect in its history, and bisect it."""
     import tempfile
 
@@ -250,7 +253,7 @@ def demo(commits: int, seed: int, workdir: str | None, json_path: str | None, qu
             raise BisectbotError(f"--dir {root} is not empty: give a new or empty directory")
         terminal = Terminal(quiet=quiet)
         terminal.line(f"generating a {commits}-commit history in {root} …")
-        history = generate_demo(root, n_commits=commits, seed=seed)
+        history = generate_demo(root, n_commits=commits, seed=seed, outside=outside)
         cfg = load_config(history.config)
         with StateDir(root / "state") as state:
             session = jobs.Session(cfg, state, Events(terminal), config_path=str(history.config))
