@@ -163,3 +163,15 @@ def test_a_coordinator_killed_mid_round_resumes(history: DemoHistory, tmp_path: 
     assert 0 < report["runs_executed"] <= runs_after - runs_before
     after = _count_worker_builds(state / "workers")
     assert all(after[sha] == 1 for sha in before), (before, after)  # no finished build made again
+
+
+def test_cluster_options_fail_in_one_line(history: DemoHistory, tmp_path: Path) -> None:
+    base = ["bisect", str(history.config), "--good", history.good, "--bad", "main", "--state", str(tmp_path / "st")]
+    both = subprocess.run(bisectbot_argv(*base, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"),
+                          capture_output=True, text=True, env=subprocess_env(CI="1"), timeout=120)
+    assert both.returncode == 2 and "not both" in both.stderr
+    gone = subprocess.run(bisectbot_argv(*base, "--scheduler", "tcp://127.0.0.1:9"),
+                          capture_output=True, text=True, env=subprocess_env(CI="1"), timeout=120)
+    assert gone.returncode == 2, gone.stderr
+    assert gone.stderr.strip().splitlines()[-1].startswith("bisectbot: error: cannot reach the Dask scheduler at "
+                                                           "tcp://127.0.0.1:9")

@@ -193,7 +193,7 @@ def connect(workers: int | None, scheduler: str | None) -> Any:
 
     if scheduler:
         try:
-            return Client(scheduler, timeout=30)
+            return Client(scheduler, timeout=10)
         except OSError as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
