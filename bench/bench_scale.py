@@ -206,6 +206,7 @@ def runs_part(seeds: int, reps: int) -> None:
     modes: list[tuple[str, int | None]] = [("1 at a time", 1), ("2 at a time", 2), ("4 at a time", 4),
                                            (f"adaptive (start at {cores})", None)]
     totals = {name: [0, 0, 0, 0.0] for name, _ in modes}  # complete, attempts, cut, seconds
+    throttle = Throttle(cores)  # one for the whole bench, as a runner keeps one for all its commits
     with tempfile.TemporaryDirectory() as tmp:
         executor = ProgramExecutor(cfg.run.templates[0].argv, {"binary": str(binary), "fixtures": str(ROOT / "fixtures")},
                                    run_cfg=cfg.run, parse_cfg=cfg.parse, workdir=Path(tmp), env=clean_env({}))
@@ -215,7 +216,7 @@ def runs_part(seeds: int, reps: int) -> None:
                 recs: list = []
                 t0 = time.perf_counter()
                 with RunStream(range(start, start + seeds), {}, executor, recs.append,
-                               jobs=jobs if jobs is not None else Throttle(cores)) as stream:
+                               jobs=jobs if jobs is not None else throttle) as stream:
                     for _ in stream:
                         pass
                 acc = totals[name]
@@ -229,6 +230,9 @@ def runs_part(seeds: int, reps: int) -> None:
     print(f"\n# runs of the llama config ({binary.parent.name[:12]}'s llama-speculative, {reps} × {seeds} seeds per "
           f"mode, alternating, {cores} cores; cut runs rerun with the same seed and never counted)\n")
     print(table(("runs at once", "complete runs", "per second", "vs 1 at a time", "attempts cut"), rows), flush=True)
+    levels = [level for level, *_ in throttle.history]
+    print(f"\nadaptive: windows at each level {dict(sorted((k, levels.count(k)) for k in set(levels)))}, "
+          f"now at {throttle.level}")
 
 
 def main() -> None:
@@ -236,8 +240,8 @@ def main() -> None:
     ap.add_argument("--part", choices=["all", "rounds", "rule", "runs"], default="all")
     ap.add_argument("--reps", type=int, default=400, help="simulated histories (rounds)")
     ap.add_argument("--commits", type=int, default=400, help="generated commits over the real tree (rule)")
-    ap.add_argument("--seeds", type=int, default=100, help="seeds per mode and repetition (runs)")
-    ap.add_argument("--run-reps", type=int, default=4, help="alternating repetitions (runs)")
+    ap.add_argument("--seeds", type=int, default=200, help="seeds per mode and repetition (runs)")
+    ap.add_argument("--run-reps", type=int, default=5, help="alternating repetitions (runs)")
     args = ap.parse_args()
     t0 = time.time()
     if args.part in ("all", "rounds"):

@@ -11,7 +11,8 @@ runs finished at that level as k · (1 − cut share of attempts) / mean attempt
 duration includes the slowdown of sharing the cores). The throttle measures its level over a
 window of attempts; while nothing is cut it stays where it is (reruns cost nothing); once
 output is cut it measures the neighbouring levels too, settles on the best, holds it for a few
-windows and then measures again (the machine's load changes).
+windows and then measures again (the machine's load changes); each time the same level wins
+again it holds twice as long (up to `longest` windows), so measuring costs little once settled.
 """
 
 from __future__ import annotations
@@ -43,12 +44,15 @@ class Throttle:
     most: int
     window: int = 40          # attempts per measurement
     hold: int = 5             # windows to stay at the best level before measuring again
+    longest: int = 80         # the most windows a hold grows to
     level: int = field(init=False)
     measured: dict[int, LevelStats] = field(default_factory=dict)
     seen_cut: bool = False
     history: list[tuple[int, float, float]] = field(default_factory=list)  # (level, cut share, goodput)
     _current: LevelStats = field(default_factory=LevelStats)
     _held: int = 0
+    _best: int | None = None  # the level the last comparison chose
+    _streak: int = 0          # how many comparisons in a row chose it
 
     def __post_init__(self) -> None:
         self.most = max(1, self.most)
@@ -80,4 +84,6 @@ class Throttle:
                 self.level = k
                 return
         self.level = max(self.measured, key=lambda k: (self.measured[k].goodput(k), -k))
-        self._held = self.hold
+        self._streak = self._streak + 1 if self.level == self._best else 0
+        self._best = self.level
+        self._held = min(self.longest, self.hold * 2 ** self._streak)
