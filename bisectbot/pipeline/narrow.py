@@ -39,6 +39,7 @@ def narrow_plan(plan: BisectPlan, cfg: Config, workspace: Workspace,
     how = plan.narrowing
     if not how.enabled and not how.paths:
         return plan
+    events.check()  # a cancelled job stops before it builds anything
     full = plan.line
     rule: InputRule | None = None
     if how.enabled:
