@@ -34,7 +34,7 @@ from bisectbot.core import stats
 from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import Workspace
-from bisectbot.errors import ClusterError
+from bisectbot.errors import BisectbotError, ClusterError
 from bisectbot.pipeline.build import toolchain_identity
 from bisectbot.pipeline.events import Events, VerdictReached, WorkerDone
 from bisectbot.pipeline.runner import CommitRunner
@@ -145,12 +145,12 @@ class ClusterTester(Tester):
 
     def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
         """Build commits on the workers, at once; their build records (with inputs)."""
-        futures = [self._submit(work_build, WorkTask(self.cfg, str(self.root), sha, Ask(role="build", alpha=1.0, beta=1.0),
-                                                     self.reference, self.compiler, {}, self.queue))
-                   for sha in shas]
+        ask = Ask(role="build", alpha=1.0, beta=1.0)  # not a question: the task only builds
+        futures = [self._submit(work_build, WorkTask(self.cfg, str(self.root), sha, ask, self.reference,
+                                                     self.compiler, {}, self.queue)) for sha in shas]
         out = []
         for fut in futures:
-            res: WorkResult = fut.result()
+            res = _result(fut)
             self._record(res)
             assert res.build is not None
             self.events.emit(WorkerDone(res.build.sha, res.worker, f"build {res.build.status}", res.built))
@@ -167,23 +167,39 @@ class ClusterTester(Tester):
         queue = Queue(self.queue, client=self.client)
         futures = [self._submit(work, WorkTask(self.cfg, str(self.root), sha, ask, self.reference, self.compiler,
                                                store.runs_at(sha), self.queue)) for sha, ask in items]
-        while True:  # store the runs as they come, until the round is done
-            done = all(f.done() for f in futures)
-            for key, sha, rec in queue.get(batch=True):
-                store.add_runs(key, sha, [RunRecord(**{**rec, "tokens": tuple(rec["tokens"]) if rec["tokens"]
-                                                       is not None else None})])
-            if done:
-                break
-            time.sleep(0.3)
+        try:
+            while True:  # store the runs as they come, until the round is done
+                done = all(f.done() for f in futures)
+                for key, sha, rec in queue.get(batch=True):
+                    tokens = tuple(rec["tokens"]) if rec["tokens"] is not None else None
+                    store.add_runs(key, sha, [RunRecord(**{**rec, "tokens": tokens})])
+                if done:
+                    break
+                self.events.check()  # a /cancel stops the round (what was streamed is kept)
+                time.sleep(0.3)
+        except BaseException:
+            self.client.cancel(futures)
+            raise
         out = []
         for fut in futures:
-            res: WorkResult = fut.result()  # a worker's error (e.g. its compiler) is raised here
+            res = _result(fut)
             assert res.verdict is not None
             self._record(res)
             self.events.emit(WorkerDone(res.verdict.sha, res.worker, res.verdict.verdict.value, res.built))
             self.events.emit(VerdictReached(res.verdict))
             out.append(res.verdict)
         return out
+
+
+def _result(fut: Any) -> WorkResult:
+    """A task's result; a worker's own error (its compiler, a git failure) as it is, anything
+    else (a task that killed its workers again and again) as one line."""
+    try:
+        return fut.result()  # type: ignore[no-any-return]
+    except BisectbotError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the cluster's failures are many; say which task
+        raise ClusterError(f"a task on the Dask cluster failed ({fut.key}): {type(exc).__name__}: {exc}") from None
 
 
 def connect(workers: int | None, scheduler: str | None) -> Any:
