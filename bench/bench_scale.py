@@ -38,9 +38,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bisectbot.config import Config, load_config  # noqa: E402
 from bisectbot.core.inputs import Change, InputRule, narrow  # noqa: E402
+from bisectbot.core.parallel import Throttle  # noqa: E402
+from bisectbot.edges.procs import clean_env  # noqa: E402
+from bisectbot.pipeline.sweep import ProgramExecutor, RunStream  # noqa: E402
 from bisectbot.core.outcome import Verdict  # noqa: E402
 from bisectbot.core.search import kary_search  # noqa: E402
+from bench.bench_stats import table  # noqa: E402
 
 E2E = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bisectbot" / "e2e"
 
@@ -49,12 +54,6 @@ MIX = [("cpu build sources, headers, cmake", 0.45, True), ("server", 0.15, False
        ("other ggml backends", 0.12, False), (".github", 0.05, False), (".devops", 0.035, False),
        ("docs, README", 0.05, False), ("gguf-py", 0.03, False), ("scripts", 0.03, False),
        ("multimodal tools", 0.035, False), ("tests", 0.05, False)]
-
-
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
 
 
 # -- rounds -----------------------------------------------------------------------------------------
@@ -132,7 +131,7 @@ def rule_part(commits: int) -> None:
     if not source.is_dir() or not builds:
         print(f"\n# rule: skipped, no real tree built in {E2E} (run scripts/llama_e2e.sh first)")
         return
-    inputs = next((i for b in builds if (i := target_inputs(b, ["llama-speculative"], source))), None)
+    inputs = next((found for b in builds if (found := target_inputs(b, ["llama-speculative"], source))), None)
     if inputs is None:
         print(f"\n# rule: skipped, no dependency files of llama-speculative under {E2E / 'state'}")
         return
@@ -161,46 +160,35 @@ def rule_part(commits: int) -> None:
         narrowed = narrow(line, ws.changes(good, line[-1]), InputRule(frozenset(inputs)))
     kept = set(narrowed.line[1:-1])
     rows = []
-    for cat, share, compiled in MIX:
+    for cat, _, in_build in MIX:
         shas = [s for s, c in drawn.items() if c == cat and s != line[-1]]
         skipped = sum(s not in kept for s in shas)
-        rows.append((cat, "yes" if compiled else "no", str(len(shas)), f"{skipped} ({skipped / max(1, len(shas)):.0%})"))
+        rows.append((cat, "yes" if in_build else "no", str(len(shas)), f"{skipped} ({skipped / max(1, len(shas)):.0%})"))
     total = len(line) - 2
-    intended = sum(1 for s, c in drawn.items() if s != line[-1] and not next(x for x in MIX if x[0] == c)[2])
+    compiled = {c: comp for c, _, comp in MIX}
+    intended = sum(1 for s, c in drawn.items() if s != line[-1] and not compiled[c])
     print(f"\n# the input rule on {commits} generated commits over a real llama.cpp tree "
           f"({len(inputs)} inputs of llama-speculative from its build's dependency files)\n")
     print(table(("category", "compiled by the CPU build", "commits", "skipped as equivalent"), rows))
     print(f"\nskipped {total - len(kept)} of {total} ({(total - len(kept)) / total:.1%}); the mix has "
           f"{intended} ({intended / total:.1%}) outside the CPU build; none compiled skipped: "
-          f"{all(s in kept for s, c in drawn.items() if s != line[-1] and next(x for x in MIX if x[0] == c)[2])}",
+          f"{all(s in kept for s, c in drawn.items() if s != line[-1] and compiled[c])}",
           flush=True)
 
 
 # -- runs per second ---------------------------------------------------------------------------------
-def find_binary() -> Path | None:
-    """A kept llama-speculative of the e2e state that prints a complete output."""
-    from bisectbot.config import load_config
-
-    cfg = load_config(ROOT / "configs" / "llama-cpp-29975.yaml")
+def find_executor(cfg: Config, workdir: Path) -> tuple[Path, ProgramExecutor] | None:
+    """A kept llama-speculative of the e2e state whose run of seed 1 parses under the config
+    (the sweep's own executor: cut output rerun, the config's completeness rule)."""
     for binary in sorted((E2E / "state" / "kept").glob("*/*/llama-speculative"), key=lambda p: -p.stat().st_mtime):
-        argv = [a.format(binary=str(binary), fixtures=str(ROOT / "fixtures"), seed="1") for a in cfg.run.templates[0].argv]
-        for _ in range(3):
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
-            if out.endswith("\n\n\n\n"):
-                return binary
+        executor = ProgramExecutor(cfg.run.templates[0].argv, {"binary": str(binary), "fixtures": str(ROOT / "fixtures")},
+                                   run_cfg=cfg.run, parse_cfg=cfg.parse, workdir=workdir, env=clean_env({}))
+        if executor.run(1).ok:
+            return binary, executor
     return None
 
 
 def runs_part(seeds: int, reps: int) -> None:
-    from bisectbot.config import load_config
-    from bisectbot.core.parallel import Throttle
-    from bisectbot.edges.procs import clean_env
-    from bisectbot.pipeline.sweep import ProgramExecutor, RunStream
-
-    binary = find_binary()
-    if binary is None:
-        print(f"\n# runs: skipped, no working llama-speculative kept under {E2E} (run scripts/llama_e2e.sh first)")
-        return
     cfg = load_config(ROOT / "configs" / "llama-cpp-29975.yaml")
     cores = os.cpu_count() or 1
     modes: list[tuple[str, int | None]] = [("1 at a time", 1), ("2 at a time", 2), ("4 at a time", 4),
@@ -208,8 +196,11 @@ def runs_part(seeds: int, reps: int) -> None:
     totals = {name: [0, 0, 0, 0.0] for name, _ in modes}  # complete, attempts, cut, seconds
     throttle = Throttle(cores)  # one for the whole bench, as a runner keeps one for all its commits
     with tempfile.TemporaryDirectory() as tmp:
-        executor = ProgramExecutor(cfg.run.templates[0].argv, {"binary": str(binary), "fixtures": str(ROOT / "fixtures")},
-                                   run_cfg=cfg.run, parse_cfg=cfg.parse, workdir=Path(tmp), env=clean_env({}))
+        found = find_executor(cfg, Path(tmp))
+        if found is None:
+            print(f"\n# runs: skipped, no working llama-speculative kept under {E2E} (run scripts/llama_e2e.sh first)")
+            return
+        binary, executor = found
         for rep in range(reps):
             for name, jobs in modes:  # alternating, so load changes hit every mode alike
                 start = 1 + (rep * len(modes) + modes.index((name, jobs))) * seeds
