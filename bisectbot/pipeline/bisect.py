@@ -240,8 +240,8 @@ class Bisection:
 
     def choose_strategy(self, model: CommitVerdict) -> str:
         """`auto`: plain for gross bugs (builds dominate), sticky for subtle ones (runs do)."""
-        if self.width > 1:  # a cluster probes K commits per round: plain search
-            return "plain"
+        if hasattr(self.tester, "verdicts"):  # on a cluster (even of one worker): plain search,
+            return "plain"                     # the sticky feed runs here, not on the workers
         if self.plan.strategy != "auto":
             return self.plan.strategy
         strategy = "sticky" if stats.prefer_sticky(list(model.counts.values())) else "plain"
