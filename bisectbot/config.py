@@ -355,6 +355,7 @@ class GitHubConfig(_Strict):
     retry_give_up_after: float = Field(default=120.0, gt=0)
     retry_backoff: float = Field(default=1.0, ge=0)
     retry_max_wait: float = Field(default=30.0, ge=0)
+    call_deadline: float = Field(default=60.0, gt=0)  # one attempt: connect + the whole answer
 
 
 class ArmConfig(_Strict):

@@ -37,9 +37,14 @@ class EndpointError(BisectbotError):
 
 
 class GitHubError(BisectbotError):
-    """The GitHub API refused a call or stayed unreachable after retries."""
+    """The GitHub API refused a call or stayed unreachable after retries.
+
+    `status` is the HTTP status of the last answer (None without one); `retry_after` the
+    seconds GitHub asked to wait when that was longer than the call could (come back then)."""
 
     exit_code = 5
+    status: int | None = None
+    retry_after: float | None = None
 
 
 class StateError(BisectbotError):

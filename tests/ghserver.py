@@ -19,6 +19,7 @@ Fault kinds for :meth:`GitHubStandIn.fail`: ``500``, ``502`` (HTML body),
 ``secondary_no_retry_after``, ``429`` (+ Retry-After), ``ratelimit`` (403 with
 ``x-ratelimit-remaining: 0`` and a reset time), ``forbidden`` (plain permission 403),
 ``not_found``, ``422``, ``hang`` (no answer for ``hang_for`` s, then drop), ``drop`` (close the socket without answering, nothing done),
+``trickle`` (perform the request, then send the answer one byte every ``hang_for`` s; ``trickled`` counts the bytes),
 ``write_then_drop`` and ``write_then_500`` (perform the request, then fail the answer).
 """
 
@@ -67,6 +68,7 @@ FAULT_KINDS = frozenset(
         "drop",
         "write_then_drop",
         "write_then_500",
+        "trickle",
     }
 )
 REACTION_CONTENTS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
@@ -170,6 +172,7 @@ class GitHubStandIn:
         self.repos: dict[str, RepoRec] = {}
         self.comments: dict[int, CommentRec] = {}
         self.faults: list[Fault] = []
+        self.trickled = 0  # bytes sent by `trickle` faults
         self.requests: list[Recorded] = []
         self.app: AppRec | None = None
         self.clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
@@ -474,7 +477,7 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 return self._drop()
             if fault and fault.kind == "drop":
                 return self._drop()
-            if fault and fault.kind not in ("write_then_drop", "write_then_500"):
+            if fault and fault.kind not in ("write_then_drop", "write_then_500", "trickle"):
                 return self._fault(fault)
             try:
                 status, payload, extra = self._route(method, path, parse_qs(split.query), body)
@@ -484,7 +487,28 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 return self._drop()
             if fault and fault.kind == "write_then_500":
                 return self._fault(Fault(method, fault.path_re, "500", 0))
+            if fault and fault.kind == "trickle":
+                return self._trickle(status, payload, fault.hang_for)
             self._send(status, payload, extra)
+
+        def _trickle(self, status: int, payload: Any, every: float) -> None:
+            """The whole answer, padded to 64 KiB, one byte at a time (a stalled proxy)."""
+            data = json.dumps(payload).encode()
+            data += b" " * max(0, 65536 - len(data))
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.flush()
+            for byte in data:
+                try:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                except OSError:
+                    return
+                with gh.lock:
+                    gh.trickled += 1
+                time.sleep(every)
 
         def _drop(self) -> None:
             self.close_connection = True

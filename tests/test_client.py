@@ -286,6 +286,37 @@ def test_a_wait_longer_than_the_budget_gives_up_at_once(gh_server: GitHubStandIn
     assert time.monotonic() - start < 1.0
 
 
+def test_a_longer_retry_after_is_handed_back_for_rescheduling(gh_server: GitHubStandIn) -> None:
+    gh_server.fail("POST", r".*/reactions", "secondary", times=1, retry_after=300)
+    p = publisher(gh_server, retry=fast_policy(give_up_after=2.0))
+    p.upsert_job_comment(ISSUE, "job-1", "x")
+    cid = gh_server.comments_on(FULL_NAME, ISSUE)[0].id
+    with pytest.raises(GitHubError) as err:
+        p.react(cid, "eyes")
+    assert err.value.retry_after == 300.0 and err.value.status == 403
+    p.react(cid, "eyes")  # when the caller comes back, it goes through
+    assert gh_server.count("POST", r".*/reactions") == 2
+
+
+def test_a_trickled_answer_is_abandoned_at_the_call_deadline(gh_server: GitHubStandIn) -> None:
+    """A byte every 50 ms never trips the 30 s read timeout; the watchdog ends the attempt."""
+    gh_server.fail("GET", COMMENTS, "trickle", times=1, hang_for=0.05)
+    p = publisher(gh_server, retry=fast_policy(attempt_deadline=0.5, give_up_after=0.1))
+    with pytest.raises(GitHubError) as err:
+        p.comments(ISSUE)
+    msg = str(err.value)
+    assert "no complete answer within 0.5 s" in msg and "\n" not in msg, msg
+    assert 0 < gh_server.trickled < 65536  # cut mid-answer, not read to the end
+    assert p.comments(ISSUE) == []  # the client (and its lock) still work
+
+
+def test_a_trickle_is_retried_within_the_give_up_budget(gh_server: GitHubStandIn) -> None:
+    gh_server.fail("GET", COMMENTS, "trickle", times=1, hang_for=0.05)
+    p = publisher(gh_server, retry=fast_policy(attempt_deadline=0.5, give_up_after=5.0))
+    assert p.comments(ISSUE) == []
+    assert gh_server.count("GET", COMMENTS) == 2
+
+
 def test_bad_token_fails_without_leaking_it(gh_server: GitHubStandIn) -> None:
     p = GitHubClient(FULL_NAME, api_url=gh_server.base_url, token="ghp_WRONG_secret_value", retry=fast_policy())
     with pytest.raises(GitHubError) as err:

@@ -14,6 +14,12 @@ Why it looks like this:
   jitter, a plain permission 403, 404 or 422 is never retried, and the whole call gives up
   before ``RetryPolicy.give_up_after`` seconds with a one-line :class:`GitHubError` naming the
   method and URL (never the token). Every call passes through :meth:`GitHubClient._call`.
+* **An overall deadline per attempt.** requests and urllib3 bound each socket read, not the
+  whole answer: a server that trickles a byte a second keeps a call alive for hours. A
+  watchdog timer cuts the socket of an attempt that has not finished within
+  ``RetryPolicy.attempt_deadline`` (connect + the whole response); the attempt fails like a
+  timeout. A ``Retry-After`` longer than the call may wait is not waited for here: the error
+  carries it (``GitHubError.retry_after``) so the caller can reschedule instead of giving up.
 * **Dry run.** :class:`DryRunClient` has the same interface and writes what would be posted;
   :func:`make_client` picks it when no credentials are configured.
 """
@@ -24,6 +30,7 @@ import itertools
 import logging
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -36,6 +43,8 @@ import github3
 import github3.exceptions as gh_exc
 import requests
 import tenacity
+import urllib3.connection
+import urllib3.connectionpool
 from github3.issues.comment import IssueComment
 from github3.session import AppInstallationTokenAuth, GitHubSession
 
@@ -107,6 +116,7 @@ class RetryPolicy:
     """
 
     give_up_after: float = 120.0
+    attempt_deadline: float = 60.0  # connect + the whole response of one attempt (the watchdog)
     backoff_base: float = 1.0
     max_wait: float = 30.0
     secondary_wait: float = 60.0  # GitHub: wait >= 1 minute after a secondary limit without Retry-After
@@ -116,7 +126,8 @@ class RetryPolicy:
     @classmethod
     def of(cls, gh: GitHubConfig) -> "RetryPolicy":
         """From the config's github section."""
-        return cls(give_up_after=gh.retry_give_up_after, backoff_base=gh.retry_backoff,
+        return cls(give_up_after=gh.retry_give_up_after, attempt_deadline=gh.call_deadline,
+                   backoff_base=gh.retry_backoff,
                    max_wait=gh.retry_max_wait, secondary_wait=min(60.0, gh.retry_give_up_after / 2))
 
 
@@ -211,6 +222,10 @@ class _GitHubWait(tenacity.wait.wait_base):
         return max(backoff, self.policy.secondary_wait) if failure.secondary else backoff
 
 
+class _DeadlinePassed(Exception):
+    """An attempt's watchdog cut its connection (retried like a timeout, reported as such)."""
+
+
 def _float_header(headers: Mapping[str, str], name: str) -> float | None:
     value = headers.get(name)
     try:
@@ -244,6 +259,72 @@ def _request_of(exc: BaseException) -> tuple[str, str] | None:
     if req is None or not getattr(req, "url", None):
         return None
     return str(req.method), str(req.url)
+
+
+# --------------------------------------------------------------------------- the watchdog
+
+
+class _Sockets:
+    """Which HTTP connection each thread is using right now, so a watchdog can cut it.
+
+    urllib3 opens and reuses connections deep inside requests; the only hook that sees every
+    request on the thread that makes it is the connection class. A cut shuts the socket down,
+    which wakes the blocked read with an error: the attempt fails as if it had timed out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_thread: dict[int, urllib3.connection.HTTPConnection] = {}
+        self._cut: set[int] = set()
+
+    def using(self, conn: urllib3.connection.HTTPConnection) -> None:
+        with self._lock:
+            self._by_thread[threading.get_ident()] = conn
+
+    def cut(self, thread: int) -> None:
+        """Watchdog thread: end the attempt running on `thread`."""
+        with self._lock:
+            self._cut.add(thread)
+            conn = self._by_thread.get(thread)
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def was_cut(self) -> bool:
+        with self._lock:
+            return threading.get_ident() in self._cut
+
+    def done(self) -> None:
+        with self._lock:
+            self._by_thread.pop(threading.get_ident(), None)
+            self._cut.discard(threading.get_ident())
+
+
+def _watched_adapter(sockets: _Sockets) -> requests.adapters.HTTPAdapter:
+    """An HTTPAdapter whose connections report themselves to `sockets` on every request."""
+
+    def tracked(base: type[urllib3.connection.HTTPConnection]) -> type[urllib3.connection.HTTPConnection]:
+        class Tracked(base):  # type: ignore[valid-type, misc]
+            def request(self, *args: Any, **kwargs: Any) -> None:
+                sockets.using(self)
+                super().request(*args, **kwargs)
+
+        return Tracked
+
+    class Pool(urllib3.connectionpool.HTTPConnectionPool):
+        ConnectionCls = tracked(urllib3.connection.HTTPConnection)
+
+    class TlsPool(urllib3.connectionpool.HTTPSConnectionPool):
+        ConnectionCls = tracked(urllib3.connection.HTTPSConnection)
+
+    class Adapter(requests.adapters.HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TlsPool}
+
+    return Adapter()
 
 
 # --------------------------------------------------------------------------- the client
@@ -281,6 +362,9 @@ class GitHubClient:
         # github3.GitHubEnterprise appends /api/v3 to a host URL; the session's base_url takes any
         # API root as it is (github.com, GitHub Enterprise, the test stand-in).
         session.base_url = self.api_url
+        self._sockets = _Sockets()
+        for prefix in ("http://", "https://"):
+            session.mount(prefix, _watched_adapter(self._sockets))
         self._gh = github3.GitHub(session=session)
         if token is not None:
             self._gh.login(token=token)
@@ -315,11 +399,22 @@ class GitHubClient:
 
         def attempt() -> T:
             with self._lock:
-                self._ensure_token()
-                return fn()
+                watchdog = threading.Timer(policy.attempt_deadline, self._sockets.cut, (threading.get_ident(),))
+                watchdog.daemon = True
+                watchdog.start()
+                try:
+                    self._ensure_token()
+                    return fn()
+                except (gh_exc.GitHubException, requests.RequestException):
+                    if self._sockets.was_cut():
+                        raise _DeadlinePassed() from None
+                    raise
+                finally:
+                    watchdog.cancel()
+                    self._sockets.done()
 
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(lambda e: _classify(e).retry),
+            retry=tenacity.retry_if_exception(lambda e: isinstance(e, _DeadlinePassed) or _classify(e).retry),
             wait=_GitHubWait(policy),
             stop=tenacity.stop_before_delay(policy.give_up_after),
             sleep=policy.sleep,
@@ -328,18 +423,25 @@ class GitHubClient:
         start = time.monotonic()
         try:
             return retrying(attempt)
+        except _DeadlinePassed:
+            attempts = retrying.statistics.get("attempt_number", 1)
+            err = GitHubError(f"GitHub {method} {url} failed: no complete answer within "
+                              f"{policy.attempt_deadline:g} s (the call's deadline; {attempts} attempts)")
+            raise err from None
         except (gh_exc.GitHubException, requests.RequestException) as exc:
             failure = _classify(exc)
             attempts = retrying.statistics.get("attempt_number", 1)
             elapsed = time.monotonic() - start
             where = _request_of(exc) or (method, url)
             asked = failure.server_wait
-            extra = (f"; server asked to wait {asked:.0f} s"
-                     if asked is not None and asked > policy.give_up_after - elapsed else "")
+            longer = asked is not None and asked > policy.give_up_after - elapsed
+            extra = f"; server asked to wait {asked:.0f} s" if longer else ""
             tries = f" (gave up after {attempts} attempts in {elapsed:.1f} s{extra})" if failure.retry else ""
             err = GitHubError(f"GitHub {where[0]} {where[1]} failed: {_describe(exc)}{tries}")
             resp = getattr(exc, "response", None)
-            err.status = resp.status_code if resp is not None else None  # type: ignore[attr-defined]
+            err.status = resp.status_code if resp is not None else None
+            # GitHub asked for a longer wait than this call may take: the caller can come back then
+            err.retry_after = asked if longer and failure.retry else None
             raise err from None
 
     # ------------------------------------------------------------------ identity
