@@ -317,7 +317,7 @@ def _watched_adapter(sockets: _Sockets) -> requests.adapters.HTTPAdapter:
         ConnectionCls = tracked(urllib3.connection.HTTPConnection)
 
     class TlsPool(urllib3.connectionpool.HTTPSConnectionPool):
-        ConnectionCls = tracked(urllib3.connection.HTTPSConnection)
+        ConnectionCls = tracked(urllib3.connection.HTTPSConnection)  # type: ignore[assignment]
 
     class Adapter(requests.adapters.HTTPAdapter):
         def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
