@@ -317,7 +317,8 @@ def watch(config: str, issue: int | None, once: bool, interval: float | None, st
         with StateDir(root) as state:
             bot = Bot(cfg, config, state, client, terminal)
             run_watch(bot, number, once=once, interval=interval or cfg.github.poll_interval)
-            _, failed = bot.publish_pending()
+            failed = bot.owed()
+            bot.outbox.close()
         return EXIT_GITHUB if failed else EXIT_OK
 
     _guard(body)
@@ -383,7 +384,11 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
         number = _issue(cfg, issue, required=False)
         the_ref = ref or (cfg.github.default_ref if cfg.github else "HEAD")
         with StateDir(root) as state:
-            out = Bot(cfg, config, state, client, terminal).run_check(the_ref, number)
+            bot = Bot(cfg, config, state, client, terminal)
+            out = bot.run_check(the_ref, number)
+            # the comments go out on the outbox's thread: wait for GitHub as long as a call may
+            out.published = bot.settle(cfg.github.retry_give_up_after if cfg.github else 0.0)[1] == 0
+            bot.outbox.close()
         if json_path != "-":
             click.echo(test_markdown(out.test))
             if out.bisect:
@@ -409,7 +414,9 @@ def publish(config: str, state_dir: str | None, quiet: bool) -> None:
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
         with StateDir(root) as state:
-            posted, failed = Bot(cfg, config, state, client, terminal).publish_pending()
+            bot = Bot(cfg, config, state, client, terminal)
+            posted, failed = bot.settle(cfg.github.retry_give_up_after if cfg.github else 0.0)
+            bot.outbox.close()
         click.echo(f"published {posted} result(s); {failed} still unpublished", err=True)
         return EXIT_GITHUB if failed else EXIT_OK
 

@@ -52,7 +52,8 @@ def test_a_new_database_starts_at_the_current_schema(tmp_path: Path) -> None:
 OLD_COLUMNS = {
     "builds": "build_key, sha, status, binaries, log, seconds, reason, created",
     "runs": "{run}, sha, seed, status, tokens, exit_code, seconds, attempts, variant, detail, created",
-    "verdicts": "*", "jobs": "*", "bot_commands": "*", "bot_targets": "*", "webhook_deliveries": "*",
+    "verdicts": "*", "jobs": "*", "bot_targets": "*", "webhook_deliveries": "*",
+    "bot_commands": "comment_id, issue, author, association, body, status, job, created, updated",
 }
 
 

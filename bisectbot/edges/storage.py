@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.errors import StateError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Version 1: the tables of bisectbot b6ae5a0, the last schema without a version number.
 _V1 = """
@@ -217,8 +217,27 @@ def _to_v4(db: sqlite3.Connection) -> None:
     _execute_each(db, _V4)
 
 
+# Version 5: the bot counts how often handling a command raised (twice: failed, not resumed a
+# third time), and keeps the replies it owes until GitHub took them (an outage loses none).
+_V5 = """
+ALTER TABLE bot_commands ADD COLUMN raises INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE bot_replies (
+    issue       INTEGER NOT NULL,
+    key         TEXT NOT NULL,         -- the reply marker's key (the command comment's id)
+    body        TEXT NOT NULL,
+    comment_id  INTEGER,               -- set once posted
+    created     REAL NOT NULL,
+    PRIMARY KEY (issue, key)
+);
+"""
+
+
+def _to_v5(db: sqlite3.Connection) -> None:
+    _execute_each(db, _V5)
+
+
 # MIGRATIONS[v] takes a database at version v to v + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4, _to_v5)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -508,6 +527,32 @@ class Store:
         with self._write() as db:
             db.execute("UPDATE bot_commands SET status=?, job=COALESCE(?, job), updated=? WHERE comment_id=?",
                        (status, job, time.time(), int(comment_id)))
+
+    def note_command_raised(self, comment_id: int) -> int:
+        """Count one more time handling this command raised; return the count."""
+        with self._write() as db:
+            db.execute("UPDATE bot_commands SET raises=raises+1, updated=? WHERE comment_id=?",
+                       (time.time(), int(comment_id)))
+            row = db.execute("SELECT raises FROM bot_commands WHERE comment_id=?", (int(comment_id),)).fetchone()
+            return int(row["raises"]) if row is not None else 0
+
+    def command_raises(self, comment_id: int) -> int:
+        row = self._one("SELECT raises FROM bot_commands WHERE comment_id=?", (int(comment_id),))
+        return int(row["raises"]) if row is not None else 0
+
+    def put_reply(self, issue: int, key: str, body: str) -> None:
+        """A reply the bot owes (kept until posted; the first body for a key stands)."""
+        with self._write() as db:
+            db.execute("INSERT OR IGNORE INTO bot_replies (issue, key, body, created) VALUES (?,?,?,?)",
+                       (int(issue), key, body, time.time()))
+
+    def unposted_replies(self) -> list[tuple[int, str, str]]:
+        return [(r["issue"], r["key"], r["body"]) for r in self._rows(
+            "SELECT issue, key, body FROM bot_replies WHERE comment_id IS NULL ORDER BY created")]
+
+    def mark_reply_posted(self, issue: int, key: str, comment_id: int) -> None:
+        with self._write() as db:
+            db.execute("UPDATE bot_replies SET comment_id=? WHERE issue=? AND key=?", (int(comment_id), int(issue), key))
 
     def claimed_commands(self) -> list[int]:
         """Commands claimed but not finished (a killed bot resumes them), oldest first."""

@@ -11,11 +11,17 @@ Why it is built this way:
   marker after a retry or a restart, so a job never gets two comments.
 * **GitHub never sits on the job's path.** The job emits typed events; `CommentObserver`
   turns them into the comment's progress text and hands it to a `ProgressPoster`, a thread of
-  its own that posts the latest text at most every `progress_interval` seconds and (in watch
-  mode) looks for `/cancel`. A cancel reaches the job as a `CancelToken`.
-* **Results are never lost.** The result lives in the jobs table first; a comment target
-  (`bot_targets`) is marked published only once GitHub accepted the final body, and
-  `publish_pending` (`bisectbot publish`) posts whatever GitHub refused earlier.
+  its own that offers the latest text at most every `progress_interval` seconds and (in watch
+  mode) looks for `/cancel`. A cancel reaches the job as a `CancelToken`. Every write (progress,
+  reactions, replies, results) goes through the `Outbox`, whose thread waits out an outage or
+  a `Retry-After` while the jobs go on.
+* **Results are never lost.** The result lives in the jobs table first (a reply in
+  `bot_replies`); a comment target (`bot_targets`) is marked published only once GitHub
+  accepted the final body, and `publish_pending` (`bisectbot publish`, every `watch` round, a
+  server's start) queues whatever is still owed.
+* **Every command ends.** Whatever fails while a command is prepared or run (a config that is
+  not UTF-8, a bug) becomes a reply and a `failed` command; the next command goes on. A command
+  whose handling raised twice (the bot died of it) is failed, not resumed a third time.
 * **Comment text never reaches a shell or git unchecked.** `commands.parse_comment` validates
   syntax and authorisation; refs are resolved (argv only, after `--end-of-options`) before any
   job starts, and config names map only to files directly inside the configured directory.
@@ -37,11 +43,12 @@ from typing import Any, Callable
 from bisectbot.config import Config, GitHubConfig, load_config
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.reports import BisectReport, JobStop, TestReport, load_result
-from bisectbot.edges.storage import Cursor, JobRow, StateDir, TargetRow
+from bisectbot.edges.storage import CommandRow, Cursor, JobRow, StateDir, TargetRow
 from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError
 from bisectbot.github.client import IssueClient, format_since
 from bisectbot.github.commands import (BisectCommand, CancelCommand, CheckCommand, Refusal, parse_comment,
                                        validate_config_name)
+from bisectbot.github.outbox import Outbox
 from bisectbot.github.comment import (CommentContext, Document, render_alarm, render_bisect, render_cancelled,
                                       render_failed, render_progress, render_status)
 from bisectbot.pipeline import jobs
@@ -67,6 +74,11 @@ def fixture_hashes(directory: Path | None) -> dict[str, str]:
                 h.update(chunk)
         out[str(path.relative_to(directory))] = h.hexdigest()
     return out
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _now() -> str:
@@ -148,7 +160,7 @@ class ProgressPoster:
     def __exit__(self, *exc: object) -> None:
         self._stopping = True
         self._wake.set()
-        self._thread.join()
+        self._thread.join(timeout=1.0)  # a /cancel poll may still be waiting on GitHub: not for it
 
     def _run(self) -> None:
         last_post = last_poll = -math.inf
@@ -156,7 +168,7 @@ class ProgressPoster:
             now = time.monotonic()
             with self._lock:
                 body = self._latest
-            if body is not None and body != self._posted and now - last_post >= self.interval:
+            if body is not None and body != self._posted and now - last_post >= self.interval and not self._stopping:
                 last_post = now
                 try:
                     self.post(body)
@@ -208,6 +220,7 @@ class Bot:
         self._stopped: set[int] = set()              # issues whose job a /cancel stopped
         self._lock = threading.Lock()
         self._contexts: dict[str, CommentContext] = {}
+        self.outbox = Outbox()
 
     @property
     def gh(self) -> GitHubConfig:
@@ -233,8 +246,17 @@ class Bot:
 
     # -- commands ------------------------------------------------------------------------------
     def resume_interrupted(self) -> None:
-        """Finish commands a killed bot had claimed (their jobs resume from the database)."""
+        """Finish commands a killed bot had claimed (their jobs resume from the database); a
+        command whose handling raised twice is failed instead (it would take the bot down again)."""
         for comment_id in self.store.claimed_commands():
+            if self.store.command_raises(comment_id) >= 2:
+                row = self.store.command(comment_id)
+                log.error("command in comment %s failed twice while being handled: not resumed", comment_id)
+                if row is not None:
+                    self._reply(row.issue, comment_id, "Sorry, handling that command failed twice; "
+                                "it will not be tried again (the bot's log says why).")
+                self.store.set_command(comment_id, "failed")
+                continue
             log.info("resuming command in comment %s", comment_id)
             self.handle_claimed(comment_id)
 
@@ -275,9 +297,20 @@ class Bot:
         return bool(login) and author.lower() == str(login).lower()
 
     def handle_claimed(self, comment_id: int) -> None:
+        """Handle a claimed command to an end: done, refused or failed, with a reply when it failed."""
         row = self.store.command(comment_id)
         if row is None or row.status != "claimed":
             return
+        try:
+            self._handle(row)
+        except Exception as exc:  # not the user's fault and not foreseen: still an answer, still an end
+            self.store.note_command_raised(comment_id)
+            log.exception("command in comment %s raised", comment_id)
+            self._reply(row.issue, comment_id, f"Sorry, that failed with an internal error: {_one_line(exc)}")
+            self.store.set_command(comment_id, "failed")
+
+    def _handle(self, row: CommandRow) -> None:
+        comment_id = row.comment_id
         cmd = parse_comment(row.body, row.association, row.author)
         try:
             if cmd is None:
@@ -364,12 +397,11 @@ class Bot:
                                                                     "good_ref": plan.good_ref, "bad_ref": plan.bad_ref})
         ctx = self.ctx(cfg)
         if self.store.job(plan.job) is None:
-            self._best_effort(lambda: self.client.upsert_job_comment(
-                issue, plan.job, render_progress(title, "queued", [], ctx).fit()), "post the queued comment")
+            self._progress(issue, plan.job, render_progress(title, "queued", [], ctx).fit())
         poll = (lambda: self._poll_for_cancel(issue)) if self.poll_cancels else None
         if poll is not None and (who := poll()) is not None:
             token.cancel(who)  # a /cancel already on the issue stops the job before it builds
-        poster = ProgressPoster(lambda body: self.client.upsert_job_comment(issue, plan.job, body),
+        poster = ProgressPoster(lambda body: self._progress(issue, plan.job, body),
                                 self.gh.progress_interval, token, poll_cancel=poll)
         with self._lock:
             self._running[issue] = token
@@ -384,7 +416,7 @@ class Bot:
         if row.status == "cancelled":
             with self._lock:
                 self._stopped.add(issue)
-        self.publish_target(plan.job, issue)
+        self.queue_publish(plan.job, issue)
         return row
 
     def _run_bisect(self, session: jobs.Session, plan: BisectPlan) -> None:
@@ -427,11 +459,11 @@ class Bot:
         if issue is not None:
             self.store.set_target(STATUS_MARKER, issue, report.job, "status",
                                   {"date": date, "alarm": broken, "config": self.config_path})
-            out.published &= self.publish_target(STATUS_MARKER, issue)
+            self.queue_publish(STATUS_MARKER, issue)
             if broken:
                 self.store.set_target(report.job, issue, report.job, "alarm",
                                       {"date": date, "last_good": out.last_good, "config": self.config_path})
-                out.published &= self.publish_target(report.job, issue)
+                self.queue_publish(report.job, issue)
         if result.bisect is not None:
             row = self.bisect_job(self.cfg, self.config_path, result.bisect, issue)
             outcome = load_result(row.kind, row.status, row.result)
@@ -439,9 +471,6 @@ class Bot:
                 out.bisect = outcome
             else:
                 out.bisect_error = outcome.message if isinstance(outcome, JobStop) and outcome.message else row.status
-            if issue is not None:
-                target = self.store.target(row.id, issue)
-                out.published &= bool(target and target.published)
         return out
 
     # -- publishing ----------------------------------------------------------------------------
@@ -467,43 +496,62 @@ class Bot:
         message = result.message if isinstance(result, JobStop) and result.message else job.status
         return render_failed(job.kind, job.args, message, ctx)
 
-    def publish_target(self, marker: str, issue: int) -> bool:
-        """Post the final body of one comment target; False (kept for later) if GitHub fails."""
+    def _post_target(self, marker: str, issue: int) -> None:
+        """Outbox thread: post the final body of one comment target (GitHubError: kept, retried)."""
         target = self.store.target(marker, issue)
         job = self.store.job(target.job) if target else None
-        if target is None or job is None or job.status == "running":
-            return False
-        try:
-            cid = self.client.upsert_job_comment(issue, marker, self.render(target, job).fit())
-        except GitHubError as exc:
-            log.error("publishing %s on #%s failed, kept for `bisectbot publish`: %s", marker, issue, exc)
-            return False
+        if target is None or job is None or job.status == "running" or target.published:
+            return
+        cid = self.client.upsert_job_comment(issue, marker, self.render(target, job).fit())
         self.store.mark_target_published(marker, issue, cid)
-        return True
 
-    def publish_pending(self) -> tuple[int, int]:
-        """Post every finished, unpublished result; return (posted, still failing)."""
-        ok = failed = 0
+    def queue_publish(self, marker: str, issue: int) -> None:
+        """Hand a finished target's final body to the outbox (it replaces the job's last progress)."""
+        self.outbox.put(("comment", issue, marker), f"publish {marker} on #{issue}",
+                        lambda: self._post_target(marker, issue))
+
+    def publish_pending(self) -> None:
+        """Queue every finished, unpublished result and every reply still owed."""
         for marker, issue in self.store.unpublished_targets():
-            if self.publish_target(marker, issue):
-                ok += 1
-            else:
-                failed += 1
-        return ok, failed
+            self.queue_publish(marker, issue)
+        for issue, key, body in self.store.unposted_replies():
+            self._queue_reply(issue, key, body)
 
-    # -- small GitHub actions (never fatal) ------------------------------------------------------
-    def _best_effort(self, call: Callable[[], object], what: str) -> None:
-        try:
-            call()
-        except GitHubError as exc:
-            log.warning("could not %s (the job goes on): %s", what, exc)
+    def settle(self, timeout: float) -> tuple[int, int]:
+        """Queue what is owed and wait up to `timeout` for GitHub to take it; return (results
+        published, still owed). What is still owed stays in the database for the next run."""
+        before = len(self.store.unpublished_targets())
+        self.publish_pending()
+        self.outbox.flush(timeout)
+        return max(0, before - len(self.store.unpublished_targets())), self.owed()
+
+    def owed(self) -> int:
+        """Results and replies GitHub has not taken yet (kept in the database)."""
+        return len(self.store.unpublished_targets()) + len(self.store.unposted_replies())
+
+    # -- small GitHub writes: through the outbox, never on a job's path --------------------------
+    def _progress(self, issue: int, job: str, body: str) -> None:
+        def send() -> None:
+            row = self.store.job(job)
+            if row is None or row.status == "running":  # once the job ended, its result owns the comment
+                self.client.upsert_job_comment(issue, job, body)
+
+        self.outbox.put(("comment", issue, job), f"update the progress of {job} on #{issue}", send)
 
     def _react(self, comment_id: int) -> None:
-        self._best_effort(lambda: self.client.react(comment_id, "eyes"), f"react to comment {comment_id}")
+        self.outbox.put(("react", comment_id), f"react to comment {comment_id}",
+                        lambda: self.client.react(comment_id, "eyes"))
 
     def _reply(self, issue: int, comment_id: int, text: str) -> None:
-        self._best_effort(lambda: self.client.post_comment(issue, text, f"reply-{comment_id}"),
-                          f"reply to comment {comment_id}")
+        key = f"reply-{comment_id}"
+        self.store.put_reply(issue, key, text)
+        self._queue_reply(issue, key, text)
+
+    def _queue_reply(self, issue: int, key: str, text: str) -> None:
+        def send() -> None:
+            self.store.mark_reply_posted(issue, key, self.client.post_comment(issue, text, key))
+
+        self.outbox.put(("reply", issue, key), f"reply on #{issue} ({key})", send)
 
 
 # -- watch and serve -------------------------------------------------------------------------------
@@ -518,9 +566,15 @@ def watch(bot: Bot, issue: int, *, once: bool, interval: float, stop: threading.
             bot.poll(issue)
         except GitHubError as exc:
             if once:
+                bot.settle(bot.gh.retry_give_up_after)
                 raise
             log.error("polling #%s failed, trying again in %.0f s: %s", issue, interval, exc)
-        if once or stop.wait(interval):
+        if once:
+            _, owed = bot.settle(bot.gh.retry_give_up_after)
+            if owed:
+                log.warning("%d comment(s) still owed to GitHub: posted by the next watch or `bisectbot publish`", owed)
+            return
+        if stop.wait(interval):
             return
 
 
@@ -570,9 +624,9 @@ class BotServer:
             self.bot.resume_interrupted()
             self.bot.publish_pending()
             while (item := self.jobs.get()) is not None:
-                self.bot.handle_claimed(item)
+                self.bot.handle_claimed(item)  # ends every command, whatever it raises
                 self.bot.publish_pending()
-        except BaseException as exc:  # surfaced by `serve`
+        except BaseException as exc:  # the database itself failed: surfaced by `serve`
             self.error = exc
             log.exception("bisectbot worker stopped")
 
@@ -589,4 +643,6 @@ class BotServer:
         self.httpd.server_close()
         self.jobs.put(None)
         self._threads[0].join(timeout=600)
+        self.bot.outbox.flush(5.0)
+        self.bot.outbox.close()
         self.state.close()

@@ -1,0 +1,190 @@
+"""The bot stays up: a command that cannot be handled still gets an answer and an end, and
+GitHub failing never slows a job. Real demo builds, the real GitHub stand-in over HTTP."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import pytest
+
+from bisectbot.config import load_config
+from bisectbot.demo import DemoHistory
+from bisectbot.edges.storage import StateDir
+from bisectbot.github.bot import Bot, watch
+from bisectbot.github.client import GitHubClient, RetryPolicy
+from bisectbot.github.commands import BisectCommand
+from bisectbot.github.outbox import Outbox
+from bisectbot.errors import GitHubError
+
+from conftest import bisectbot_argv  # noqa: F401  (keeps the conftest import path uniform)
+from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401
+from test_bot import COMMENTS, ONE_COMMENT, bot_comments, cli, db_rows, demo12, job_comments, open_bot, write_config  # noqa: F401
+
+T = TypeVar("T")
+
+
+def replies_to(gh: GitHubStandIn, comment_id: int) -> list[str]:
+    return [b for b in bot_comments(gh) if f"<!-- bisectbot:reply=reply-{comment_id} -->" in b]
+
+
+# --------------------------------------------------------------------------- every command ends
+
+
+def test_an_unreadable_config_is_answered_and_the_next_command_goes_on(
+        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "latin1.yaml").write_bytes("# caf\xe9\nname: x\n".encode("latin-1"))
+    config = write_config(tmp_path, demo12, gh_server, configs_dir="configs")
+    poison = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main config=latin1")
+    after = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/cancel")
+    state = ["--state", str(tmp_path / "st")]
+    first = cli("watch", str(config), "--issue", str(ISSUE), "--once", *state)
+    assert first.returncode == 0, first.stderr
+    answer = replies_to(gh_server, poison)
+    assert len(answer) == 1 and "latin1" in answer[0], answer
+    assert len(replies_to(gh_server, after)) == 1  # the command queued behind it was handled
+    statuses = dict(db_rows(tmp_path / "st", "SELECT comment_id, status FROM bot_commands"))
+    assert statuses[poison] in ("refused", "failed") and statuses[after] == "done"
+    posts = gh_server.count("POST", COMMENTS)
+    again = cli("watch", str(config), "--issue", str(ISSUE), "--once", *state)
+    assert again.returncode == 0, again.stderr
+    assert gh_server.count("POST", COMMENTS) == posts  # nothing resumed, nothing answered twice
+
+
+class BuggyBot(Bot):
+    """A bot with a bug in its bisect handler (what a traceback in a job would look like)."""
+
+    def _handle_bisect(self, issue: int, comment_id: int, cmd: BisectCommand) -> None:
+        raise KeyError("a bug")
+
+
+def test_an_unforeseen_exception_is_a_reply_and_a_failed_command(
+        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    config = write_config(tmp_path, demo12, gh_server)
+    broken = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
+    after = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/cancel")
+    cfg = load_config(config)
+    from bisectbot.github.client import make_client
+    with StateDir(tmp_path / "st") as state:
+        bot = BuggyBot(cfg, str(config), state, make_client(cfg, {"BISECTBOT_TEST_GH_TOKEN": BOT_TOKEN}))
+        watch(bot, ISSUE, once=True, interval=1)
+        bot.outbox.close()
+    answer = replies_to(gh_server, broken)
+    assert len(answer) == 1 and "internal error: KeyError" in answer[0]
+    assert len(replies_to(gh_server, after)) == 1
+    assert db_rows(tmp_path / "st", "SELECT comment_id, status, raises FROM bot_commands ORDER BY comment_id") == [
+        (broken, "failed", 1), (after, "done", 0)]
+
+
+def test_a_command_whose_handling_raised_twice_is_not_resumed_a_third_time(
+        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    config = write_config(tmp_path, demo12, gh_server)
+    cid = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
+    with open_bot(config, tmp_path / "st") as bot:
+        assert bot.claim(cid, ISSUE, "maintainer", "MEMBER", f"/bisect good={demo12.good} bad=main")
+        bot.store.note_command_raised(cid)  # two bots died of it before they could mark it failed
+        bot.store.note_command_raised(cid)
+        bot.resume_interrupted()
+        bot.settle(10)
+        bot.outbox.close()
+    assert db_rows(tmp_path / "st", "SELECT status FROM bot_commands") == [("failed",)]
+    assert db_rows(tmp_path / "st", "SELECT COUNT(*) FROM jobs") == [(0,)]  # not run a third time
+    assert len(replies_to(gh_server, cid)) == 1 and "failed twice" in replies_to(gh_server, cid)[0]
+
+
+# --------------------------------------------------------------------------- GitHub off the job's path
+
+
+class ThreadRecordingClient(GitHubClient):
+    """The real client, noting which thread made each call (the job runs on the caller's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[str, str]] = []
+
+    def _call(self, method: str, url: str, fn: Callable[[], T]) -> T:
+        self.calls.append((threading.current_thread().name, method))
+        return super()._call(method, url, fn)
+
+
+def test_a_write_outage_does_not_slow_the_job_and_the_result_is_posted_once_after(
+        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    config = write_config(tmp_path, demo12, gh_server, retry_give_up_after=0.5)
+    cmd = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
+    for method, path in (("POST", COMMENTS), ("PATCH", ONE_COMMENT), ("POST", r".*/reactions")):
+        gh_server.fail(method, path, "502", times=100_000)
+    cfg = load_config(config)
+    client = ThreadRecordingClient(FULL_NAME, api_url=gh_server.base_url, token=BOT_TOKEN, bot_login=BOT_LOGIN,
+                                   retry=RetryPolicy(give_up_after=0.5, backoff_base=0.01, max_wait=0.05))
+    with StateDir(tmp_path / "st") as state:
+        bot = Bot(cfg, str(config), state, client)
+        bot.poll_cancels = True
+        bot.poll(ISSUE)  # the whole job runs here, on this thread, while every write fails
+        job_thread = threading.current_thread().name
+        assert db_rows(tmp_path / "st", "SELECT kind, status FROM jobs") == [("bisect", "done")]
+        assert bot_comments(gh_server) == []  # nothing got through
+        # reads only: the poll, and the look for a /cancel already there before the job starts
+        assert {m for t, m in client.calls if t == job_thread} == {"GET"}
+        assert any(m in ("POST", "PATCH") for t, m in client.calls if t == "bisectbot-outbox")
+        gh_server.faults.clear()  # GitHub answers again: the outbox's next attempt gets through
+        assert bot.outbox.flush(120)
+        bot.outbox.close()
+    ours = job_comments(gh_server)
+    assert len(ours) == 1 and demo12.culprit[:12] in ours[0].splitlines()[1] and "⏳" not in ours[0]
+    creates = [r for r in gh_server.matching("POST", COMMENTS) if b"bisectbot:job=" in r.body]
+    assert len({r.body for r in creates}) >= 1 and len(bot_comments(gh_server)) == 1
+    assert "eyes" in gh_server.comments[cmd].reactions  # the reaction was not lost either
+    assert db_rows(tmp_path / "st", "SELECT published FROM jobs") == [(1,)]
+
+
+# --------------------------------------------------------------------------- the outbox itself
+
+
+def test_outbox_coalesces_by_key_and_waits_out_retry_after() -> None:
+    sent: list[str] = []
+    gate = threading.Event()
+    failures = iter([GitHubError("asked to wait")])
+
+    def slow(text: str) -> Callable[[], None]:
+        def send() -> None:
+            gate.wait(10)
+            sent.append(text)
+        return send
+
+    def once_refused() -> None:
+        err = next(failures, None)
+        if err is not None:
+            err.retry_after = 0.2
+            raise err
+        sent.append("reaction")
+
+    box = Outbox()
+    box.put(("comment", 1), "progress", slow("progress 1"))  # in flight, held by the gate
+    for i in range(2, 6):  # four more bodies while the first is stuck: only the last is sent
+        box.put(("comment", 2), "progress", slow(f"other {i}"))
+    box.put(("react", 9), "react", once_refused)
+    gate.set()
+    assert box.flush(30)
+    box.close()
+    assert sent == ["progress 1", "other 5", "reaction"]
+    assert box.sent == 3 and box.dropped == 0
+
+
+def test_outbox_drops_what_retrying_cannot_change() -> None:
+    calls = []
+
+    def not_found() -> None:
+        calls.append(1)
+        err = GitHubError("404 Not Found")
+        err.status = 404
+        raise err
+
+    box = Outbox()
+    box.put("k", "react to a deleted comment", not_found)
+    assert box.flush(30)
+    box.close()
+    assert calls == [1] and box.dropped == 1
