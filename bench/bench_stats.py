@@ -208,8 +208,11 @@ def baseline(rev: str, case: dict[str, Any], args: argparse.Namespace) -> dict[s
                        capture_output=True)
         try:
             env = {**os.environ, "BISECTBOT_TREE": str(tree)}
-            proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child-case", repr(case),
-                                   "--workers", str(args.workers)], env=env, capture_output=True, text=True)
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--child-case", repr(case),
+                   "--workers", str(args.workers)]
+            if args.baseline_minutes:
+                cmd += ["--baseline-minutes", str(args.baseline_minutes)]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise SystemExit(f"baseline at {rev} failed: {proc.stderr.strip().splitlines()[-1:]}")
             return eval(proc.stdout.strip().splitlines()[-1])  # our own repr, from our own child
@@ -218,14 +221,25 @@ def baseline(rev: str, case: dict[str, Any], args: argparse.Namespace) -> dict[s
 
 
 def child(case_text: str, args: argparse.Namespace) -> None:
-    """--child-case: run one case's bisects with whatever bisectbot PYTHONPATH gives."""
+    """--child-case: run one case's bisects with whatever bisectbot PYTHONPATH gives, one history
+    per task; at --baseline-minutes the unfinished ones are cancelled and left out."""
+    from distributed import wait
+
     case = eval(case_text)  # written by baseline() above
     client = client_for(args)
-    results = run_bisects(client, [case], max_runs=4000)[case["label"]]
+    futures = [client.submit(bisect_task, case, [rep], 4000, pure=False) for rep in range(case["reps"])]
+    try:
+        wait(futures, timeout=60 * args.baseline_minutes if args.baseline_minutes else None)
+    except TimeoutError:
+        pass
+    results = [r for f in futures if f.status == "finished" for r in f.result()]
+    client.cancel(futures)
+    if not results:
+        raise SystemExit(f"no baseline bisect finished within {args.baseline_minutes} minutes")
     used = {r["code"] for r in results}
     if TREE is None or used != {str(Path(TREE) / "bisectbot")}:
         raise SystemExit(f"the baseline ran bisectbot from {sorted(used)}, not from {TREE}")
-    print(repr(summarise(case, results)))
+    print(repr({**summarise(case, results), "reps": sorted(r["rep"] for r in results), "asked": case["reps"]}))
 
 
 def main() -> None:
@@ -234,6 +248,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
     ap.add_argument("--baseline", metavar="REV", help="also run the TV 0.1 case through bisectbot at REV")
+    ap.add_argument("--baseline-reps", type=int, help="how many of the TV 0.1 histories the baseline bisects "
+                    "(default: a third of the case's, at least 10)")
+    ap.add_argument("--baseline-minutes", type=float, help="stop the baseline after this long and compare the "
+                    "histories it finished (its slow ones are the costly ones, so this favours the baseline)")
     ap.add_argument("--only", help="run only the cases whose label contains this")
     ap.add_argument("--child-case", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -297,12 +315,14 @@ def main() -> None:
     if args.baseline:
         tv = next((c for c in cases if c["label"].startswith("one TV 0.1")), None)
         if tv is not None:
-            base = baseline(args.baseline, {**tv, "reps": max(10, int(100 * scale))}, args)
+            reps = args.baseline_reps or max(10, int(100 * scale))
+            base = baseline(args.baseline, {**tv, "reps": min(reps, tv["reps"])}, args)
     if base is not None:  # side by side on the same histories (repetitions 0 … n−1)
         case = next(c for c in cases if c["label"] == base["label"])
-        new = summarise(case, [r for r in bisects[case["label"]] if r["rep"] < base["n"]])
-        print(f"\n# {base['label']}, the same {base['n']} histories at {args.baseline} (run.max_runs 4,000 so its "
-              f"model stage can finish) and now:\n#   then: found {rate_down(base['first'], base['n'])}, mean cost "
+        new = summarise(case, [r for r in bisects[case["label"]] if r["rep"] in base["reps"]])
+        part = "" if base["n"] == base["asked"] else f" (the {base['n']} of {base['asked']} it finished in time)"
+        print(f"\n# {base['label']}, the same {base['n']} histories{part} at {args.baseline} (run.max_runs 4,000 "
+              f"so its model stage can finish) and now:\n#   then: found {rate_down(base['first'], base['n'])}, mean cost "
               f"{base['cost']:,.0f} ({base['runs']:,.0f} runs, {base['builds']:.1f} builds)\n#   now:  found "
               f"{rate_down(new['first'], new['n'])}, mean cost {new['cost']:,.0f} ({new['runs']:,.0f} runs, "
               f"{new['builds']:.1f} builds)\n#   ratio {new['cost'] / base['cost']:.2f} (target ≤ 1.3)")
