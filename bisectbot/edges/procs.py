@@ -1,8 +1,10 @@
 """The one place that starts child processes (cmake, the program under test, llama-server).
 
-Two promises live here so no caller can forget them: children never see credentials (the
-environment is filtered), and a timeout kills the whole process group (cmake's compilers, a
-hanging binary's threads), not only the direct child.
+Three promises live here so no caller can forget them: children never see credentials (the
+environment is filtered), a timeout kills the whole process group (cmake's compilers, a
+hanging binary's threads), not only the direct child, and every group is recorded in the open
+state directory while it runs, so a bot killed with `kill -9` has it killed by the next start
+(edges.children).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from bisectbot.edges import localhttp
+from bisectbot.edges import children, localhttp
 
 # Variables never passed to builds or runs: tokens, keys, secrets, GitHub's own settings.
 _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|API_KEY)", re.I)
@@ -58,10 +60,13 @@ def run(
     env: Mapping[str, str] | None = None,
     timeout: float,
     log: Path | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ProcResult:
     """Run argv (never through a shell) with a timeout that kills its whole process group.
 
     With `log`, stdout and stderr both go to that file (builds); otherwise both are captured.
+    `pass_fds` are inherited by the child and its children (a build holds its directory's lock
+    for as long as any of them runs, even orphaned).
     """
     start = time.monotonic()
     out_target = open(log, "ab") if log else subprocess.PIPE
@@ -74,11 +79,13 @@ def run(
             stdout=out_target,
             stderr=subprocess.STDOUT if log else subprocess.PIPE,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     except OSError as exc:
         if log:
             out_target.close()  # type: ignore[union-attr]
         return ProcResult(tuple(argv), 127, "", f"cannot start {argv[0]}: {exc.strerror or exc}", 0.0)
+    recorded = children.record(proc.pid, argv)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
         code: int | None = proc.returncode
@@ -91,6 +98,7 @@ def run(
         proc.wait()
         raise
     finally:
+        children.forget(recorded)
         if log:
             out_target.close()  # type: ignore[union-attr]
     return ProcResult(
@@ -121,6 +129,7 @@ class Server:
         self.argv, self.port, self.health = list(argv), port, health
         self.startup_timeout, self.env, self.log, self.cwd = startup_timeout, env, log, cwd
         self.proc: subprocess.Popen | None = None
+        self._recorded: Path | None = None
 
     @property
     def base_url(self) -> str:
@@ -138,6 +147,7 @@ class Server:
             self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=dict(self.env),
                                          stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
+        self._recorded = children.record(self.proc.pid, self.argv)
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if self.proc.poll() is not None:
@@ -158,6 +168,7 @@ class Server:
     def stop(self) -> None:
         """Stop the whole process group (SIGTERM, then SIGKILL after 10 s)."""
         if self.proc is None or self.proc.poll() is not None:
+            children.forget(self._recorded)
             return
         try:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -167,6 +178,7 @@ class Server:
         except subprocess.TimeoutExpired:
             _kill_group(self.proc)
             self.proc.wait()
+        children.forget(self._recorded)
 
 
 class ServerError(RuntimeError):

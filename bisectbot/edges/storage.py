@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
+from bisectbot.edges import children
 from bisectbot.errors import StateError
 
 SCHEMA_VERSION = 5
@@ -619,7 +620,10 @@ class Store:
 # -- the state directory -------------------------------------------------------------------------
 class StateDir:
     """The state directory: its lock, its layout (clone, build dirs, kept binaries, logs) and
-    its database. One process at a time: a second one is refused with a clear message."""
+    its database. One process at a time: a second one is refused with a clear message.
+
+    Taking the lock first kills the child process groups a killed bot left running (recorded
+    in `procs/`, edges.children); the children this process starts are recorded there."""
 
     def __init__(self, root: Path):
         self.root = Path(root).resolve()  # relative paths would break cmake, which runs elsewhere
@@ -633,11 +637,19 @@ class StateDir:
         except BlockingIOError:
             self._lock_file.close()
             raise StateError(f"state directory {self.root} is in use by another bisectbot process") from None
+        children.kill_left_behind(self.procs_dir)
+        children.track_in(self.procs_dir)
         try:
             self.store = Store(self.root / "state.sqlite3")
         except BaseException:
+            children.stop_tracking(self.procs_dir)
             self._lock_file.close()
             raise
+
+    @property
+    def procs_dir(self) -> Path:
+        """One record per running child process group (edges.children)."""
+        return self.root / "procs"
 
     @property
     def clone_dir(self) -> Path:
@@ -661,6 +673,7 @@ class StateDir:
         return self.root / "logs" / name
 
     def close(self) -> None:
+        children.stop_tracking(self.procs_dir)
         self.store.close()
         self._lock_file.close()
 
