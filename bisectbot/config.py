@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 import os
+import stat
 import string
 import types
 import typing
@@ -610,13 +611,43 @@ def _unwrap_optional(annotation: Any) -> Any:
     return annotation
 
 
+# A config is a page of YAML; anything this large is the wrong file (or /dev/zero).
+CONFIG_MAX_BYTES = 1 << 20
+
+
+def read_config_text(path: Path) -> str:
+    """The text of a config file: a regular file, at most CONFIG_MAX_BYTES, UTF-8. Opened
+    without blocking so that a FIFO or a device named as the config is refused, not waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
+                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                    else "not a regular file")
+            raise ConfigError(f"{path}: cannot read config: it is {kind}, not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(CONFIG_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > CONFIG_MAX_BYTES:
+        raise ConfigError(f"{path}: cannot read config: larger than {CONFIG_MAX_BYTES:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}: cannot read config: not UTF-8 at byte {exc.start} (line {line})") from None
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate a config file; raise ConfigError with file and key path on any problem."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    text = read_config_text(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
