@@ -73,3 +73,20 @@ def test_toolchain_names_the_compiler_and_cmake(small_demo: DemoHistory) -> None
     env = toolchain(load_config(small_demo.config).build)
     assert env.compiler != "unknown" and env.cmake.startswith("cmake version")
     assert env.cmake_args == ["-DCMAKE_BUILD_TYPE=Release"]
+
+
+def test_a_copied_state_directory_builds_afresh_instead_of_failing(small_demo: DemoHistory, tmp_path: Path) -> None:
+    import shutil
+
+    cfg = load_config(small_demo.config)
+    with StateDir(tmp_path / "st") as state:
+        assert builder(small_demo, state, []).ensure(small_demo.good, cfg.build).ok
+    shutil.copytree(tmp_path / "st", tmp_path / "copy")
+    with StateDir(tmp_path / "copy") as state:
+        b = builder(small_demo, state, [])
+        rec = b.ensure(small_demo.bad, cfg.build)
+        log = Path(rec.log).read_text()
+        assert rec.ok and rec.notes == "" and b.built == [small_demo.bad]
+        # the stale cache was seen before configuring: one configure, none refused by cmake
+        assert log.count("afresh: its CMakeCache.txt was written for") == 1
+        assert log.count("$ cmake -S") == 1 and "CMake Error" not in log

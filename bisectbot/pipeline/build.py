@@ -17,6 +17,10 @@ Why each step:
 * **A clean directory before giving up.** A reused build directory can keep rules of another
   tree; a configure or build failure there is retried once in a fresh directory, and the record
   says so when that succeeded.
+* **One build at a time per directory.** A build holds its directory's lock (edges.dirlock),
+  and so do its children, so a build a killed bot left running never has another beside it.
+* **A moved state directory is no failure.** cmake refuses a build directory whose
+  CMakeCache.txt was written elsewhere; such a directory is started afresh before configuring.
 * **Keys that cannot go stale.** A stored build is reused only if the commit, the cmake
   arguments and variants, the contents of files they name and the toolchain are the same.
 
@@ -42,6 +46,7 @@ from bisectbot.config import BuildConfig, BuildVariant
 from bisectbot.core.inputs import parse_depfile
 from bisectbot.core.records import BuildRecord
 from bisectbot.core.reports import Environment
+from bisectbot.edges import dirlock
 from bisectbot.edges.procs import clean_env, run
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import Workspace
@@ -49,6 +54,8 @@ from bisectbot.errors import GitError
 from bisectbot.pipeline.events import Building, BuildPhase, Built, Events
 
 UNUSED_HEADER = "Manually-specified variables were not used by the project:"
+# How long a build waits for its directory's lock (held by an orphaned build no record named).
+BUILD_DIR_WAIT = 60.0
 
 
 class Builder:
@@ -199,16 +206,22 @@ def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key:
     for index, variant in enumerate(cfg.choices):
         args = [expand(a) for a in (*cfg.cmake_args, *variant.cmake_args)]
         build_dir = state.build_dir(build_dir_key(args))
-        reused = build_dir.exists()
-        attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets)
-        notes = ""
-        if attempt.status == "failed" and reused:
-            _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
-            shutil.rmtree(build_dir, ignore_errors=True)
-            first = attempt.reason
-            attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets)
-            notes = f"built in a clean directory after the reused one failed: {first}" if attempt.status == "ok" \
-                else f"also failed in a clean directory (the reused one: {first})"
+        with dirlock.exclusive(build_dir, wait=BUILD_DIR_WAIT) as hold:
+            if why := configured_elsewhere(build_dir, source):
+                _note(log, f"# starting {build_dir} afresh: {why}")
+                shutil.rmtree(build_dir, ignore_errors=True)
+            reused = build_dir.exists()
+            attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress,
+                                     secrets, hold)
+            notes = ""
+            if attempt.status == "failed" and reused:
+                _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
+                shutil.rmtree(build_dir, ignore_errors=True)
+                first = attempt.reason
+                attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress,
+                                         secrets, hold)
+                notes = f"built in a clean directory after the reused one failed: {first}" if attempt.status == "ok" \
+                    else f"also failed in a clean directory (the reused one: {first})"
         if attempt.status == "unsupported":
             not_fitting.append(f"variant {index}: {attempt.reason}")
             continue
@@ -221,7 +234,8 @@ def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key:
 
 def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], source: Path, build_dir: Path,
                    kept: Path, log: Path, budget: _Budget, stale: list[str],
-                   progress: Callable[[str], None], secrets: Iterable[str]) -> _Attempt:
+                   progress: Callable[[str], None], secrets: Iterable[str], hold: int) -> _Attempt:
+    """One variant in `build_dir`; `hold` is the directory's lock, which every child inherits."""
     build_dir.mkdir(parents=True, exist_ok=True)
     launcher, cc_env = ccache_args(source, build_dir)
     env = clean_env(cc_env, drop=secrets)
@@ -229,14 +243,15 @@ def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], sou
     configure = ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *forget, *args]
     start = log.stat().st_size
     progress("configure")
-    res = _step(configure, build_dir, env, log, budget)
+    res = _step(configure, build_dir, env, log, budget, hold)
     if res is not None:
         return _Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
     unused = _unused_defines(log, start)
     if rejected := [n for n in variant.defines if n in unused]:
         return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected),
                         budget.used, {})
-    listed = run(["cmake", "--build", str(build_dir), "--target", "help"], cwd=build_dir, env=env, timeout=120)
+    listed = run(["cmake", "--build", str(build_dir), "--target", "help"], cwd=build_dir, env=env, timeout=120,
+                 pass_fds=(hold,))
     if missing := [t for t in variant.targets if t not in _target_names(listed.stdout)]:
         return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
     for rel in stale:  # provenance: only what this build makes can be kept
@@ -244,7 +259,7 @@ def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], sou
     progress("build")
     jobs = str(cfg.jobs or os.cpu_count() or 1)
     res = _step(["cmake", "--build", str(build_dir), "--target", *variant.targets, "-j", jobs],
-                build_dir, env, log, budget)
+                build_dir, env, log, budget, hold)
     if res is not None:
         return _Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
     binaries, missing_name = _keep(cfg, variant, build_dir, kept)
@@ -255,18 +270,35 @@ def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], sou
     return _Attempt("ok", "", budget.used, binaries, tuple(inputs) if inputs is not None else None)
 
 
-def _step(argv: list[str], cwd: Path, env: dict[str, str], log: Path, budget: _Budget) -> tuple[str, str] | None:
+def _step(argv: list[str], cwd: Path, env: dict[str, str], log: Path, budget: _Budget,
+          hold: int) -> tuple[str, str] | None:
     """Run one cmake step into the log; None when it succeeded, else (status, why)."""
     _note(log, f"$ {' '.join(argv)}")
     if budget.left <= 0:
         return "timeout", f"did not start: the build timeout of {budget.total:g} s was used up"
     start = log.stat().st_size
-    res = run(argv, cwd=cwd, env=env, timeout=budget.left, log=log)
+    res = run(argv, cwd=cwd, env=env, timeout=budget.left, log=log, pass_fds=(hold,))
     budget.used += res.seconds
     if res.timed_out:
         return "timeout", f"exceeded the build timeout of {budget.total:g} s"
     if res.returncode != 0:
         return "failed", f"failed (exit {res.returncode}): {_first_error(log, start)}"
+    return None
+
+
+def configured_elsewhere(build_dir: Path, source: Path) -> str | None:
+    """Why `build_dir`'s CMakeCache.txt belongs to another place (the state directory was moved
+    or copied), or None. cmake refuses to configure such a directory, which is no fault of the
+    commit being built."""
+    try:
+        text = (build_dir / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    cache = dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln and not ln.startswith(("#", "//")))
+    for name, here in (("CMAKE_CACHEFILE_DIR", build_dir), ("CMAKE_HOME_DIRECTORY", source)):
+        there = cache.get(f"{name}:INTERNAL")
+        if there is not None and Path(there).resolve() != here.resolve():
+            return f"its CMakeCache.txt was written for {name} {there}, not {here} (a moved or copied state directory)"
     return None
 
 
