@@ -16,9 +16,10 @@ from bisectbot.github.bot import Bot, watch
 from bisectbot.github.client import GitHubClient, RetryPolicy
 from bisectbot.github.commands import BisectCommand
 from bisectbot.github.outbox import Outbox
+from bisectbot.pipeline.events import Syncing
 from bisectbot.errors import GitHubError
 
-from conftest import bisectbot_argv  # noqa: F401  (keeps the conftest import path uniform)
+from conftest import bisectbot_argv
 from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401
 from test_bot import COMMENTS, ONE_COMMENT, bot_comments, cli, db_rows, demo12, job_comments, open_bot, write_config  # noqa: F401
 
@@ -106,9 +107,9 @@ class ThreadRecordingClient(GitHubClient):
         super().__init__(*args, **kwargs)
         self.calls: list[tuple[str, str]] = []
 
-    def _call(self, method: str, url: str, fn: Callable[[], T]) -> T:
+    def _call(self, method: str, url: str, fn: Callable[[], T], **kw: Any) -> T:
         self.calls.append((threading.current_thread().name, method))
-        return super()._call(method, url, fn)
+        return super()._call(method, url, fn, **kw)
 
 
 def test_a_write_outage_does_not_slow_the_job_and_the_result_is_posted_once_after(
@@ -120,15 +121,23 @@ def test_a_write_outage_does_not_slow_the_job_and_the_result_is_posted_once_afte
     cfg = load_config(config)
     client = ThreadRecordingClient(FULL_NAME, api_url=gh_server.base_url, token=BOT_TOKEN, bot_login=BOT_LOGIN,
                                    retry=RetryPolicy(give_up_after=0.5, backoff_base=0.01, max_wait=0.05))
+    seen: list[int] = []  # how many calls were made at each of the job's events
+    # The command is claimed on the issue (one POST, one GET, bounded by CLAIM_BUDGET) after the
+    # refs are synced and before the job starts: the job is what must not wait on GitHub.
+
+    def observe(event: object) -> None:
+        if not isinstance(event, Syncing):
+            seen.append(len(client.calls))
+
     with StateDir(tmp_path / "st") as state:
-        bot = Bot(cfg, str(config), state, client)
+        bot = Bot(cfg, str(config), state, client, observe)
         bot.poll_cancels = True
         bot.poll(ISSUE)  # the whole job runs here, on this thread, while every write fails
         job_thread = threading.current_thread().name
         assert db_rows(tmp_path / "st", "SELECT kind, status FROM jobs") == [("bisect", "done")]
         assert bot_comments(gh_server) == []  # nothing got through
-        # reads only: the poll, and the look for a /cancel already there before the job starts
-        assert {m for t, m in client.calls if t == job_thread} == {"GET"}
+        during = client.calls[seen[0]:seen[-1]]  # from the job's first event to its last
+        assert during and not [c for c in during if c[0] == job_thread]  # none on the job's thread
         assert any(m in ("POST", "PATCH") for t, m in client.calls if t == "bisectbot-outbox")
         gh_server.faults.clear()  # GitHub answers again: the outbox's next attempt gets through
         assert bot.outbox.flush(120)
@@ -188,3 +197,48 @@ def test_outbox_drops_what_retrying_cannot_change() -> None:
     assert box.flush(30)
     box.close()
     assert calls == [1] and box.dropped == 1
+
+
+# --------------------------------------------------------------------------- claims across state directories
+
+
+def test_two_bots_with_separate_state_directories_never_run_the_same_bisect(
+        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    import subprocess
+
+    from conftest import subprocess_env
+    from test_bot import TOKEN_ENV
+
+    config = write_config(tmp_path, demo12, gh_server)
+    gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
+    argv = [bisectbot_argv("watch", str(config), "--issue", str(ISSUE), "--once", "--state", str(tmp_path / s))
+            for s in ("a", "b")]
+    env = subprocess_env(CI="1", **{TOKEN_ENV: BOT_TOKEN})
+    procs = [subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env) for a in argv]
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read() if proc.stderr else ""
+    runs = {s: db_rows(tmp_path / s, "SELECT COUNT(*) FROM runs")[0][0] for s in ("a", "b")}
+    statuses = sorted(db_rows(tmp_path / s, "SELECT status FROM bot_commands")[0][0] for s in ("a", "b"))
+    assert statuses == ["done", "elsewhere"], statuses
+    assert sorted(runs.values())[0] == 0 and sorted(runs.values())[1] > 0, runs  # one bot ran it all
+    ours = job_comments(gh_server)
+    assert len(ours) == 1 and demo12.culprit[:12] in ours[0].splitlines()[1]
+    assert len(bot_comments(gh_server)) == 1
+
+
+def test_a_claim_race_is_won_by_the_earliest_comment(gh_server: GitHubStandIn) -> None:
+    a = GitHubClient(FULL_NAME, api_url=gh_server.base_url, token=BOT_TOKEN, bot_login=BOT_LOGIN)
+    b = GitHubClient(FULL_NAME, api_url=gh_server.base_url, token=BOT_TOKEN, bot_login=BOT_LOGIN)
+    # b's claim lands second although both found no comment: simulate by a's existing first
+    assert a.claim_job(ISSUE, "bisect-abc", "aaaa", "queued")
+    assert not b.claim_job(ISSUE, "bisect-abc", "bbbb", "queued")
+    assert a.claim_job(ISSUE, "bisect-abc", "aaaa", "queued")  # a restarted a: still its own
+    a.upsert_job_comment(ISSUE, "bisect-abc", "result")  # edits keep the owner's marker line
+    bodies = [c.body for c in gh_server.comments_on(FULL_NAME, ISSUE)]
+    assert bodies == ["<!-- bisectbot:job=bisect-abc by=aaaa -->\nresult"]
+    # both created (a race): the later comment is deleted by its own bot
+    gh_server.add_comment(FULL_NAME, ISSUE, BOT_LOGIN, "<!-- bisectbot:job=bisect-xyz by=aaaa -->\nqueued")
+    gh_server.add_comment(FULL_NAME, ISSUE, BOT_LOGIN, "<!-- bisectbot:job=bisect-xyz by=bbbb -->\nqueued")
+    assert not b.claim_job(ISSUE, "bisect-xyz", "bbbb", "queued")
+    assert [c.body.split("\n")[0] for c in gh_server.comments_on(FULL_NAME, ISSUE)][1:] == [
+        "<!-- bisectbot:job=bisect-xyz by=aaaa -->"]

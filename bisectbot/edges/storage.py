@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -230,6 +231,10 @@ CREATE TABLE bot_replies (
     created     REAL NOT NULL,
     PRIMARY KEY (issue, key)
 );
+CREATE TABLE bot_meta (
+    key         TEXT PRIMARY KEY,      -- instance: this state directory's bot, in its job comments
+    value       TEXT NOT NULL
+);
 """
 
 
@@ -260,7 +265,7 @@ class CommandRow:
     author: str
     association: str
     body: str
-    status: str                    # claimed | done | refused | failed
+    status: str                    # claimed | done | refused | failed | elsewhere (another bot's)
     job: str | None
 
 
@@ -554,6 +559,12 @@ class Store:
     def mark_reply_posted(self, issue: int, key: str, comment_id: int) -> None:
         with self._write() as db:
             db.execute("UPDATE bot_replies SET comment_id=? WHERE issue=? AND key=?", (int(comment_id), int(issue), key))
+
+    def bot_instance(self) -> str:
+        """This state directory's bot, as its job comments name it (made once, kept)."""
+        with self._write() as db:
+            db.execute("INSERT OR IGNORE INTO bot_meta (key, value) VALUES ('instance', ?)", (secrets.token_hex(4),))
+            return str(db.execute("SELECT value FROM bot_meta WHERE key='instance'").fetchone()["value"])
 
     def claimed_commands(self) -> list[int]:
         """Commands claimed but not finished (a killed bot resumes them), oldest first."""

@@ -9,6 +9,11 @@ Why it is built this way:
 * **One comment per job.** The job comment's marker is the job id, fixed by `jobs.plan_bisect`
   before the job starts, and `GitHubClient.upsert_job_comment` finds an existing comment by
   marker after a retry or a restart, so a job never gets two comments.
+* **Claimed on the issue, too.** A bisect command is claimed in the state database *and* on the
+  issue: the job comment is created before the job runs, naming this state directory's bot
+  (`GitHubClient.claim_job`); a bot that finds another's claim leaves the command, so two bots
+  with separate state directories never run the same bisect. The claim gets a short budget:
+  when GitHub cannot be reached the job runs anyway (a lone bot must not wait on GitHub).
 * **GitHub never sits on the job's path.** The job emits typed events; `CommentObserver`
   turns them into the comment's progress text and hands it to a `ProgressPoster`, a thread of
   its own that offers the latest text at most every `progress_interval` seconds and (in watch
@@ -204,6 +209,7 @@ class _Refused(BisectbotError):
     """A command that passed parsing but cannot run (unknown ref, unknown config): one line."""
 
 
+
 class Bot:
     """Handles commands and checks for one config, in one state directory, on one issue client.
 
@@ -366,8 +372,24 @@ class Bot:
                 raise _Refused(f"Sorry, ref `{exc.unresolved}` does not resolve to a commit in {self.gh.repo}.") from None
             raise _Refused(f"Sorry, {exc}.") from None
         self.store.set_command(comment_id, "claimed", plan.job)
+        if not self._claim_on_issue(issue, cfg, plan):
+            log.info("comment %s: another bot's job comment claims %s; leaving it to that bot", comment_id, plan.job)
+            self.store.set_command(comment_id, "elsewhere", plan.job)
+            return
         self.bisect_job(cfg, config_path, plan, issue)
         self.store.set_command(comment_id, "done", plan.job)
+
+    def _claim_on_issue(self, issue: int, cfg: Config, plan: BisectPlan) -> bool:
+        body = render_progress(self._title(plan), "queued", [], self.ctx(cfg)).fit()
+        try:
+            return self.client.claim_job(issue, plan.job, self.store.bot_instance(), body)
+        except GitHubError as exc:
+            log.warning("could not claim %s on #%s, running it anyway: %s", plan.job, issue, exc)
+            return True
+
+    @staticmethod
+    def _title(plan: BisectPlan) -> str:
+        return f"bisecting `{plan.good[:12]}`..`{plan.bad[:12]}` ({plan.good_ref}..{plan.bad_ref})"
 
     def _handle_cancel(self, issue: int, comment_id: int) -> None:
         """Acknowledge `/cancel`; a running job already stopped at its next step."""
@@ -388,7 +410,7 @@ class Bot:
     # -- jobs ----------------------------------------------------------------------------------
     def bisect_job(self, cfg: Config, config_path: str, plan: BisectPlan, issue: int | None) -> JobRow:
         """Run (or resume) one bisect with its job comment; return its stored job row."""
-        title = f"bisecting `{plan.good[:12]}`..`{plan.bad[:12]}` ({plan.good_ref}..{plan.bad_ref})"
+        title = self._title(plan)
         token = CancelToken()
         if issue is None:
             self._run_bisect(self.session(cfg, config_path, cancel=token), plan)

@@ -34,7 +34,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, TextIO, TypeVar, runtime_checkable
@@ -59,6 +59,7 @@ T = TypeVar("T")
 DEFAULT_API_URL = "https://api.github.com"
 JOB_MARKER = "<!-- bisectbot:job={} -->"
 REPLY_MARKER = "<!-- bisectbot:reply={} -->"
+CLAIM_BUDGET = 10.0  # seconds a job claim may take: the job waits for it (then runs unclaimed)
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
 _KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
@@ -99,6 +100,10 @@ class IssueClient(Protocol):
 
     def react(self, comment_id: int, content: str = "eyes") -> None:
         """Add a reaction (acknowledge a command) to a comment."""
+        ...
+
+    def claim_job(self, issue: int, job_id: str, instance: str, body: str) -> bool:
+        """Create the job's comment as `instance`'s claim; False if another instance has the job."""
         ...
 
     def comments(self, issue: int, since: int | datetime | str | None = None) -> list[Comment]:
@@ -393,9 +398,12 @@ class GitHubClient:
         # PyJWT refuses an integer app id: pass it as a string
         self._gh.login_as_app_installation(self._app_key, str(self._app.app_id), self._app.installation_id, expire_in=60)
 
-    def _call(self, method: str, url: str, fn: Callable[[], T]) -> T:
-        """Run one logical API call with bounded retries; raise a one-line GitHubError."""
-        policy = self.retry
+    def _call(self, method: str, url: str, fn: Callable[[], T], *, budget: float | None = None) -> T:
+        """Run one logical API call with bounded retries (within `budget` seconds when given,
+        else the policy's); raise a one-line GitHubError."""
+        policy = self.retry if budget is None else replace(
+            self.retry, give_up_after=min(budget, self.retry.give_up_after),
+            attempt_deadline=min(budget, self.retry.attempt_deadline))
 
         def attempt() -> T:
             with self._lock:
@@ -523,6 +531,44 @@ class GitHubClient:
             raise ValueError(f"job id {job_id!r} must match {_KEY_RE.pattern}")
         return self._create_once(int(issue), JOB_MARKER.format(job_id), body, edit=True)
 
+    def claim_job(self, issue: int, job_id: str, instance: str, body: str) -> bool:
+        """Claim a job on the issue itself: True if it is this bot instance's to run.
+
+        Two bots with separate state directories see the same command; the first job comment
+        decides. The comment's marker names the instance (``<!-- bisectbot:job=J by=I -->``): if
+        another instance's comment for the job is there, the job is not ours; if none is, ours
+        is created and the issue listed again, and when two bots created at once the earliest
+        comment wins (the other deletes its own). A comment without an owner (an older bot)
+        counts as ours. Later edits keep the comment's marker line."""
+        if not _KEY_RE.fullmatch(job_id) or not _KEY_RE.fullmatch(instance):
+            raise ValueError(f"job id {job_id!r} and instance {instance!r} must match {_KEY_RE.pattern}")
+        issue = int(issue)
+        target = self.issue(issue)
+        me = self.bot_login.lower()
+        mine = _owned_marker(job_id, instance)
+
+        def job_comments() -> list[IssueComment]:
+            return sorted((c for c in target.comments()
+                           if c.user.login.lower() == me and _job_of(c.body or "") == job_id), key=lambda c: c.id)
+
+        def claim() -> bool:
+            found = job_comments()
+            if not found:
+                created = target.create_comment(_clip(f"{mine}\n{body}"))
+                if created is None:
+                    raise GitHubError(f"GitHub POST {self._url('issues', issue, 'comments')} failed: no comment was created")
+                found = job_comments() or [created]
+            first = found[0]
+            ours = _first_line(first.body or "") in (mine, JOB_MARKER.format(job_id))
+            if ours:
+                self._known[(issue, JOB_MARKER.format(job_id))] = first
+            for c in found[1:]:  # a comment of ours that lost the race: gone, so one comment per job
+                if _first_line(c.body or "") == mine:
+                    c.delete()
+            return ours
+
+        return self._call("POST", self._url("issues", issue, "comments"), claim, budget=CLAIM_BUDGET)
+
     def post_comment(self, issue: int, body: str, key: str) -> int:
         """Post a reply once per ``key`` (e.g. the command comment's id): a retry or a
         restart that handles the same command again does not answer twice."""
@@ -538,19 +584,23 @@ class GitHubClient:
             return int(known.id)
         if known is not None:
             url = self._url("issues", "comments", known.id)
-            if self._call("PATCH", url, lambda: _edit(known, full)):
+            if self._call("PATCH", url, lambda: _edit(known, _clip(f"{_first_line(known.body or '')}\n{body}"))):
                 return int(known.id)
             self._known.pop(key, None)  # deleted by someone: find or create again
         target = self.issue(issue)
         me = self.bot_login.lower()
+        job = _job_of(marker)
+
+        def names(text: str) -> bool:  # a job comment may carry its owner in its marker
+            return marker in text if job is None else _job_of(text) == job
 
         def find_or_create() -> IssueComment:
             # Re-list before every create: a previous attempt may have written the comment
             # before its connection dropped, or a previous run may have.
-            ours = [c for c in target.comments() if c.user.login.lower() == me and marker in (c.body or "")]
+            ours = [c for c in target.comments() if c.user.login.lower() == me and names(c.body or "")]
             if ours:
                 first = min(ours, key=lambda c: c.id)
-                if not edit or _edit(first, full):
+                if not edit or _edit(first, _clip(f"{_first_line(first.body or '')}\n{body}")):
                     return first
             created = target.create_comment(full)
             if created is None:
@@ -560,6 +610,23 @@ class GitHubClient:
         comment = self._call("POST", self._url("issues", issue, "comments"), find_or_create)
         self._known[key] = comment
         return int(comment.id)
+
+
+_JOB_RE = re.compile(r"<!-- bisectbot:job=([A-Za-z0-9][A-Za-z0-9_.:-]{0,99})(?: by=[A-Za-z0-9_.:-]+)? -->")
+
+
+def _owned_marker(job_id: str, instance: str) -> str:
+    return f"<!-- bisectbot:job={job_id} by={instance} -->"
+
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0]
+
+
+def _job_of(text: str) -> str | None:
+    """The job a job comment is for (its first line is the marker), else None."""
+    m = _JOB_RE.fullmatch(_first_line(text).strip())
+    return m.group(1) if m else None
 
 
 def _edit(comment: IssueComment, body: str) -> bool:
@@ -638,6 +705,10 @@ class DryRunClient:
         full = _clip(f"{JOB_MARKER.format(job_id)}\n{body}")
         self._write(f"--- dry run: would {verb} comment {cid} on {self.repo}#{issue} (job {job_id}) ---\n{full}\n--- end ---\n")
         return cid
+
+    def claim_job(self, issue: int, job_id: str, instance: str, body: str) -> bool:
+        self.upsert_job_comment(issue, job_id, body)
+        return True  # a dry run is alone
 
     def post_comment(self, issue: int, body: str, key: str) -> int:
         cid, new = self._id_for(issue, "reply=" + key)
