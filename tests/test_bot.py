@@ -193,6 +193,12 @@ def test_unauthorised_and_unsafe_commands_are_refused_before_anything_runs(
             "there is no config `secret`",
         gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/cancel"):
             "nothing to cancel",
+        # a right-to-left override is shown, not obeyed, in the reply that echoes it
+        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/bisect good=v1\u202egood bad=main"):
+            "v1<U+202E>good",
+        # a member quoting the bot's hidden marker is still heard (the bot is known by its login)
+        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "<!-- bisectbot:job=x -->\n/bisect good=gone bad=main"):
+            "`gone` does not resolve",
     }
     gh_server.add_comment(FULL_NAME, ISSUE, "stranger", "thanks, this is just a comment")
     state_dir = tmp_path / "st"
@@ -204,6 +210,7 @@ def test_unauthorised_and_unsafe_commands_are_refused_before_anything_runs(
         mine = [r for r in replies if f"<!-- bisectbot:reply=reply-{cid} -->" in r]
         assert len(mine) == 1 and expected in mine[0], (expected, mine)
         assert len(mine[0].splitlines()) == 2  # marker + one polite line
+        assert not any(ch in mine[0] for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
     stranger_cmd = next(iter(cases))
     assert not gh_server.comments[stranger_cmd].reactions  # outsiders are not acknowledged
     assert not (tmp_path / "x").exists() and not list(tmp_path.glob("*touch*"))

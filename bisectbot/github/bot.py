@@ -288,19 +288,24 @@ class Bot:
     def claim(self, comment_id: int, issue: int, author: str, association: str, body: str,
               author_type: str = "User") -> bool:
         """Record a command before it runs (any thread); True if there is now work to do."""
-        if self._is_own(author, author_type, body) or parse_comment(body, association, author) is None:
+        if self.is_own(author, author_type, body) or parse_comment(body, association, author) is None:
             return False
         return self.store.claim_command(comment_id, issue, author, association, body)
 
-    def _is_own(self, author: str, author_type: str, body: str) -> bool:
-        if author_type == "Bot" or "<!-- bisectbot:" in (body or ""):
+    def is_own(self, author: str, author_type: str, body: str) -> bool:
+        """The bot's own comment (never a command). By its login: a member's command that quotes
+        the bot's hidden marker is still a command. The marker decides only when the login
+        cannot be learnt."""
+        if author_type == "Bot":
             return True
         login: str | None
         try:
             login = self.client.bot_login
         except GitHubError:
             login = self.cfg.github.bot_login if self.cfg.github else None
-        return bool(login) and author.lower() == str(login).lower()
+        if not login:
+            return "<!-- bisectbot:" in (body or "")
+        return author.lower() == str(login).lower()
 
     def handle_claimed(self, comment_id: int) -> None:
         """Handle a claimed command to an end: done, refused or failed, with a reply when it failed."""
@@ -461,7 +466,7 @@ class Bot:
         except GitHubError:
             return None
         for c in comments:
-            if c.id <= (cursor.comment_id if cursor else 0) or self._is_own(c.author, c.author_type, c.body):
+            if c.id <= (cursor.comment_id if cursor else 0) or self.is_own(c.author, c.author_type, c.body):
                 continue
             if isinstance(parse_comment(c.body, c.author_association, c.author), CancelCommand):
                 if self.store.claim_command(c.id, issue, c.author, c.author_association, c.body):
@@ -636,7 +641,8 @@ class BotServer:
         body, assoc, login = str(c.get("body") or ""), str(c.get("author_association") or ""), str(user.get("login") or "")
         if not issue:
             return
-        if isinstance(parse_comment(body, assoc, login), CancelCommand) and "<!-- bisectbot:" not in body:
+        own = self.bot.is_own(login, str(user.get("type") or "User"), body)
+        if isinstance(parse_comment(body, assoc, login), CancelCommand) and not own:
             self.bot.request_cancel(issue, login)
         if self.bot.claim(int(c["id"]), issue, login, assoc, body, str(user.get("type") or "User")):
             self.jobs.put(int(c["id"]))

@@ -50,7 +50,7 @@ from github3.session import AppInstallationTokenAuth, GitHubSession
 
 from bisectbot.config import Config, GitHubConfig
 from bisectbot.errors import GitHubError
-from bisectbot.github.comment import BODY_LIMIT
+from bisectbot.github.comment import BODY_LIMIT, neutral
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,9 @@ class AppCredentials:
 
 def _clip(text: str, limit: int = BODY_LIMIT) -> str:
     """Never send GitHub more than it takes. Bodies come fitted (`comment.Document.fit`); a
-    longer one is cut at a line end, with a note."""
+    longer one is cut at a line end, with a note. No bidirectional control gets through: what
+    a comment echoes (refs, config names) reads as it is."""
+    text = neutral(text)
     if len(text) <= limit:
         return text
     note = f"\n\n*… {len(text) - limit:,}+ characters cut to fit GitHub's comment limit …*\n"

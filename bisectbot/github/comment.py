@@ -165,6 +165,16 @@ class CommentContext:
         return self.commit_url("{sha}")
 
 
+# Characters that reorder or hide the text around them (Trojan Source, CVE-2021-42574): an echoed
+# ref or config name carrying one could make a reply read differently from what it says.
+_BIDI = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
+
+
+def neutral(text: str) -> str:
+    """`text` with every bidirectional control shown as its code point (``<U+202E>``)."""
+    return text.translate({c: f"<U+{c:04X}>" for c in _BIDI})
+
+
 def _code(text: str) -> str:
     """Inline code that the text cannot break out of (no backticks, no newlines)."""
     return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
