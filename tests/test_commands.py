@@ -172,3 +172,48 @@ def test_hostile_refs_never_reach_a_shell(tmp_path: Path) -> None:
         got = parse_comment(f"/bisect good={payload} bad=b2", "OWNER")
         assert isinstance(got, Refusal), payload
     assert not marker.exists()
+
+
+# -- pull requests: only pull/<N>/head --------------------------------------------------------------
+def test_check_pull_request_head_is_accepted() -> None:
+    assert parse_comment("/check ref=pull/7/head", "MEMBER") == CheckCommand("pull/7/head")
+    assert parse_comment("/check ref=pull/1234567890/head", "OWNER") == CheckCommand("pull/1234567890/head")
+
+
+@pytest.mark.parametrize(
+    "ref, fragment",
+    [
+        ("pull/0/head", "only as pull/<N>/head"),
+        ("pull/07/head", "only as pull/<N>/head"),
+        ("pull/7/merge", "only as pull/<N>/head"),
+        ("pull/x/head", "only as pull/<N>/head"),
+        ("pull/7", "only as pull/<N>/head"),
+        ("pull/7/head/x", "only as pull/<N>/head"),
+        ("pull/12345678901/head", "only as pull/<N>/head"),
+        ("refs/pull/7/head", "only as pull/<N>/head"),
+        ("Pull/7/head", "only as pull/<N>/head"),
+        ("bisectbot/pull/7", "only as pull/<N>/head"),
+        ("refs/bisectbot/pull/7", "only as pull/<N>/head"),
+        ("pull/7/head;rm", "';'"),
+        ("pull/7/head~1", "'~'"),
+        ("pull/-7/head", "only as pull/<N>/head"),
+    ],
+)
+def test_other_pull_request_spellings_are_refused(ref: str, fragment: str) -> None:
+    got = parse_comment(f"/check ref={ref}", "OWNER")
+    assert isinstance(got, Refusal), got
+    assert fragment in got.reason and got.reason.startswith("Sorry") and "\n" not in got.reason
+    # the same rule for /bisect: a pull request's commits are never bisected as trusted code
+    got = parse_comment(f"/bisect good=main bad={ref}", "OWNER")
+    assert isinstance(got, Refusal) and fragment in got.reason
+
+
+def test_outsider_check_of_a_pull_request_is_refused() -> None:
+    got = parse_comment("/check ref=pull/7/head", "CONTRIBUTOR", author="stranger")
+    assert isinstance(got, Refusal) and "owners, members and collaborators" in got.reason
+
+
+def test_pull_request_heads_are_not_bisected() -> None:
+    for body in ("/bisect good=main bad=pull/7/head", "/bisect good=pull/7/head bad=main"):
+        got = parse_comment(body, "OWNER")
+        assert isinstance(got, Refusal) and "/check ref=pull/<N>/head" in got.reason

@@ -80,3 +80,41 @@ def test_new_upstream_commits_are_fetched(upstream: Path, tmp_path: Path) -> Non
     git(upstream, "commit", "-qam", "new")
     again = Workspace(str(upstream), tmp_path / "state" / "src")
     assert again.info(again.resolve("main")).subject == "new"
+
+
+def _pull_head(repo: Path, number: int, text: str) -> str:
+    """A commit only a pull request ref points at (as GitHub keeps a fork's head), not on a branch."""
+    git(repo, "checkout", "-q", "--detach", "main")
+    (repo / "pr.txt").write_text(text)
+    git(repo, "add", "pr.txt")
+    git(repo, "commit", "-qm", f"pr {number}: {text}")
+    sha = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "update-ref", f"refs/pull/{number}/head", sha)
+    return sha
+
+
+def test_pull_request_head_is_fetched_into_its_own_namespace(upstream: Path, tmp_path: Path) -> None:
+    first = _pull_head(upstream, 7, "one")
+    ws = Workspace(str(upstream), tmp_path / "state" / "src")
+    assert ws.resolve("pull/7/head") == first
+    assert git(ws.root, "rev-parse", "refs/bisectbot/pull/7") == first
+    assert ws.info(first).subject == "pr 7: one"
+    # the author force-pushes: the next resolve sees the new head
+    second = _pull_head(upstream, 7, "two")
+    assert ws.resolve("pull/7/head") == second != first
+    # no branch of the clone names it
+    assert git(ws.root, "branch", "-r", "--contains", second) == ""
+
+
+def test_missing_pull_request_and_other_spellings_are_refused(upstream: Path, tmp_path: Path) -> None:
+    _pull_head(upstream, 7, "one")
+    ws = Workspace(str(upstream), tmp_path / "state" / "src")
+    with pytest.raises(RefError, match="no refs/pull/8/head") as missing:
+        ws.resolve("pull/8/head")
+    assert missing.value.unresolved == "pull/8/head"
+    ws.resolve("pull/7/head")  # now refs/bisectbot/pull/7 exists in the clone
+    for ref in ("refs/pull/7/head", "pull/7/head~1", "pull/7/head^{commit}", "pull/7/merge",
+                "bisectbot/pull/7", "refs/bisectbot/pull/7", "pull/0/head"):
+        with pytest.raises(RefError, match="only as pull/<N>/head"):
+            ws.resolve(ref)

@@ -3,6 +3,10 @@
 The user's working tree is never touched: the bot clones the project (a local path or a URL)
 into its state directory and checks commits out there. Refs are passed to git as single argv
 elements after `--end-of-options`, so no ref can become an option or reach a shell.
+
+A pull request's head (`pull/<N>/head`, `core.refs`) is not in a clone: it is fetched from the
+source as `refs/pull/<N>/head` into the clone's `refs/bisectbot/pull/<N>` each time it is
+resolved (the head moves with every push). Any other spelling in those namespaces is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 import git
 
 from bisectbot.core.inputs import Change
+from bisectbot.core.refs import local_pull_ref, pull_number, pull_ref_problem, source_pull_ref
 from bisectbot.errors import GitError, RefError
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -74,8 +79,13 @@ class Workspace:
 
     # -- refs ---------------------------------------------------------------------------------
     def resolve(self, ref: str) -> str:
-        """Full sha of `ref`, as the user means it (in their repo when it is local)."""
+        """Full sha of `ref`, as the user means it (in their repo when it is local); a pull
+        request's head as the source has it now."""
         _check_ref_text(ref)
+        if why := pull_ref_problem(ref):
+            raise RefError(f"refusing ref {ref!r}: {why}")
+        if (number := pull_number(ref)) is not None:
+            return self.fetch_pull(number)
         sha = None
         if self.source_is_local:
             sha = _rev_parse(git.Repo(self.source), ref)
@@ -87,6 +97,25 @@ class Workspace:
         if sha is None:
             raise RefError(f"ref {ref!r} does not resolve to a commit in {self.source}", unresolved=ref)
         self._ensure_present(sha)
+        return sha
+
+    def fetch_pull(self, number: int) -> str:
+        """Fetch pull request `number`'s head from the source into `refs/bisectbot/pull/<N>`
+        (forced: a force-push moves it) and return its sha. The refspec is built from the
+        number alone."""
+        local = local_pull_ref(number)
+        try:
+            self.repo.git.fetch("--quiet", "--force", "--no-tags", "origin",
+                                f"+{source_pull_ref(number)}:{local}")
+        except git.GitCommandError as exc:
+            message = _git_message(exc)
+            if "couldn't find remote ref" in message:
+                raise RefError(f"pull request #{number} has no head in {self.source} "
+                               f"(no {source_pull_ref(number)})", unresolved=f"pull/{number}/head") from None
+            raise GitError(f"cannot fetch pull request #{number} from {self.source}: {message}") from None
+        sha = _rev_parse(self.repo, local)
+        if sha is None:
+            raise RefError(f"pull request #{number}'s head is not a commit", unresolved=f"pull/{number}/head")
         return sha
 
     def _ensure_present(self, sha: str) -> None:

@@ -4,7 +4,7 @@ Commands (first command line of a comment; quoted lines and code blocks are igno
 quoting an earlier command does not re-run it)::
 
     /bisect good=<ref> bad=<ref> [config=<name>]
-    /check [ref=<ref>]
+    /check [ref=<ref>]          (ref=pull/<N>/head: the pull request's head, built in the sandbox)
     /cancel
 
 Why so strict: refs end up as arguments to git. Anything that could be read as an
@@ -19,11 +19,13 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Union
 
+from bisectbot.core.refs import pull_number, pull_ref_problem
+
 ALLOWED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 COMMAND_WORDS = ("/bisect", "/check", "/cancel")
 USAGE = {
     "/bisect": "/bisect good=<ref> bad=<ref> [config=<name>]",
-    "/check": "/check [ref=<ref>]",
+    "/check": "/check [ref=<ref> | ref=pull/<N>/head]",
     "/cancel": "/cancel",
 }
 MAX_REF_LEN = 255
@@ -95,6 +97,8 @@ def validate_ref(ref: str, *, allow_range: bool = False) -> str | None:
 
     Accepts hex shas and names passing ``git check-ref-format --allow-onelevel`` that
     use only ``[A-Za-z0-9._/+-]``. A ``<sha>..<sha>`` range only with ``allow_range``.
+    A pull request only as ``pull/<N>/head`` (``core.refs``): ``pull/7/merge``,
+    ``refs/pull/7/head`` and the clone's ``bisectbot/pull/7`` are refused.
     """
     shown = _show(ref)
     bad = f"ref {shown} is not allowed"
@@ -123,6 +127,8 @@ def validate_ref(ref: str, *, allow_range: bool = False) -> str | None:
             return f"{bad}: a component starts with '.'"
         if part.endswith(".lock"):
             return f"{bad}: a component ends with '.lock'"
+    if why := pull_ref_problem(ref):
+        return f"{bad}: {why}"
     return None
 
 
@@ -207,6 +213,9 @@ def parse_command(line: str) -> Command | Refusal:
         return Refusal(f"Sorry, {' and '.join(k + '=' for k in missing)} missing — usage: `{USAGE['/bisect']}`")
     if args["good"] == args["bad"]:
         return Refusal("Sorry, good= and bad= are the same ref; give two different commits.")
+    if any(pull_number(args[k]) is not None for k in ("good", "bad")):
+        return Refusal("Sorry, a pull request's head is untrusted code: it can be checked "
+                       "(`/check ref=pull/<N>/head`, in the sandbox) but not bisected.")
     return BisectCommand(args["good"], args["bad"], args.get("config"))
 
 

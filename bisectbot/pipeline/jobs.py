@@ -25,7 +25,8 @@ from bisectbot.core.records import Ask, BuildRecord
 from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestReport
 from bisectbot.edges.storage import LastGood, StateDir
 from bisectbot.edges.workspace import Workspace
-from bisectbot.errors import BisectbotError
+from bisectbot.core.refs import pull_number
+from bisectbot.errors import BisectbotError, RefError
 from bisectbot.pipeline import bisect
 from bisectbot.pipeline.bisect import BisectPlan, Narrowing, ReportContext
 from bisectbot.pipeline.build import toolchain
@@ -125,7 +126,17 @@ class TestPlan:
     ref: str
 
 
+def _trusted_only(*refs: str) -> None:
+    """A pull request's head is untrusted code: never built or run outside the sandbox."""
+    for ref in refs:
+        if pull_number(ref) is not None:
+            raise RefError(f"{ref} is a pull request's head, untrusted code: it is only checked in the "
+                           f"sandbox (`bisectbot check --ref {ref}`, `/check ref={ref}`), never tested "
+                           "or bisected as trusted code")
+
+
 def plan_test(session: Session, ref: str) -> TestPlan:
+    _trusted_only(ref)
     session.sync()
     sha = session.workspace.resolve(ref)
     return TestPlan(f"test-{sha[:12]}-{session.cfg.digest()}", sha, ref)
@@ -159,6 +170,7 @@ def plan_bisect(session: Session, good_ref: str, bad_ref: str, *, find: Find = F
     """Resolve the refs and the first-parent line, fix the job id and the per-step level
     (the line is narrowed when the bisect runs, once the ends are built)."""
     cfg = session.cfg
+    _trusted_only(good_ref, bad_ref)
     session.sync()
     ws = session.workspace
     good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
