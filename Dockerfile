@@ -19,5 +19,7 @@ RUN pip install --no-cache-dir ".[llama]"
 # State (clone, builds, database) lives in a volume so a restarted container resumes.
 ENV XDG_CACHE_HOME=/var/cache/bisectbot
 VOLUME ["/var/cache/bisectbot"]
+# `serve --host 0.0.0.0 --port 8080` (README, GitHub: in the container); TLS stays in a proxy.
+EXPOSE 8080
 ENTRYPOINT ["bisectbot"]
 CMD ["--help"]
