@@ -53,8 +53,23 @@ def _load(config: str, repo: str | None, arms: bool = True) -> Config:
     return cfg if arms else cfg.without_arms()
 
 
+def _reset_state() -> bool:
+    """Whether --reset-state was given (it is shared by every command that takes --state)."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get("bisectbot.reset_state"))
+
+
+def _open_state(root: Path) -> StateDir:
+    """The state directory, its unusable database moved aside first when --reset-state asks."""
+    state = StateDir(root, reset=_reset_state())
+    if state.store.moved_aside is not None:
+        click.echo(f"bisectbot: {state.store.path} could not be used: moved aside to "
+                   f"{state.store.moved_aside}; started a fresh state database", err=True)
+    return state
+
+
 def _state(cfg: Config, state_dir: str | None) -> StateDir:
-    return StateDir(Path(state_dir) if state_dir else default_state_dir(cfg))
+    return _open_state(Path(state_dir) if state_dir else default_state_dir(cfg))
 
 
 @contextmanager
@@ -80,12 +95,21 @@ def _guard(fn: Callable[[], int]) -> None:
     try:
         code = fn()
     except BisectbotError as exc:
-        click.echo(f"bisectbot: error: {exc}", err=True)
+        click.echo(f"bisectbot: error: {_one_line(str(exc))}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # the file system refused something no stage foresaw: still one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"bisectbot: error: {where}{exc.strerror or exc}", err=True)
+        sys.exit(EXIT_INPUT)
     except KeyboardInterrupt:
         click.echo("bisectbot: interrupted; rerun the same command to resume", err=True)
         sys.exit(130)
     sys.exit(code)
+
+
+def _one_line(text: str) -> str:
+    """An error message as the one line the exit-code contract promises."""
+    return " ".join(ln.strip() for ln in text.splitlines() if ln.strip()) if "\n" in text or "\r" in text else text
 
 
 def _write_json(path: str | None, data: dict[str, Any]) -> None:
@@ -97,9 +121,27 @@ def _write_json(path: str | None, data: dict[str, Any]) -> None:
             Path(path).write_text(text)
 
 
-state_option = click.option("--state", "state_dir", type=click.Path(file_okay=False),
-                            help="State directory (database, clone, builds). Default: "
-                                 "~/.cache/bisectbot/<config name>-<repo hash>.")
+_state_dir_option = click.option("--state", "state_dir", type=click.Path(), metavar="DIR",
+                                 help="State directory (database, clone, builds). Default: "
+                                      "~/.cache/bisectbot/<config name>-<repo hash>.")
+
+
+def _remember_reset(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.meta["bisectbot.reset_state"] = True
+    return value
+
+
+_reset_state_option = click.option(
+    "--reset-state", is_flag=True, expose_value=False, callback=_remember_reset,
+    help="If the state database is empty, damaged, not bisectbot's or of a newer schema, move it "
+         "aside (renamed <name>.bak-<time>, never deleted) and start a fresh one.")
+
+
+def state_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--state DIR and --reset-state, on every command that keeps state."""
+    return _state_dir_option(_reset_state_option(fn))
+
 repo_option = click.option("--repo", type=click.Path(exists=True, file_okay=False),
                            help="Use this checkout or clone of the project instead of the config's repo.")
 json_option = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True),
@@ -116,7 +158,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @click.option("--good", required=True, help="A commit (ref) where the property holds.")
 @click.option("--bad", required=True, help="A later commit (ref) where it does not.")
 @click.option("--find", type=click.Choice(["bad", "fixed"]), default="bad", show_default=True,
@@ -181,7 +223,7 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
 
 
 @main.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @click.option("--commit", "ref", required=True, help="The commit (ref) to test.")
 @repo_option
 @json_option
@@ -207,7 +249,7 @@ def test(config: str, ref: str, repo: str | None, json_path: str | None, state_d
 
 
 @main.command("build-log")
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @click.option("--commit", "ref", required=True, help="The commit (ref) whose build log to show.")
 @repo_option
 @state_option
@@ -281,6 +323,8 @@ def _bot(config: str, state_dir: str | None, quiet: bool) -> tuple[Config, Path,
 
     cfg = load_config(config)
     root = Path(state_dir) if state_dir else default_state_dir(cfg)
+    if _reset_state():  # move an unusable database aside now; the bot opens the directory itself
+        _open_state(root).close()
     return cfg, root, make_client(cfg), Terminal(quiet=quiet)
 
 
@@ -292,7 +336,7 @@ def _issue(cfg: Config, issue: int | None, required: bool) -> int | None:
 
 
 @main.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @issue_option
 @click.option("--once", is_flag=True, help="Poll once, handle what is new, and exit.")
 @click.option("--interval", type=click.FloatRange(min=1), help="Seconds between polls "
@@ -325,7 +369,7 @@ def watch(config: str, issue: int | None, once: bool, interval: float | None, st
 
 
 @main.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0: any free port, printed on start).")
@@ -361,7 +405,7 @@ def serve(config: str, host: str, port: int, state_dir: str | None, quiet: bool)
 
 
 @main.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @click.option("--ref", help="The ref to check (default: github.default_ref, else HEAD).")
 @issue_option
 @json_option
@@ -404,7 +448,7 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
 
 
 @main.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @state_option
 @quiet_option
 def publish(config: str, state_dir: str | None, quiet: bool) -> None:
@@ -449,7 +493,7 @@ def tiny_llama(out_dir: str, seed: int) -> None:
 
 
 @main.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @click.option("--method", type=click.Choice(["config", "numpy", "server"]),
               help="Override how the reference is obtained (default: as the config says).")
 @click.option("--commit", "ref", help="With --method server: the commit whose llama-server to build and ask.")

@@ -10,6 +10,11 @@ Nothing else in bisectbot writes SQL. Why it looks like this:
   file is kept beside it (`state.sqlite3.v<N>.bak`). A database written by a newer bisectbot is
   refused, never misread. Version 1 is the schema before versions existed (bisectbot b6ae5a0).
 * **Named columns and typed rows.** Queries name their columns; rows come back as dataclasses.
+* **Refused when it is not ours or damaged.** On open the file is checked: empty, not SQLite,
+  another program's tables, or failing `PRAGMA quick_check` is a StateError naming the file and
+  why (`--reset-state` moves it aside as `state.sqlite3.bak-<time>` and starts afresh). A new
+  database is made under a temporary name and linked into place, so an empty file is never ours.
+  Every SQLite failure later (damage, a full disk, a read-only file) is a one-line StateError.
 * **Usable from the bot's threads.** Each thread gets its own connection (WAL mode, a busy
   timeout), so the webhook server's HTTP threads record deliveries while a job writes runs.
 
@@ -20,22 +25,32 @@ binary never replays a stale run, while changing the test levels or the referenc
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import functools
 import json
+import logging
+import os
 import secrets
 import sqlite3
+import stat
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar, cast
 
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.edges import children
 from bisectbot.errors import StateError
 
+log = logging.getLogger(__name__)
+
 SCHEMA_VERSION = 5
+# Tables every schema version has: a database without them is not a bisectbot database.
+CORE_TABLES = frozenset({"builds", "runs", "verdicts", "jobs"})
 
 # Version 1: the tables of bisectbot b6ae5a0, the last schema without a version number.
 _V1 = """
@@ -303,19 +318,157 @@ class Cursor:
 
 
 # -- the database --------------------------------------------------------------------------------
-class Store:
-    """The state database: typed reads and writes, one connection per thread."""
+_Read = TypeVar("_Read", bound=Callable[..., Any])
 
-    def __init__(self, path: Path):
+
+def _decoded(method: _Read) -> _Read:
+    """A read whose stored text or JSON does not decode is a damaged database, not a crash."""
+    @functools.wraps(method)
+    def read(self: "Store", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (ValueError, TypeError, KeyError) as exc:  # UnicodeDecodeError, JSONDecodeError, …
+            raise self._damaged(f"a stored row does not decode: {type(exc).__name__}: {exc}") from None
+    return cast(_Read, read)
+
+
+class _Unusable(Exception):
+    """Why a database file cannot be used as it is: refused, or moved aside with --reset-state."""
+
+    def __init__(self, text: str, hint: str = "pass --reset-state to start it afresh"):
+        super().__init__(f"{text}; {hint}")
+
+
+class Store:
+    """The state database: typed reads and writes, one connection per thread.
+
+    With `reset`, a file that is not a bisectbot database, is damaged or is of a newer schema is
+    renamed `<name>.bak-<time>` (`moved_aside`) and a fresh database made; without, StateError."""
+
+    def __init__(self, path: Path, *, reset: bool = False):
         self.path = Path(path)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
+        self.moved_aside: Path | None = None
+        if not os.path.lexists(self.path):
+            self._create()
+        try:
+            self._check()
+        except _Unusable as why:
+            if not reset:
+                raise StateError(str(why)) from None
+            self.moved_aside = self._move_aside()
+            log.info("%s: moved aside to %s; starting a fresh state database", self.path, self.moved_aside)
+            self._create()
         self._migrate()
+
+    # -- opening -------------------------------------------------------------------------------
+    def _create(self) -> None:
+        """A new, empty database, made under a temporary name and linked into place: a file at
+        `path` is never one a crash or a full disk left empty (an empty file is refused)."""
+        tmp: Path | None = None
+        try:
+            tmp = self.path.with_name(f".{self.path.name}.new-{os.getpid()}-{secrets.token_hex(4)}")
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))  # umask applies
+            con = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                con.execute("PRAGMA journal_mode=WAL")  # written into the header: the file is not empty
+            finally:
+                con.close()
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process made it meanwhile: that one is used
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV):
+                    raise
+                if not os.path.lexists(self.path):  # a file system without hard links
+                    os.rename(tmp, self.path)
+        except (OSError, sqlite3.Error) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise StateError(f"cannot create the state database {self.path}: {why}") from None
+        finally:
+            if tmp is not None:
+                for left in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                    try:
+                        left.unlink(missing_ok=True)
+                    except OSError:
+                        pass
+
+    def _check(self) -> None:
+        """_Unusable for a file that is not a bisectbot database, is damaged (`PRAGMA
+        quick_check`) or is of a newer schema; StateError when it cannot be opened at all."""
+        try:
+            info = os.stat(self.path)
+        except OSError as exc:
+            raise StateError(f"cannot open the state database {self.path}: {exc.strerror}") from None
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise _Unusable(f"{self.path} is not a bisectbot database (it is {kind})")
+        wal = Path(f"{self.path}-wal")
+        if info.st_size == 0 and not (wal.is_file() and wal.stat().st_size > 0):
+            raise _Unusable(f"{self.path} is not a bisectbot database (it is empty: 0 bytes)")
+        con: sqlite3.Connection | None = None
+        try:
+            con = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            tables = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+            if version > SCHEMA_VERSION:
+                raise _Unusable(f"{self.path}: written by a newer bisectbot (schema {version}; this one "
+                                f"knows up to {SCHEMA_VERSION})",
+                                "use that bisectbot, or pass --reset-state to start it afresh")
+            if (tables or version) and not CORE_TABLES <= set(tables):
+                shown = ", ".join(tables[:6]) + (", …" if len(tables) > 6 else "")
+                what = f"its tables are {shown}" if tables else f"no tables, schema version {version}"
+                raise _Unusable(f"{self.path} is not a bisectbot database ({what})")
+            problems = [str(r[0]) for r in con.execute("PRAGMA quick_check(3)")]
+            if problems != ["ok"]:
+                first = (problems[0].splitlines() or ["no answer"])[-1].strip() if problems else "no answer"
+                raise _Unusable(f"state database {self.path} is damaged (quick_check: {first})")
+        except sqlite3.Error as exc:
+            name = str(getattr(exc, "sqlite_errorname", ""))
+            if name == "SQLITE_NOTADB":
+                raise _Unusable(f"{self.path} is not a bisectbot database (not an SQLite file: {exc})") from None
+            if name.startswith("SQLITE_CORRUPT"):
+                raise _Unusable(f"state database {self.path} is damaged ({exc})") from None
+            raise StateError(f"cannot open the state database {self.path}: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise _Unusable(f"state database {self.path} is damaged (its schema does not decode: {exc})") from None
+        finally:
+            if con is not None:
+                con.close()
+
+    def _move_aside(self) -> Path:
+        """Rename the database (and its -wal and -shm) to `<name>.bak-<time>`; never deleted."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.bak-{stamp}")
+        n = 1
+        while os.path.lexists(aside):
+            aside, n = self.path.with_name(f"{self.path.name}.bak-{stamp}-{n}"), n + 1
+        try:
+            os.rename(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                if os.path.lexists(f"{self.path}{suffix}"):
+                    os.rename(f"{self.path}{suffix}", f"{aside}{suffix}")
+        except OSError as exc:
+            raise StateError(f"cannot move the state database {self.path} aside to {aside}: "
+                             f"{exc.strerror}") from None
+        return aside
+
+    def _damaged(self, why: str) -> StateError:
+        return StateError(f"state database {self.path} is damaged ({why}); pass --reset-state to start it afresh")
+
+    def _failed(self, exc: sqlite3.Error) -> StateError:
+        """A failed SQLite call as one line naming the database (and, when it is damaged, the way out)."""
+        name = str(getattr(exc, "sqlite_errorname", ""))
+        if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB":
+            return self._damaged(str(exc))
+        return StateError(f"state database {self.path}: {exc}")
 
     # -- plumbing ------------------------------------------------------------------------------
     def _db(self) -> sqlite3.Connection:
-        con = getattr(self._local, "con", None)
+        con: sqlite3.Connection | None = getattr(self._local, "con", None)
         if con is None:
             try:
                 con = sqlite3.connect(self.path, isolation_level=None, timeout=30,
@@ -324,7 +477,9 @@ class Store:
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.Error as exc:
-                raise StateError(f"{self.path}: {exc}") from None
+                if con is not None:
+                    con.close()
+                raise self._failed(exc) from None
             self._local.con = con
             with self._lock:
                 self._connections.append(con)
@@ -344,13 +499,15 @@ class Store:
                     db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            raise StateError(f"{self.path}: {exc}") from None
+            raise self._failed(exc) from None
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         try:
             return self._db().execute(sql, args).fetchall()
         except sqlite3.Error as exc:
-            raise StateError(f"{self.path}: {exc}") from None
+            raise self._failed(exc) from None
+        except UnicodeDecodeError as exc:
+            raise self._damaged(f"a stored text does not decode: {exc}") from None
 
     def _one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
         rows = self._rows(sql, args)
@@ -367,16 +524,27 @@ class Store:
                 return
             if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
                 backup = self.path.with_name(f"{self.path.name}.v{version}.bak")
-                if not backup.exists():
-                    db.execute("VACUUM INTO ?", (str(backup),))
+                if not backup.exists():  # written whole under another name: a full disk leaves no half copy
+                    partial = backup.with_name(f".{backup.name}.partial")
+                    partial.unlink(missing_ok=True)
+                    try:
+                        db.execute("VACUUM INTO ?", (str(partial),))
+                        os.rename(partial, backup)
+                    finally:
+                        partial.unlink(missing_ok=True)
             for v in range(version, SCHEMA_VERSION):
                 with self._write() as tx:
                     if tx.execute("PRAGMA user_version").fetchone()[0] != v:
                         continue  # another process got there first
                     MIGRATIONS[v](tx)
                     tx.execute(f"PRAGMA user_version = {v + 1}")
-        except sqlite3.DatabaseError as exc:
-            raise StateError(f"{self.path}: {exc}") from None
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from None
+        except (ValueError, KeyError, TypeError) as exc:  # a kv row of an old schema that does not decode
+            raise self._damaged(f"cannot migrate it: {type(exc).__name__}: {exc}") from None
+        except OSError as exc:
+            raise StateError(f"cannot back up the state database {self.path} before migrating it: "
+                             f"{exc.strerror}") from None
 
     @property
     def version(self) -> int:
@@ -390,6 +558,7 @@ class Store:
         self._local = threading.local()
 
     # -- builds --------------------------------------------------------------------------------
+    @_decoded
     def build(self, build_key: str, sha: str) -> BuildRecord | None:
         row = self._one("SELECT sha, status, binaries, log, seconds, reason, variant, notes, inputs, host, "
                         "compiler FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
@@ -416,6 +585,7 @@ class Store:
             db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
 
     # -- runs ----------------------------------------------------------------------------------
+    @_decoded
     def runs(self, run_key: str, sha: str) -> dict[int, RunRecord]:
         rows = self._rows("SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail "
                           "FROM runs WHERE run_key=? AND sha=?", (run_key, sha))
@@ -455,6 +625,7 @@ class Store:
                        "VALUES (?,?,?,?,?,?)",
                        (job, v.sha, v.key, v.verdict.value, json.dumps(v.to_json()), time.time()))
 
+    @_decoded
     def verdicts(self, job: str) -> list[CommitVerdict]:
         """A job's verdicts, in the order they were reached."""
         rows = self._rows("SELECT record FROM verdicts WHERE job=? ORDER BY created, rowid", (job,))
@@ -474,6 +645,7 @@ class Store:
             db.execute("UPDATE jobs SET status=?, result=?, updated=? WHERE id=?",
                        (status, json.dumps(result), time.time(), job))
 
+    @_decoded
     def job(self, job: str) -> JobRow | None:
         row = self._one("SELECT id, kind, status, args, result, published FROM jobs WHERE id=?", (job,))
         if row is None:
@@ -483,6 +655,7 @@ class Store:
                       published=bool(row["published"]))
 
     # -- command variants and computed references ----------------------------------------------
+    @_decoded
     def variant(self, binary: str, spec: str) -> VariantChoice | None:
         row = self._one("SELECT variant, why, failed FROM variants WHERE binary=? AND spec=?", (binary, spec))
         if row is None:
@@ -494,6 +667,7 @@ class Store:
             db.execute("INSERT OR REPLACE INTO variants (binary, spec, variant, why, failed) VALUES (?,?,?,?,?)",
                        (binary, spec, choice.index, choice.why, json.dumps([list(f) for f in choice.failed])))
 
+    @_decoded
     def cached_reference(self, key: str) -> dict[str, Any] | None:
         row = self._one("SELECT value FROM reference_cache WHERE key=?", (key,))
         return None if row is None else json.loads(row["value"])
@@ -579,6 +753,7 @@ class Store:
                        "kind=excluded.kind, extra=excluded.extra, published=0, updated=excluded.updated",
                        (marker, int(issue), job, kind, json.dumps(extra or {}), time.time()))
 
+    @_decoded
     def target(self, marker: str, issue: int) -> TargetRow | None:
         row = self._one("SELECT marker, issue, job, kind, extra, comment_id, published FROM bot_targets "
                         "WHERE marker=? AND issue=?", (marker, int(issue)))
@@ -629,6 +804,16 @@ class Store:
 
 
 # -- the state directory -------------------------------------------------------------------------
+def _check_writable(root: Path) -> None:
+    """StateError unless a file can be made in `root` (read-only mounts, another owner's directory)."""
+    try:
+        fd, name = tempfile.mkstemp(dir=root, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise StateError(f"state directory {root} is not writable: {exc.strerror}") from None
+
+
 class StateDir:
     """The state directory: its lock, its layout (clone, build dirs, kept binaries, logs) and
     its database. One process at a time: a second one is refused with a clear message.
@@ -636,24 +821,52 @@ class StateDir:
     Taking the lock first kills the child process groups a killed bot left running (recorded
     in `procs/`, edges.children); the children this process starts are recorded there."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, reset: bool = False):
+        """Take the directory (made if missing) and open its database; `reset`: see Store.
+
+        Every way the directory cannot be used (a file in its place, not writable, its lock
+        path a directory, a database that is not ours) is one StateError naming the path."""
         self.root = Path(root).resolve()  # relative paths would break cmake, which runs elsewhere
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise StateError(f"state directory {self.root} is a file, not a directory") from None
         except OSError as exc:
             raise StateError(f"cannot create state directory {self.root}: {exc.strerror}") from None
-        self._lock_file = open(self.root / "lock", "w")
+        lock = self.root / "lock"
+        try:
+            self._lock_file = open(lock, "a")
+        except IsADirectoryError:
+            raise StateError(f"state directory {self.root}: its lock file {lock} is a directory "
+                             "(remove it)") from None
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise StateError(f"state directory {self.root} is not writable: {exc.strerror} "
+                                 f"(opening its lock file {lock})") from None
+            raise StateError(f"state directory {self.root}: cannot open its lock file {lock}: "
+                             f"{exc.strerror}") from None
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock_file.close()
             raise StateError(f"state directory {self.root} is in use by another bisectbot process") from None
-        children.kill_left_behind(self.procs_dir)
-        children.track_in(self.procs_dir)
+        except OSError as exc:
+            self._lock_file.close()
+            raise StateError(f"state directory {self.root}: cannot lock {lock}: {exc.strerror}") from None
+        tracking = False
         try:
-            self.store = Store(self.root / "state.sqlite3")
+            _check_writable(self.root)
+            try:
+                children.kill_left_behind(self.procs_dir)
+                children.track_in(self.procs_dir)
+                tracking = True
+            except OSError as exc:
+                raise StateError(f"state directory {self.root}: cannot use {self.procs_dir}: "
+                                 f"{exc.strerror}") from None
+            self.store = Store(self.root / "state.sqlite3", reset=reset)
         except BaseException:
-            children.stop_tracking(self.procs_dir)
+            if tracking:
+                children.stop_tracking(self.procs_dir)
             self._lock_file.close()
             raise
 

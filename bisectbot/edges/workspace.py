@@ -11,7 +11,9 @@ resolved (the head moves with every push). Any other spelling in those namespace
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +76,13 @@ class Workspace:
                 "+refs/heads/*:refs/remotes/origin/*",
             )
         except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
-            raise GitError(f"cannot clone or fetch {self.source}: {_git_message(exc)}") from None
+            problem = _local_problem(self.source)  # the source's fault: no need to name the clone
+            where = "" if problem else f" into {self.root}"
+            raise GitError(f"cannot clone or fetch {self.source}{where}: {problem or _git_message(exc)}") from None
+        except OSError as exc:  # the clone's directory, or a stale lock, in the state directory
+            what = f"{exc.filename}: " if exc.filename else ""
+            raise GitError(f"cannot clone or fetch {self.source} into {self.root}: "
+                           f"{what}{exc.strerror or exc}") from None
         self._repo = repo
 
     # -- refs ---------------------------------------------------------------------------------
@@ -88,7 +96,10 @@ class Workspace:
             return self.fetch_pull(number)
         sha = None
         if self.source_is_local:
-            sha = _rev_parse(git.Repo(self.source), ref)
+            try:
+                sha = _rev_parse(git.Repo(self.source), ref)
+            except (git.InvalidGitRepositoryError, git.NoSuchPathError, OSError):
+                pass  # not a repository git can read: the clone below says why
         if sha is None:
             for candidate in (ref, f"origin/{ref}", f"refs/tags/{ref}"):
                 sha = _rev_parse(self.repo, candidate)
@@ -205,8 +216,60 @@ def _rev_parse(repo: git.Repo, ref: str) -> str | None:
     return out.strip() if _SHA.match(out.strip()) else None
 
 
+# git's fatal lines that only follow the one that says why
+_GENERIC = ("could not read from remote repository", "the remote end hung up unexpectedly")
+
+
 def _git_message(exc: Exception) -> str:
-    stderr = getattr(exc, "stderr", "") or str(exc)
-    lines = [ln.strip() for ln in str(stderr).splitlines() if ln.strip()]
-    text = lines[-1] if lines else str(exc)
-    return text.removeprefix("stderr: ").strip("'")
+    """git's reason, in one line: the first fatal/error line that says something (with the
+    safe.directory command when git refused a repository owned by another user)."""
+    text = str(getattr(exc, "stderr", "") or "").strip()
+    if text.startswith("stderr:"):
+        text = text.removeprefix("stderr:").strip()
+        if len(text) >= 2 and text[0] == text[-1] == "'":
+            text = text[1:-1]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        if isinstance(exc, git.NoSuchPathError):
+            return f"no such directory: {exc}"
+        if isinstance(exc, git.InvalidGitRepositoryError):
+            return f"not a git repository: {exc}"
+        status = getattr(exc, "status", None)
+        return f"git exited with status {status} and said nothing" if status is not None else str(exc)
+    said = [ln for ln in lines if ln.lower().startswith(("fatal:", "error:"))]
+    telling = [ln for ln in said if not any(g in ln.lower() for g in _GENERIC)]
+    if telling:
+        line = telling[0]
+    else:  # e.g. ssh's "Permission denied (publickey)." before git's generic fatal line
+        first = lines.index(said[0]) if said else len(lines)
+        before = [ln for ln in lines[:first] if not ln.lower().startswith(("cloning into", "hint:"))]
+        line = before[-1] if before else lines[-1]
+    line = re.sub(r"^(fatal|error):\s*", "", line, flags=re.IGNORECASE)
+    if "dubious ownership" in line:
+        hinted = next((ln.split("safe.directory", 1)[1].strip() for ln in lines
+                       if "--add safe.directory" in ln), None)
+        where = hinted or (re.findall(r"'([^']+)'", line) or [""])[0]
+        line = f"{line}; if you trust it: git config --global --add safe.directory {where}"
+    return line
+
+
+def _local_problem(source: str) -> str | None:
+    """Why a local path cannot be cloned, when git's answer would not say it plainly (it calls a
+    missing directory, a plain directory and an unreadable one alike "does not exist")."""
+    if not os.path.isabs(source):
+        return None  # a URL
+    try:
+        info = os.stat(source)
+    except FileNotFoundError:
+        return "no such file or directory"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISDIR(info.st_mode):
+        return None  # a bundle, perhaps: git says
+    try:
+        names = set(os.listdir(source))
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror}"
+    if ".git" not in names and not {"HEAD", "objects", "refs"} <= names:
+        return "not a git repository (no .git in it)"
+    return None

@@ -50,7 +50,7 @@ from bisectbot.edges import dirlock
 from bisectbot.edges.procs import clean_env, run
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import Workspace
-from bisectbot.errors import GitError
+from bisectbot.errors import GitError, StateError
 from bisectbot.pipeline.events import Building, BuildPhase, Built, Events
 
 UNUSED_HEADER = "Manually-specified variables were not used by the project:"
@@ -337,22 +337,32 @@ def _target_names(help_text: str) -> set[str]:
 
 
 def _keep(cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path) -> tuple[dict[str, str], str | None]:
-    """Copy the binaries and keep-globs into `kept_dir`; return placeholder → kept path."""
-    if kept_dir.exists():
-        shutil.rmtree(kept_dir)
-    kept_dir.mkdir(parents=True)
-    found: dict[str, str] = {}
-    for name, candidates in variant.binaries.items():
-        src = next((build_dir / c for c in candidates if (build_dir / c).is_file()), None)
-        if src is None:
-            return {}, name
-        dst = kept_dir / src.name
-        shutil.copy2(src, dst)
-        found[name] = str(dst)
-    for pattern in cfg.keep:
-        for src in build_dir.glob(pattern):
-            if src.is_file():
-                shutil.copy2(src, kept_dir / src.name)
+    """Copy the binaries and keep-globs into `kept_dir`; return placeholder → kept path.
+
+    A copy the state directory cannot take (a full disk, a read-only one) is no fault of the
+    commit: StateError naming the file and the reason, the half-kept directory removed, nothing
+    recorded (the build is not stored, so the next run builds it again)."""
+    src: Path | None = None
+    try:
+        if kept_dir.exists():
+            shutil.rmtree(kept_dir)
+        kept_dir.mkdir(parents=True)
+        found: dict[str, str] = {}
+        for name, candidates in variant.binaries.items():
+            src = next((build_dir / c for c in candidates if (build_dir / c).is_file()), None)
+            if src is None:
+                return {}, name
+            dst = kept_dir / src.name
+            shutil.copy2(src, dst)
+            found[name] = str(dst)
+        for pattern in cfg.keep:
+            for src in build_dir.glob(pattern):
+                if src.is_file():
+                    shutil.copy2(src, kept_dir / src.name)
+    except OSError as exc:
+        shutil.rmtree(kept_dir, ignore_errors=True)
+        what = f"the built {src.name}" if src is not None else "the built binaries"
+        raise StateError(f"cannot keep {what} in {kept_dir}: {exc.strerror or exc}") from None
     return found, None
 
 

@@ -26,7 +26,7 @@ from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestRep
 from bisectbot.edges.storage import LastGood, StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.core.refs import pull_number
-from bisectbot.errors import BisectbotError, RefError
+from bisectbot.errors import BisectbotError, RefError, StateError
 from bisectbot.pipeline import bisect
 from bisectbot.pipeline.bisect import BisectPlan, Narrowing, ReportContext
 from bisectbot.pipeline.build import toolchain
@@ -112,7 +112,10 @@ def _running(session: Session, job: str, kind: str, args: dict[str, Any]) -> Ite
             store.finish_job(job, "cancelled", JobStop("cancelled", by=stop.who).to_json())
             raise
         except BisectbotError as exc:
-            store.finish_job(job, "failed", JobStop("failed", str(exc)).to_json())
+            try:
+                store.finish_job(job, "failed", JobStop("failed", str(exc)).to_json())
+            except StateError:
+                pass  # the database failed too (a full disk): the first reason is the one to tell
             raise
 
 
