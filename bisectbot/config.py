@@ -359,6 +359,15 @@ class GitHubConfig(_Strict):
     call_deadline: float = Field(default=60.0, gt=0)  # one attempt: connect + the whole answer
 
 
+class UntrustedConfig(_Strict):
+    """Limits for untrusted code (a pull request's head, `check --ref pull/<N>/head`): each
+    process of its build and runs gets them, inside a network namespace of its own."""
+
+    cpu_seconds: int = Field(default=1800, gt=0)    # CPU time per process (RLIMIT_CPU)
+    memory_mb: int = Field(default=8192, gt=0)      # address space per process (RLIMIT_AS)
+    file_size_mb: int = Field(default=1024, gt=0)   # largest file a process may write (RLIMIT_FSIZE)
+
+
 class ArmConfig(_Strict):
     """A second path to the same statistic at the same commit, with a verdict of its own: a
     server (llama-server -md) started once per commit and asked once per seed over HTTP.
@@ -421,6 +430,8 @@ class Config(_Strict):
     arms: dict[str, ArmConfig] = Field(default_factory=dict)
     # GitHub settings are not part of the experiment: excluded from dumps, so from digest().
     github: GitHubConfig | None = Field(default=None, exclude=True)
+    # Nor are the sandbox's limits (sandboxed runs are stored under keys that name them).
+    untrusted: UntrustedConfig = Field(default_factory=UntrustedConfig, exclude=True)
 
     # Filled in by `load_config`, not by the YAML.
     source_path: Path | None = Field(default=None, exclude=True)
