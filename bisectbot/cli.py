@@ -419,6 +419,11 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
     updated in place. BAD: an alarm is posted and the range from the last known good commit to
     REF is bisected, the culprit posted in its own comment. Exit codes as `test`; 5 when
     GitHub refused a comment (the result stays in the state database: `bisectbot publish`).
+
+    --ref pull/<N>/head: the pull request's head, fetched from the repository and built and run
+    as untrusted code in the sandbox (no network, CPU/memory/file-size limits, no credentials;
+    refused, exit 4, where no network namespace can be made). Only its verdict is given and
+    posted, in a comment of its own: it is never recorded as known good nor bisected.
     """
     from bisectbot.github.bot import Bot
     from bisectbot.report import bisect_markdown, test_markdown
@@ -434,6 +439,8 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
             out.published = bot.settle(cfg.github.retry_give_up_after if cfg.github else 0.0)[1] == 0
             bot.outbox.close()
         if json_path != "-":
+            if out.pull is not None:
+                click.echo(f"{the_ref} = {out.test.commit[:12]} (built and run in the sandbox: {out.sandbox})")
             click.echo(test_markdown(out.test))
             if out.bisect:
                 click.echo(bisect_markdown(out.bisect))

@@ -1,20 +1,34 @@
-"""Untrusted code runs in the sandbox (edges.procs.Sandbox): no network, limits, no credentials.
-Real processes, a real TCP server on the host's 127.0.0.1 that counts who reaches it."""
+"""Pull requests are untrusted code: `check --ref pull/<N>/head` and `/check ref=pull/<N>/head`
+build and run them in the sandbox (edges.procs.Sandbox). Real git repositories, real cmake
+builds, real processes, a real TCP server on the host's 127.0.0.1 that counts who reaches it."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+import yaml
 
+from bisectbot.config import load_config
+from bisectbot.demo import DemoHistory, generate_demo
 from bisectbot.edges import procs
 from bisectbot.edges.procs import Limits, SandboxError, run, sandbox
+from bisectbot.edges.storage import StateDir
+from bisectbot.edges.workspace import Workspace
+from bisectbot.github.bot import watch
+from bisectbot.pipeline.build import Builder
+from bisectbot.pipeline.events import Events
+
+from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401
+from test_bot import TOKEN_ENV, bot_comments, cli, commit_link, db_rows, open_bot, write_config
 
 LIMITS = Limits(cpu_seconds=600, memory_mb=4096, file_size_mb=64)
 UNREACHABLE = 101  # ENETUNREACH: a new network namespace has only a loopback, and it is down
@@ -115,3 +129,167 @@ def test_sandboxed_child_sees_no_credentials() -> None:
 def test_without_a_network_namespace_untrusted_code_is_refused() -> None:
     with pytest.raises(SandboxError, match="refusing to build or run untrusted code"):
         sandbox(LIMITS, ways=[("bisectbot-no-such-unshare", "--net", "--")])
+
+
+# -- pull request heads: a demo history with two pull requests whose cmake configure phones home ----
+@dataclass(frozen=True)
+class PullDemo:
+    demo: DemoHistory
+    fixed: str   # pull/7/head: the good commit plus the probe (restores the reference)
+    broken: str  # pull/8/head: main (the defect) plus the probe
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="Pat Contributor",
+               GIT_AUTHOR_EMAIL="pat@example.com", GIT_COMMITTER_NAME="Pat Contributor",
+               GIT_COMMITTER_EMAIL="pat@example.com")
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+PROBE = """
+# a pull request's build that tries to reach the network (a test's server on the host)
+execute_process(COMMAND "{python}" -c "import socket; socket.create_connection(('127.0.0.1', {port}), 5).close(); print('connected')"
+                RESULT_VARIABLE NET_RESULT OUTPUT_VARIABLE NET_OUT ERROR_VARIABLE NET_ERR)
+message(STATUS "network probe: result=${{NET_RESULT}} ${{NET_OUT}} ${{NET_ERR}}")
+"""
+
+
+def _pull_request(repo: Path, base: str, number: int, port: int) -> str:
+    """A commit on `base` whose CMakeLists.txt connects to `port`, published only as refs/pull/<N>/head."""
+    _git(repo, "checkout", "-q", "--detach", base)
+    cmake = repo / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + PROBE.format(python=sys.executable, port=port))
+    _git(repo, "commit", "-qam", f"build: fetch the vocabulary at configure time (#{number})")
+    sha = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "update-ref", f"refs/pull/{number}/head", sha)
+    return sha
+
+
+@pytest.fixture(scope="module")
+def pulls(tmp_path_factory: pytest.TempPathFactory, listener: Listener) -> PullDemo:
+    demo = generate_demo(tmp_path_factory.mktemp("pr-demo"), n_commits=6, culprit_index=3, break_index=1, seed=1)
+    fixed = _pull_request(demo.repo, demo.good, 7, listener.port)
+    broken = _pull_request(demo.repo, demo.bad, 8, listener.port)
+    return PullDemo(demo, fixed, broken)
+
+
+def _spy(tmp_path: Path, port: int) -> tuple[Path, Path]:
+    """A wrapper around the program under test (bash: cheap per run): notes whether it could
+    reach `port` and the environment it was given, then executes the program."""
+    notes = tmp_path / "run-notes"
+    notes.mkdir()
+    spy = tmp_path / "netspy"
+    spy.write_text(
+        "#!/bin/bash\n"
+        f"if net=$( (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>&1 ); then net=connected; fi\n"
+        f"{{ echo \"$net\"; env; }} > {notes}/$$-$RANDOM\n"
+        'exec "$@"\n')
+    spy.chmod(0o755)
+    return spy, notes
+
+
+def test_check_pull_request_head_without_network(gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener,
+                                                 tmp_path: Path) -> None:
+    config = write_config(tmp_path, pulls.demo, gh_server, token_env="GITHUB_TOKEN")
+    spy, notes = _spy(tmp_path, listener.port)
+    data = yaml.safe_load(config.read_text())
+    data["run"]["argv"] = [str(spy), *data["run"]["argv"]]
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    before = listener.accepted
+    state = tmp_path / "st"
+    secrets = {"GITHUB_TOKEN": BOT_TOKEN, TOKEN_ENV: BOT_TOKEN}
+    proc = cli("check", str(config), "--ref", "pull/7/head", "--issue", str(ISSUE), "--state", str(state),
+               env=secrets)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # GOOD: the pull request restores the reference
+    assert f"pull/7/head = {pulls.fixed[:12]} (built and run in the sandbox: no network" in proc.stdout
+
+    # the build tried, and failed inside the sandbox; the host's server saw nobody
+    logs = list(state.rglob(f"build-*-{pulls.fixed}.log"))
+    assert len(logs) == 1
+    text = logs[0].read_text()
+    assert "# untrusted code, in the sandbox: no network" in text
+    probe = [ln for ln in text.splitlines() if "network probe: result=" in ln]
+    assert probe and "connected" not in probe[0] and "Network is unreachable" in text, probe
+    # so did every run, without credentials
+    runs = [p.read_text().splitlines() for p in notes.iterdir()]
+    assert runs and all("Network is unreachable" in r[0] for r in runs), {r[0] for r in runs}
+    assert not [ln for r in runs for ln in r[1:] if BOT_TOKEN in ln or ln.split("=", 1)[0] in secrets]
+    assert listener.accepted == before
+
+    # posted on the issue, in a comment of its own; not the last known good commit, nothing bisected
+    bodies = bot_comments(gh_server)
+    assert len(bodies) == 1, bodies
+    head = bodies[0].splitlines()[1]
+    assert f"pull/7/head = [`{pulls.fixed[:12]}`]({commit_link(gh_server, pulls.fixed)})" in head
+    assert "restores the reference distribution" in head and "in the sandbox: no network" in bodies[0]
+    assert db_rows(state, "SELECT COUNT(*) FROM last_good")[0][0] == 0
+    assert db_rows(state, "SELECT kind, status FROM jobs") == [("test", "done")]
+
+    # the same build as trusted code reaches the server: the test can tell a sandbox from none
+    cfg = load_config(config)
+    with StateDir(tmp_path / "trusted") as trusted:
+        ws = Workspace(cfg.repo_source, trusted.clone_dir)
+        ws.fetch_pull(7)
+        rec = Builder(trusted, ws, Events()).ensure(pulls.fixed, cfg.build)
+    assert rec.ok, rec.reason
+    assert listener.wait_for(before + 1) > before
+
+
+def test_pull_request_heads_are_not_tested_as_trusted_code(pulls: PullDemo, tmp_path: Path) -> None:
+    for args in (["test", str(pulls.demo.config), "--commit", "pull/7/head"],
+                 ["bisect", str(pulls.demo.config), "--good", pulls.demo.good, "--bad", "pull/7/head"]):
+        proc = cli(*args, "--state", str(tmp_path / "st"))
+        assert proc.returncode == 2 and "--ref pull/7/head" in proc.stderr, proc.stderr
+    assert not list((tmp_path / "st").glob("build-*"))
+
+
+def test_bot_check_of_a_pull_request_and_an_outsiders(gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener,
+                                                     tmp_path: Path) -> None:
+    config = write_config(tmp_path, pulls.demo, gh_server)
+    before = listener.accepted
+    outsider = gh_server.add_comment(FULL_NAME, ISSUE, "stranger", "/check ref=pull/7/head")
+    member = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/check ref=pull/8/head")
+    state = tmp_path / "st"
+    with open_bot(config, state) as bot:
+        watch(bot, ISSUE, once=True, interval=1)
+    bodies = bot_comments(gh_server)
+    refusals = [b for b in bodies if f"reply=reply-{outsider}" in b]
+    assert len(refusals) == 1 and "only repository owners, members and collaborators" in refusals[0]
+    assert not gh_server.comments[outsider].reactions and "eyes" in gh_server.comments[member].reactions
+    results = [b for b in bodies if "pull/8/head = " in b]
+    assert len(results) == 1 and len(bodies) == 2, bodies
+    assert f"pull/8/head = [`{pulls.broken[:12]}`]" in results[0]
+    assert "does not restore the reference distribution" in results[0].splitlines()[1]
+    assert f"<!-- bisectbot:job=test-{pulls.broken[:12]}-" in results[0] and "-pull8 -->" in results[0]
+    assert not any("check-status" in b or "no longer holds" in b for b in bodies)  # no alarm, no bisect
+    assert db_rows(state, "SELECT kind FROM jobs") == [("test",)]
+    assert sorted(db_rows(state, "SELECT status FROM bot_commands")) == [("done",), ("refused",)]
+    assert listener.accepted == before
+
+
+def test_bot_refuses_a_pull_request_where_no_sandbox_can_be_made(
+        gh_server: GitHubStandIn, pulls: PullDemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(procs, "NAMESPACES", (("bisectbot-no-such-unshare", "--net", "--"),))
+    config = write_config(tmp_path, pulls.demo, gh_server)
+    gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/check ref=pull/7/head")
+    state = tmp_path / "st"
+    with open_bot(config, state) as bot:
+        watch(bot, ISSUE, once=True, interval=1)
+    (reply,) = bot_comments(gh_server)
+    assert "refusing to build or run untrusted code: no network namespace can be made" in reply
+    assert len(reply.splitlines()) == 2  # marker + one line
+    assert not list(state.glob("build-*")) and not list(state.glob("kept/*"))
+    assert db_rows(state, "SELECT status FROM bot_commands") == [("failed",)]
+    # and the command line: exit 4 (cannot be built or run), one line, nothing fetched or built
+    from click.testing import CliRunner
+
+    from bisectbot.cli import main
+
+    cli_state = tmp_path / "cli-st"
+    res = CliRunner().invoke(main, ["check", str(pulls.demo.config), "--ref", "pull/7/head", "--state", str(cli_state)])
+    assert res.exit_code == 4, res.output
+    assert "refusing to build or run untrusted code" in res.output
+    assert not (cli_state / "src").exists() and not list(cli_state.glob("build-*"))

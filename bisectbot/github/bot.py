@@ -55,7 +55,7 @@ from bisectbot.github.commands import (BisectCommand, CancelCommand, CheckComman
                                        validate_config_name)
 from bisectbot.github.outbox import Outbox
 from bisectbot.github.comment import (CommentContext, Document, render_alarm, render_bisect, render_cancelled,
-                                      render_failed, render_progress, render_status)
+                                      render_failed, render_progress, render_pull_check, render_status)
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.bisect import BisectPlan
 from bisectbot.pipeline.events import (BisectStarted, Building, Built, CancelToken, Cancelled, Confirming,
@@ -199,10 +199,13 @@ class CheckOutcome:
     bisect_error: str | None = None
     published: bool = True
     last_good: str | None = None
+    pull: int | None = None      # the pull request whose head was checked (in the sandbox)
+    sandbox: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {**self.test.to_json(), "last_good": self.last_good,
-                "bisect": self.bisect.to_json() if self.bisect else None}
+                "bisect": self.bisect.to_json() if self.bisect else None,
+                **({"pull": self.pull, "sandbox": self.sandbox} if self.pull is not None else {})}
 
 
 class _Refused(BisectbotError):
@@ -477,10 +480,19 @@ class Bot:
 
     # -- check ---------------------------------------------------------------------------------
     def run_check(self, ref: str, issue: int | None) -> CheckOutcome:
-        """Test `ref`; record it as last known good, or raise the alarm and bisect from there."""
+        """Test `ref`; record it as last known good, or raise the alarm and bisect from there.
+        A pull request's head (`pull/<N>/head`) is only tested, in the sandbox: its result gets
+        a comment of its own per head."""
         date = _now()
         result = jobs.run_check(self.session(self.cfg, self.config_path), ref, date=date)
         report = result.test
+        if result.pull is not None:
+            if issue is not None:
+                self.store.set_target(report.job, issue, report.job, "pull",
+                                      {"date": date, "config": self.config_path, "pull": result.pull,
+                                       "sandbox": result.sandbox})
+                self.queue_publish(report.job, issue)
+            return CheckOutcome(report, pull=result.pull, sandbox=result.sandbox)
         out = CheckOutcome(report, last_good=result.last_good.sha if result.last_good else None)
         broken = report.verdict is Verdict.BAD
         if issue is not None:
@@ -513,6 +525,9 @@ class Bot:
         result = load_result(job.kind, job.status, job.result)
         if isinstance(result, TestReport) and target.kind == "status":
             return render_status(result, ctx, date=extra.get("date", ""), alarm=bool(extra.get("alarm")))
+        if isinstance(result, TestReport) and target.kind == "pull":
+            return render_pull_check(result, ctx, number=int(extra.get("pull") or 0), date=extra.get("date", ""),
+                                     sandbox=str(extra.get("sandbox") or "no network"))
         if isinstance(result, TestReport) and target.kind == "alarm":
             return render_alarm(result, ctx, last_good=extra.get("last_good"), date=extra.get("date", ""))
         if isinstance(result, BisectReport):  # the refs as the user gave them (the job ran on their shas)

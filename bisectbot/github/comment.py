@@ -365,6 +365,29 @@ def render_status(result: TestReport, ctx: CommentContext, *, date: str, alarm: 
     return Document((head, f"{_code(result.ref)} after {v.runs} runs: {counts}", details, summary[-1]))
 
 
+def render_pull_check(result: TestReport, ctx: CommentContext, *, number: int, date: str,
+                      sandbox: str) -> Document:
+    """A pull request's head, checked in the sandbox: does it restore the reference distribution?"""
+    v = result.detail
+    tested = f"pull/{int(number)}/head = {commit_ref(result.commit, None, ctx)}"
+    pr = f"[#{int(number)}]({ctx.pr_url(str(int(number)))})"
+    if v.verdict is Verdict.GOOD:
+        head = f"### bisectbot: ✅ {tested} restores the reference distribution"
+    elif v.verdict is Verdict.BAD:
+        head = f"### bisectbot: ❌ {tested} does not restore the reference distribution"
+    else:
+        head = f"### bisectbot: ❔ {tested} is {v.verdict.value.upper()}"
+    counts = observed_vs_reference(v.counts, result.reference) if v.counts else "–"
+    summary = _test_summary(result, ctx)
+    details = Collapsed("Details", tuple(u for u in summary if not isinstance(u, Collapsed)))
+    return Document((head,
+                     f"The head of pull request {pr} after {v.runs} runs, {date}: {counts}",
+                     f"Built and run as untrusted code, in the sandbox: {sandbox}. Only this commit was "
+                     "tested: it is not recorded as known good, nothing is bisected, and cross-check "
+                     "arms are not run.",
+                     details, summary[-1]))
+
+
 def render_alarm(result: TestReport, ctx: CommentContext, *, last_good: str | None, date: str) -> Document:
     """The fix no longer holds: say so loudly, and what happens next."""
     sha = result.commit

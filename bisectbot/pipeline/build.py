@@ -23,6 +23,9 @@ Why each step:
   CMakeCache.txt was written elsewhere; such a directory is started afresh before configuring.
 * **Keys that cannot go stale.** A stored build is reused only if the commit, the cmake
   arguments and variants, the contents of files they name and the toolchain are the same.
+* **Untrusted code apart.** A pull request's head is built in the sandbox (`procs.Sandbox`: no
+  network, limits), under build keys and in build directories of its own and without ccache, so
+  nothing it leaves behind is reused by a trusted build.
 
 A failed or timed-out build, one that leaves no binary, a tree no variant fits, or a commit
 that cannot be checked out is a *skip* for the bisect (like `git bisect skip`), with its reason.
@@ -47,7 +50,7 @@ from bisectbot.core.inputs import parse_depfile
 from bisectbot.core.records import BuildRecord
 from bisectbot.core.reports import Environment
 from bisectbot.edges import dirlock
-from bisectbot.edges.procs import clean_env, run
+from bisectbot.edges.procs import Sandbox, clean_env, run
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import GitError, StateError
@@ -56,6 +59,8 @@ from bisectbot.pipeline.events import Building, BuildPhase, Built, Events
 UNUSED_HEADER = "Manually-specified variables were not used by the project:"
 # How long a build waits for its directory's lock (held by an orphaned build no record named).
 BUILD_DIR_WAIT = 60.0
+# Added to the build directory key of sandboxed builds (never a cmake argument).
+UNTRUSTED_DIR = "#untrusted"
 
 
 class Builder:
@@ -63,17 +68,22 @@ class Builder:
 
     A stored build is final, unless its binaries were deleted by hand or it timed out and the
     timeout has since been raised. `built` lists what this process built (not replayed).
-    `values` fills `{config_dir}` and `{fixtures}` in cmake arguments."""
+    `values` fills `{config_dir}` and `{fixtures}` in cmake arguments. With `sandbox` every
+    commit is untrusted code: built in the sandbox, under keys of its own."""
 
     def __init__(self, state: StateDir, workspace: Workspace, events: Events, secrets: Iterable[str] = (),
-                 values: Mapping[str, str] | None = None):
+                 values: Mapping[str, str] | None = None, sandbox: Sandbox | None = None):
         self.state, self.workspace, self.events = state, workspace, events
         self.secrets = tuple(secrets)
         self.values = dict(values or {})
+        self.sandbox = sandbox
         self.built: list[str] = []
 
     def key(self, cfg: BuildConfig) -> str:
-        return build_key(cfg, self.values)
+        key = build_key(cfg, self.values)
+        if self.sandbox is None:
+            return key
+        return hashlib.sha256(json.dumps([key, self.sandbox.key()]).encode()).hexdigest()[:12]
 
     def ensure(self, sha: str, cfg: BuildConfig) -> BuildRecord:
         """The commit's build record for `cfg`, building it only if no usable build is stored."""
@@ -96,7 +106,7 @@ class Builder:
             return rec
         rec = build_commit(cfg, sha, source, self.state, key, log, expand=self.expand,
                            progress=lambda phase: self.events.emit(BuildPhase(sha, phase)),
-                           secrets=self.secrets)
+                           secrets=self.secrets, sandbox=self.sandbox)
         store.put_build(key, rec)
         self.built.append(sha)
         self.events.emit(Built(sha, rec.status, rec.seconds, rec.reason, rec.variant, rec.notes))
@@ -108,7 +118,7 @@ class Builder:
     def build_dir(self, cfg: BuildConfig, variant: int) -> Path:
         """The build directory a variant of `cfg` is built in."""
         args = [self.expand(a) for a in (*cfg.cmake_args, *cfg.choices[variant].cmake_args)]
-        return self.state.build_dir(build_dir_key(args))
+        return self.state.build_dir(build_dir_key(args, untrusted=self.sandbox is not None))
 
 
 # -- keys -----------------------------------------------------------------------------------------
@@ -121,10 +131,11 @@ def build_key(cfg: BuildConfig, values: Mapping[str, str] | None = None) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def build_dir_key(args: list[str]) -> str:
+def build_dir_key(args: list[str], *, untrusted: bool = False) -> str:
     """Builds with the same cmake arguments share one build directory, whatever their targets:
-    building llama-server after llama-speculative at a commit reuses every common object."""
-    return hashlib.sha256(json.dumps(args).encode()).hexdigest()[:12]
+    building llama-server after llama-speculative at a commit reuses every common object.
+    Untrusted builds share only with each other."""
+    return hashlib.sha256(json.dumps([*args, UNTRUSTED_DIR] if untrusted else args).encode()).hexdigest()[:12]
 
 
 class Placeholders(dict):  # type: ignore[type-arg]
@@ -196,8 +207,9 @@ class _Budget:
 def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key: str, log: Path, *,
                  expand: Callable[[str], str] = lambda a: a,
                  progress: Callable[[str], None] = lambda _: None,
-                 secrets: Iterable[str] = ()) -> BuildRecord:
-    """Build `source` (already checked out at `sha`) with the first variant its tree supports."""
+                 secrets: Iterable[str] = (), sandbox: Sandbox | None = None) -> BuildRecord:
+    """Build `source` (already checked out at `sha`) with the first variant its tree supports;
+    with `sandbox`, every cmake step (and so every compiler) runs in it."""
     log.write_text("")
     budget = _Budget(cfg.timeout)
     not_fitting: list[str] = []
@@ -205,21 +217,21 @@ def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key:
     kept = state.kept_dir(key, sha)
     for index, variant in enumerate(cfg.choices):
         args = [expand(a) for a in (*cfg.cmake_args, *variant.cmake_args)]
-        build_dir = state.build_dir(build_dir_key(args))
+        build_dir = state.build_dir(build_dir_key(args, untrusted=sandbox is not None))
         with dirlock.exclusive(build_dir, wait=BUILD_DIR_WAIT) as hold:
             if why := configured_elsewhere(build_dir, source):
                 _note(log, f"# starting {build_dir} afresh: {why}")
                 shutil.rmtree(build_dir, ignore_errors=True)
             reused = build_dir.exists()
             attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress,
-                                     secrets, hold)
+                                     secrets, hold, sandbox)
             notes = ""
             if attempt.status == "failed" and reused:
                 _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
                 shutil.rmtree(build_dir, ignore_errors=True)
                 first = attempt.reason
                 attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress,
-                                         secrets, hold)
+                                         secrets, hold, sandbox)
                 notes = f"built in a clean directory after the reused one failed: {first}" if attempt.status == "ok" \
                     else f"also failed in a clean directory (the reused one: {first})"
         if attempt.status == "unsupported":
@@ -234,16 +246,20 @@ def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key:
 
 def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], source: Path, build_dir: Path,
                    kept: Path, log: Path, budget: _Budget, stale: list[str],
-                   progress: Callable[[str], None], secrets: Iterable[str], hold: int) -> _Attempt:
-    """One variant in `build_dir`; `hold` is the directory's lock, which every child inherits."""
+                   progress: Callable[[str], None], secrets: Iterable[str], hold: int,
+                   sandbox: Sandbox | None = None) -> _Attempt:
+    """One variant in `build_dir`; `hold` is the directory's lock, which every child inherits.
+    Untrusted code gets no ccache (it must not fill the cache trusted builds read)."""
     build_dir.mkdir(parents=True, exist_ok=True)
-    launcher, cc_env = ccache_args(source, build_dir)
+    launcher, cc_env = ccache_args(source, build_dir) if sandbox is None else ([], {"CCACHE_DISABLE": "1"})
     env = clean_env(cc_env, drop=secrets)
     forget = [f"-U{name}" for name in variant.defines]  # so cmake reports them if unused
     configure = ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *forget, *args]
     start = log.stat().st_size
     progress("configure")
-    res = _step(configure, build_dir, env, log, budget, hold)
+    if sandbox is not None:
+        _note(log, f"# untrusted code, in the sandbox: {sandbox.text()}")
+    res = _step(configure, build_dir, env, log, budget, hold, sandbox)
     if res is not None:
         return _Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
     unused = _unused_defines(log, start)
@@ -251,7 +267,7 @@ def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], sou
         return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected),
                         budget.used, {})
     listed = run(["cmake", "--build", str(build_dir), "--target", "help"], cwd=build_dir, env=env, timeout=120,
-                 pass_fds=(hold,))
+                 pass_fds=(hold,), sandbox=sandbox)
     if missing := [t for t in variant.targets if t not in _target_names(listed.stdout)]:
         return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
     for rel in stale:  # provenance: only what this build makes can be kept
@@ -259,7 +275,7 @@ def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], sou
     progress("build")
     jobs = str(cfg.jobs or os.cpu_count() or 1)
     res = _step(["cmake", "--build", str(build_dir), "--target", *variant.targets, "-j", jobs],
-                build_dir, env, log, budget, hold)
+                build_dir, env, log, budget, hold, sandbox)
     if res is not None:
         return _Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
     binaries, missing_name = _keep(cfg, variant, build_dir, kept)
@@ -271,13 +287,13 @@ def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], sou
 
 
 def _step(argv: list[str], cwd: Path, env: dict[str, str], log: Path, budget: _Budget,
-          hold: int) -> tuple[str, str] | None:
+          hold: int, sandbox: Sandbox | None = None) -> tuple[str, str] | None:
     """Run one cmake step into the log; None when it succeeded, else (status, why)."""
     _note(log, f"$ {' '.join(argv)}")
     if budget.left <= 0:
         return "timeout", f"did not start: the build timeout of {budget.total:g} s was used up"
     start = log.stat().st_size
-    res = run(argv, cwd=cwd, env=env, timeout=budget.left, log=log, pass_fds=(hold,))
+    res = run(argv, cwd=cwd, env=env, timeout=budget.left, log=log, pass_fds=(hold,), sandbox=sandbox)
     budget.used += res.seconds
     if res.timed_out:
         return "timeout", f"exceeded the build timeout of {budget.total:g} s"

@@ -7,6 +7,11 @@ Running a job again with the same plan resumes it: builds and runs are replayed 
 
 `Session` wires the stages for one config and state directory, in the order data flows:
 clone → builder and runner → reference → tester. The CLI and the GitHub bot both use it.
+
+A pull request's head (`pull/<N>/head`) is untrusted code: `run_check` tests it in an
+`untrusted` session, whose tester builds and runs in the sandbox (`procs.Sandbox`); the
+reference is still resolved by the trusted runner. It is only checked: never recorded as the
+last known good commit, never bisected, no cross-check arms.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from bisectbot.core import stats
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, BuildRecord
 from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestReport
+from bisectbot.edges.procs import Limits, Sandbox, sandbox
 from bisectbot.edges.storage import LastGood, StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.core.refs import pull_number
@@ -42,11 +48,13 @@ class Session:
     stages are made on first use; the reference is resolved before the tester that uses it."""
 
     def __init__(self, cfg: Config, state: StateDir, events: Events | None = None, *,
-                 config_path: str = "CONFIG", cluster: Any = None, worker_root: Path | None = None):
+                 config_path: str = "CONFIG", cluster: Any = None, worker_root: Path | None = None,
+                 sandbox: Sandbox | None = None):
         self.cfg, self.state, self.config_path = cfg, state, config_path
         self.events = events or Events()
         # a Dask client: verdicts are reached on its workers, K commits per round (pipeline.cluster)
         self.cluster, self.worker_root = cluster, worker_root or state.root / "workers"
+        self.sandbox = sandbox  # set: the commits under test are untrusted code
 
     @cached_property
     def workspace(self) -> Workspace:
@@ -57,24 +65,39 @@ class Session:
         return CommitRunner(self.cfg, self.state, self.workspace, self.events)
 
     @cached_property
+    def test_runner(self) -> CommitRunner:
+        """The runner of the commits under test: the session's, or in the sandbox one of its own
+        (the reference, from the config, is still built and run by the trusted one)."""
+        if self.sandbox is None:
+            return self.runner
+        return CommitRunner(self.cfg, self.state, self.workspace, self.events, sandbox=self.sandbox)
+
+    @cached_property
     def reference(self) -> ResolvedReference:
         return resolve_reference(self.cfg, self.runner)
 
     @cached_property
     def tester(self) -> Tester:
         if self.cluster is not None:
+            if self.sandbox is not None:
+                raise BisectbotError("untrusted code is built and run here, in the sandbox, never on a cluster")
             from bisectbot.pipeline.cluster import ClusterTester
 
             return ClusterTester(self.cfg, self.runner, self.reference.stats_reference(), self.events,
                                  self.cluster, self.worker_root)
-        return Tester(self.cfg, self.runner, self.reference.stats_reference(), self.events)
+        return Tester(self.cfg, self.test_runner, self.reference.stats_reference(), self.events)
+
+    def builds(self) -> int:
+        """Builds this process made (not replayed), trusted and sandboxed."""
+        extra = self.test_runner.builder.built if self.sandbox is not None else []
+        return len(self.runner.builder.built) + len(extra)
 
     def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
         """Build commits: on the cluster's workers when there is one, else here."""
         tester = self.tester
         if hasattr(tester, "build_many"):
             return list(tester.build_many(shas))
-        return [self.runner.builder.ensure(sha, self.cfg.build) for sha in shas]
+        return [self.test_runner.builder.ensure(sha, self.cfg.build) for sha in shas]
 
     def sync(self) -> None:
         self.events.emit(Syncing(self.workspace.source))
@@ -129,19 +152,33 @@ class TestPlan:
     ref: str
 
 
-def _trusted_only(*refs: str) -> None:
+def limits(cfg: Config) -> Limits:
+    u = cfg.untrusted
+    return Limits(u.cpu_seconds, u.memory_mb, u.file_size_mb)
+
+
+def untrusted(session: Session) -> Session:
+    """A session for untrusted code: the same config without cross-check arms, its tester in
+    the sandbox. SandboxError (before anything is fetched) when no sandbox can be made here."""
+    return Session(session.cfg.without_arms(), session.state, session.events, config_path=session.config_path,
+                   sandbox=sandbox(limits(session.cfg)))
+
+
+def _trusted_only(*refs: str, session: Session | None = None) -> None:
     """A pull request's head is untrusted code: never built or run outside the sandbox."""
     for ref in refs:
-        if pull_number(ref) is not None:
+        if pull_number(ref) is not None and (session is None or session.sandbox is None):
             raise RefError(f"{ref} is a pull request's head, untrusted code: it is only checked in the "
                            f"sandbox (`bisectbot check --ref {ref}`, `/check ref={ref}`), never tested "
                            "or bisected as trusted code")
 
 
 def plan_test(session: Session, ref: str) -> TestPlan:
-    _trusted_only(ref)
+    _trusted_only(ref, session=session)
     session.sync()
     sha = session.workspace.resolve(ref)
+    if (number := pull_number(ref)) is not None:  # its own job (and comment) per pull request and head
+        return TestPlan(f"test-{sha[:12]}-{session.cfg.digest()}-pull{number}", sha, ref)
     return TestPlan(f"test-{sha[:12]}-{session.cfg.digest()}", sha, ref)
 
 
@@ -157,11 +194,13 @@ def run_test(session: Session, plan: TestPlan) -> TestReport:
                                                    beta=cfg.test.beta, arm=name))
                 for name in cfg.arms}
         context = session.report_context()
+        reproduce = (f"bisectbot test {session.config_path} --commit {plan.sha}" if pull_number(plan.ref) is None
+                     else f"bisectbot check {session.config_path} --ref {plan.ref}  # head {plan.sha}")
         report = TestReport(
             job=plan.job, commit=plan.sha, ref=plan.ref, detail=detail, arms=arms,
-            builds=len(session.runner.builder.built), reference=context.reference,
+            builds=session.builds(), reference=context.reference,
             config=context.config, environment=context.environment,
-            reproduce=f"bisectbot test {session.config_path} --commit {plan.sha}",
+            reproduce=reproduce,
         )
         store.finish_job(plan.job, "done", report.to_json())
     return report
@@ -209,10 +248,17 @@ class CheckResult:
     test: TestReport
     last_good: LastGood | None
     bisect: BisectPlan | None
+    pull: int | None = None        # a pull request's head, checked in the sandbox
+    sandbox: str | None = None     # what the sandbox allowed it, for people
 
 
 def run_check(session: Session, ref: str, *, date: str) -> CheckResult:
-    """Test `ref`; GOOD becomes the last known good commit, BAD plans a bisect from it."""
+    """Test `ref`; GOOD becomes the last known good commit, BAD plans a bisect from it. A pull
+    request's head (`pull/<N>/head`) is tested in the sandbox, and only tested."""
+    if (number := pull_number(ref)) is not None:
+        pr = untrusted(session)
+        assert pr.sandbox is not None
+        return CheckResult(run_test(pr, plan_test(pr, ref)), None, None, number, pr.sandbox.text())
     store, name = session.state.store, session.cfg.name
     report = run_test(session, plan_test(session, ref))
     last = store.last_good(name)

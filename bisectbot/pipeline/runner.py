@@ -11,6 +11,10 @@ levels or the reference and they are.
 Command variants are chosen per binary from its `--help` (the first whose flags it shows); a
 variant whose runs then mostly fail at that commit (it crashes, or its output does not parse)
 is set aside for that binary and the next one that fits is tried, before the commit is skipped.
+
+A runner with a `sandbox` handles untrusted code (a pull request's head): its builds, `--help`
+and runs all start in the sandbox, its runs are stored under keys that name it, and it starts
+no cross-check arm (a server in a network namespace of its own cannot be asked over HTTP).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, Callable, Mapping
 from bisectbot.config import BuildConfig, Config, ParseConfig, Variant
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.records import BuildRecord, RunRecord
-from bisectbot.edges.procs import Server, clean_env, free_port, run
+from bisectbot.edges.procs import Sandbox, Server, clean_env, free_port, run
 from bisectbot.edges.storage import StateDir, VariantChoice
 from bisectbot.edges.workspace import Workspace
 from bisectbot.pipeline.build import Builder, named_files
@@ -105,12 +109,13 @@ class CommitRunner:
     """Builds and runs commits of one config in one state directory."""
 
     def __init__(self, cfg: Config, state: StateDir, workspace: Workspace, events: Events, *,
-                 portable: bool = False):
+                 portable: bool = False, sandbox: Sandbox | None = None):
         self.cfg, self.state, self.workspace, self.events = cfg, state, workspace, events
         self.portable = portable
+        self.sandbox = sandbox
         self.on_run: Callable[[str, str, RunRecord], None] | None = None  # told of every run stored
         self.values = {"config_dir": str(cfg.config_dir), "fixtures": str(cfg.fixtures_dir or "")}
-        self.builder = Builder(state, workspace, events, cfg.secret_env_names, self.values)
+        self.builder = Builder(state, workspace, events, cfg.secret_env_names, self.values, sandbox)
         self.experiment = cfg.experiment_digest()  # for reports: what the config says runs are
         # run.jobs 0: start at the core count, back off while cut output costs more than it gains
         # (one throttle for the program under test: the cut rate is the program's and the machine's)
@@ -148,7 +153,7 @@ class CommitRunner:
             "build": str(self.builder.build_dir(cfg.build, build.variant)),
         }
         executor = ProgramExecutor(variant.argv, values, run_cfg=cfg.run, parse_cfg=parse,
-                                   workdir=self.state.run_dir, env=env, variant=index)
+                                   workdir=self.run_dir, env=env, variant=index, sandbox=self.sandbox)
         # on a cluster, runs are filed by the build's identity (commit, build key, which hashes the
         # cmake arguments and the compiler, build variant) rather than the binary's bytes, which
         # embed each worker's own source path: a seed run on one worker is not run on another
@@ -156,7 +161,8 @@ class CommitRunner:
                     if self.portable else self._hashes(build))
         key_parts = {"kind": "program", "argv": variant.argv, "binaries": binaries,
                      "files": named_files(variant.argv, values), "env": cfg.run.env,
-                     "parse": parse.model_dump(mode="json")}
+                     "parse": parse.model_dump(mode="json"),
+                     **({"sandbox": self.sandbox.key()} if self.sandbox is not None else {})}
         return Prepared(sha, build, executor, choice.why, run_key(key_parts), index,
                         cfg.run.jobs or os.cpu_count() or 1, choice=key, throttle=self.throttle)
 
@@ -164,6 +170,10 @@ class CommitRunner:
         """Build a cross-check arm's server at the commit; it starts only if a seed must run.
         Where no build variant or no serve variant fits, the arm is not applicable."""
         cfg, spec = self.cfg, self.cfg.arms[arm]
+        if self.sandbox is not None:
+            return Prepared(sha, BuildRecord(sha, "unsupported", {}, "", 0.0, "untrusted code"), None,
+                            "not applicable here: cross-check arms are not run for untrusted code",
+                            applicable=False)
         build_cfg = BuildConfig(cmake_args=cfg.build.cmake_args, variants=spec.build_choices, keep=cfg.build.keep,
                                 timeout=cfg.build.timeout, jobs=cfg.build.jobs)
         build = self.builder.ensure(sha, build_cfg)
@@ -222,6 +232,15 @@ class CommitRunner:
         return RunStream(seeds, store.runs(prepared.run_key, prepared.sha), prepared.executor, keep,
                          jobs=prepared.throttle or prepared.jobs, check=self.events.check)
 
+    @property
+    def run_dir(self) -> Path:
+        """The program's working directory (untrusted code gets one of its own)."""
+        if self.sandbox is None:
+            return self.state.run_dir
+        path = self.state.root / "run-untrusted"
+        path.mkdir(exist_ok=True)
+        return path
+
     def run_env(self, build: BuildRecord) -> dict[str, str]:
         """Environment for the program under test: no credentials; its kept libraries first."""
         extra = dict(self.cfg.run.env)
@@ -255,7 +274,7 @@ class CommitRunner:
         return choice, key
 
     def _help(self, binary: str, help_args: list[str], env: dict[str, str]) -> str:
-        res = run([binary, *help_args], env=env, timeout=60, cwd=self.state.root)
+        res = run([binary, *help_args], env=env, timeout=60, cwd=self.state.root, sandbox=self.sandbox)
         return res.stdout + res.stderr
 
     @staticmethod

@@ -26,7 +26,7 @@ from bisectbot.config import ArmConfig, ParseConfig, RunConfig
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.records import RunRecord
 from bisectbot.edges import localhttp
-from bisectbot.edges.procs import Server, exit_reason, run
+from bisectbot.edges.procs import Sandbox, Server, exit_reason, run
 from bisectbot.pipeline.parse import Incomplete, Unparsable, parse_tokens
 
 
@@ -44,20 +44,23 @@ def render_argv(template: list[str], values: Mapping[str, str]) -> list[str]:
 
 
 class ProgramExecutor:
-    """The program under test, once per seed, with reruns while its output is cut short."""
+    """The program under test, once per seed, with reruns while its output is cut short (in
+    `sandbox` when it is untrusted code)."""
 
     def __init__(self, argv: list[str], values: Mapping[str, str], *, run_cfg: RunConfig,
-                 parse_cfg: ParseConfig, workdir: Path, env: Mapping[str, str], variant: int = 0):
+                 parse_cfg: ParseConfig, workdir: Path, env: Mapping[str, str], variant: int = 0,
+                 sandbox: Sandbox | None = None):
         self.argv, self.values = argv, dict(values)
         self.run_cfg, self.parse_cfg = run_cfg, parse_cfg
         self.workdir, self.env, self.variant = workdir, dict(env), variant
+        self.sandbox = sandbox
 
     def run(self, seed: int) -> RunRecord:
         argv = render_argv(self.argv, {**self.values, "seed": str(seed)})
         attempts, seconds, variant = 0, 0.0, self.variant
         while True:
             attempts += 1
-            res = run(argv, cwd=self.workdir, env=self.env, timeout=self.run_cfg.timeout)
+            res = run(argv, cwd=self.workdir, env=self.env, timeout=self.run_cfg.timeout, sandbox=self.sandbox)
             seconds += res.seconds
             if res.timed_out:
                 return RunRecord(seed, "timeout", None, None, seconds, attempts, variant,
