@@ -212,7 +212,6 @@ class _Refused(BisectbotError):
     """A command that passed parsing but cannot run (unknown ref, unknown config): one line."""
 
 
-
 class Bot:
     """Handles commands and checks for one config, in one state directory, on one issue client.
 
