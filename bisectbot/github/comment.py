@@ -359,10 +359,17 @@ def render_status(result: TestReport, ctx: CommentContext, *, date: str, alarm: 
         head = f"### bisectbot: ❌ broken again at {link}, {date}" + (" — see the alarm below" if alarm else "")
     else:
         head = f"### bisectbot: ❔ check at {link} is {v.verdict.value.upper()}, {date}"
+    counts, details, last = _test_parts(result, ctx)
+    return Document((head, f"{_code(result.ref)} after {v.runs} runs: {counts}", details, last))
+
+
+def _test_parts(result: TestReport, ctx: CommentContext) -> tuple[str, Collapsed, Block]:
+    """What a check's comment shows under its head: the counts against the reference, the
+    details collapsed, and the summary's last (collapsed) unit."""
+    v = result.detail
     counts = observed_vs_reference(v.counts, result.reference) if v.counts else "–"
     summary = _test_summary(result, ctx)
-    details = Collapsed("Details", tuple(u for u in summary if not isinstance(u, Collapsed)))
-    return Document((head, f"{_code(result.ref)} after {v.runs} runs: {counts}", details, summary[-1]))
+    return counts, Collapsed("Details", tuple(u for u in summary if not isinstance(u, Collapsed))), summary[-1]
 
 
 def render_pull_check(result: TestReport, ctx: CommentContext, *, number: int, date: str,
@@ -377,15 +384,13 @@ def render_pull_check(result: TestReport, ctx: CommentContext, *, number: int, d
         head = f"### bisectbot: ❌ {tested} does not restore the reference distribution"
     else:
         head = f"### bisectbot: ❔ {tested} is {v.verdict.value.upper()}"
-    counts = observed_vs_reference(v.counts, result.reference) if v.counts else "–"
-    summary = _test_summary(result, ctx)
-    details = Collapsed("Details", tuple(u for u in summary if not isinstance(u, Collapsed)))
+    counts, details, last = _test_parts(result, ctx)
     return Document((head,
                      f"The head of pull request {pr} after {v.runs} runs, {date}: {counts}",
                      f"Built and run as untrusted code, in the sandbox: {sandbox}. Only this commit was "
                      "tested: it is not recorded as known good, nothing is bisected, and cross-check "
                      "arms are not run.",
-                     details, summary[-1]))
+                     details, last))
 
 
 def render_alarm(result: TestReport, ctx: CommentContext, *, last_good: str | None, date: str) -> Document:
