@@ -246,6 +246,23 @@ def test_pull_request_heads_are_not_tested_as_trusted_code(pulls: PullDemo, tmp_
     assert not list((tmp_path / "st").glob("build-*"))
 
 
+def test_a_pull_requests_commit_named_by_its_sha_is_refused(pulls: PullDemo, tmp_path: Path) -> None:
+    """GitHub serves a pull request's commit to anyone who names its sha: reachable from no
+    branch or tag, it is refused as trusted code, with the way to check it in the sandbox."""
+    for sha in (pulls.fixed, pulls.fixed[:12]):
+        proc = cli("test", str(pulls.demo.config), "--commit", sha, "--state", str(tmp_path / "st"))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "on no branch or tag" in proc.stderr and "pull/<N>/head" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not list((tmp_path / "st").rglob("build-*"))
+    # the same commit once published on a tag is trusted code like any other
+    tagged = tmp_path / "tagged"
+    _git(pulls.demo.repo, "clone", "-q", str(pulls.demo.repo), str(tagged))
+    _git(tagged, "fetch", "-q", "origin", "refs/pull/7/head:refs/tags/pr7")
+    ws = Workspace(str(tagged), tmp_path / "clone")
+    assert ws.resolve(pulls.fixed) == pulls.fixed
+
+
 def test_bot_check_of_a_pull_request_and_an_outsiders(gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener,
                                                      tmp_path: Path) -> None:
     config = write_config(tmp_path, pulls.demo, gh_server)

@@ -108,7 +108,29 @@ class Workspace:
         if sha is None:
             raise RefError(f"ref {ref!r} does not resolve to a commit in {self.source}", unresolved=ref)
         self._ensure_present(sha)
+        if not self._published(sha):
+            raise RefError(f"refusing ref {ref!r}: commit {sha[:12]} is on no branch or tag of {self.source}, "
+                           "so it may be a pull request's code; a pull request's head is checked as "
+                           "`pull/<N>/head`, in the sandbox", unresolved=ref)
         return sha
+
+    def _published(self, sha: str) -> bool:
+        """Whether `sha` is trusted code: reachable from a branch or tag of the source (as the
+        clone mirrors them), or, for a local source, from its HEAD or any of its refs outside
+        the pull-request namespaces. A commit reachable only from `refs/pull/*` (GitHub serves
+        such shas when asked by name) is a pull request's code and must not run unsandboxed."""
+        if _contained(self.repo, sha, ["refs/remotes/origin", "refs/tags"]):
+            return True
+        if not self.source_is_local:
+            return False
+        try:
+            mine = git.Repo(self.source)
+            if _contained(mine, sha, ["refs/heads", "refs/tags", "refs/remotes", "refs/bisect"]):
+                return True
+            mine.git.merge_base("--is-ancestor", sha, "HEAD")
+            return True
+        except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, OSError, ValueError):
+            return False
 
     def fetch_pull(self, number: int) -> str:
         """Fetch pull request `number`'s head from the source into `refs/bisectbot/pull/<N>`
@@ -218,6 +240,14 @@ def _rev_parse(repo: git.Repo, ref: str) -> str | None:
 
 # git's fatal lines that only follow the one that says why
 _GENERIC = ("could not read from remote repository", "the remote end hung up unexpectedly")
+
+
+def _contained(repo: git.Repo, sha: str, namespaces: list[str]) -> bool:
+    """Whether any ref under `namespaces` has `sha` in its history."""
+    try:
+        return bool(repo.git.for_each_ref("--count=1", "--format=%(refname)", f"--contains={sha}", *namespaces))
+    except git.GitCommandError:
+        return False
 
 
 def _git_message(exc: Exception) -> str:
