@@ -356,6 +356,9 @@ def test_github_app_installation_token_is_minted_and_renewed(gh_server: GitHubSt
     cid = p.upsert_job_comment(ISSUE, "job-1", "from the app")
     assert gh_server.comments[cid].login == "bisectbot[bot]"
     assert p.upsert_job_comment(ISSUE, "job-1", "edited by the app") == cid
+    # no bot_login given: the App's login is `<slug>[bot]` from GET /app (an installation token cannot GET /user)
+    assert p.bot_login == "bisectbot[bot]"
+    assert gh_server.count("GET", r"/app") == 1 and gh_server.count("GET", r"/user") == 0
     assert gh_server.count("POST", r"/app/installations/777/access_tokens") == 1
     # tokens that expire within the renewal margin are renewed before the next call
     gh_server.app.token_ttl = 60  # type: ignore[union-attr]
