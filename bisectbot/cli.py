@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 import click
 
-from bisectbot import __version__
+from bisectbot import __version__, doctor
 from bisectbot.config import Config, load_config
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import BisectStatus
@@ -51,6 +51,11 @@ def _load(config: str, repo: str | None, arms: bool = True) -> Config:
     cfg = load_config(config)
     cfg = cfg.with_repo_path(repo) if repo else cfg
     return cfg if arms else cfg.without_arms()
+
+
+def _preflight(cfg: Config) -> None:
+    """Before a command that builds touches anything: every program it needs is on PATH."""
+    doctor.preflight(doctor.cmake_args_of(cfg.build))
 
 
 def _reset_state() -> bool:
@@ -203,6 +208,7 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
 
     def body() -> int:
         cfg = _load(config, repo, arms)
+        _preflight(cfg)
         if workers and scheduler:
             raise click.UsageError("give --workers (a local cluster) or --scheduler (an existing one), not both")
         with _state(cfg, state_dir) as state, _cluster(workers, scheduler) as client:
@@ -237,6 +243,7 @@ def test(config: str, ref: str, repo: str | None, json_path: str | None, state_d
 
     def body() -> int:
         cfg = _load(config, repo, arms)
+        _preflight(cfg)
         with _state(cfg, state_dir) as state:
             session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config)
             report = jobs.run_test(session, jobs.plan_test(session, ref))
@@ -294,6 +301,7 @@ def demo(commits: int, seed: int, outside: float, workdir: str | None, json_path
         if workdir and root.exists() and any(root.iterdir()):
             raise BisectbotError(f"--dir {root} is not empty: give a new or empty directory")
         terminal = Terminal(quiet=quiet)
+        doctor.preflight()  # git makes the history, cmake, make and c++ build it
         terminal.line(f"generating a {commits}-commit history in {root} …")
         history = generate_demo(root, n_commits=commits, seed=seed, outside=outside)
         cfg = load_config(history.config)
@@ -310,6 +318,33 @@ def demo(commits: int, seed: int, outside: float, workdir: str | None, json_path
 
     _guard(body)
 
+
+
+@main.command("doctor")
+@click.argument("config", type=click.Path(), required=False)
+@click.option("--repo", type=click.Path(file_okay=False),
+              help="Also check that git can read this checkout (safe.directory, ownership).")
+def doctor_command(config: str | None, repo: str | None) -> None:
+    """Check that this machine has what bisectbot needs: cmake, make, compilers, git, ccache.
+
+    One line per check; a missing piece names the Debian/Ubuntu package to install. With CONFIG:
+    its cmake generator (make or ninja) and its local repository are checked too. Exit 0 when
+    everything required is there, 2 otherwise (optional pieces only warn).
+    """
+    def body() -> int:
+        cfg = load_config(config) if config else None
+        where = Path(repo) if repo else (Path(cfg.repo_source) if cfg and cfg.repo.path else None)
+        results = doctor.checks(doctor.cmake_args_of(cfg.build) if cfg else (), where)
+        click.echo(doctor.platform_line())
+        for check in results:
+            click.echo(check.line())
+        failed = [c.name for c in results if c.failed]
+        if failed:
+            click.echo(f"bisectbot doctor: missing {', '.join(failed)}: builds cannot run here", err=True)
+            return EXIT_INPUT
+        return EXIT_OK
+
+    _guard(body)
 
 
 # -- GitHub: watch, serve, check, publish -------------------------------------------------------
@@ -354,6 +389,7 @@ def watch(config: str, issue: int | None, once: bool, interval: float | None, st
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
+        _preflight(cfg)
         if cfg.github is None:
             raise BisectbotError(f"{config}: watch needs a github: section (repo, token_env, …)")
         number = _issue(cfg, issue, required=True)
@@ -387,6 +423,7 @@ def serve(config: str, host: str, port: int, state_dir: str | None, quiet: bool)
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
+        _preflight(cfg)
         if cfg.github is None:
             raise BisectbotError(f"{config}: serve needs a github: section (repo, webhook_secret_env, …)")
         secret = os.environ.get(cfg.github.webhook_secret_env, "").encode()
@@ -430,6 +467,7 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
+        _preflight(cfg)
         number = _issue(cfg, issue, required=False)
         the_ref = ref or (cfg.github.default_ref if cfg.github else "HEAD")
         with StateDir(root) as state:

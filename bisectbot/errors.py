@@ -54,3 +54,8 @@ class StateError(BisectbotError):
 class ClusterError(BisectbotError):
     """The Dask cluster cannot be used as asked (unreachable, no workers, a worker with another
     compiler than the coordinator's)."""
+
+
+class ToolError(BisectbotError):
+    """A program the command needs (cmake, make, a compiler, git) is not installed: named with the
+    package that provides it, before anything is cloned or built (`bisectbot doctor` lists all)."""

@@ -26,7 +26,7 @@ from bisectbot.github.bot import Bot, BotServer, watch
 from bisectbot.github.client import make_client
 from bisectbot.github.webhook import sign
 
-from conftest import bisectbot_argv, subprocess_env
+from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
 from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401
 
 TOKEN_ENV = "BISECTBOT_TEST_GH_TOKEN"
@@ -38,6 +38,7 @@ ONE_COMMENT = r"/repos/ggml-org/llama\.cpp/issues/comments/\d+"
 @pytest.fixture(scope="module")
 def demo12(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
     """12 commits: good at 0, build break at 3 (fixed at 4), culprit at 8, HEAD (main) bad."""
+    require(*TOOLCHAIN)
     return generate_demo(tmp_path_factory.mktemp("bot-demo"), n_commits=12, culprit_index=8,
                          break_index=3, seed=1)
 

@@ -27,11 +27,12 @@ from bisectbot.errors import ClusterError
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.cluster import connect
 from bisectbot.pipeline.events import Event, Events, RoundStarted, WorkerDone
-from conftest import bisectbot_argv, subprocess_env
+from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
 
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
+    require(*TOOLCHAIN)
     return generate_demo(tmp_path_factory.mktemp("cluster"), n_commits=30, culprit_index=17, break_index=4,
                          seed=1, outside=0.5)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import math
 import random
-import shutil
 import subprocess
 import tarfile
 from collections import Counter
@@ -37,11 +36,9 @@ from bisectbot.demo import (
     render_tables_h,
 )
 
+from conftest import needs, needs_toolchain
+
 SEEDS = range(1, 2001)
-needs_toolchain = pytest.mark.skipif(
-    shutil.which("cmake") is None or shutil.which("c++") is None and shutil.which("g++") is None,
-    reason="cmake and a C++ compiler are needed",
-)
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -185,6 +182,7 @@ def test_simulation_is_target_chain_for_any_draft_max() -> None:
 # --- the generated history ------------------------------------------------------------------
 
 
+@needs("git")
 def test_generate_is_deterministic(tmp_path: Path) -> None:
     args = dict(n_commits=10, culprit_index=6, break_index=2, seed=3)
     h1 = generate_demo(tmp_path / "one", **args)
@@ -196,6 +194,7 @@ def test_generate_is_deterministic(tmp_path: Path) -> None:
         generate_demo(tmp_path / "one", **args)
 
 
+@needs("git")
 def test_history_shape_and_config(tmp_path: Path) -> None:
     h = generate_demo(tmp_path / "d", n_commits=12, culprit_index=7, break_index=3, seed=1)
     assert len(h.commits) == 12 and h.good == h.commits[0] and h.bad == h.commits[-1]

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import bisectbot_argv, subprocess_env
+from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
 from eras import NEW_PARSE, OLD_PARSE, Era, both_targets, command, config, write_history
+
+pytestmark = needs(*TOOLCHAIN)  # every test builds a generated history
 
 OLD = Era(target="oldprog", option="OLD_FAST")
 NEW = Era()

@@ -19,6 +19,8 @@ from bisectbot.pipeline.bisect import Narrowing
 from bisectbot.pipeline.build import Builder
 from bisectbot.pipeline.events import Event, Events, LineNarrowed
 
+from conftest import TOOLCHAIN, require
+
 
 # -- the rule ---------------------------------------------------------------------------------
 def test_depfiles_are_read_as_make_reads_them() -> None:
@@ -120,6 +122,7 @@ def _git(repo: Path, *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    require(*TOOLCHAIN)
     repo = tmp_path_factory.mktemp("inputs") / "repo"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
@@ -163,6 +166,7 @@ def test_a_build_records_what_its_target_was_compiled_from(history: tuple[Path, 
 @pytest.fixture(scope="module")
 def mixed_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
     """The demo with half its filler commits outside the build (CI, a .cu file, scripts, docs)."""
+    require(*TOOLCHAIN)
     return generate_demo(tmp_path_factory.mktemp("mixed"), n_commits=16, culprit_index=11, break_index=4,
                          seed=1, outside=0.5)
 

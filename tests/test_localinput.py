@@ -31,7 +31,7 @@ from bisectbot.edges.storage import SCHEMA_VERSION, StateDir, Store
 from bisectbot.errors import StateError
 from bisectbot.pipeline import jobs
 
-from conftest import bisectbot_argv, subprocess_env
+from conftest import TOOLCHAIN, bisectbot_argv, missing_tools, require, subprocess_env
 
 OLD_DB = Path(__file__).parent / "data" / "state-b6ae5a0" / "state.sqlite3.gz"
 PAGE = 4096
@@ -41,6 +41,7 @@ NO_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
+    require(*TOOLCHAIN)
     return generate_demo(tmp_path_factory.mktemp("localinput"), n_commits=6, culprit_index=3, break_index=1, seed=1)
 
 
@@ -138,8 +139,8 @@ def permissions_apply(tmp: Path) -> str | None:
     """Why a child cannot be made that file permissions stop, or None."""
     if os.geteuid() != 0:
         return None  # we are an ordinary user already: NO_OVERRIDE is not needed… nor allowed
-    if shutil.which("setpriv") is None:
-        return "needs setpriv(1) to drop root's permission override"
+    if (why := missing_tools("setpriv")) is not None:
+        return f"{why}: it drops root's permission override"
     closed = tmp / "closed"
     closed.mkdir()
     closed.chmod(0o555)

@@ -64,7 +64,7 @@ def test_every_exit_code_the_cli_can_return_is_documented() -> None:
 LAYERS = [
     ["bisectbot.errors", "bisectbot.core"],
     ["bisectbot.config", "bisectbot.report"],
-    ["bisectbot.edges"],
+    ["bisectbot.edges", "bisectbot.doctor"],
     ["bisectbot.llama", "bisectbot.demo"],
     ["bisectbot.pipeline"],
     ["bisectbot.github"],

@@ -28,6 +28,7 @@ from bisectbot.pipeline.build import Builder
 from bisectbot.pipeline.events import Events
 
 from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401
+from conftest import TOOLCHAIN, needs, require
 from test_bot import TOKEN_ENV, bot_comments, cli, commit_link, db_rows, open_bot, write_config
 
 LIMITS = Limits(cpu_seconds=600, memory_mb=4096, file_size_mb=64)
@@ -82,6 +83,7 @@ def connect_argv(port: int) -> list[str]:
 
 
 # -- the sandbox itself ------------------------------------------------------------------------------
+@needs("unshare")
 def test_sandboxed_child_cannot_reach_the_hosts_loopback(listener: Listener) -> None:
     before = listener.accepted
     jailed = run(connect_argv(listener.port), timeout=60, sandbox=sandbox(LIMITS))
@@ -93,6 +95,7 @@ def test_sandboxed_child_cannot_reach_the_hosts_loopback(listener: Listener) -> 
     assert listener.wait_for(before + 1) == before + 1
 
 
+@needs("unshare")
 def test_sandbox_limits_file_size_memory_and_cpu(tmp_path: Path) -> None:
     tight = sandbox(Limits(cpu_seconds=1, memory_mb=256, file_size_mb=1))
     write = ["sh", "-c", f"head -c {3 << 20} /dev/zero > {tmp_path / 'big'}"]
@@ -110,6 +113,7 @@ def test_sandbox_limits_file_size_memory_and_cpu(tmp_path: Path) -> None:
     assert not res.timed_out and res.returncode is not None and res.returncode < 0  # SIGXCPU / SIGKILL
 
 
+@needs("unshare")
 def test_limits_hold_without_prlimit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(procs, "_prlimit", lambda: None)  # the Python fallback sets them instead
     tight = sandbox(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=1))
@@ -118,6 +122,7 @@ def test_limits_hold_without_prlimit(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert res.returncode != 0 and (tmp_path / "big").stat().st_size == 1 << 20
 
 
+@needs("unshare")
 def test_sandboxed_child_sees_no_credentials() -> None:
     env = {"PATH": os.environ["PATH"], "GITHUB_TOKEN": "ghp_secret", "MY_API_KEY": "k", "KEEP": "1"}
     res = run([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], env=env, timeout=60,
@@ -170,6 +175,7 @@ def _pull_request(repo: Path, base: str, number: int, port: int) -> str:
 
 @pytest.fixture(scope="module")
 def pulls(tmp_path_factory: pytest.TempPathFactory, listener: Listener) -> PullDemo:
+    require(*TOOLCHAIN)
     demo = generate_demo(tmp_path_factory.mktemp("pr-demo"), n_commits=6, culprit_index=3, break_index=1, seed=1)
     fixed = _pull_request(demo.repo, demo.good, 7, listener.port)
     broken = _pull_request(demo.repo, demo.bad, 8, listener.port)
@@ -191,6 +197,7 @@ def _spy(tmp_path: Path, port: int) -> tuple[Path, Path]:
     return spy, notes
 
 
+@needs("unshare")
 def test_check_pull_request_head_without_network(gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener,
                                                  tmp_path: Path) -> None:
     config = write_config(tmp_path, pulls.demo, gh_server, token_env="GITHUB_TOKEN")
@@ -263,6 +270,7 @@ def test_a_pull_requests_commit_named_by_its_sha_is_refused(pulls: PullDemo, tmp
     assert ws.resolve(pulls.fixed) == pulls.fixed
 
 
+@needs("unshare")
 def test_bot_check_of_a_pull_request_and_an_outsiders(gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener,
                                                      tmp_path: Path) -> None:
     config = write_config(tmp_path, pulls.demo, gh_server)

@@ -10,6 +10,10 @@ import pytest
 from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import RefError
 
+from conftest import needs
+
+pytestmark = needs("git")
+
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,

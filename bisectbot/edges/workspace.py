@@ -17,7 +17,10 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
+# gitpython refuses to be imported when no git is installed (a traceback before any command
+# runs); quiet, `bisectbot doctor` and the pre-flight of each command name the missing tool.
+os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+import git  # noqa: E402
 
 from bisectbot.core.inputs import Change
 from bisectbot.core.refs import local_pull_ref, pull_number, pull_ref_problem, source_pull_ref

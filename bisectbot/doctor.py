@@ -1,0 +1,226 @@
+"""What bisectbot needs on this machine, checked before anything is cloned or built.
+
+`bisectbot doctor` prints one line per check, each missing piece with the Debian/Ubuntu package
+(or pip command) that provides it. `preflight` is the cheap part of it (is each program on
+PATH?), run first by every command that builds, so that a missing cmake is one line naming
+`apt-get install cmake` instead of a failed build in a build log and an endpoint that "cannot
+build". What is needed is data (`Tool`, `build_tools`); looking at the machine (PATH, versions,
+git's view of a repository, the sandbox probe) is the side effect, in the functions below them.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from bisectbot.config import BuildConfig
+from bisectbot.edges.procs import network_namespace, run
+from bisectbot.errors import ToolError
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A program bisectbot runs: the names it goes by, the package that provides it, and why it
+    is needed (said when it is missing, so the user can judge an optional one)."""
+
+    name: str
+    commands: tuple[str, ...]    # any of these on PATH will do
+    apt: str                     # Debian/Ubuntu package
+    required: bool
+    why: str
+    env: str | None = None       # a variable that names the program instead (CC, CXX), as cmake reads it
+
+    @property
+    def install(self) -> str:
+        return f"apt-get install {self.apt}"
+
+
+GIT = Tool("git", ("git",), "git", True, "clones the project, lists and checks out its commits")
+CMAKE = Tool("cmake", ("cmake",), "cmake", True, "configures and builds every commit")
+MAKE = Tool("make", ("make",), "make", True,
+            "cmake's default generator (Unix Makefiles) runs it; Debian's cmake only recommends it")
+NINJA = Tool("ninja", ("ninja",), "ninja-build", True, "the config asks cmake for the Ninja generator")
+CXX = Tool("C++ compiler", ("c++", "g++", "clang++"), "g++", True, "compiles the project", env="CXX")
+CC = Tool("C compiler", ("cc", "gcc", "clang"), "gcc", True, "compiles the project's C sources", env="CC")
+CCACHE = Tool("ccache", ("ccache",), "ccache", False,
+              "without it each commit's build compiles everything again")
+UNSHARE = Tool("unshare", ("unshare",), "util-linux", False,
+               "pull-request checks (check --ref pull/<N>/head) run untrusted code without network")
+PRLIMIT = Tool("prlimit", ("prlimit",), "util-linux", False,
+               "limits untrusted code (a Python stand-in sets the limits without it)")
+
+# Python packages the pipeline imports lazily (so a broken install shows up only halfway through
+# a run): name, minimum version, what needs it.
+PACKAGES: tuple[tuple[str, str, str], ...] = (
+    ("gguf", "0.10", "the llama config's numpy reference reads the GGUF fixtures"),
+)
+
+
+def generator_tool(cmake_args: Iterable[str], environ: Mapping[str, str]) -> Tool:
+    """The program cmake's generator runs: ninja for -G Ninja (or CMAKE_GENERATOR=Ninja…),
+    otherwise make (Unix Makefiles, cmake's default on Linux and macOS)."""
+    args = list(cmake_args)
+    generator = environ.get("CMAKE_GENERATOR", "")
+    for i, arg in enumerate(args):
+        if arg == "-G" and i + 1 < len(args):
+            generator = args[i + 1]
+        elif arg.startswith("-G") and len(arg) > 2:
+            generator = arg[2:]
+    return NINJA if generator.startswith("Ninja") else MAKE
+
+
+def build_tools(cmake_args: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> list[Tool]:
+    """The programs a command that builds cannot do without, for these cmake arguments."""
+    return [GIT, CMAKE, generator_tool(cmake_args, os.environ if environ is None else environ), CXX, CC]
+
+
+def cmake_args_of(build: BuildConfig) -> list[str]:
+    """Every cmake argument a config may pass (its variants' too): a -G in any of them counts."""
+    return [*build.cmake_args, *(a for v in build.variants or () for a in v.cmake_args)]
+
+
+def find(tool: Tool, environ: Mapping[str, str] | None = None) -> str | None:
+    """Where `tool` is: its CC/CXX-style variable's program when set (cmake uses that one, so a
+    wrong one is missing even if g++ is installed), else the first of its commands on PATH."""
+    environ = os.environ if environ is None else environ
+    path = environ.get("PATH")
+    named = environ.get(tool.env, "").strip() if tool.env else ""
+    if named:
+        words = shlex.split(named)
+        return shutil.which(words[0], path=path) if words else None
+    return next((found for c in tool.commands if (found := shutil.which(c, path=path))), None)
+
+
+def missing_line(missing: Sequence[Tool], environ: Mapping[str, str]) -> str:
+    """One line for the tools a command lacks, with the one apt-get line that installs them all."""
+    names = ", ".join(t.name + (f" (${t.env}={environ[t.env]})" if t.env and environ.get(t.env) else "")
+                      for t in missing)
+    packages = " ".join(dict.fromkeys(t.apt for t in missing))
+    return (f"{names} not found on PATH: install with `apt-get install {packages}` (Debian/Ubuntu; "
+            f"as a user: sudo apt-get …); `bisectbot doctor` checks everything")
+
+
+def preflight(cmake_args: Iterable[str] = (), tools: Sequence[Tool] | None = None) -> None:
+    """ToolError naming every required program that is not on PATH (a `shutil.which` each)."""
+    needed = build_tools(cmake_args) if tools is None else tools
+    missing = [t for t in needed if find(t) is None]
+    if missing:
+        raise ToolError(missing_line(missing, os.environ))
+
+
+# -- bisectbot doctor ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Check:
+    """One line of `bisectbot doctor`: `status` is ok, missing (a required piece: exit 2) or
+    warning (an optional one)."""
+
+    name: str
+    status: str
+    detail: str
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "missing"
+
+    def line(self) -> str:
+        label = {"ok": "ok", "missing": "MISSING", "warning": "warning"}[self.status]
+        return f"{label:<8} {self.name}: {self.detail}"
+
+
+def _version(program: str) -> str:
+    """First line of `program --version` (empty when it says nothing in 10 s)."""
+    res = run([program, "--version"], timeout=10)
+    lines = (res.stdout or res.stderr).strip().splitlines() if res.returncode == 0 else []
+    return lines[0].strip() if lines else ""
+
+
+def tool_check(tool: Tool) -> Check:
+    where = find(tool)
+    if where is None:
+        named = os.environ.get(tool.env, "") if tool.env else ""
+        what = f"${tool.env}={named!r} is not on PATH" if named else "not found on PATH"
+        return Check(tool.name, "missing" if tool.required else "warning",
+                     f"{what}; {tool.why}: {tool.install}")
+    version = _version(where)
+    return Check(tool.name, "ok", f"{version} ({where})" if version else where)
+
+
+def package_check(name: str, minimum: str, why: str) -> Check:
+    fix = f"{sys.executable} -m pip install '{name}>={minimum}'"
+    if importlib.util.find_spec(name) is None:
+        return Check(f"python package {name}", "missing", f"not importable by {sys.executable}; {why}: {fix}")
+    try:
+        version = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    if version != "?" and _older(version, minimum):
+        return Check(f"python package {name}", "missing", f"{version} is older than {minimum}; {why}: {fix}")
+    return Check(f"python package {name}", "ok", version)
+
+
+def _older(version: str, minimum: str) -> bool:
+    def key(v: str) -> tuple[int, ...]:
+        parts = []
+        for p in v.split("."):
+            digits = "".join(c for c in p if c.isdigit()) if p else ""
+            if not digits:
+                break
+            parts.append(int(digits))
+        return tuple(parts)
+    return key(version) < key(minimum)
+
+
+def repo_check(path: Path) -> Check:
+    """Whether git will work in `path`: a checkout owned by another user is refused as "dubious
+    ownership" (a bind-mounted checkout in a container, a colleague's clone) unless it is listed
+    in safe.directory."""
+    name = f"repository {path}"
+    if find(GIT) is None:
+        return Check(name, "missing", "cannot be checked without git")
+    res = run(["git", "-C", str(path), "rev-parse", "--git-dir"], timeout=30)
+    if res.returncode == 0:
+        return Check(name, "ok", "git can read it")
+    lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+    said = next((ln for ln in lines if ln.lower().startswith(("fatal:", "error:"))), lines[0] if lines else "")
+    reason = said.split(":", 1)[1].strip() if said.lower().startswith(("fatal:", "error:")) else said
+    if "dubious ownership" in reason:
+        reason += f"; if you trust it: git config --global --add safe.directory {path.resolve()}"
+    return Check(name, "missing", reason or f"git exited with status {res.returncode}")
+
+
+def sandbox_check() -> Check:
+    """Whether untrusted code (a pull request's head) could be run here: a network namespace."""
+    name = "pull-request sandbox"
+    if find(UNSHARE) is None:
+        return Check(name, "warning", f"no unshare; {UNSHARE.why}: {UNSHARE.install}")
+    way = network_namespace()
+    if way is None:
+        return Check(name, "warning", "unshare cannot make a network namespace here (allow user namespaces: "
+                                      "sysctl kernel.unprivileged_userns_clone=1, or run as root); "
+                                      "pull-request checks are refused")
+    return Check(name, "ok", f"network namespace via {Path(way[0]).name} {' '.join(way[1:-1])}")
+
+
+def checks(cmake_args: Iterable[str] = (), repo: Path | None = None) -> list[Check]:
+    """Everything `bisectbot doctor` looks at, in the order it prints them."""
+    args = list(cmake_args)
+    out = [tool_check(t) for t in build_tools(args)]
+    out += [tool_check(CCACHE), tool_check(PRLIMIT), sandbox_check()]
+    out += [package_check(*p) for p in PACKAGES]
+    if repo is not None:
+        out.append(repo_check(repo))
+    return out
+
+
+def platform_line() -> str:
+    """The machine, as the README's supported-platforms list names it."""
+    return (f"{platform.system()} {platform.machine()}, Python {platform.python_version()} "
+            f"({sys.executable})")
