@@ -178,6 +178,9 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         lines += ["", "How commits were built and run (variants for their era):", *notes]
     if r.skip_blocks:
         lines += ["", "Skipped in blocks (commits that fail the same way):", *skip_block_lines(r.skip_blocks)]
+    if r.user_skipped:
+        lines += ["", "Skipped by the user (--skip/--exclude; never built or tested): "
+                  + ", ".join(f"`{c[:12]}`" for c in r.user_skipped)]
     if r.skipped_equivalent:
         lines += ["", f"Commits that cannot change the binary ({r.input_rule}): {r.skipped_equivalent} skipped as "
                       f"equivalent to their parent, N' = {r.searched} searched."]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
 
 BUILD_FILE_NAMES = ("CMakeLists.txt",)
 BUILD_FILE_SUFFIXES = (".cmake", ".cmake.in")
@@ -169,18 +169,21 @@ class Narrowed:
 
 
 def narrow(full: Sequence[str], changes: Mapping[str, Sequence[Change]], rule: InputRule | None,
-           restrict: Sequence[str] = ()) -> Narrowed:
+           restrict: Sequence[str] = (), keep: Collection[str] = ()) -> Narrowed:
     """Keep the ends and the commits whose changes can change the binary.
 
     `changes` maps each commit after the first to its changes against its first parent; a
     commit missing from it is kept (nothing is known). With no rule (the inputs are unknown)
     and no restriction, every commit is kept. `restrict` (like `git bisect start -- <paths>`)
-    keeps only commits touching those paths, among those the rule keeps."""
+    keeps only commits touching those paths, among those the rule keeps. Commits in `keep`
+    (those the user skipped) stay on the line whatever they changed: standing for their parent
+    they could be built as the parent of a culprit, and a boundary next to them must stay a
+    range."""
     kept: list[str] = [full[0]]
     why: dict[str, str] = {}
     stands: dict[str, list[str]] = {}
     for sha in full[1:-1]:
-        reason = _keep_reason(changes.get(sha), rule, restrict)
+        reason = "skipped by the user" if sha in keep else _keep_reason(changes.get(sha), rule, restrict)
         if reason is not None:
             kept.append(sha)
             why[sha] = reason

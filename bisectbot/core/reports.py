@@ -129,6 +129,7 @@ class BisectReport:
     input_rule: str = ""
     rounds: int | None = None      # search rounds: steps, sticky visits, or on a cluster K commits at once
     workers: int = 1               # commits built and tested at once (Dask workers)
+    user_skipped: list[str] = field(default_factory=list)  # --skip / --exclude: never built nor tested
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
 

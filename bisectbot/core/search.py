@@ -12,13 +12,17 @@ isolated skip tries the nearest neighbour of the midpoint (the next commit usual
 broken build). Once a failure signature repeats, the commits between two alike failures are
 presumed to fail the same way, and the next probe jumps to the middle of the longest stretch
 still untried, as `git bisect skip` spreads its picks, instead of walking one commit at a time.
+
+Commits the user skipped (`--skip`, `--exclude`) are known skips before the search starts
+(`skip=`): never handed to the oracle, never presumed to spread to their neighbours (their
+signature is empty), and a boundary next to one stays a range, as with any other skip.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence, Union
+from typing import Callable, Iterable, Mapping, Sequence, Union
 
 from bisectbot.core.outcome import Verdict
 
@@ -114,9 +118,10 @@ def skip_blocks(asked: Sequence[int], answers: Sequence[Verdict], signatures: Ma
     return tuple(blocks)
 
 
-def bisect_search(n: int, oracle: Callable[[int], Answer]) -> SearchResult:
-    """Binary search over positions 0..n-1 (0 good, n-1 bad); at most one oracle call per position."""
-    return kary_search(n, 1, lambda positions: [oracle(positions[0])])[0]
+def bisect_search(n: int, oracle: Callable[[int], Answer], skip: Iterable[int] = ()) -> SearchResult:
+    """Binary search over positions 0..n-1 (0 good, n-1 bad); at most one oracle call per
+    position, none for the positions in `skip` (known to be untestable: the user skipped them)."""
+    return kary_search(n, 1, lambda positions: [oracle(positions[0])], skip)[0]
 
 
 def round_probes(lo: int, hi: int, k: int, skipped: Mapping[int, str]) -> list[int]:
@@ -141,17 +146,20 @@ def round_probes(lo: int, hi: int, k: int, skipped: Mapping[int, str]) -> list[i
     return sorted(picks)
 
 
-def kary_search(n: int, k: int, oracle: Callable[[list[int]], Sequence[Answer]]) -> tuple[SearchResult, int]:
+def kary_search(n: int, k: int, oracle: Callable[[list[int]], Sequence[Answer]],
+                skip: Iterable[int] = ()) -> tuple[SearchResult, int]:
     """Binary search generalised to k probes per round (k machines building and testing at
     once): ⌈log_(k+1) n⌉ rounds instead of ⌈log2 n⌉ when every answer is decisive. The oracle
     gets a round's positions and answers them all. Returns the result and the rounds taken.
 
     Answers that contradict each other (a BAD below a GOOD) keep the lowest BAD as the bound:
-    the boundary is searched below it, and the confirmation re-tests decide (pipeline.bisect)."""
+    the boundary is searched below it, and the confirmation re-tests decide (pipeline.bisect).
+    Positions in `skip` are never asked: they count as skipped from the start (signature "",
+    so nothing is presumed from them); the ends cannot be skipped."""
     if n < 2:
         raise ValueError("need at least a good and a bad position")
     lo, hi = 0, n - 1
-    skipped: dict[int, str] = {}
+    skipped: dict[int, str] = {p: "" for p in skip if 0 < p < n - 1}
     asked: list[int] = []
     answers: list[Verdict] = []
     rounds = 0

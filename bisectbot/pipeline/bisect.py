@@ -71,6 +71,7 @@ class BisectPlan:
     config_path: str
     narrowing: Narrowing = Narrowing()  # how the line is to be narrowed (pipeline.narrow)
     narrowed: Narrowed | None = None  # once it is: the full line and what its skipped commits stand for
+    user_skipped: tuple[str, ...] = ()  # commits the user skipped (--skip, --exclude): never built nor tested
 
     @property
     def total(self) -> int:
@@ -99,6 +100,11 @@ class BisectPlan:
 
     def ref(self, name: str) -> str:
         return self.good_ref if name == "good" else self.bad_ref
+
+    def skipped_in(self, lo: int, hi: int) -> list[int]:
+        """Positions strictly between lo and hi that the user skipped, relative to lo."""
+        skip = set(self.user_skipped)
+        return [p - lo for p in range(lo + 1, hi) if self.line[p] in skip]
 
     def ask(self, role: str, **kw: object) -> Ask:
         """A question at this bisect's per-step error level."""
@@ -277,10 +283,11 @@ class Bisection:
                 self._announce_block(pos, skip_blocks(asked, answers, signatures))
             return answer, v.signature
 
+        skip = plan.skipped_in(lo, hi)
         if self.width > 1:
-            res, _ = kary_search(hi - lo + 1, self.width, lambda ps: self._round(ps, lo, model, q_bad))
+            res, _ = kary_search(hi - lo + 1, self.width, lambda ps: self._round(ps, lo, model, q_bad), skip)
             return Found(_shifted(res, lo), "plain")
-        res = bisect_search(hi - lo + 1, oracle)
+        res = bisect_search(hi - lo + 1, oracle, skip)
         self.rounds += len(res.asked)
         return Found(_shifted(res, lo), "plain")
 
@@ -325,7 +332,8 @@ class Bisection:
         plan, ref = self.plan, self.tester.reference
         bad_counts = [model.counts[name] for name in ref.names]
         good = self.tester.reference.tolerant(self.tester.cfg.test.indifference)
-        positions = list(range(lo, hi + 1))  # the testable positions
+        user = {lo + i for i in plan.skipped_in(lo, hi)}
+        positions = [p for p in range(lo, hi + 1) if p not in user]  # the testable positions
         stop = stats.STICKY_STOP  # it only steers: the re-tests against the reference decide
         dropped: dict[int, str] = {}
         ran: set[int] = set()  # positions that gave at least one counted run
@@ -447,8 +455,10 @@ class Bisection:
             if not result.exact:
                 inside = [b for b in result.blocks
                           if b.last >= result.last_good + 1 and b.first <= result.first_bad - 1]
-                why = "; ".join(self._block_text(b) for b in inside if b.signature) or \
-                    "the commits between could not be decided"
+                parts = [self._block_text(b) for b in inside if b.signature]
+                if user := [plan.line[p][:12] for p in result.candidates if plan.line[p] in plan.user_skipped]:
+                    parts.append(f"skipped by the user (--skip/--exclude): {', '.join(user)}")
+                why = "; ".join(parts) or "the commits between could not be decided"
                 return Departure(BisectStatus.AMBIGUOUS, (
                     f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
                     f"{plan.line[result.first_bad][:12]}: {why}"), found, crossed, strategies)
@@ -550,6 +560,7 @@ class Bisection:
             searched=plan.n, skipped_equivalent=plan.total - plan.n, boundary_skipped=gap,
             rounds=self.rounds, workers=self.width,
             input_rule=narrowed.rule if narrowed is not None else "",
+            user_skipped=[sha for sha in (narrowed.full if narrowed else plan.line) if sha in plan.user_skipped],
         )
 
     def _change_points(self, dep: Departure, culprit: str | None) -> list[dict[str, Any]]:
@@ -614,6 +625,7 @@ def reproduce_line(plan: BisectPlan, strategy: str) -> str:
     extra += "".join(f" --paths {shlex.quote(p)}" for p in how.paths)
     extra += "".join(f" --also {shlex.quote(p)}" for p in how.also)
     extra += "" if how.enabled else " --all-commits"
+    extra += "".join(f" --skip {sha[:12]}" for sha in plan.user_skipped)
     return (f"bisectbot bisect {plan.config_path} --good {plan.good} --bad {plan.bad}{extra} "
             f"--strategy {strategy}")
 

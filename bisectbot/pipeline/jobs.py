@@ -208,20 +208,56 @@ def run_test(session: Session, plan: TestPlan) -> TestReport:
 
 # -- bisect ----------------------------------------------------------------------------------------
 def plan_bisect(session: Session, good_ref: str, bad_ref: str, *, find: Find = Find.BAD,
-                strategy: str = "auto", narrowing: Narrowing = Narrowing()) -> BisectPlan:
+                strategy: str = "auto", narrowing: Narrowing = Narrowing(),
+                skip: Sequence[str] = ()) -> BisectPlan:
     """Resolve the refs and the first-parent line, fix the job id and the per-step level
-    (the line is narrowed when the bisect runs, once the ends are built)."""
+    (the line is narrowed when the bisect runs, once the ends are built). `skip` are the
+    user's --skip / --exclude refs (a commit, or A..B: the line's commits after A up to B)."""
     cfg = session.cfg
-    _trusted_only(good_ref, bad_ref)
+    _trusted_only(good_ref, bad_ref, *skip)
     session.sync()
     ws = session.workspace
     good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
     line = ws.first_parent_line(good, bad)
+    skipped = user_skips(ws, line, skip)
     job = job_id("bisect", cfg, good, bad, find.value, *(() if strategy == "auto" else (strategy,)),
-                 *narrowing.job_parts())
+                 *narrowing.job_parts(), *(f"skip={sha}" for sha in skipped))
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
     return BisectPlan(job, tuple(line), good_ref, bad_ref, find, strategy, level, session.config_path,
-                      narrowing=narrowing)
+                      narrowing=narrowing, user_skipped=skipped)
+
+
+def user_skips(ws: Workspace, line: Sequence[str], refs: Sequence[str]) -> tuple[str, ...]:
+    """The commits of `line` the user skipped, in line order: each ref resolved like --good and
+    --bad (RefError, exit 2, names the one that does not resolve or is not between the ends);
+    `A..B` skips the line's commits after A up to B, as `git bisect skip A..B`."""
+    where = {sha: i for i, sha in enumerate(line)}
+    span = f"{line[0][:12]}..{line[-1][:12]}"
+
+    def position(ref: str, whole: str) -> int:
+        sha = ws.resolve(ref)
+        if sha not in where:
+            raise RefError(f"--skip {whole}: {ref} ({sha[:12]}) is not on the first-parent line {span}")
+        return where[sha]
+
+    picked: set[int] = set()
+    for ref in refs:
+        if ".." in ref and not ref.startswith(".") and not ref.endswith("."):
+            first, last = ref.split("..", 1)
+            a, b = position(first, ref), position(last, ref)
+            if a >= b:
+                raise RefError(f"--skip {ref}: {first} is not before {last} on the line {span}")
+            chosen = range(a + 1, b + 1)
+        else:
+            at = position(ref, ref)
+            chosen = range(at, at + 1)
+        for i in chosen:
+            if i in (0, len(line) - 1):
+                end = "--good" if i == 0 else "--bad"
+                raise RefError(f"--skip {ref} includes the {end} end {line[i][:12]}: an end is always tested "
+                               "(give another ref as the end instead)")
+            picked.add(i)
+    return tuple(line[i] for i in sorted(picked))
 
 
 def run_bisect(session: Session, plan: BisectPlan) -> BisectReport:
@@ -230,7 +266,8 @@ def run_bisect(session: Session, plan: BisectPlan) -> BisectReport:
             "find": plan.find.value, "strategy": plan.strategy, "config": session.config_path,
             **({"paths": list(plan.narrowing.paths)} if plan.narrowing.paths else {}),
             **({"also": list(plan.narrowing.also)} if plan.narrowing.also else {}),
-            **({"all_commits": True} if not plan.narrowing.enabled else {})}
+            **({"all_commits": True} if not plan.narrowing.enabled else {}),
+            **({"skip": list(plan.user_skipped)} if plan.user_skipped else {})}
     with _running(session, plan.job, "bisect", args):
         if plan.narrowed is None:
             plan = narrow_plan(plan, session.cfg, session.workspace, session.build_many, session.events)

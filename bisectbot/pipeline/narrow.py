@@ -48,7 +48,7 @@ def narrow_plan(plan: BisectPlan, cfg: Config, workspace: Workspace,
         if len(known) == 2:
             rule = InputRule(frozenset().union(*map(frozenset, known)), (*config_paths(cfg), *how.also))
     changes = workspace.changes(full[0], full[-1])
-    narrowed = narrow(full, changes, rule, how.paths)
+    narrowed = narrow(full, changes, rule, how.paths, keep=frozenset(plan.user_skipped))
     events.emit(LineNarrowed(len(narrowed.line), len(full), rule is not None or not how.enabled))
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(narrowed.line), cfg.test.confidence))
     return replace(plan, line=narrowed.line, narrowed=_with_rule(narrowed, rule, how), level=level)
