@@ -40,7 +40,7 @@ def test_the_first_cancel_wins_and_stops_at_the_next_check() -> None:
     assert stop.value.who == "maintainer" and "maintainer" in str(stop.value)
 
 
-def test_a_terminal_status_line_fits_the_width_and_is_cleared_before_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_terminal_status_line_fits_the_width_and_is_erased_when_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("TERM", "xterm")
@@ -49,15 +49,18 @@ def test_a_terminal_status_line_fits_the_width_and_is_cleared_before_a_line(monk
     assert term.live
     term(RunsProgress(SHA, 12, 6000, " ".join(f"{c}={i}" for i, c in enumerate("abcdefghijklmnopqrstuvw"))))
     term(StepStarted(2, 4, SHA, 8, 11))
+    term.close()
     shown = out.getvalue()
-    status = shown.split("\r")[1]
-    assert 0 < len(status) <= 79  # never wraps on an 80-column terminal
-    assert shown.endswith("[step 2/~4] 60488cfca65a (position 8 of 11)\n")
-    assert "\r" + " " * len(status) + "\r" in shown  # the status line was wiped first
+    status = shown.split("\x1b[?25l", 1)[1].split("\r", 1)[0]  # the first frame of rich's Live
+    assert status.startswith(f"  {SHA[:12]} seeds 12/6000") and status.endswith("…")
+    assert 0 < len(status) <= 80  # cut to the width: never wraps on an 80-column terminal
+    assert "\x1b[2K[step 2/~4] 60488cfca65a (position 8 of 11)\n" in shown  # the status was erased first
+    assert shown.endswith("\x1b[2K")  # and erased when closed
 
 
 def test_in_ci_only_lines_worth_keeping_are_printed_and_quiet_prints_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "1")
+    monkeypatch.setenv("NO_COLOR", "1")
     out = Tty()
     term = Terminal(out)
     term(RunsProgress(SHA, 12, 6000, "a=3"))
