@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import click
 
@@ -31,7 +31,8 @@ from bisectbot.errors import BisectbotError
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.bisect import Narrowing
 from bisectbot.pipeline.events import Events
-from bisectbot.pipeline.terminal import Terminal
+from bisectbot.pipeline.terminal import COLOR_MODES, Terminal, print_summary, summary_width
+from bisectbot.report_text import replayed_line, state_line
 
 EXIT_OK, EXIT_BAD, EXIT_INPUT, EXIT_UNDECIDED, EXIT_ENDPOINT, EXIT_GITHUB = 0, 1, 2, 3, 4, 5
 TEST_EXIT = {Verdict.GOOD: EXIT_OK, Verdict.BAD: EXIT_BAD, Verdict.INCONCLUSIVE: EXIT_UNDECIDED,
@@ -98,7 +99,7 @@ def _cluster(workers: int | None, scheduler: str | None) -> Iterator[Any]:
 def _guard(fn: Callable[[], int]) -> None:
     """Run a command body: BisectbotError → one line on stderr and its exit code."""
     try:
-        code = fn()
+        code = _closing(fn)
     except BisectbotError as exc:
         click.echo(f"bisectbot: error: {_one_line(str(exc))}", err=True)
         sys.exit(exc.exit_code)
@@ -110,6 +111,47 @@ def _guard(fn: Callable[[], int]) -> None:
         click.echo("bisectbot: interrupted; rerun the same command to resume", err=True)
         sys.exit(130)
     sys.exit(code)
+
+
+def _closing(fn: Callable[[], int]) -> int:
+    """Run a command body; however it ends, the live status line is erased first, so that an
+    error (or the summary) starts on a clean line and the cursor is shown again."""
+    try:
+        return fn()
+    finally:
+        Terminal.close_all()
+
+
+def _announce_state(terminal: Terminal, session: jobs.Session, shas: Sequence[str]) -> frozenset[str]:
+    """The kept 'state: DIR (…)' line: what the state holds, and how much of it is at the job's
+    commits (runs under any run key, builds under this config's build key). Returns the commits
+    whose builds were stored, to tell afterwards which builds were replayed."""
+    stored = session.state.store.stored(session.runner.builder.key(session.cfg.build), shas)
+    terminal.line(state_line(session.state.root, stored.runs, stored.builds, stored.runs_here,
+                             len(stored.builds_here), len(set(shas))))
+    return stored.builds_here
+
+
+def _replayed_builds(session: jobs.Session, stored: frozenset[str], tested: Iterable[str]) -> int:
+    """Commits tested whose build came from the state (stored before, not rebuilt now)."""
+    return len((set(tested) & stored) - set(session.runner.builder.built))
+
+
+def _one_stdout(json_path: str | None, md_path: str | None) -> None:
+    if json_path == "-" and md_path == "-":
+        raise click.UsageError("--json - and --markdown - both want stdout: give one of them a file")
+
+
+def _summary(terminal: Terminal, text: str, markdown: str, md_path: str | None, color: str) -> None:
+    """The summary on stdout: plain text that fits the terminal, or the Markdown with
+    `--markdown -`; `--markdown FILE` also writes the Markdown there."""
+    terminal.close()
+    if md_path and md_path != "-":
+        Path(md_path).write_text(markdown)
+    if md_path == "-":
+        click.echo(markdown, nl=False)
+    else:
+        print_summary(text, color)
 
 
 def _one_line(text: str) -> str:
@@ -152,6 +194,12 @@ repo_option = click.option("--repo", type=click.Path(exists=True, file_okay=Fals
 json_option = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True),
                            help="Write the JSON report here ('-' for stdout).")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+color_option = click.option("--color", type=click.Choice(COLOR_MODES), default="auto", show_default=True,
+                            help="Colour the verdict words: auto (on a terminal, unless NO_COLOR is set or "
+                                 "TERM=dumb), always or never.")
+markdown_option = click.option("--markdown", "md_path", type=click.Path(dir_okay=False, allow_dash=True),
+                               help="Also write the Markdown summary here ('-': on stdout instead of "
+                                    "the plain-text summary).")
 arms_option = click.option("--arms/--no-arms", default=True, show_default=True,
                            help="Also test the config's cross-check arms (each builds and starts a server).")
 
@@ -192,36 +240,45 @@ def main() -> None:
 @repo_option
 @json_option
 @state_option
-@click.option("--markdown", "md_path", type=click.Path(dir_okay=False), help="Also write the Markdown summary here.")
+@markdown_option
 @arms_option
 @quiet_option
+@color_option
 def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tuple[str, ...],
            also: tuple[str, ...], all_commits: bool, workers: int | None, scheduler: str | None,
            worker_state: str | None, repo: str | None,
-           json_path: str | None, state_dir: str | None, md_path: str | None, arms: bool, quiet: bool) -> None:
+           json_path: str | None, state_dir: str | None, md_path: str | None, arms: bool, quiet: bool,
+           color: str) -> None:
     """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
 
     Both endpoints are tested first; the culprit and its parent are re-tested on fresh seeds.
     Killed or interrupted? Run the same command again: it resumes from the state database.
     """
     from bisectbot.report import bisect_markdown
+    from bisectbot.report_text import bisect_text
 
     def body() -> int:
         cfg = _load(config, repo, arms)
         _preflight(cfg)
         if workers and scheduler:
             raise click.UsageError("give --workers (a local cluster) or --scheduler (an existing one), not both")
+        _one_stdout(json_path, md_path)
+        terminal = Terminal(quiet=quiet, color=color)
         with _state(cfg, state_dir) as state, _cluster(workers, scheduler) as client:
-            session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config, cluster=client,
+            session = jobs.Session(cfg, state, Events(terminal), config_path=config, cluster=client,
                                    worker_root=Path(worker_state).resolve() if worker_state else None)
             how = Narrowing(enabled=not all_commits, paths=tuple(paths), also=tuple(also))
             plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy, narrowing=how)
+            stored = _announce_state(terminal, session, plan.line)
             report = jobs.run_bisect(session, plan)
-        md = bisect_markdown(report)
+            tested = {v.sha for v in report.verdicts if v.arm == "main"}
+            if line := replayed_line(report.runs, report.runs_executed, report.builds,
+                                     _replayed_builds(session, stored, tested)):
+                terminal.line(line)
         if json_path != "-":
-            click.echo(md)
-        if md_path:
-            Path(md_path).write_text(md)
+            _summary(terminal, bisect_text(report, summary_width()), bisect_markdown(report), md_path, color)
+        elif md_path and md_path != "-":
+            Path(md_path).write_text(bisect_markdown(report))
         _write_json(json_path, report.to_json())
         return BISECT_EXIT[report.status]
 
@@ -233,22 +290,35 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
 @click.option("--commit", "ref", required=True, help="The commit (ref) to test.")
 @repo_option
 @json_option
+@markdown_option
 @state_option
 @arms_option
 @quiet_option
-def test(config: str, ref: str, repo: str | None, json_path: str | None, state_dir: str | None,
-         arms: bool, quiet: bool) -> None:
+@color_option
+def test(config: str, ref: str, repo: str | None, json_path: str | None, md_path: str | None,
+         state_dir: str | None, arms: bool, quiet: bool, color: str) -> None:
     """Build one commit and give its verdict: GOOD, BAD, INCONCLUSIVE or SKIP."""
     from bisectbot.report import test_markdown
+    from bisectbot.report_text import test_text
 
     def body() -> int:
         cfg = _load(config, repo, arms)
         _preflight(cfg)
+        _one_stdout(json_path, md_path)
+        terminal = Terminal(quiet=quiet, color=color)
         with _state(cfg, state_dir) as state:
-            session = jobs.Session(cfg, state, Events(Terminal(quiet=quiet)), config_path=config)
-            report = jobs.run_test(session, jobs.plan_test(session, ref))
+            session = jobs.Session(cfg, state, Events(terminal), config_path=config)
+            plan = jobs.plan_test(session, ref)
+            stored = _announce_state(terminal, session, [plan.sha])
+            report = jobs.run_test(session, plan)
+            verdicts = [report.detail, *report.arms.values()]
+            if line := replayed_line(sum(v.runs for v in verdicts), sum(v.executed for v in verdicts), 1,
+                                     _replayed_builds(session, stored, [plan.sha])):
+                terminal.line(line)
         if json_path != "-":
-            click.echo(test_markdown(report))
+            _summary(terminal, test_text(report, summary_width()), test_markdown(report), md_path, color)
+        elif md_path and md_path != "-":
+            Path(md_path).write_text(test_markdown(report))
         _write_json(json_path, report.to_json())
         return TEST_EXIT[report.verdict]
 
@@ -288,32 +358,45 @@ def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) ->
 @click.option("--dir", "workdir", type=click.Path(file_okay=False),
               help="Where to generate the demo (default: a new temporary directory).")
 @json_option
+@markdown_option
 @quiet_option
-def demo(commits: int, seed: int, outside: float, workdir: str | None, json_path: str | None, quiet: bool) -> None:
+@color_option
+def demo(commits: int, seed: int, outside: float, workdir: str | None, json_path: str | None,
+         md_path: str | None, quiet: bool, color: str) -> None:
     """Generate a C++ speculative sampler with a planted defect in its history, and bisect it."""
     import tempfile
 
     from bisectbot.demo import generate_demo
     from bisectbot.report import bisect_markdown
+    from bisectbot.report_text import bisect_text
 
     def body() -> int:
+        _one_stdout(json_path, md_path)
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bisectbot-demo-"))
         if workdir and root.exists() and any(root.iterdir()):
             raise BisectbotError(f"--dir {root} is not empty: give a new or empty directory")
-        terminal = Terminal(quiet=quiet)
+        terminal = Terminal(quiet=quiet, color=color)
         doctor.preflight()  # git makes the history, cmake, make and c++ build it
         terminal.line(f"generating a {commits}-commit history in {root} …")
         history = generate_demo(root, n_commits=commits, seed=seed, outside=outside)
         cfg = load_config(history.config)
         with StateDir(root / "state") as state:
             session = jobs.Session(cfg, state, Events(terminal), config_path=str(history.config))
-            report = jobs.run_bisect(session, jobs.plan_bisect(session, history.good, history.bad))
-        click.echo(bisect_markdown(report))
-        _write_json(json_path, report.to_json())
+            plan = jobs.plan_bisect(session, history.good, history.bad)
+            _announce_state(terminal, session, plan.line)
+            report = jobs.run_bisect(session, plan)
         found = report.first_bad == history.culprit
-        click.echo(f"planted culprit {history.culprit[:12]}: "
+        outcome = (f"planted culprit {history.culprit[:12]}: "
                    f"{'found' if found else 'NOT found'} with {report.builds} builds "
                    f"(bound {report.builds_bound}) and {report.runs} runs")
+        if json_path != "-":
+            _summary(terminal, bisect_text(report, summary_width()), bisect_markdown(report), md_path, color)
+            click.echo(outcome)
+        else:  # stdout is the JSON's alone
+            if md_path:
+                Path(md_path).write_text(bisect_markdown(report))
+            terminal.line(outcome)
+        _write_json(json_path, report.to_json())
         return EXIT_OK if found else EXIT_UNDECIDED
 
     _guard(body)
@@ -463,7 +546,7 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
     posted, in a comment of its own: it is never recorded as known good nor bisected.
     """
     from bisectbot.github.bot import Bot
-    from bisectbot.report import bisect_markdown, test_markdown
+    from bisectbot.report_text import bisect_text, test_text
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
@@ -471,17 +554,21 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
         number = _issue(cfg, issue, required=False)
         the_ref = ref or (cfg.github.default_ref if cfg.github else "HEAD")
         with StateDir(root) as state:
+            held = state.store.stored("", ())  # the ref is resolved inside the check: totals only
+            terminal.line(state_line(root, held.runs, held.builds))
             bot = Bot(cfg, config, state, client, terminal)
             out = bot.run_check(the_ref, number)
             # the comments go out on the outbox's thread: wait for GitHub as long as a call may
             out.published = bot.settle(cfg.github.retry_give_up_after if cfg.github else 0.0)[1] == 0
             bot.outbox.close()
+        terminal.close()
         if json_path != "-":
             if out.pull is not None:
                 click.echo(f"{the_ref} = {out.test.commit[:12]} (built and run in the sandbox: {out.sandbox})")
-            click.echo(test_markdown(out.test))
+            print_summary(test_text(out.test, summary_width()))
             if out.bisect:
-                click.echo(bisect_markdown(out.bisect))
+                click.echo()
+                print_summary(bisect_text(out.bisect, summary_width()))
             elif out.bisect_error:
                 click.echo(f"bisect from the last known good commit stopped: {out.bisect_error}")
         _write_json(json_path, out.to_json())

@@ -40,7 +40,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar, cast
+from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
 
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.edges import children
@@ -318,6 +318,18 @@ class Cursor:
 
 
 # -- the database --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stored:
+    """What the database holds before a job starts, for the `state:` line: every run and build,
+    and those at the job's commits that it can replay (runs under any run key; builds under the
+    job's build key, `builds_here` being their commits)."""
+
+    runs: int
+    builds: int
+    runs_here: int
+    builds_here: frozenset[str]
+
+
 _Read = TypeVar("_Read", bound=Callable[..., Any])
 
 
@@ -585,6 +597,16 @@ class Store:
             db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
 
     # -- runs ----------------------------------------------------------------------------------
+    def stored(self, build_key: str, shas: Iterable[str]) -> Stored:
+        """Runs and builds stored, in all and at `shas` (builds under `build_key` only)."""
+        want = set(shas)
+        runs = self._rows("SELECT sha, COUNT(*) AS n FROM runs GROUP BY sha")
+        builds = self._rows("SELECT sha, build_key FROM builds")
+        return Stored(runs=sum(r["n"] for r in runs), builds=len(builds),
+                      runs_here=sum(r["n"] for r in runs if r["sha"] in want),
+                      builds_here=frozenset(r["sha"] for r in builds
+                                            if r["build_key"] == build_key and r["sha"] in want))
+
     @_decoded
     def runs(self, run_key: str, sha: str) -> dict[int, RunRecord]:
         rows = self._rows("SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail "

@@ -1,0 +1,206 @@
+"""Plain-text summaries (pure) for the terminal: aligned columns that fit a given width.
+
+The Markdown of `report` is for GitHub and `--markdown FILE`: its table rows run to ~300
+characters, which a terminal wraps into noise. Here every line fits `width` columns: prose is
+wrapped, table cells are cut with an ellipsis (the full values are in the JSON and Markdown),
+and the reproduce command is broken between arguments with shell continuations, so it still
+pastes as one command.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Sequence
+
+from bisectbot.core.outcome import Find
+from bisectbot.core.records import CommitVerdict
+from bisectbot.core.reports import BisectReport, BisectStatus, Environment, ReferenceSummary, TestReport
+from bisectbot.core.stats import MISSED, OTHER
+from bisectbot.report import OTHER_LABELS, reference_line, role_label
+
+MIN_WIDTH = 50  # narrower than this, lines are laid out as for 50 columns (a 40-hex sha and ` \` fit)
+INDENT = "    "
+
+
+def cut(text: str, width: int) -> str:
+    """`text` on one line of at most `width` characters, an ellipsis marking a cut (its spacing,
+    which may align columns, is kept)."""
+    text = text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    return text if len(text) <= width else text[:max(0, width - 1)].rstrip() + "…"
+
+
+def wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """Prose wrapped to `width` (continuation lines indented by `indent`)."""
+    return textwrap.wrap(" ".join(text.split()), width, subsequent_indent=indent,
+                         break_on_hyphens=False) or [""]
+
+
+def shell_lines(command: str, width: int) -> list[str]:
+    """A shell command broken between arguments with ` \\` so that it still pastes as one. A word
+    too long for a line is split with a bare `\\` at its end (the shell's line continuation
+    joins the pieces without a space), its rest starting in column 0."""
+    lines: list[str] = []
+    cur = ""
+    for word in command.split(" "):
+        if not cur and not lines:
+            cur = word
+        elif cur and len(cur) + 1 + len(word) + 2 <= width:
+            cur += " " + word
+            continue
+        else:
+            lines.append(cur + " \\")
+            cur = INDENT + word
+        while len(cur) + 2 > width:  # a word no line holds: split it
+            lines.append(cur[:width - 1] + "\\")
+            cur = cur[width - 1:]
+    return [*lines, cur]
+
+
+def short_observed(counts: dict[str, int], reference: ReferenceSummary) -> str:
+    """'b .67/.20 d .25/.30 …': observed frequency / reference probability among the runs that met
+    the condition, the largest departures first (so a cut drops the least telling)."""
+    names = [n for n in reference.categories if n != MISSED]
+    probs = reference.prob_of
+    met = sum(counts.get(n, 0) for n in names)
+    p_met = sum(probs[n] for n in names) or 1.0
+    if not met:
+        return f"missed {counts.get(MISSED, 0)}" if counts.get(MISSED) else ""
+    cells = []
+    for n in names:
+        c = counts.get(n, 0)
+        if n == OTHER and c == 0:
+            continue
+        freq, ref = c / met, probs[n] / p_met
+        cells.append((abs(freq - ref), f"{OTHER_LABELS.get(n, n)} {_p(freq)}/{_p(ref)}"))
+    cells.sort(key=lambda cell: -cell[0])
+    return " ".join(text for _, text in cells)
+
+
+def _ref(sha: str, ref: str) -> str:
+    """'d48abffb1f06 (main)', or the sha alone when the ref was (a prefix of) it."""
+    return sha[:12] if sha.startswith(ref) else f"{sha[:12]} ({ref})"
+
+
+def _p(x: float) -> str:
+    """0.25 → '.25', 1.0 → '1', 0 → '0': two digits in little room."""
+    if x >= 0.995:
+        return "1"
+    if x < 0.005:
+        return "0"
+    return f"{x:.2f}".lstrip("0")
+
+
+def verdict_rows(verdicts: Sequence[CommitVerdict], reference: ReferenceSummary, width: int) -> list[str]:
+    """The tested commits as aligned columns: commit, role, verdict, runs, subject; under each
+    row, indented, the observed frequencies vs the reference (or why it was skipped)."""
+    roles = [role_label(v) for v in verdicts]
+    role_w = max([4, *(len(r) for r in roles)])
+    runs = [f"{v.runs}" + (f" ({v.retried} rerun)" if v.retried else "") for v in verdicts]
+    runs_w = max([4, *(len(r) for r in runs)])
+    verdict_w = max([7, *(len(v.verdict.value) for v in verdicts)])
+    head = f"{'commit':<12}  {'role':<{role_w}}  {'verdict':<{verdict_w}}  {'runs':>{runs_w}}  subject"
+    lines = [cut(head, width)]
+    for v, role, n in zip(verdicts, roles, runs):
+        left = f"{v.sha[:12]:<12}  {role:<{role_w}}  {v.verdict.value.upper():<{verdict_w}}  {n:>{runs_w}}  "
+        lines.append(left + cut(v.subject, max(8, width - len(left))) if len(left) < width - 8
+                     else cut(left + v.subject, width))
+        if v.counts and v.verdict.value != "skip":
+            detail = f"observed/reference: {short_observed(v.counts, reference)}"
+        else:
+            detail = v.reason
+        if detail:
+            lines.append(INDENT + cut(detail, width - len(INDENT)))
+    return lines
+
+
+def environment_text(env: Environment, width: int) -> list[str]:
+    return [cut(f"compiler: {env.compiler}", width),
+            cut(f"cmake: {env.cmake}; arguments: {' '.join(env.cmake_args) or '(none)'}", width),
+            cut(f"host: {env.host} ({env.platform}), Python {env.python}, bisectbot {env.bisectbot}", width)]
+
+
+def bisect_text(r: BisectReport, width: int = 80) -> str:
+    """The terminal summary of a bisect: every line at most `width` (≥ 50) characters."""
+    width = max(MIN_WIDTH, width)
+    what = r.find.what
+    if r.status is BisectStatus.FOUND:
+        head = f"bisectbot: {what} commit is {(r.first_bad or '')[:12]} — {r.first_bad_subject or ''}"
+    elif r.status is BisectStatus.UNCONFIRMED:
+        head = f"bisectbot: {what} commit not confirmed"
+    else:
+        head = f"bisectbot: {what} commit is one of {len(r.candidates)}"
+    lines = [*wrap(head, width, INDENT), ""]
+    if r.status is BisectStatus.FOUND:
+        last = "last good" if r.find is Find.BAD else "last still bad"
+        label_w = max(len(what), len(last))
+        for label, sha in ((what, r.first_bad or ""), (last, r.last_good or "")):
+            one = f"{label:<{label_w}}  {sha}"  # the full sha: it is what a person copies
+            lines += [one] if len(one) <= width else [f"{label}:", f"  {sha}"]
+    else:
+        lines += wrap(r.message, width)
+        if r.candidates:
+            lines += wrap("candidates: " + " ".join(c[:12] for c in r.candidates), width, INDENT)
+    searched = f" ({r.searched} can change the binary)" if r.skipped_equivalent else ""
+    lines += [""] + wrap(
+        f"{r.status.value.upper()} · {r.commits} commits {_ref(r.good, r.good_ref)} .. {_ref(r.bad, r.bad_ref)}"
+        f"{searched} · {r.builds} builds (bound {r.builds_bound}) · {r.runs} runs "
+        f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
+        f"(per-step error ≤ {r.step_alpha:.1e})", width, INDENT)
+    lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
+    lines += ["", *verdict_rows(r.verdicts, r.reference, width)]
+    if r.skip_blocks:
+        lines += ["", "skipped in blocks (commits that fail the same way):"]
+        lines += [ln for b in r.skip_blocks for ln in wrap(f"- {b['text']}", width, "  ")]
+    if len(r.change_points) > 1:
+        lines += ["", "change points crossed:"]
+        for cp in r.change_points:
+            mark = "first departure" if cp.get("first") else "later change point"
+            lines.append(cut(f"- {cp['commit'][:12]} {mark}: {cp.get('subject') or ''}", width))
+    lines += ["", "reproduce:", *shell_lines(r.reproduce, width), "",
+              *environment_text(r.environment, width),
+              cut(f"config: {r.config.name} (digest {r.config.digest})", width)]
+    return "\n".join(lines) + "\n"
+
+
+def test_text(r: TestReport, width: int = 80) -> str:
+    """The terminal summary of `bisectbot test`: every line at most `width` (≥ 50) characters."""
+    width = max(MIN_WIDTH, width)
+    v = r.detail
+    lines = [cut(f"bisectbot: {r.commit[:12]} is {v.verdict.value.upper()} after {v.runs} runs — {v.subject}",
+                 width), ""]
+    lines += wrap(f"why: {v.reason}", width, INDENT)
+    lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
+    lines += ["", *verdict_rows([v, *r.arms.values()], r.reference, width)]
+    if v.failures:
+        lines += wrap("failed runs: " + ", ".join(f"{k} {n}" for k, n in v.failures.items()), width, INDENT)
+    lines += ["", "reproduce:", *shell_lines(r.reproduce, width), "", *environment_text(r.environment, width)]
+    return "\n".join(lines) + "\n"
+
+
+def state_line(root: object, runs: int, builds: int, runs_here: int = 0, builds_here: int = 0,
+               commits: int | None = None) -> str:
+    """'state: DIR (new)', or what it holds (`runs`, `builds`) and how much of that is at the
+    `commits` commits the job is about, which it can replay (None: not known yet, e.g. a check
+    before it resolves its ref)."""
+    if not runs and not builds:
+        return f"state: {root} (new)"
+    held = f"{runs:,} runs and {builds:,} builds"
+    if commits is None:
+        return f"state: {root} (holds {held})"
+    at = f"at {'this commit' if commits == 1 else f'these {commits:,} commits'}"
+    if not runs_here and not builds_here:
+        return f"state: {root} (holds {held}, none {at})"
+    return f"state: {root} (resuming: {runs_here:,} runs and {builds_here:,} builds stored {at}; {held} in all)"
+
+
+def replayed_line(runs: int, runs_executed: int, builds: int, builds_replayed: int) -> str | None:
+    """'from state: 361 of 1,571 runs and 6 of 9 builds (replayed, not run again)', or None when
+    everything was run now."""
+    runs_replayed = max(0, runs - runs_executed)
+    if not runs_replayed and not builds_replayed:
+        return None
+    return (f"from state: {runs_replayed:,} of {runs:,} runs and {builds_replayed:,} of {builds:,} builds "
+            "(replayed, not run again)")
+
+
+test_text.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
