@@ -29,6 +29,9 @@ from bisectbot.pipeline.cluster import connect
 from bisectbot.pipeline.events import Event, Events, RoundStarted, WorkerDone
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
 
+# Dask clusters of real worker processes building the demo: minutes, so after the default suite.
+pytestmark = pytest.mark.heavy
+
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:

@@ -171,6 +171,7 @@ def mixed_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
                          seed=1, outside=0.5)
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_a_narrowed_bisect_names_the_same_commit_with_fewer_candidates(mixed_demo: DemoHistory,
                                                                      tmp_path: Path) -> None:
     small_demo = mixed_demo

@@ -168,6 +168,7 @@ def _snapshot(db: Path) -> tuple[dict, dict]:
     return builds, runs
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_sigkill_mid_bisect_resumes_without_redoing_work(
         small_demo: DemoHistory, bisected: dict, tmp_path: Path) -> None:
     state = tmp_path / "st"
@@ -259,6 +260,7 @@ ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 '''
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path: Path) -> None:
     script = tmp_path / "arm_server.py"
     script.write_text(ARM_SERVER)
@@ -301,6 +303,7 @@ def test_sticky_strategy_finds_the_culprit(small_demo: DemoHistory, tmp_path: Pa
     assert report["confidence"] >= 0.99
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_control_sample_serves_as_reference(small_demo: DemoHistory, tmp_path: Path) -> None:
     """No exact reference: a known-good commit's runs on disjoint seeds stand in for it."""
     data = yaml.safe_load(small_demo.config.read_text())
@@ -341,7 +344,7 @@ def test_build_timeout_is_enforced_and_skips(small_demo: DemoHistory, tmp_path: 
     assert proc.returncode == 1 and json.loads(proc.stdout)["verdict"] == "bad", proc.stderr
 
 
-@pytest.mark.parametrize("strategy", ["plain", "sticky"])
+@pytest.mark.parametrize("strategy", ["plain", pytest.param("sticky", marks=pytest.mark.heavy)])
 def test_find_fixed_names_the_commit_that_removed_the_defect(tmp_path: Path, strategy: str) -> None:
     from bisectbot import demo
 

@@ -210,7 +210,7 @@ def test_test_prints_the_state_line_then_what_it_replayed(small_demo: DemoHistor
 TMUX = shutil.which("tmux")
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # about a minute: after the default suite (README)
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed (apt-get install tmux)")
 def test_demo_in_an_80_column_tmux_pane_wraps_nothing_and_leaves_no_status_behind(tmp_path: Path) -> None:
     assert TMUX is not None
