@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -24,12 +25,15 @@ import click
 
 from bisectbot import __version__, doctor
 from bisectbot.config import Config, load_config
+from bisectbot.core.estimate import parse_duration
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import BisectStatus
+from bisectbot.core.retention import parse_size
 from bisectbot.edges.storage import StateDir
 from bisectbot.errors import BisectbotError
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.bisect import Narrowing
+from bisectbot.pipeline.budget import BudgetLimits
 from bisectbot.pipeline.events import Events
 from bisectbot.pipeline.terminal import COLOR_MODES, Terminal, print_summary, summary_width
 from bisectbot.report_text import replayed_line, state_line
@@ -38,7 +42,7 @@ EXIT_OK, EXIT_BAD, EXIT_INPUT, EXIT_UNDECIDED, EXIT_ENDPOINT, EXIT_GITHUB = 0, 1
 TEST_EXIT = {Verdict.GOOD: EXIT_OK, Verdict.BAD: EXIT_BAD, Verdict.INCONCLUSIVE: EXIT_UNDECIDED,
              Verdict.UNLIKE: EXIT_UNDECIDED, Verdict.SKIP: EXIT_ENDPOINT}
 BISECT_EXIT = {BisectStatus.FOUND: EXIT_OK, BisectStatus.AMBIGUOUS: EXIT_UNDECIDED,
-               BisectStatus.UNCONFIRMED: EXIT_UNDECIDED}
+               BisectStatus.UNCONFIRMED: EXIT_UNDECIDED, BisectStatus.STOPPED: EXIT_UNDECIDED}
 
 
 def default_state_dir(cfg: Config) -> Path:
@@ -159,6 +163,26 @@ def _one_line(text: str) -> str:
     return " ".join(ln.strip() for ln in text.splitlines() if ln.strip()) if "\n" in text or "\r" in text else text
 
 
+def _duration(value: str | None) -> tuple[float, str] | None:
+    """--deadline: (seconds, as written), or a click error naming the value."""
+    if value is None:
+        return None
+    try:
+        return parse_duration(value), value
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--deadline") from None
+
+
+def _size(value: str | None) -> int | None:
+    """--max-size: bytes, or a click error naming the value."""
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--max-size") from None
+
+
 def _write_json(path: str | None, data: dict[str, Any]) -> None:
     if path:
         text = json.dumps(data, indent=2, sort_keys=False) + "\n"
@@ -237,6 +261,12 @@ def main() -> None:
 @click.option("--worker-state", type=click.Path(file_okay=False),
               help="Where workers keep their clones and builds (default: <state>/workers; with "
                    "--scheduler, a path every worker can write).")
+@click.option("--max-builds", type=click.IntRange(min=0), metavar="N",
+              help="Build at most N commits in this run, then stop between steps with the range so far "
+                   "(status stopped, exit 3); the same command again resumes and may build N more.")
+@click.option("--deadline", metavar="DURATION", callback=lambda _c, _p, v: _duration(v),
+              help="Stop between steps once this much time has passed (90m, 2h, 1h30m, 45s or seconds), "
+                   "with the range so far (status stopped, exit 3); the same command again resumes.")
 @repo_option
 @json_option
 @state_option
@@ -246,7 +276,7 @@ def main() -> None:
 @color_option
 def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tuple[str, ...],
            also: tuple[str, ...], all_commits: bool, workers: int | None, scheduler: str | None,
-           worker_state: str | None, repo: str | None,
+           worker_state: str | None, max_builds: int | None, deadline: tuple[float, str] | None, repo: str | None,
            json_path: str | None, state_dir: str | None, md_path: str | None, arms: bool, quiet: bool,
            color: str) -> None:
     """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
@@ -256,6 +286,8 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
     """
     from bisectbot.report import bisect_markdown
     from bisectbot.report_text import bisect_text
+
+    started = time.monotonic()  # --deadline counts from here
 
     def body() -> int:
         cfg = _load(config, repo, arms)
@@ -270,7 +302,9 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
             how = Narrowing(enabled=not all_commits, paths=tuple(paths), also=tuple(also))
             plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy, narrowing=how)
             stored = _announce_state(terminal, session, plan.line)
-            report = jobs.run_bisect(session, plan)
+            seconds, written = deadline or (None, "")
+            limits = BudgetLimits(max_builds, seconds, written, since=started)
+            report = jobs.run_bisect(session, plan, limits=limits)
             tested = {v.sha for v in report.verdicts if v.arm == "main"}
             if line := replayed_line(report.runs, report.runs_executed, report.builds,
                                      _replayed_builds(session, stored, tested)):
@@ -280,6 +314,8 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
         elif md_path and md_path != "-":
             Path(md_path).write_text(bisect_markdown(report))
         _write_json(json_path, report.to_json())
+        if report.status is BisectStatus.STOPPED:
+            click.echo(f"bisectbot: {report.message}", err=True)
         return BISECT_EXIT[report.status]
 
     _guard(body)
@@ -343,7 +379,45 @@ def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) ->
             notes = f" ({rec.notes})" if rec.notes else ""
             click.echo(f"# {sha} build {rec.status} (build variant {rec.variant}) in {rec.seconds:.1f} s "
                        f"{rec.reason}{notes}".rstrip())
+            if not Path(rec.log).is_file():
+                raise BisectbotError(f"the build log of {sha[:12]}, {rec.log}, is gone (removed by `bisectbot gc` "
+                                     "or by hand); build the commit again with `bisectbot test` to get a new one")
             click.echo(Path(rec.log).read_text(errors="replace"))
+        return 0
+
+    _guard(body)
+
+
+@main.command()
+@click.argument("config", type=click.Path())
+@click.option("--keep-binaries", type=click.IntRange(min=0), metavar="N",
+              help="Keep the N most recently used kept binaries (overrides storage.max_binaries).")
+@click.option("--max-size", metavar="SIZE", callback=lambda _c, _p, v: _size(v),
+              help="Keep kept binaries, build directories and logs within SIZE in all (500M, 10G; "
+                   "overrides storage.max_size_mb).")
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+@state_option
+def gc(config: str, keep_binaries: int | None, max_size: int | None, dry_run: bool, state_dir: str | None) -> None:
+    """Remove kept binaries, build directories and logs beyond the size caps, least recently used first.
+
+    Caps come from the config's storage: section, or --keep-binaries / --max-size. The database
+    (builds, runs, verdicts) is never touched: a removed binary is rebuilt when a bisect needs it.
+    """
+    from bisectbot.pipeline.gc import collect, describe, storage_caps
+
+    def body() -> int:
+        cfg = load_config(config)
+        root = Path(state_dir) if state_dir else default_state_dir(cfg)
+        if not root.is_dir():
+            raise BisectbotError(f"state directory {root} does not exist: nothing to collect")
+        caps = storage_caps(cfg, keep_binaries=keep_binaries, max_bytes=max_size)
+        with _open_state(root) as state:
+            result = collect(state, caps, dry_run=dry_run)
+        for item in result.removed:
+            click.echo(f"{'would remove' if dry_run else 'removed'} {describe(item)}")
+        if not caps.any:
+            click.echo(f"no caps: give --keep-binaries or --max-size, or set storage: in {config}", err=True)
+        click.echo(f"{root}: {result.summary()}")
         return 0
 
     _guard(body)

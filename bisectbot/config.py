@@ -368,6 +368,22 @@ class UntrustedConfig(_Strict):
     file_size_mb: int = Field(default=1024, gt=0)   # largest file a process may write (RLIMIT_FSIZE)
 
 
+class StorageConfig(_Strict):
+    """Size caps of the state directory, applied after every bisect and by `bisectbot gc`: the
+    least recently used kept binaries, build directories and logs beyond them are removed (a
+    removed binary is rebuilt when needed; the database's builds, runs and verdicts stay).
+    Unset: no cap."""
+
+    max_binaries: int | None = Field(default=None, ge=0)      # kept per-commit binary directories
+    max_build_dirs: int | None = Field(default=None, ge=0)    # persistent cmake build directories
+    max_log_mb: float | None = Field(default=None, ge=0)      # build and server logs, in all
+    max_size_mb: float | None = Field(default=None, ge=0)     # binaries + build directories + logs
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.max_binaries, self.max_build_dirs, self.max_log_mb, self.max_size_mb))
+
+
 class ArmConfig(_Strict):
     """A second path to the same statistic at the same commit, with a verdict of its own: a
     server (llama-server -md) started once per commit and asked once per seed over HTTP.
@@ -432,6 +448,8 @@ class Config(_Strict):
     github: GitHubConfig | None = Field(default=None, exclude=True)
     # Nor are the sandbox's limits (sandboxed runs are stored under keys that name them).
     untrusted: UntrustedConfig = Field(default_factory=UntrustedConfig, exclude=True)
+    # Nor are the state directory's size caps (what is kept on disk, never what a run means).
+    storage: StorageConfig = Field(default_factory=StorageConfig, exclude=True)
 
     # Filled in by `load_config`, not by the YAML.
     source_path: Path | None = Field(default=None, exclude=True)

@@ -145,6 +145,38 @@ def searched_text(r: BisectReport) -> str:
     return f" (N' = {r.searched} can change the binary)" if r.skipped_equivalent else ""
 
 
+def outputs_lines(r: BisectReport) -> list[str]:
+    """The culprit's and its parent's first re-test runs side by side, collapsed (each run under
+    its own commit's seed: seeds belong to commits)."""
+    out = r.outputs
+    if not out or not out.get("rows"):
+        return []
+    label = out.get("culprit_label", r.find.what)
+    lines = ["", f"<details><summary>First runs of the parent and the {label} commit (re-test seeds)</summary>", "",
+             f"| run | parent `{out['parent'][:12]}`: seed | output | outcome | {label} `{out['culprit'][:12]}`: seed "
+             "| output | outcome |",
+             "|---|---|---|---|---|---|---|"]
+    for row in out["rows"]:
+        cells = [str(row["run"])]
+        for side in ("parent", "culprit"):
+            cells += [str(row[f"{side}_seed"]), f"`{_cell(row[side])}`" if row[side] else "–",
+                      OTHER_LABELS.get(row[f"{side}_outcome"], row[f"{side}_outcome"]) or "–"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, "", "</details>"]
+
+
+def rerun_lines(r: BisectReport) -> list[str]:
+    """The command that reruns one of the culprit's seeds by hand on its kept binary."""
+    out = r.outputs or {}
+    again = out.get("rerun")
+    if not again:
+        return []
+    binaries = ", ".join(f"`{p}`" for p in again.get("binaries", {}).values())
+    return ["", f"One seed ({again['seed']}) of the {out.get('culprit_label', r.find.what)} commit by hand, "
+                f"on its kept binary {binaries} (build directory `{again['build_dir']}`):",
+            "```", again["command"], "```"]
+
+
 def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     """The human summary of a bisect."""
     what = r.find.what
@@ -152,6 +184,8 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         head = f"## bisectbot: {what} commit is `{(r.first_bad or '')[:12]}` — {r.first_bad_subject}"
     elif r.status is BisectStatus.UNCONFIRMED:
         head = f"## bisectbot: {what} commit not confirmed"
+    elif r.status is BisectStatus.STOPPED:
+        head = f"## bisectbot: stopped early — {what} commit is one of {len(r.candidates)} so far"
     else:
         head = f"## bisectbot: {what} commit is one of {len(r.candidates)}"
     lines = [head, ""]
@@ -193,12 +227,14 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         lines += ["", "### What the confidence rests on", *assumption_lines(r)]
         if r.posterior is not None:
             lines.append(f"- sticky search posterior P(culprit) = {r.posterior:.4f} (Bayesian, not part of the bound)")
+    lines += outputs_lines(r)
     lines += [
         "",
         "### Reproduce",
         "```",
         r.reproduce,
         "```",
+        *rerun_lines(r),
         "",
         "### Environment",
         *environment_lines(r.environment),

@@ -79,6 +79,7 @@ class BisectStatus(str, Enum):
     FOUND = "found"              # culprit named and confirmed on fresh seeds
     AMBIGUOUS = "ambiguous"      # undecidable commits leave a range of candidates
     UNCONFIRMED = "unconfirmed"  # the re-test disagreed, or the sticky posterior fell short
+    STOPPED = "stopped"          # --max-builds or --deadline reached: the range so far; rerun to resume
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,12 @@ class BisectReport:
     input_rule: str = ""
     rounds: int | None = None      # search rounds: steps, sticky visits, or on a cluster K commits at once
     workers: int = 1               # commits built and tested at once (Dask workers)
+    # status `stopped`: {by (max-builds | deadline), reason, last_good, first_bad (known so far),
+    # commits_left, resume (the command that goes on)}; None otherwise
+    stopped: dict[str, Any] | None = None
+    # status `found`: the first runs of the culprit's parent and of the culprit side by side, and
+    # the command that reruns one seed by hand (pipeline.outputs); None otherwise
+    outputs: dict[str, Any] | None = None
     user_skipped: list[str] = field(default_factory=list)  # --skip / --exclude: never built nor tested
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
 
+from bisectbot.core.estimate import Timings
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.edges import children
 from bisectbot.errors import StateError
@@ -317,7 +318,6 @@ class Cursor:
     at: str | None
 
 
-# -- the database --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Stored:
     """What the database holds before a job starts, for the `state:` line: every run and build,
@@ -330,6 +330,7 @@ class Stored:
     builds_here: frozenset[str]
 
 
+# -- the database --------------------------------------------------------------------------------
 _Read = TypeVar("_Read", bound=Callable[..., Any])
 
 
@@ -596,7 +597,6 @@ class Store:
         with self._write() as db:
             db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
 
-    # -- runs ----------------------------------------------------------------------------------
     def stored(self, build_key: str, shas: Iterable[str]) -> Stored:
         """Runs and builds stored, in all and at `shas` (builds under `build_key` only)."""
         want = set(shas)
@@ -607,6 +607,7 @@ class Store:
                       builds_here=frozenset(r["sha"] for r in builds
                                             if r["build_key"] == build_key and r["sha"] in want))
 
+    # -- runs ----------------------------------------------------------------------------------
     @_decoded
     def runs(self, run_key: str, sha: str) -> dict[int, RunRecord]:
         rows = self._rows("SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail "
@@ -639,6 +640,21 @@ class Store:
                        "attempts, variant, detail, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                        (run_key, sha, rec.seed, rec.status, tokens, rec.exit_code, rec.seconds,
                         rec.attempts, rec.variant, rec.detail, time.time()))
+
+    def timings(self, build_key: str | None = None, latest: int = 2000) -> Timings:
+        """What this state has seen, for an up-front estimate: the seconds of its latest
+        successful builds (under `build_key` when it has any), runs per tested commit and
+        seconds per successful run (the latest `latest` of each)."""
+        builds = self._rows("SELECT seconds FROM builds WHERE status='ok' AND build_key=? "
+                            "ORDER BY created DESC LIMIT ?", (build_key, latest)) if build_key else []
+        if not builds:
+            builds = self._rows("SELECT seconds FROM builds WHERE status='ok' ORDER BY created DESC LIMIT ?",
+                                (latest,))
+        per_commit = self._rows("SELECT COUNT(*) AS n FROM runs GROUP BY run_key, sha "
+                                "ORDER BY MAX(created) DESC LIMIT ?", (latest,))
+        runs = self._rows("SELECT seconds FROM runs WHERE status='ok' ORDER BY rowid DESC LIMIT ?", (latest,))
+        return Timings(tuple(float(r["seconds"]) for r in builds), tuple(int(r["n"]) for r in per_commit),
+                       tuple(float(r["seconds"]) for r in runs))
 
     # -- verdicts ------------------------------------------------------------------------------
     def put_verdict(self, job: str, v: CommitVerdict) -> None:

@@ -36,8 +36,11 @@ from bisectbot.core.records import Ask, CommitVerdict, distinct_runs
 from bisectbot.core.reports import BisectReport, BisectStatus, ConfigSummary, Environment, ReferenceSummary
 from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, presumed, skip_blocks
 from bisectbot.errors import EndpointError
-from bisectbot.pipeline.events import (ArmStarted, BisectStarted, BlockOfSkips, Confirming, EndpointStarted, Events,
-                                       RoundStarted, StepStarted, StickySkip, StickyVisit, StrategyChosen)
+from bisectbot.pipeline.budget import Budget, BudgetSpent
+from bisectbot.pipeline.events import (ArmStarted, BisectStarted, BlockOfSkips, BudgetReached, Confirming,
+                                       EndpointStarted, Events, RoundStarted, StepStarted, StickySkip, StickyVisit,
+                                       StrategyChosen)
+from bisectbot.pipeline.outputs import side_by_side
 from bisectbot.pipeline.verdict import StickyFeed, Tester, Untestable
 
 
@@ -153,6 +156,7 @@ class Departure:
     found: Found
     crossed: list[ChangePoint]
     strategies: list[str]
+    stop: BudgetSpent | None = None  # status stopped: which limit, and why
 
 
 def _shifted(res: SearchResult, by: int) -> SearchResult:
@@ -173,8 +177,9 @@ def steps_estimate(n: int) -> int:
 class Bisection:
     """One bisect run; each method is one stage, `verdicts` collects what they reached."""
 
-    def __init__(self, plan: BisectPlan, tester: Tester, events: Events):
+    def __init__(self, plan: BisectPlan, tester: Tester, events: Events, budget: Budget | None = None):
         self.plan, self.tester, self.events = plan, tester, events
+        self.budget = budget  # --max-builds / --deadline: checked before each verdict (and build)
         self.verdicts: list[CommitVerdict] = []
         self.rounds = 0  # search rounds (a step, or K commits at once on a cluster)
 
@@ -186,19 +191,24 @@ class Bisection:
     def test_many(self, items: list[tuple[str, Ask]]) -> list[CommitVerdict]:
         """Several verdicts: at once on a cluster, one after the other otherwise."""
         if self.width > 1 and len(items) > 1:
+            self._within_budget()
             out = list(self.tester.verdicts(items))  # type: ignore[attr-defined]
-        else:
-            out = [self.tester.verdict(sha, ask) for sha, ask in items]
-        self.verdicts.extend(out)
-        return out
+            self.verdicts.extend(out)
+            return out
+        return [self.test_sha(sha, ask) for sha, ask in items]
 
     def test(self, pos: int, ask: Ask) -> CommitVerdict:
         return self.test_sha(self.plan.line[pos], ask)
 
     def test_sha(self, sha: str, ask: Ask) -> CommitVerdict:
+        self._within_budget()
         v = self.tester.verdict(sha, ask)
         self.verdicts.append(v)
         return v
+
+    def _within_budget(self) -> None:
+        if self.budget is not None:
+            self.budget.before_step()
 
     def parent_of(self, pos: int) -> str:
         """The commit before line[pos] on the whole first-parent line: line[pos − 1], or the
@@ -497,6 +507,38 @@ class Bisection:
                         "may be named either way)")
             return Departure(BisectStatus.UNCONFIRMED, why, found, crossed, strategies)
 
+    def stopped(self, stop: BudgetSpent) -> Departure:
+        """A bisect ended by --max-builds or --deadline: the range the verdicts reached so far
+        leave (the ends as given until they are tested), as status `stopped`. Everything
+        finished is stored, so the same command resumes from here."""
+        plan = self.plan
+        self.events.emit(BudgetReached(str(stop)))
+        where = {sha: i for i, sha in enumerate(plan.line)}
+        working, broken = [0], [plan.n - 1]  # the ends as given, until tested
+        for v in self.verdicts:
+            if v.arm == "main" and v.sha in where:
+                side = plan.find.search_verdict(v.verdict)
+                if side is Verdict.GOOD:
+                    working.append(where[v.sha])
+                elif side is Verdict.BAD:
+                    broken.append(where[v.sha])
+        hi = min(broken)
+        lo = max((p for p in working if p < hi), default=0)
+        result = SearchResult(lo, hi)
+        left = len(self._candidates(result))
+        message = (f"stopped early: {stop}; the {plan.find.what} commit is one of the {left} commit(s) after "
+                   f"{plan.line[lo][:12]} up to {plan.line[hi][:12]}; run the same command again to go on: it "
+                   f"resumes from the state directory")
+        return Departure(BisectStatus.STOPPED, message, Found(result, plan.strategy), [], [], stop)
+
+    def _candidates(self, result: SearchResult) -> list[str]:
+        """The possible culprits of a search result, with the commits skipped as equivalent among them."""
+        plan = self.plan
+        candidates = [plan.line[p] for p in result.candidates]
+        if plan.narrowed is not None and len(candidates) > 1:
+            candidates = plan.narrowed.expand(candidates[0], candidates[-2]) + [candidates[-1]]
+        return candidates
+
     def _decisive(self) -> list[CommitVerdict]:
         """The tests against the reference on fresh seeds that decide what is reported (the
         re-tests, and probes of commits the search could not place)."""
@@ -528,9 +570,7 @@ class Bisection:
         test = self.tester.cfg.test
         culprit = plan.line[found.result.first_bad] if dep.status is BisectStatus.FOUND else None
         narrowed = plan.narrowed
-        candidates = [plan.line[p] for p in found.result.candidates]
-        if narrowed is not None and len(candidates) > 1:  # with the skipped commits among them
-            candidates = narrowed.expand(candidates[0], candidates[-2]) + [candidates[-1]]
+        candidates = self._candidates(found.result)
         gap = list(narrowed.stands_for.get(plan.line[found.result.last_good], ())) if narrowed else []
         # What is reported rests on the re-tests alone (the steps only steer): a wrong answer
         # needs one of them to be wrong, so the bound is their summed error levels, plus the
@@ -560,6 +600,13 @@ class Bisection:
             searched=plan.n, skipped_equivalent=plan.total - plan.n, boundary_skipped=gap,
             rounds=self.rounds, workers=self.width,
             input_rule=narrowed.rule if narrowed is not None else "",
+            stopped=None if dep.stop is None else {
+                "by": dep.stop.by, "reason": str(dep.stop), "last_good": plan.line[found.result.last_good],
+                "first_bad": plan.line[found.result.first_bad], "commits_left": len(candidates),
+                "resume": "run the same command again (it resumes from the state directory)"},
+            # the culprit's and its parent's first runs (here, not on a cluster: it would build locally)
+            outputs=side_by_side(self.tester, plan.find, verdicts)
+            if dep.status is BisectStatus.FOUND and self.width == 1 else None,
             user_skipped=[sha for sha in (narrowed.full if narrowed else plan.line) if sha in plan.user_skipped],
         )
 
@@ -609,14 +656,27 @@ class Bisection:
         return out
 
 
-def run_bisect(plan: BisectPlan, tester: Tester, events: Events, context: ReportContext) -> BisectReport:
-    """All five stages; raises EndpointError when an endpoint does not test as given."""
+def run_bisect(plan: BisectPlan, tester: Tester, events: Events, context: ReportContext,
+               budget: Budget | None = None) -> BisectReport:
+    """All five stages; raises EndpointError when an endpoint does not test as given. With a
+    `budget` that runs out, the report (status `stopped`) gives the range reached so far."""
     events.emit(BisectStarted(plan.n, plan.good, plan.bad, plan.find.value, plan.level, steps_estimate(plan.n)))
-    bisection = Bisection(plan, tester, events)
-    bisection.endpoints()
-    model = bisection.bad_model()
-    departure = bisection.first_departure(model)
+    bisection = Bisection(plan, tester, events, budget)
+    try:
+        bisection.endpoints()
+        model = bisection.bad_model()
+        departure = bisection.first_departure(model)
+    except BudgetSpent as stop:
+        departure = bisection.stopped(stop)
     return bisection.summary(departure, context)
+
+
+def stopped_report(plan: BisectPlan, tester: Tester, events: Events, context: ReportContext,
+                   stop: BudgetSpent) -> BisectReport:
+    """The report of a bisect stopped before its stages began (while its ends were built to
+    narrow the line): the whole range, as given."""
+    bisection = Bisection(plan, tester, events)
+    return bisection.summary(bisection.stopped(stop), context)
 
 
 def reproduce_line(plan: BisectPlan, strategy: str) -> str:

@@ -78,6 +78,9 @@ class Builder:
         self.values = dict(values or {})
         self.sandbox = sandbox
         self.built: list[str] = []
+        # called before a commit is built (nothing stored to reuse): --max-builds / --deadline
+        # raise there (pipeline.budget), between steps, before anything of the build is done
+        self.guard: Callable[[], None] | None = None
 
     def key(self, cfg: BuildConfig) -> str:
         key = build_key(cfg, self.values)
@@ -93,7 +96,11 @@ class Builder:
         retry_timeout = rec is not None and rec.status == "timeout" and cfg.timeout > rec.seconds + 1
         if rec is not None and not retry_timeout and (
                 not rec.ok or all(Path(p).is_file() for p in rec.binaries.values())):
+            if rec.ok:  # used: `bisectbot gc` removes the least recently used kept binaries first
+                _touch(self.state.kept_dir(key, sha))
             return rec
+        if self.guard is not None:
+            self.guard()
         if rec is not None:
             store.forget_build(key, sha)
         self.events.emit(Building(sha, tuple(cfg.choices[0].targets)))
@@ -109,6 +116,7 @@ class Builder:
                            secrets=self.secrets, sandbox=self.sandbox)
         store.put_build(key, rec)
         self.built.append(sha)
+        _touch(self.build_dir(cfg, rec.variant))  # used (gc: least recently used first)
         self.events.emit(Built(sha, rec.status, rec.seconds, rec.reason, rec.variant, rec.notes))
         return rec
 
@@ -119,6 +127,14 @@ class Builder:
         """The build directory a variant of `cfg` is built in."""
         args = [self.expand(a) for a in (*cfg.cmake_args, *cfg.choices[variant].cmake_args)]
         return self.state.build_dir(build_dir_key(args, untrusted=self.sandbox is not None))
+
+
+def _touch(path: Path) -> None:
+    """Mark a kept directory or build directory as just used (its mtime; gc reads it)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # gone, or not ours to touch: it only orders what gc removes first
 
 
 # -- keys -----------------------------------------------------------------------------------------

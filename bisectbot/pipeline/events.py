@@ -261,6 +261,36 @@ class VerdictReached(Event):
 
 Observer = Callable[[Event], None]
 
+@dataclass(frozen=True)
+class EstimateReady(Event):
+    """What a bisect will cost, before it starts (core.estimate)."""
+
+    line: str
+
+    def text(self) -> str:
+        return self.line
+
+
+@dataclass(frozen=True)
+class BudgetReached(Event):
+    """--max-builds or --deadline ended the bisect between steps; the same command resumes it."""
+
+    reason: str
+
+    def text(self) -> str:
+        return f"[stopped] {self.reason}"
+
+
+@dataclass(frozen=True)
+class StorageTrimmed(Event):
+    """The state directory's size caps were applied (pipeline.gc) after a job."""
+
+    summary: str
+
+    def text(self) -> str:
+        return f"[gc] {self.summary}"
+
+
 
 class Cancelled(Exception):
     """The job was asked to stop (`/cancel`); everything finished is stored."""

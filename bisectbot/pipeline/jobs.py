@@ -17,6 +17,7 @@ last known good commit, never bisected, no cross-check arms.
 from __future__ import annotations
 
 import hashlib
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -25,6 +26,7 @@ from typing import Any, Iterator, Sequence
 
 from bisectbot.config import Config
 from bisectbot.core import stats
+from bisectbot.core.estimate import Estimate, estimate
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, BuildRecord
 from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestReport
@@ -35,8 +37,11 @@ from bisectbot.core.refs import pull_number
 from bisectbot.errors import BisectbotError, RefError, StateError
 from bisectbot.pipeline import bisect
 from bisectbot.pipeline.bisect import BisectPlan, Narrowing, ReportContext
+from bisectbot.pipeline.budget import Budget, BudgetLimits, BudgetSpent
 from bisectbot.pipeline.build import toolchain
-from bisectbot.pipeline.events import Cancelled, Event, Events, Syncing, TestStarted, VerdictReached
+from bisectbot.pipeline.events import (Cancelled, EstimateReady, Event, Events, StorageTrimmed, Syncing,
+                                       TestStarted, VerdictReached)
+from bisectbot.pipeline.gc import collect, storage_caps
 from bisectbot.pipeline.narrow import narrow_plan
 from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
 from bisectbot.pipeline.runner import CommitRunner
@@ -260,8 +265,12 @@ def user_skips(ws: Workspace, line: Sequence[str], refs: Sequence[str]) -> tuple
     return tuple(line[i] for i in sorted(picked))
 
 
-def run_bisect(session: Session, plan: BisectPlan) -> BisectReport:
-    """Run (or resume) a planned bisect; EndpointError when an endpoint does not test as given."""
+def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = BudgetLimits()) -> BisectReport:
+    """Run (or resume) a planned bisect; EndpointError when an endpoint does not test as given.
+
+    An estimate of its cost is told first. With `limits` (--max-builds, --deadline) that run out,
+    it ends between steps with status `stopped` and the range so far (a `done` job: the same
+    command resumes it). The state directory's size caps (config `storage:`) are applied after."""
     args = {"good": plan.good, "bad": plan.bad, "good_ref": plan.good_ref, "bad_ref": plan.bad_ref,
             "find": plan.find.value, "strategy": plan.strategy, "config": session.config_path,
             **({"paths": list(plan.narrowing.paths)} if plan.narrowing.paths else {}),
@@ -269,11 +278,54 @@ def run_bisect(session: Session, plan: BisectPlan) -> BisectReport:
             **({"all_commits": True} if not plan.narrowing.enabled else {}),
             **({"skip": list(plan.user_skipped)} if plan.user_skipped else {})}
     with _running(session, plan.job, "bisect", args):
-        if plan.narrowed is None:
-            plan = narrow_plan(plan, session.cfg, session.workspace, session.build_many, session.events)
-        report = bisect.run_bisect(plan, session.tester, session.events, session.report_context())
+        session.events.emit(EstimateReady(bisect_estimate(session, plan).text()))
+        budget = _budget(session, limits)
+        try:
+            if plan.narrowed is None:
+                plan = narrow_plan(plan, session.cfg, session.workspace, session.build_many, session.events)
+        except BudgetSpent as stop:  # out of budget while building the ends
+            report = bisect.stopped_report(plan, session.tester, session.events, session.report_context(), stop)
+        else:
+            report = bisect.run_bisect(plan, session.tester, session.events, session.report_context(), budget)
         session.state.store.finish_job(plan.job, "done", report.to_json())
+    apply_caps(session.state, session.cfg, session.events)
     return report
+
+
+def _budget(session: Session, limits: BudgetLimits) -> Budget | None:
+    """The budget of this invocation, its build check on every builder the session uses. The
+    reference and the tester are made first: what they build is not the bisect's to stop."""
+    if not limits.any:
+        return None
+    if limits.max_builds is not None and session.cluster is not None:
+        raise BisectbotError("--max-builds counts the builds made here: it does not work with --workers or "
+                             "--scheduler (use --deadline)")
+    session.report_context()  # resolves the reference, and the tester is made with it
+    _ = session.tester
+    budget = Budget(limits, session.builds)
+    for runner in {id(r): r for r in (session.runner, session.test_runner)}.values():
+        runner.builder.guard = budget.before_build
+    return budget
+
+
+def bisect_estimate(session: Session, plan: BisectPlan) -> Estimate:
+    """What the bisect of `plan` will cost, from the range and what this state directory has
+    seen (its builds' seconds, runs per tested commit, seconds per run)."""
+    store, cfg = session.state.store, session.cfg
+    key = session.runner.builder.key(cfg.build)
+    stored = sum(1 for sha in plan.line if (rec := store.build(key, sha)) is not None and rec.ok
+                 and all(Path(p).is_file() for p in rec.binaries.values()))
+    parallel = cfg.run.jobs or os.cpu_count() or 1
+    return estimate(plan.total, store.timings(key), parallel=parallel, stored=stored)
+
+
+def apply_caps(state: StateDir, cfg: Config, events: Events) -> None:
+    """The config's size caps (`storage:`), applied after a job; nothing when it sets none."""
+    caps = storage_caps(cfg)
+    if caps.any:
+        result = collect(state, caps)
+        if result.removed:
+            events.emit(StorageTrimmed(result.summary()))
 
 
 # -- check -----------------------------------------------------------------------------------------
