@@ -64,7 +64,7 @@ def test_every_exit_code_the_cli_can_return_is_documented() -> None:
 # its own layer or lower ones, never a higher one, and no import cycle may form.
 LAYERS = [
     ["bisectbot.errors", "bisectbot.core"],
-    ["bisectbot.config", "bisectbot.report"],
+    ["bisectbot.config", "bisectbot.report", "bisectbot.report_text"],
     ["bisectbot.edges", "bisectbot.doctor"],
     ["bisectbot.llama", "bisectbot.demo"],
     ["bisectbot.pipeline"],
