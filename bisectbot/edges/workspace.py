@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,9 +235,13 @@ class Workspace:
 
 
 def _rev_parse(repo: git.Repo, ref: str) -> str | None:
+    """The commit `ref` names in `repo`, or None. A repository git refuses to read (another
+    user's) is an error, not "no such ref": the answer would silently come from elsewhere."""
     try:
         out = repo.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
-    except git.GitCommandError:
+    except git.GitCommandError as exc:
+        if "dubious ownership" in str(exc.stderr):
+            raise GitError(f"cannot read {repo.working_dir}: {_git_message(exc)}") from None
         return None
     return out.strip() if _SHA.match(out.strip()) else None
 
@@ -281,9 +286,43 @@ def _git_message(exc: Exception) -> str:
     if "dubious ownership" in line:
         hinted = next((ln.split("safe.directory", 1)[1].strip() for ln in lines
                        if "--add safe.directory" in ln), None)
-        where = hinted or (re.findall(r"'([^']+)'", line) or [""])[0]
-        line = f"{line}; if you trust it: git config --global --add safe.directory {where}"
+        named = re.findall(r"'([^']+)'", line)
+        line = f"{line}; {safe_directory_hint(hinted or (named[0] if named else ''))}"
     return line
+
+
+def safe_directory_hint(where: str) -> str:
+    """What to run when git refuses a repository owned by another user. A clone reads the
+    source through its `.git` directory and bisectbot also asks the work tree itself, and git
+    matches safe.directory against each exactly, so both are named."""
+    path = Path(where)
+    dirs = [path.parent, path] if path.name == ".git" else [path, path / ".git"] if (path / ".git").is_dir() else [path]
+    commands = " && ".join(f"git config --global --add safe.directory {shlex.quote(str(d))}" for d in dirs)
+    return (f"if you trust it: {commands} (in a container, a bind-mounted checkout belongs to the host's "
+            "user: run the container as that user, e.g. docker run --user \"$(id -u):$(id -g)\")")
+
+
+def uncommitted_changes(source: str) -> list[str]:
+    """Tracked files of a local checkout whose content differs from its HEAD (staged or not).
+    The bot clones committed history only, so such edits are never built; the caller warns.
+    Untracked files are left out (build directories would drown the rest). Empty for a URL,
+    a bare repository, or one git cannot read (the clone then says why)."""
+    if not os.path.isabs(source) or not os.path.isdir(source):
+        return []
+    try:
+        out = git.Repo(source).git.status("--porcelain=v1", "-z", "--untracked-files=no",
+                                          strip_newline_in_stdout=False)
+    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, OSError):
+        return []
+    paths: list[str] = []
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if "R" in entry[:2] or "C" in entry[:2]:
+            next(entries, None)  # a rename's or copy's source path follows: one change
+    return paths
 
 
 def _local_problem(source: str) -> str | None:
