@@ -26,7 +26,7 @@ from bisectbot.pipeline.events import Built, BuildPhase, RunsProgress, StepStart
 from bisectbot.pipeline.terminal import Terminal, print_summary, wants_color
 from bisectbot.report_text import bisect_text, replayed_line, shell_lines, state_line, test_text
 
-from conftest import bisectbot_argv
+from conftest import bisectbot_argv, needs
 from sample_reports import a_test_report, bisect_report, verdict, BAD_COUNTS
 
 SHA = "60488cfca65a3397efe863d5a17de27690693113"
@@ -211,7 +211,7 @@ TMUX = shutil.which("tmux")
 
 
 @pytest.mark.heavy  # about a minute: after the default suite (README)
-@pytest.mark.skipif(TMUX is None, reason="tmux is not installed (apt-get install tmux)")
+@needs("tmux")
 def test_demo_in_an_80_column_tmux_pane_wraps_nothing_and_leaves_no_status_behind(tmp_path: Path) -> None:
     assert TMUX is not None
     sock = f"bisectbot-test-{tmp_path.name}"
