@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -372,8 +373,12 @@ def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) ->
         cfg = _load(config, repo)
         with _state(cfg, state_dir) as state:
             session = jobs.Session(cfg, state, config_path=config)
-            sha = session.workspace.resolve(ref)
-            rec = state.store.build(session.runner.builder.key(cfg.build), sha)
+            key = session.runner.builder.key(cfg.build)
+            # a full sha with a stored build needs no repository: the command a failed build
+            # prints works even when the checkout has moved or --repo was given
+            rec = state.store.build(key, ref) if re.fullmatch(r"[0-9a-f]{40}", ref) else None
+            sha = ref if rec is not None else session.workspace.resolve(ref)
+            rec = rec or state.store.build(key, sha)
             if rec is None:
                 raise BisectbotError(f"no build of {sha[:12]} is recorded in {state.root}")
             notes = f" ({rec.notes})" if rec.notes else ""

@@ -239,7 +239,7 @@ class Bot:
     def session(self, cfg: Config, config_path: str, *extra: Observer,
                 cancel: CancelToken | None = None) -> jobs.Session:
         return jobs.Session(cfg, self.state, Events(self.terminal, *extra, cancel=cancel),
-                            config_path=config_path)
+                            config_path=config_path, name_build_log=False)  # no host paths in comments
 
     def ctx(self, cfg: Config | None = None) -> CommentContext:
         cfg = cfg or self.cfg

@@ -218,6 +218,12 @@ class Bisection:
         return skipped[-1] if skipped else plan.line[pos - 1]
 
     # -- 1. endpoints --------------------------------------------------------------------------
+    def _log_command(self, v: CommitVerdict) -> str:
+        """For an endpoint whose build failed: the command that prints the whole build log."""
+        if v.verdict is not Verdict.SKIP or v.build in ("ok", "") or not v.build_log:
+            return ""
+        return str(self.tester.runner.builder.log_command(v.sha))
+
     def endpoints(self) -> None:
         plan = self.plan
         broken, working = plan.find.broken_ref_name, plan.find.working_ref_name
@@ -228,12 +234,12 @@ class Bisection:
             got = self.test_many([(plan.line[pos], plan.ask(f"{name}-endpoint")) for name, pos, _ in ends])
             for (name, _, want), v in zip(ends, got):
                 if v.verdict is not want:
-                    raise EndpointError(_endpoint_message(name, plan.ref(name), v, want))
+                    raise EndpointError(_endpoint_message(name, plan.ref(name), v, want, self._log_command(v)))
         for name, pos, want in ends if self.width == 1 else ():
             self.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
             v = self.test(pos, plan.ask(f"{name}-endpoint"))
             if v.verdict is not want:
-                raise EndpointError(_endpoint_message(name, plan.ref(name), v, want))
+                raise EndpointError(_endpoint_message(name, plan.ref(name), v, want, self._log_command(v)))
         for arm in self.tester.cfg.arms:
             for name, pos in ((broken, plan.broken_pos), (working, plan.working_pos)):
                 self.events.emit(ArmStarted(arm, plan.line[pos]))
@@ -251,7 +257,8 @@ class Bisection:
         name = plan.find.broken_ref_name
         model = self.test(pos, plan.ask(f"{name}-model", mode="bad-model"))
         if model.verdict is Verdict.SKIP and pos == plan.broken_pos:
-            raise EndpointError(_endpoint_message(name, plan.ref(name), model, Verdict.BAD))
+            raise EndpointError(_endpoint_message(name, plan.ref(name), model, Verdict.BAD,
+                                                   self._log_command(model)))
         return model
 
     def choose_strategy(self, model: CommitVerdict) -> str:
@@ -690,8 +697,9 @@ def reproduce_line(plan: BisectPlan, strategy: str) -> str:
             f"--strategy {strategy}")
 
 
-def _endpoint_message(name: str, ref: str, v: CommitVerdict, want: Verdict) -> str:
+def _endpoint_message(name: str, ref: str, v: CommitVerdict, want: Verdict, log_command: str = "") -> str:
     what = {Verdict.SKIP: "cannot be tested", Verdict.INCONCLUSIVE: "is inconclusive"}.get(
         v.verdict, f"tests {v.verdict.value.upper()}")
+    log = f"; the whole build log: {log_command}" if log_command else ""
     return (f"{name} ref {ref} ({v.sha[:12]}) {what}, expected {want.value.upper()}: "
-            f"{v.reason} (after {v.runs} runs)")
+            f"{v.reason} (after {v.runs} runs){log}")

@@ -81,6 +81,9 @@ class Builder:
         # called before a commit is built (nothing stored to reuse): --max-builds / --deadline
         # raise there (pipeline.budget), between steps, before anything of the build is done
         self.guard: Callable[[], None] | None = None
+        # the config as the user named it, for the `bisectbot build-log` command a failed build
+        # points to (None: no command is named, e.g. for the bot, whose users have no shell here)
+        self.config_path: str | None = None
 
     def key(self, cfg: BuildConfig) -> str:
         key = build_key(cfg, self.values)
@@ -117,8 +120,19 @@ class Builder:
         store.put_build(key, rec)
         self.built.append(sha)
         _touch(self.build_dir(cfg, rec.variant))  # used (gc: least recently used first)
-        self.events.emit(Built(sha, rec.status, rec.seconds, rec.reason, rec.variant, rec.notes))
+        failed = not rec.ok and bool(rec.log)
+        self.events.emit(Built(sha, rec.status, rec.seconds, rec.reason, rec.variant, rec.notes,
+                               log_command=self.log_command(sha) if failed else ""))
         return rec
+
+    def log_command(self, sha: str) -> str:
+        """The command that prints a commit's whole build log (a failure's reason keeps only its
+        first error), or "" when no config path is known. --state is always given, so the
+        command is right wherever the state directory is."""
+        if self.config_path is None:
+            return ""
+        return (f"bisectbot build-log {shlex.quote(self.config_path)} --commit {sha} "
+                f"--state {shlex.quote(str(self.state.root))}")
 
     def expand(self, arg: str) -> str:
         return arg.format_map(Placeholders(self.values)) if "{" in arg else arg
@@ -408,17 +422,53 @@ def _read_from(log: Path, start: int) -> str:
 
 
 def _first_error(log: Path, start: int = 0) -> str:
-    """The most telling line of a failed step: the first 'error' line (with the line after a
-    bare "CMake Error at …:" header), else the last line."""
-    lines = [ln.strip() for ln in _read_from(log, start).splitlines() if ln.strip()]
+    """The most telling line of a failed step: cmake's first error with what it says under it
+    (see cmake_error), else the first 'error' line (with the line after a bare header ending
+    in ':'), else the last line."""
+    text = _read_from(log, start)
+    if found := cmake_error(text):
+        return found
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for i, ln in enumerate(lines):
         if "error" in ln.lower() and not ln.startswith("$"):
             for following in lines[i + 1:i + 4]:  # cmake puts what it means on the next lines
                 if not ln.endswith(":"):
                     break
                 ln = f"{ln} {following}"
-            return ln[:240]
-    return lines[-1][:240] if lines else "no output"
+            return ln[:ERROR_CHARS]
+    return lines[-1][:ERROR_CHARS] if lines else "no output"
+
+
+# How much of a failure's first error a build reason keeps (the build log has all of it).
+ERROR_CHARS = 400
+
+
+def cmake_error(text: str) -> str | None:
+    """cmake's first error in one line: its header ("CMake Error at CMakeLists.txt:2 (project):")
+    joined with the indented message under it up to the first paragraph that ends a sentence.
+    A header alone says nothing ("No CMAKE_CXX_COMPILER could be found." is the next line), and
+    a message may run over paragraphs ("The CMAKE_CXX_COMPILER:" / "/no/c++" / "is not a full
+    path to an existing compiler tool."). None when there is no cmake error."""
+    lines = text.splitlines()
+    head = next((i for i, ln in enumerate(lines) if ln.startswith("CMake Error")), None)
+    if head is None:
+        return None
+    said = [lines[head].strip()]
+    if said[0].endswith(":"):
+        paragraph: list[str] = []
+        for ln in [*lines[head + 1:], ""]:
+            if ln.strip() and ln.startswith(" "):
+                paragraph.append(ln.strip())
+                continue
+            if paragraph:  # a blank line, or an unindented one (the message is indented) ends it
+                said.append(" ".join(paragraph))
+                paragraph = []
+                if said[-1].endswith((".", "!")) or len(said) > 4:
+                    break
+            if ln.strip():
+                break  # past the message: "Call Stack …", "-- Configuring incomplete …"
+    joined = " ".join(said)
+    return joined if len(joined) <= ERROR_CHARS else joined[:ERROR_CHARS - 1] + "…"
 
 
 # -- what the target was compiled from ----------------------------------------------------------

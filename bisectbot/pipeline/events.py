@@ -186,13 +186,15 @@ class Built(Event):
     reason: str
     variant: int = 0
     notes: str = ""
+    log_command: str = ""   # a failed build: the command that prints its whole log
 
     def text(self) -> str:
         which = f" (build variant {self.variant})" if self.variant else ""
         notes = f"; {self.notes}" if self.notes else ""
         if self.status == "ok":
             return f"  built {self.sha[:12]} in {self.seconds:.1f} s{which}{notes}"
-        return f"  build {self.status}: {self.reason}{notes}"
+        log = f"; the whole log: {self.log_command}" if self.log_command else ""
+        return f"  build {self.status}: {self.reason}{notes}{log}"
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,10 @@ class Session:
 
     def __init__(self, cfg: Config, state: StateDir, events: Events | None = None, *,
                  config_path: str = "CONFIG", cluster: Any = None, worker_root: Path | None = None,
-                 sandbox: Sandbox | None = None):
+                 sandbox: Sandbox | None = None, name_build_log: bool = True):
         self.cfg, self.state, self.config_path = cfg, state, config_path
+        # a failed build names the `bisectbot build-log` command (with local paths: not for the bot)
+        self.name_build_log = name_build_log
         self.events = events or Events()
         # a Dask client: verdicts are reached on its workers, K commits per round (pipeline.cluster)
         self.cluster, self.worker_root = cluster, worker_root or state.root / "workers"
@@ -67,7 +69,9 @@ class Session:
 
     @cached_property
     def runner(self) -> CommitRunner:
-        return CommitRunner(self.cfg, self.state, self.workspace, self.events)
+        runner = CommitRunner(self.cfg, self.state, self.workspace, self.events)
+        runner.builder.config_path = self.config_path if self.name_build_log else None
+        return runner
 
     @cached_property
     def test_runner(self) -> CommitRunner:
@@ -166,7 +170,7 @@ def untrusted(session: Session) -> Session:
     """A session for untrusted code: the same config without cross-check arms, its tester in
     the sandbox. SandboxError (before anything is fetched) when no sandbox can be made here."""
     return Session(session.cfg.without_arms(), session.state, session.events, config_path=session.config_path,
-                   sandbox=sandbox(limits(session.cfg)))
+                   sandbox=sandbox(limits(session.cfg)), name_build_log=session.name_build_log)
 
 
 def _trusted_only(*refs: str, session: Session | None = None) -> None:
