@@ -29,8 +29,11 @@ from bisectbot.config import Config, load_config
 from bisectbot.core.estimate import parse_duration
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import BisectStatus
+from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.core.retention import parse_size
+from bisectbot.edges.outfiles import output_problem
 from bisectbot.edges.storage import StateDir
+from bisectbot.edges.workspace import uncommitted_changes
 from bisectbot.errors import BisectbotError
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.bisect import Narrowing
@@ -62,6 +65,16 @@ def _load(config: str, repo: str | None, arms: bool = True) -> Config:
 def _preflight(cfg: Config) -> None:
     """Before a command that builds touches anything: every program it needs is on PATH."""
     doctor.preflight(doctor.cmake_args_of(cfg.build))
+
+
+def _warn_uncommitted(cfg: Config) -> None:
+    """One kept line when the local checkout has uncommitted edits: the bot clones committed
+    history, so a user who edited the tree and tests HEAD would otherwise think the edits ran."""
+    if changed := uncommitted_changes(cfg.repo_source):
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        click.echo(f"bisectbot: warning: {cfg.repo_source} has uncommitted changes ({shown}): they are not "
+                   "tested, only committed commits are (HEAD as committed); commit them to test them",
+                   err=True)
 
 
 def _reset_state() -> bool:
@@ -104,6 +117,7 @@ def _cluster(workers: int | None, scheduler: str | None) -> Iterator[Any]:
 def _guard(fn: Callable[[], int]) -> None:
     """Run a command body: BisectbotError → one line on stderr and its exit code."""
     try:
+        _check_outputs()
         code = _closing(fn)
     except BisectbotError as exc:
         click.echo(f"bisectbot: error: {_one_line(str(exc))}", err=True)
@@ -116,6 +130,19 @@ def _guard(fn: Callable[[], int]) -> None:
         click.echo("bisectbot: interrupted; rerun the same command to resume", err=True)
         sys.exit(130)
     sys.exit(code)
+
+
+def _check_outputs() -> None:
+    """Before a command body runs: every output file it was given (OUTPUT_PARAMS) can be
+    written, so a bad path is one line and exit 2 before anything is built, not a traceback
+    (exit 1, "test: BAD") after the whole run."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if param.name in OUTPUT_PARAMS and isinstance(value, str) and (problem := output_problem(value)):
+            raise BisectbotError(f"{param.opts[0] if param.opts else param.name} {value}: {problem}")
 
 
 def _closing(fn: Callable[[], int]) -> int:
@@ -229,7 +256,55 @@ arms_option = click.option("--arms/--no-arms", default=True, show_default=True,
                            help="Also test the config's cross-check arms (each builds and starts a server).")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Parameters naming a file a command writes its output to: checked before the command starts.
+OUTPUT_PARAMS = ("json_path", "md_path")
+
+
+class _OneLineUsage(click.ClickException):
+    """A usage error as the one line (and exit 2) every bad input gets, instead of click's
+    Usage/Try/Error block: `bisectbot: error: <what> (see bisectbot <command> --help)`."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, exc: click.UsageError):
+        names = []
+        ctx: click.Context | None = exc.ctx
+        while ctx is not None:
+            names.append(ctx.info_name or "")
+            ctx = ctx.parent
+        where = " ".join(["bisectbot", *reversed(names[:-1])])  # the root's name as typed may be a path
+        super().__init__(f"{_one_line(exc.format_message())} (see {where} --help)")
+        self.exit_code = exc.exit_code  # 2, or what a command made it (128 under --git-bisect)
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"bisectbot: error: {self.format_message()}", err=True)
+
+
+class _Group(click.Group):
+    """The command group: every usage error (unknown option, bad value, missing argument) is
+    one line with click's exit code; a group called bare still shows its help."""
+
+    group_class = type  # subgroups (fixtures) are _Groups too
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _OneLineUsage(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _OneLineUsage(exc) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bisectbot")
 def main() -> None:
     """Find the commit that changed a sampled distribution, with sequential tests."""
@@ -292,6 +367,7 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
 
     def body() -> int:
         cfg = _load(config, repo, arms)
+        _warn_uncommitted(cfg)
         _preflight(cfg)
         if workers and scheduler:
             raise click.UsageError("give --workers (a local cluster) or --scheduler (an existing one), not both")
@@ -340,6 +416,7 @@ def test(config: str, ref: str, repo: str | None, json_path: str | None, md_path
 
     def body() -> int:
         cfg = _load(config, repo, arms)
+        _warn_uncommitted(cfg)
         _preflight(cfg)
         _one_stdout(json_path, md_path)
         terminal = Terminal(quiet=quiet, color=color)
@@ -429,7 +506,8 @@ def gc(config: str, keep_binaries: int | None, max_size: int | None, dry_run: bo
 
 
 @main.command()
-@click.option("--commits", default=100, show_default=True, help="Commits in the generated history.")
+@click.option("--commits", default=100, show_default=True, type=click.IntRange(min=DEMO_MIN_COMMITS),
+              help=f"Commits in the generated history (at least {DEMO_MIN_COMMITS}).")
 @click.option("--seed", default=0, show_default=True, help="Seed that places the planted culprit.")
 @click.option("--outside", default=0.5, show_default=True, type=click.FloatRange(0, 1),
               help="Share of ordinary commits that touch only files the build never compiles (CI, a "

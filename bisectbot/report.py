@@ -53,19 +53,21 @@ def evidence_cell(v: CommitVerdict) -> str:
     return f"E_bad {fmt_e(v.log_e_bad)}, E_good {fmt_e(v.log_e_good)}"
 
 
-def role_label(v: CommitVerdict) -> str:
-    return v.role if v.arm == "main" else f"{v.role} [{v.arm}]"
+def role_label(v: CommitVerdict, find: Find = Find.BAD) -> str:
+    """The role column: with --find fixed the ends are named by the option the user typed."""
+    role = find.role_label(v.role)
+    return role if v.arm == "main" else f"{role} [{v.arm}]"
 
 
 def verdict_table(verdicts: Sequence[CommitVerdict], reference: ReferenceSummary,
-                  link: str | None = None) -> str:
+                  link: str | None = None, find: Find = Find.BAD) -> str:
     rows = ["| commit | subject | role | verdict | runs | observed (vs reference) | evidence |",
             "|---|---|---|---|---|---|---|"]
     for v in verdicts:
         sha = f"[`{v.sha[:12]}`]({link.format(sha=v.sha)})" if link else f"`{v.sha[:12]}`"
         observed = _cell(observed_vs_reference(v.counts, reference)) if v.counts else "–"
         runs = f"{v.runs} ({v.cut_rate:.0%} cut)" if v.retried else f"{v.runs}"
-        rows.append(f"| {sha} | {_cell(v.subject)[:70]} | {role_label(v)} | **{v.verdict.value.upper()}** | "
+        rows.append(f"| {sha} | {_cell(v.subject)[:70]} | {role_label(v, find)} | **{v.verdict.value.upper()}** | "
                     f"{runs} | {observed} | {_cell(evidence_cell(v))} |")
     return "\n".join(rows)
 
@@ -206,8 +208,10 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         "",
         f"Reference: {reference_line(r.reference)}",
         "",
-        verdict_table(r.verdicts, r.reference, link),
+        verdict_table(r.verdicts, r.reference, link, r.find),
     ]
+    if r.find is Find.FIXED:
+        lines += ["", f"Verdicts: {r.find.verdict_words}."]
     if notes := build_and_run_notes(r.verdicts):
         lines += ["", "How commits were built and run (variants for their era):", *notes]
     if r.skip_blocks:

@@ -90,10 +90,11 @@ def _p(x: float) -> str:
     return f"{x:.2f}".lstrip("0")
 
 
-def verdict_rows(verdicts: Sequence[CommitVerdict], reference: ReferenceSummary, width: int) -> list[str]:
+def verdict_rows(verdicts: Sequence[CommitVerdict], reference: ReferenceSummary, width: int,
+                 find: Find = Find.BAD) -> list[str]:
     """The tested commits as aligned columns: commit, role, verdict, runs, subject; under each
     row, indented, the observed frequencies vs the reference (or why it was skipped)."""
-    roles = [role_label(v) for v in verdicts]
+    roles = [role_label(v, find) for v in verdicts]
     role_w = max([4, *(len(r) for r in roles)])
     runs = [f"{v.runs}" + (f" ({v.retried} rerun)" if v.retried else "") for v in verdicts]
     runs_w = max([4, *(len(r) for r in runs)])
@@ -147,7 +148,9 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
         f"(per-step error ≤ {r.step_alpha:.1e})", width, INDENT)
     lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
-    lines += ["", *verdict_rows(r.verdicts, r.reference, width)]
+    lines += ["", *verdict_rows(r.verdicts, r.reference, width, r.find)]
+    if r.find is Find.FIXED:
+        lines += wrap(f"verdicts: {r.find.verdict_words}", width, INDENT)
     if r.skip_blocks:
         lines += ["", "skipped in blocks (commits that fail the same way):"]
         lines += [ln for b in r.skip_blocks for ln in wrap(f"- {b['text']}", width, "  ")]

@@ -66,6 +66,28 @@ class Find(str, Enum):
     def working_ref_name(self) -> str:
         return "good" if self is Find.BAD else "bad"
 
+    def role_label(self, role: str) -> str:
+        """A verdict's role as people read it. With FIXED the broken end is the one given as
+        --good: 'good-endpoint BAD' reads as a contradiction, so the ends are named by the
+        option the user typed and their place ('--good (old end)'); BAD there means "still
+        shows the defect". With BAD the role names already match what was typed."""
+        if self is Find.BAD:
+            return role
+        for name, where in (("good", "old end"), ("bad", "new end")):
+            if role == f"{name}-endpoint":
+                return f"--{name} ({where})"
+            if role == f"{name}-model":
+                return f"--{name} ({where}) model"
+        return role
+
+    @property
+    def verdict_words(self) -> str:
+        """What BAD and GOOD mean in this search's report."""
+        if self is Find.BAD:
+            return "BAD = departs from the reference (shows the defect), GOOD = like the reference"
+        return ("BAD = departs from the reference (still shows the defect), GOOD = like the reference "
+                "(fixed); the --good (old) end is the broken one")
+
     def search_verdict(self, verdict: Verdict) -> Verdict:
         """A commit's verdict as the search reads it ("broken side" = BAD)."""
         return verdict if self is Find.BAD else verdict.flipped()

@@ -147,7 +147,9 @@ class BisectReport:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["status"] = self.status.value
         data["find"] = self.find.value
-        data["verdicts"] = [v.to_json() for v in self.verdicts]
+        # `label`: the role as people read it (with --find fixed, by the option the user typed)
+        data["verdicts"] = [{**v.to_json(), "label": self.find.role_label(v.role)} for v in self.verdicts]
+        data["verdict_words"] = self.find.verdict_words
         for name in ("reference", "config", "environment"):
             data[name] = asdict(data[name])
         # the documented order: schema_version and kind first

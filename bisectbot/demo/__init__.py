@@ -307,12 +307,16 @@ def _git(repo: Path, *args: str, env: dict[str, str]) -> str:
     return res.stdout.strip()
 
 
+# A good first commit, the culprit, a build break and its fix, and a last commit.
+MIN_COMMITS = 5
+
+
 def _pick_positions(
     n: int, rng: random.Random, culprit: int | None, brk: int | None, crash: int | None, hang: int | None
 ) -> tuple[int, int]:
     """Resolve culprit and break positions (drawn from rng when None) and check they don't collide."""
-    if n < 5:
-        raise ValueError(f"n_commits must be at least 5, got {n}")
+    if n < MIN_COMMITS:
+        raise ValueError(f"n_commits must be at least {MIN_COMMITS}, got {n}")
     for name, v, lo, hi in (
         ("culprit_index", culprit, 1, n - 1),
         ("break_index", brk, 1, n - 2),

@@ -270,7 +270,7 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
         f"**{report.status.value}** · {range_text} · {report.builds} builds · {report.runs} runs · "
         f"confidence ≥ {report.confidence:.2%}",
         f"Reference: {reference_line(report.reference)}",
-        verdict_table(report.verdicts, report.reference, ctx.link),
+        verdict_table(report.verdicts, report.reference, ctx.link, report.find),
         *_era_notes(report),
         *chart,
         *((Collapsed("What the confidence rests on", ("\n".join(assumption_lines(report)),)),)

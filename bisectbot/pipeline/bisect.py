@@ -234,17 +234,48 @@ class Bisection:
             got = self.test_many([(plan.line[pos], plan.ask(f"{name}-endpoint")) for name, pos, _ in ends])
             for (name, _, want), v in zip(ends, got):
                 if v.verdict is not want:
+                    self._refuse_swapped(name, v, want)
                     raise EndpointError(_endpoint_message(name, plan.ref(name), v, want, self._log_command(v)))
         for name, pos, want in ends if self.width == 1 else ():
             self.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
             v = self.test(pos, plan.ask(f"{name}-endpoint"))
             if v.verdict is not want:
+                self._refuse_swapped(name, v, want)
                 raise EndpointError(_endpoint_message(name, plan.ref(name), v, want, self._log_command(v)))
         for arm in self.tester.cfg.arms:
             for name, pos in ((broken, plan.broken_pos), (working, plan.working_pos)):
                 self.events.emit(ArmStarted(arm, plan.line[pos]))
                 self.test(pos, Ask(role=f"{name}-endpoint", alpha=self.tester.cfg.test.alpha,
                                    beta=self.tester.cfg.test.beta, arm=arm))
+
+    def _refuse_swapped(self, name: str, v: CommitVerdict, want: Verdict) -> None:
+        """An end that tests the opposite of what it should: when the other end does too, the
+        ends are the other way round for this --find (a fix, not a breakage, or the reverse):
+        EndpointError that says which --find to rerun with. Otherwise return (the caller's
+        error says what is wrong)."""
+        plan = self.plan
+        if v.verdict is not want.flipped():
+            return
+        other = plan.find.working_ref_name if name == plan.find.broken_ref_name else plan.find.broken_ref_name
+        pos = plan.working_pos if other == plan.find.working_ref_name else plan.broken_pos
+        other_want = Verdict.GOOD if other == plan.find.working_ref_name else Verdict.BAD
+        seen = next((x for x in self.verdicts if x.arm == "main" and x.role == f"{other}-endpoint"), None)
+        if seen is None:  # the other end is not tested yet (serially, the broken end comes first)
+            self.events.emit(EndpointStarted(other, plan.ref(other), plan.line[pos]))
+            seen = self.test(pos, plan.ask(f"{other}-endpoint"))
+        if seen.verdict is not other_want.flipped():
+            return
+        good_v, bad_v = (v, seen) if name == "good" else (seen, v)
+        if plan.find is Find.BAD:
+            hint = ("the bug went away between them: to find the commit that fixed it, rerun with --find fixed "
+                    "(or swap --good and --bad if they were mixed up)")
+        else:
+            hint = ("the bug came in between them: to find the commit that broke it, rerun without --find fixed "
+                    "(--find bad)")
+        raise EndpointError(
+            f"the ends are the other way round for --find {plan.find.value}: --good {plan.good_ref} "
+            f"({plan.good[:12]}) tests {good_v.verdict.value.upper()} and --bad {plan.bad_ref} ({plan.bad[:12]}) "
+            f"tests {bad_v.verdict.value.upper()} (BAD = departs from the reference, GOOD = like it); {hint}")
 
     # -- 2. the bad model ----------------------------------------------------------------------
     def bad_model(self, pos: int | None = None) -> CommitVerdict:
