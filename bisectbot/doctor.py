@@ -94,7 +94,10 @@ def find(tool: Tool, environ: Mapping[str, str] | None = None) -> str | None:
     path = environ.get("PATH")
     named = environ.get(tool.env, "").strip() if tool.env else ""
     if named:
-        words = shlex.split(named)
+        try:
+            words = shlex.split(named)  # cmake allows a launcher or flags after the program
+        except ValueError:  # unbalanced quotes: taken as written
+            words = named.split()
         return shutil.which(words[0], path=path) if words else None
     return next((found for c in tool.commands if (found := shutil.which(c, path=path))), None)
 
@@ -108,10 +111,9 @@ def missing_line(missing: Sequence[Tool], environ: Mapping[str, str]) -> str:
             f"as a user: sudo apt-get …); `bisectbot doctor` checks everything")
 
 
-def preflight(cmake_args: Iterable[str] = (), tools: Sequence[Tool] | None = None) -> None:
+def preflight(cmake_args: Iterable[str] = ()) -> None:
     """ToolError naming every required program that is not on PATH (a `shutil.which` each)."""
-    needed = build_tools(cmake_args) if tools is None else tools
-    missing = [t for t in needed if find(t) is None]
+    missing = [t for t in build_tools(cmake_args) if find(t) is None]
     if missing:
         raise ToolError(missing_line(missing, os.environ))
 

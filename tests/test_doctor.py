@@ -62,6 +62,7 @@ def test_a_compiler_named_by_cxx_is_the_one_looked_for(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path)}
     assert doctor.find(doctor.CXX, env) == str(tmp_path / "g++")
     assert doctor.find(doctor.CXX, {**env, "CXX": "clang++-99 -stdlib=libc++"}) is None
+    assert doctor.find(doctor.CXX, {**env, "CXX": "g++ -DNAME='x"}) == str(tmp_path / "g++")  # unbalanced quote
     line = doctor.missing_line([doctor.CXX], {"CXX": "clang++-99"})
     assert line.startswith("C++ compiler ($CXX=clang++-99) not found on PATH: install with `apt-get install g++`")
 
