@@ -330,6 +330,11 @@ def main() -> None:
                    "from the tree); repeatable.")
 @click.option("--all-commits", is_flag=True,
               help="Search every commit, also those whose changes cannot reach the binary.")
+@click.option("--skip", "skip", multiple=True, metavar="REF",
+              help="Never build or test this commit (or A..B: the commits after A up to B), as "
+                   "`git bisect skip`; a boundary next to it stays a range. Repeatable.")
+@click.option("--exclude", "exclude", multiple=True, metavar="REF",
+              help="The same as --skip (mozregression's name for it). Repeatable.")
 @click.option("--workers", type=click.IntRange(min=1),
               help="Build and test this many commits at once on a local Dask cluster (worker processes).")
 @click.option("--scheduler", metavar="ADDRESS",
@@ -351,7 +356,8 @@ def main() -> None:
 @quiet_option
 @color_option
 def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tuple[str, ...],
-           also: tuple[str, ...], all_commits: bool, workers: int | None, scheduler: str | None,
+           also: tuple[str, ...], all_commits: bool, skip: tuple[str, ...], exclude: tuple[str, ...],
+           workers: int | None, scheduler: str | None,
            worker_state: str | None, max_builds: int | None, deadline: tuple[float, str] | None, repo: str | None,
            json_path: str | None, state_dir: str | None, md_path: str | None, arms: bool, quiet: bool,
            color: str) -> None:
@@ -377,7 +383,8 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
             session = jobs.Session(cfg, state, Events(terminal), config_path=config, cluster=client,
                                    worker_root=Path(worker_state).resolve() if worker_state else None)
             how = Narrowing(enabled=not all_commits, paths=tuple(paths), also=tuple(also))
-            plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy, narrowing=how)
+            plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy, narrowing=how,
+                                    skip=(*skip, *exclude))
             stored = _announce_state(terminal, session, plan.line)
             seconds, written = deadline or (None, "")
             limits = BudgetLimits(max_builds, seconds, written, since=started)
@@ -398,9 +405,53 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
     _guard(body)
 
 
-@main.command()
+# `git bisect run` reads 0 as good, 125 as skip, 1..127 as bad and anything else as "stop".
+GIT_BISECT_EXIT = {Verdict.GOOD: 0, Verdict.BAD: 1, Verdict.SKIP: 125, Verdict.INCONCLUSIVE: 125,
+                   Verdict.UNLIKE: 125, Verdict.NOT_APPLICABLE: 125}
+GIT_BISECT_ABORT = 128  # bad input or an internal error: git bisect run stops instead of marking BAD
+
+
+class GitBisectCommand(click.Command):
+    """A command whose argument errors exit 128 under --git-bisect: click's usual 2 would read
+    as BAD to `git bisect run`, which must stop instead."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes the list it is handed
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            if "--git-bisect" in given:
+                exc.exit_code = GIT_BISECT_ABORT
+            raise
+
+
+def _git_bisect_guard(fn: Callable[[], int]) -> None:
+    """`_guard` with the exit codes of a `git bisect run` script: the body's 0 / 1 / 125 pass,
+    every error (bad input, a traceback) becomes 128 so git aborts, an interrupt stays 130."""
+    import traceback
+
+    def body() -> int:
+        try:
+            return fn()
+        except (BisectbotError, OSError, KeyboardInterrupt):
+            raise
+        except click.ClickException as exc:
+            exc.exit_code = GIT_BISECT_ABORT
+            raise
+        except Exception:  # noqa: BLE001  a bug must stop git bisect, not mark the commit BAD
+            traceback.print_exc()
+            return GIT_BISECT_ABORT
+
+    try:
+        _guard(body)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else GIT_BISECT_ABORT
+        sys.exit(code if code in (0, 1, 125, 130) or code >= GIT_BISECT_ABORT else GIT_BISECT_ABORT)
+
+
+@main.command(cls=GitBisectCommand)
 @click.argument("config", type=click.Path())
-@click.option("--commit", "ref", required=True, help="The commit (ref) to test.")
+@click.option("--commit", "ref", help="The commit (ref) to test (required; HEAD with --git-bisect).")
 @repo_option
 @json_option
 @markdown_option
@@ -408,13 +459,23 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
 @arms_option
 @quiet_option
 @color_option
-def test(config: str, ref: str, repo: str | None, json_path: str | None, md_path: str | None,
-         state_dir: str | None, arms: bool, quiet: bool, color: str) -> None:
+@click.option("--git-bisect", "git_bisect", is_flag=True,
+              help="Be the script of `git bisect run`: test HEAD of the checkout in the current "
+                   "directory (unless --commit / --repo say otherwise) and exit 0 GOOD, 1 BAD, 125 "
+                   "SKIP / INCONCLUSIVE / UNLIKE (git skips it), 128 on bad input or an error (git stops).")
+def test(config: str, ref: str | None, repo: str | None, json_path: str | None, md_path: str | None,
+         state_dir: str | None, arms: bool, quiet: bool, color: str, git_bisect: bool) -> None:
     """Build one commit and give its verdict: GOOD, BAD, INCONCLUSIVE or SKIP."""
     from bisectbot.report import test_markdown
     from bisectbot.report_text import test_text
 
+    if ref is None and not git_bisect:
+        raise click.UsageError("Missing option '--commit'.")
+    if git_bisect:  # git bisect run runs its script at the top of the work tree it checked out
+        ref, repo = ref or "HEAD", repo or os.getcwd()
+
     def body() -> int:
+        assert ref is not None
         cfg = _load(config, repo, arms)
         _warn_uncommitted(cfg)
         _preflight(cfg)
@@ -434,7 +495,34 @@ def test(config: str, ref: str, repo: str | None, json_path: str | None, md_path
         elif md_path and md_path != "-":
             Path(md_path).write_text(test_markdown(report))
         _write_json(json_path, report.to_json())
-        return TEST_EXIT[report.verdict]
+        return GIT_BISECT_EXIT[report.verdict] if git_bisect else TEST_EXIT[report.verdict]
+
+    (_git_bisect_guard if git_bisect else _guard)(body)
+
+
+@main.command("log")
+@click.argument("config", type=click.Path())
+@state_option
+@json_option
+def log_command(config: str, state_dir: str | None, json_path: str | None) -> None:
+    """What was tested in the state directory, as `git bisect log`: each job (bisect GOOD..BAD
+    or test), oldest first, with one line per commit: verdict, runs and when."""
+    import shutil
+
+    from bisectbot.core.joblog import log_text, logged_job
+
+    def body() -> int:
+        cfg = load_config(config)
+        with _state(cfg, state_dir) as state:
+            store = state.store
+            entries = [logged_job(row.id, row.kind, row.status, row.args, row.result, created, updated,
+                                  store.verdict_log(row.id))
+                       for row, created, updated in store.job_log()]
+            root = state.root
+        if json_path != "-":
+            click.echo(log_text(entries, shutil.get_terminal_size((80, 24)).columns), nl=False)
+        _write_json(json_path, {"state": str(root), "jobs": [e.to_json() for e in entries]})
+        return EXIT_OK
 
     _guard(body)
 

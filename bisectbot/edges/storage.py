@@ -669,7 +669,22 @@ class Store:
         rows = self._rows("SELECT record FROM verdicts WHERE job=? ORDER BY created, rowid", (job,))
         return [CommitVerdict.from_json(json.loads(r["record"])) for r in rows]
 
+    @_decoded
+    def verdict_log(self, job: str) -> list[tuple[CommitVerdict, float]]:
+        """A job's verdicts with when each was reached (Unix time), in that order (`bisectbot log`)."""
+        rows = self._rows("SELECT record, created FROM verdicts WHERE job=? ORDER BY created, rowid", (job,))
+        return [(CommitVerdict.from_json(json.loads(r["record"])), float(r["created"])) for r in rows]
+
     # -- jobs ----------------------------------------------------------------------------------
+    @_decoded
+    def job_log(self) -> list[tuple[JobRow, float, float]]:
+        """Every job, oldest first, with when it was started and last updated (`bisectbot log`)."""
+        rows = self._rows("SELECT id, kind, status, args, result, published, created, updated FROM jobs "
+                          "ORDER BY created, rowid")
+        return [(JobRow(id=r["id"], kind=r["kind"], status=r["status"], args=json.loads(r["args"]),
+                        result=json.loads(r["result"]) if r["result"] else None, published=bool(r["published"])),
+                 float(r["created"]), float(r["updated"])) for r in rows]
+
     def start_job(self, job: str, kind: str, args: dict[str, Any]) -> None:
         """Register a job (or mark a resumed one running again)."""
         now = time.time()
