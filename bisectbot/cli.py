@@ -274,7 +274,8 @@ class _OneLineUsage(click.ClickException):
             ctx = ctx.parent
         where = " ".join(["bisectbot", *reversed(names[:-1])])  # the root's name as typed may be a path
         super().__init__(f"{_one_line(exc.format_message())} (see {where} --help)")
-        self.exit_code = exc.exit_code  # 2, or what a command made it (128 under --git-bisect)
+        # click 8.5 declares exit_code a ClassVar; click reads it from the instance all the same
+        self.exit_code = exc.exit_code  # type: ignore[misc]  # 2, or 128 under --git-bisect
 
     def show(self, file: Any = None) -> None:
         click.echo(f"bisectbot: error: {self.format_message()}", err=True)
@@ -421,7 +422,7 @@ class GitBisectCommand(click.Command):
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
             if "--git-bisect" in given:
-                exc.exit_code = GIT_BISECT_ABORT
+                exc.exit_code = GIT_BISECT_ABORT  # type: ignore[misc]  # a ClassVar in click 8.5
             raise
 
 
@@ -436,7 +437,7 @@ def _git_bisect_guard(fn: Callable[[], int]) -> None:
         except (BisectbotError, OSError, KeyboardInterrupt):
             raise
         except click.ClickException as exc:
-            exc.exit_code = GIT_BISECT_ABORT
+            exc.exit_code = GIT_BISECT_ABORT  # type: ignore[misc]  # a ClassVar in click 8.5
             raise
         except Exception:  # noqa: BLE001  a bug must stop git bisect, not mark the commit BAD
             traceback.print_exc()
