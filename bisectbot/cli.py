@@ -29,8 +29,8 @@ from bisectbot.config import Config, load_config
 from bisectbot.core.estimate import parse_duration
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import BisectStatus
-from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.core.retention import parse_size
+from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.edges.outfiles import output_problem
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import uncommitted_changes

@@ -261,8 +261,6 @@ class VerdictReached(Event):
         return f"  {v.role}{arm} {v.sha[:12]}: {v.verdict.value.upper()} after {v.runs} runs — {v.reason}"
 
 
-Observer = Callable[[Event], None]
-
 @dataclass(frozen=True)
 class EstimateReady(Event):
     """What a bisect will cost, before it starts (core.estimate)."""
@@ -292,6 +290,8 @@ class StorageTrimmed(Event):
     def text(self) -> str:
         return f"[gc] {self.summary}"
 
+
+Observer = Callable[[Event], None]
 
 
 class Cancelled(Exception):
