@@ -177,6 +177,9 @@ class SimRunner:
     def variant_failed(self, *args: Any) -> None:
         return None
 
+    def stored_runs(self, prepared: Prepared) -> dict[int, Any]:
+        return {}  # nothing is stored: every run is drawn afresh
+
     def runs(self, prepared: Prepared, seeds: list[int]) -> SimStream:
         return SimStream(self._cdf[prepared.sha], seeds, self.history.salt)
 

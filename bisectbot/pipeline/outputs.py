@@ -51,7 +51,7 @@ def side_by_side(tester: Tester, find: Find, verdicts: list[CommitVerdict], rows
         if prepared.executor is None:
             return None
         seeds = runner.seed_block(v.sha, v.block, rows)
-        sides[name] = (prepared, seeds, runner.state.store.runs(prepared.run_key, v.sha))
+        sides[name] = (prepared, seeds, runner.stored_runs(prepared))
     table = []
     for i in range(rows):
         row: dict[str, Any] = {"run": i + 1}

@@ -220,6 +220,10 @@ class CommitRunner:
             return None
         return self.prepare(prepared.sha) if arm is None else self.prepare_arm(prepared.sha, arm)
 
+    def stored_runs(self, prepared: Prepared) -> dict[int, RunRecord]:
+        """The commit's runs already stored, by seed (none is executed)."""
+        return self.state.store.runs(prepared.run_key, prepared.sha)
+
     def runs(self, prepared: Prepared, seeds: list[int]) -> RunStream:
         """The commit's runs over `seeds`: stored ones replayed, missing ones executed and stored."""
         assert prepared.executor is not None, "prepare() said this commit cannot be run"
