@@ -92,6 +92,7 @@ def db_rows(state_dir: Path, sql: str) -> list[tuple[Any, ...]]:
 # --------------------------------------------------------------------------- comment → bisect
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_comment_bisect_one_comment_with_culprit_despite_failing_writes(
         gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
     config = write_config(tmp_path, demo12, gh_server)
@@ -121,6 +122,7 @@ def test_comment_bisect_one_comment_with_culprit_despite_failing_writes(
     assert len(bot_comments(gh_server)) == 1
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_watch_killed_mid_bisect_resumes_without_rerunning_or_posting_twice(
         gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
     config = write_config(tmp_path, demo12, gh_server)
@@ -337,6 +339,7 @@ def test_token_never_reaches_build_or_run_subprocesses(gh_server: GitHubStandIn,
 # --------------------------------------------------------------------------- scheduled check
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_check_still_fixed_then_alarm_and_culprit(gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
     config = write_config(tmp_path, demo12, gh_server)
     state = ["--state", str(tmp_path / "st")]

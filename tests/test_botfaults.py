@@ -202,6 +202,7 @@ def test_outbox_drops_what_retrying_cannot_change() -> None:
 # --------------------------------------------------------------------------- claims across state directories
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_two_bots_with_separate_state_directories_never_run_the_same_bisect(
         gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
     import subprocess

@@ -252,6 +252,7 @@ def fixed_repo(history: DemoHistory, tmp_path_factory: pytest.TempPathFactory) -
     return clone
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_ends_the_other_way_round_suggest_find_fixed(history: DemoHistory, fixed_repo: Path,
                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
     state = tmp_path_factory.getbasetemp() / "fixed-state"

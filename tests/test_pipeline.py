@@ -289,6 +289,7 @@ def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path:
     assert alone.returncode == 1 and json.loads(alone.stdout)["arms"] == {}
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_sticky_strategy_finds_the_culprit(small_demo: DemoHistory, tmp_path: Path) -> None:
     # also: a relative --state works (cmake runs in other directories)
     proc = cli("bisect", str(small_demo.config), "--good", small_demo.good, "--bad", "main",
@@ -344,7 +345,8 @@ def test_build_timeout_is_enforced_and_skips(small_demo: DemoHistory, tmp_path: 
     assert proc.returncode == 1 and json.loads(proc.stdout)["verdict"] == "bad", proc.stderr
 
 
-@pytest.mark.parametrize("strategy", ["plain", pytest.param("sticky", marks=pytest.mark.heavy)])
+@pytest.mark.parametrize("strategy", [pytest.param("plain", marks=pytest.mark.heavy),
+                                      pytest.param("sticky", marks=pytest.mark.heavy)])
 def test_find_fixed_names_the_commit_that_removed_the_defect(tmp_path: Path, strategy: str) -> None:
     from bisectbot import demo
 

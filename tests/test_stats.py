@@ -100,6 +100,7 @@ ETA = 0.03  # the default for tolerance 0.1 (TestConfig.indifference)
 TV15 = sim.joint(S.hardest_tv_shift(P_COND, 0.15))
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_a_stray_outcome_in_2_percent_of_runs_is_not_bad() -> None:
     """Issue 10: a point null called such a commit BAD 95–99.8% of the time; inside the η ball
     it is in the null, so false BAD ≤ α, and GOOD still comes (the GOOD numerator bets on it)."""
@@ -149,6 +150,7 @@ def test_betting_toward_the_bad_end_keeps_false_bad_below_alpha_and_speeds_a_sub
     assert np.median(np.where(with_q >= 0, with_q, 4000)) < 0.9 * np.median(np.where(without >= 0, without, 4000))
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_the_ball_maximum_is_never_underestimated() -> None:
     """log_sup_tv_ball_many against a numerical optimiser (SLSQP, several starts) on random
     counts, references (some with a zero category) and radii: the closed form is never below
