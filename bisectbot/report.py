@@ -8,7 +8,7 @@ reproduce and on what machine. The GitHub comment (`github.comment`) reuses the 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
@@ -179,18 +179,22 @@ def rerun_lines(r: BisectReport) -> list[str]:
             "```", again["command"], "```"]
 
 
-def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
-    """The human summary of a bisect."""
+def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str) -> str:
+    """The one-line answer of a bisect, the same in the Markdown and on the terminal (`quote`
+    marks the sha up, e.g. as code)."""
     what = r.find.what
     if r.status is BisectStatus.FOUND:
-        head = f"## bisectbot: {what} commit is `{(r.first_bad or '')[:12]}` — {r.first_bad_subject}"
-    elif r.status is BisectStatus.UNCONFIRMED:
-        head = f"## bisectbot: {what} commit not confirmed"
-    elif r.status is BisectStatus.STOPPED:
-        head = f"## bisectbot: stopped early — {what} commit is one of {len(r.candidates)} so far"
-    else:
-        head = f"## bisectbot: {what} commit is one of {len(r.candidates)}"
-    lines = [head, ""]
+        return f"bisectbot: {what} commit is {quote((r.first_bad or '')[:12])} — {r.first_bad_subject or ''}"
+    if r.status is BisectStatus.UNCONFIRMED:
+        return f"bisectbot: {what} commit not confirmed"
+    if r.status is BisectStatus.STOPPED:
+        return f"bisectbot: stopped early — {what} commit is one of {len(r.candidates)} so far"
+    return f"bisectbot: {what} commit is one of {len(r.candidates)}"
+
+
+def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
+    """The human summary of a bisect."""
+    lines = ["## " + bisect_headline(r, lambda sha: f"`{sha}`"), ""]
     if r.status is BisectStatus.FOUND:
         lines.append(f"First {r.find.value}: `{r.first_bad}`  ")
         lines.append(f"Last {'good' if r.find is Find.BAD else 'still bad'}: `{r.last_good}`")

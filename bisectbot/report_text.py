@@ -16,7 +16,7 @@ from bisectbot.core.outcome import Find
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, Environment, ReferenceSummary, TestReport
 from bisectbot.core.stats import MISSED, OTHER
-from bisectbot.report import OTHER_LABELS, reference_line, role_label
+from bisectbot.report import OTHER_LABELS, bisect_headline, reference_line, role_label
 
 MIN_WIDTH = 50  # narrower than this, lines are laid out as for 50 columns (a 40-hex sha and ` \` fit)
 INDENT = "    "
@@ -124,13 +124,7 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
     """The terminal summary of a bisect: every line at most `width` (≥ 50) characters."""
     width = max(MIN_WIDTH, width)
     what = r.find.what
-    if r.status is BisectStatus.FOUND:
-        head = f"bisectbot: {what} commit is {(r.first_bad or '')[:12]} — {r.first_bad_subject or ''}"
-    elif r.status is BisectStatus.UNCONFIRMED:
-        head = f"bisectbot: {what} commit not confirmed"
-    else:
-        head = f"bisectbot: {what} commit is one of {len(r.candidates)}"
-    lines = [*wrap(head, width, INDENT), ""]
+    lines = [*wrap(bisect_headline(r), width, INDENT), ""]
     if r.status is BisectStatus.FOUND:
         last = "last good" if r.find is Find.BAD else "last still bad"
         label_w = max(len(what), len(last))

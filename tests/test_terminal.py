@@ -129,6 +129,18 @@ def test_the_summary_on_stdout_is_coloured_only_where_asked(monkeypatch: pytest.
 
 
 # -- the plain-text summary --------------------------------------------------------------------
+def test_a_stopped_bisect_says_so_on_the_terminal_as_in_the_markdown() -> None:
+    import dataclasses
+
+    from bisectbot.core.reports import BisectStatus
+    from bisectbot.report import bisect_markdown
+
+    report = dataclasses.replace(bisect_report(), status=BisectStatus.STOPPED)
+    head = bisect_text(report, 80).splitlines()[0]
+    assert head.startswith("bisectbot: stopped early") and "so far" in head
+    assert bisect_markdown(report).splitlines()[0] == "## " + head
+
+
 @pytest.mark.parametrize("width", [80, 60, 50])
 def test_the_text_summary_fits_the_width_and_names_what_a_person_needs(width: int) -> None:
     report = bisect_report(n_extra=2)
