@@ -264,6 +264,7 @@ def test_ends_the_other_way_round_suggest_find_fixed(history: DemoHistory, fixed
     assert "rerun with --find fixed" in line
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_find_fixed_names_the_ends_by_what_was_typed(history: DemoHistory, fixed_repo: Path,
                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
     state = tmp_path_factory.getbasetemp() / "fixed-state"

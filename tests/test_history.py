@@ -202,6 +202,7 @@ def test_a_build_that_fails_in_the_reused_directory_is_retried_clean(tmp_path: P
 
 
 # -- a culprit is confirmed against the reference ------------------------------------------------
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_a_later_gross_change_is_never_named_over_an_earlier_mild_one(tmp_path: Path) -> None:
     """Real histories change more than once (#29975's defects entered mild in mid-2024 and took
     other shapes later). The two-point steps ("closer to which endpoint?") put the mild commits

@@ -133,6 +133,7 @@ def test_with_eta_a_gross_bug_is_still_bad_within_16_runs_and_tv_015_within_the_
     assert mild.rate(sim.BAD) >= 0.99
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_betting_toward_the_bad_end_keeps_false_bad_below_alpha_and_speeds_a_subtle_bug() -> None:
     """`toward` (the bad end's q̂, fixed before the re-test's runs) moves half the BAD mixture onto
     it: at the edge of the ball false BAD stays ≤ α; a TV 0.1 bug like q̂ is BAD sooner."""
