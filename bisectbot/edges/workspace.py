@@ -123,7 +123,8 @@ class Workspace:
         clone mirrors them), or, for a local source, from its HEAD or any of its refs outside
         the pull-request namespaces. A commit reachable only from `refs/pull/*` (GitHub serves
         such shas when asked by name) is a pull request's code and must not run unsandboxed."""
-        if _contained(self.repo, sha, ["refs/remotes/origin", "refs/tags"]):
+        # branches first: few refs, and most commits are on one (llama.cpp has thousands of tags)
+        if _contained(self.repo, sha, ["refs/remotes/origin"]) or _contained(self.repo, sha, ["refs/tags"]):
             return True
         if not self.source_is_local:
             return False
