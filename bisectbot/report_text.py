@@ -153,10 +153,29 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
         for cp in r.change_points:
             mark = "first departure" if cp.get("first") else "later change point"
             lines.append(cut(f"- {cp['commit'][:12]} {mark}: {cp.get('subject') or ''}", width))
+    lines += outputs_text(r.outputs, width)
     lines += ["", "reproduce:", *shell_lines(r.reproduce, width), "",
               *environment_text(r.environment, width),
               cut(f"config: {r.config.name} (digest {r.config.digest})", width)]
     return "\n".join(lines) + "\n"
+
+
+def outputs_text(outputs: dict | None, width: int) -> list[str]:
+    """The culprit's and its parent's first re-test runs, one line each side, and the command
+    that reruns one seed by hand (the JSON's `outputs`; nothing when there are none)."""
+    if not outputs or not outputs.get("rows"):
+        return []
+    lines = ["", *wrap(f"first runs, parent {outputs['parent'][:12]} vs {outputs['culprit_label']} "
+                       f"{outputs['culprit'][:12]}:", width, INDENT)]
+    for row in outputs["rows"]:
+        for side in ("parent", "culprit"):
+            outcome = f" → {row[side + '_outcome']}" if row.get(side + "_outcome") else ""
+            lines.append(cut(f"  {row['run']:>2} {side:<7} seed {row[side + '_seed']}: {row[side]}{outcome}", width))
+    rerun = outputs.get("rerun")
+    if rerun and rerun.get("command"):
+        lines += [*wrap(f"rerun seed {rerun['seed']} of {outputs['culprit'][:12]} by hand:", width, INDENT),
+                  *shell_lines(rerun["command"], width)]
+    return lines
 
 
 def test_text(r: TestReport, width: int = 80) -> str:

@@ -129,6 +129,22 @@ def test_the_summary_on_stdout_is_coloured_only_where_asked(monkeypatch: pytest.
 
 
 # -- the plain-text summary --------------------------------------------------------------------
+@pytest.mark.parametrize("width", [80, 50])
+def test_the_culprits_runs_and_the_one_seed_command_are_on_the_terminal_too(width: int) -> None:
+    import dataclasses
+
+    report = bisect_report()
+    cmd = "cd /tmp/state/run && env OMP_NUM_THREADS=1 /tmp/state/kept/abc/bin/llama-speculative --seed 17 -p bcdbc"
+    outputs = {"culprit": report.first_bad, "parent": report.last_good, "culprit_label": "first bad",
+               "rows": [{"run": 1, "parent_seed": 17, "parent": "f g", "parent_outcome": "g",
+                         "culprit_seed": 18, "culprit": "f e", "culprit_outcome": "e"}],
+               "rerun": {"seed": 18, "command": cmd}}
+    text = bisect_text(dataclasses.replace(report, outputs=outputs), width)
+    assert max(len(ln) for ln in text.splitlines()) <= width
+    assert "seed 17: f g → g" in text and "seed 18: f e → e" in text and "rerun seed 18 of" in text
+    assert "rerun seed" not in bisect_text(report, width)  # no outputs, no block
+
+
 def test_a_stopped_bisect_says_so_on_the_terminal_as_in_the_markdown() -> None:
     import dataclasses
 
