@@ -330,6 +330,12 @@ class Stored:
     builds_here: frozenset[str]
 
 
+def _job_row(row: Any) -> JobRow:
+    """A `jobs` row (id, kind, status, args, result, published) as a JobRow."""
+    return JobRow(id=row["id"], kind=row["kind"], status=row["status"], args=json.loads(row["args"]),
+                  result=json.loads(row["result"]) if row["result"] else None, published=bool(row["published"]))
+
+
 # -- the database --------------------------------------------------------------------------------
 _Read = TypeVar("_Read", bound=Callable[..., Any])
 
@@ -663,11 +669,9 @@ class Store:
                        "VALUES (?,?,?,?,?,?)",
                        (job, v.sha, v.key, v.verdict.value, json.dumps(v.to_json()), time.time()))
 
-    @_decoded
     def verdicts(self, job: str) -> list[CommitVerdict]:
         """A job's verdicts, in the order they were reached."""
-        rows = self._rows("SELECT record FROM verdicts WHERE job=? ORDER BY created, rowid", (job,))
-        return [CommitVerdict.from_json(json.loads(r["record"])) for r in rows]
+        return [v for v, _when in self.verdict_log(job)]
 
     @_decoded
     def verdict_log(self, job: str) -> list[tuple[CommitVerdict, float]]:
@@ -681,9 +685,7 @@ class Store:
         """Every job, oldest first, with when it was started and last updated (`bisectbot log`)."""
         rows = self._rows("SELECT id, kind, status, args, result, published, created, updated FROM jobs "
                           "ORDER BY created, rowid")
-        return [(JobRow(id=r["id"], kind=r["kind"], status=r["status"], args=json.loads(r["args"]),
-                        result=json.loads(r["result"]) if r["result"] else None, published=bool(r["published"])),
-                 float(r["created"]), float(r["updated"])) for r in rows]
+        return [(_job_row(r), float(r["created"]), float(r["updated"])) for r in rows]
 
     def start_job(self, job: str, kind: str, args: dict[str, Any]) -> None:
         """Register a job (or mark a resumed one running again)."""
@@ -701,11 +703,7 @@ class Store:
     @_decoded
     def job(self, job: str) -> JobRow | None:
         row = self._one("SELECT id, kind, status, args, result, published FROM jobs WHERE id=?", (job,))
-        if row is None:
-            return None
-        return JobRow(id=row["id"], kind=row["kind"], status=row["status"], args=json.loads(row["args"]),
-                      result=json.loads(row["result"]) if row["result"] else None,
-                      published=bool(row["published"]))
+        return None if row is None else _job_row(row)
 
     # -- command variants and computed references ----------------------------------------------
     @_decoded
