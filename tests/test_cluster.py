@@ -87,6 +87,30 @@ def test_a_worker_with_another_compiler_is_refused(history: DemoHistory, client:
         assert state.store.build(tester.cluster_build_key(), history.good) is None  # type: ignore[attr-defined]
 
 
+def test_a_build_the_coordinator_never_recorded_is_found_on_its_worker(
+        history: DemoHistory, client: Any, tmp_path: Path) -> None:
+    """A coordinator killed while a round ran never recorded what the workers built: the next
+    run asks the workers' own databases and sends each commit to the worker that holds it."""
+    cfg = load_config(history.config)
+    shas = list(history.commits[5:9])
+    with StateDir(tmp_path / "st") as state:
+        tester = jobs.Session(cfg, state, cluster=client).tester
+        first = tester.build_many(shas)  # type: ignore[attr-defined]
+        assert all(b.ok for b in first)
+        hosts = {sha: state.store.build(tester.cluster_build_key(), sha).host  # type: ignore[attr-defined,union-attr]
+                 for sha in shas}
+        assert set(hosts.values()) == {"0", "1"}  # both workers built some
+        for sha in shas:  # as if the coordinator had died before the results came back
+            state.store.forget_build(tester.cluster_build_key(), sha)  # type: ignore[attr-defined]
+        seen: list[WorkerDone] = []
+        tester.events = Events(lambda e: seen.append(e) if isinstance(e, WorkerDone) else None)
+        again = tester.build_many(shas[::-1])  # type: ignore[attr-defined]  # not placed as before by chance
+    assert [b.sha for b in again] == shas[::-1] and all(b.ok for b in again)
+    assert {e.sha: e.worker for e in seen} == hosts  # each went back to its builder...
+    assert not any(e.built for e in seen)            # ...which reused its build
+    assert sum(_count_worker_builds(tmp_path / "st" / "workers").values()) == len(shas)
+
+
 def _worker_logs(root: Path, sha: str) -> dict[str, Path]:
     return {p.parent.parent.name.removeprefix("worker-"): p for p in root.glob(f"worker-*/logs/build-*-{sha}.log")}
 

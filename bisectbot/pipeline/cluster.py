@@ -16,13 +16,15 @@ runs it. Runs are filed under the build's identity (commit, build key with the c
 variant), not the binary's bytes, which embed each worker's source path. A worker lost mid-task
 has its task rescheduled by Dask on another worker (not a SKIP); the coordinator remembers
 which worker built which commit and sends it there first (its build is reused); a coordinator
-killed mid-round resumes on rerun from its database and the workers' stored builds.
+killed mid-round resumes on rerun from its database and the workers' stored builds (a commit
+the coordinator never heard was built is sent to the worker whose database holds its build).
 """
 
 from __future__ import annotations
 
 import platform
 import re
+import sqlite3
 import time
 import uuid
 from dataclasses import asdict, dataclass, replace
@@ -65,17 +67,44 @@ class WorkResult:
     built: bool                                # this task built the commit (not replayed)
 
 
+def _own_dir(root: str, worker: Any = None) -> tuple[str, Path]:
+    """On a worker: its name and its own state directory under `root`."""
+    from distributed import get_worker
+
+    name = str((worker or get_worker()).name)
+    return name, Path(root) / f"worker-{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
+
+
 def _worker_root(task: WorkTask) -> tuple[str, str, Path]:
     """On a worker: its name, its toolchain (refusing the task when it is not the coordinator's)
     and its own state directory."""
-    from distributed import get_worker
-
-    name = str(get_worker().name)
+    name, root = _own_dir(task.root)
     mine = toolchain_identity()
     if mine != task.compiler:
         raise ClusterError(f"worker {name} on {platform.node()} compiles with {mine!r}, the coordinator "
                            f"with {task.compiler!r}: refused (builds are never mixed)")
-    return name, mine, Path(task.root) / f"worker-{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
+    return name, mine, root
+
+
+def held_builds(root: str, build_key: str, shas: list[str], dask_worker: Any = None) -> list[str]:
+    """On a worker (`Client.run` passes `dask_worker`), between rounds: which of `shas` its own
+    database holds a good build of. Read-only and without the state lock (a task may hold it);
+    a database it cannot read holds nothing, since the answer only says where a task goes first."""
+    _, own = _own_dir(root, dask_worker)
+    db = own / "state.sqlite3"
+    if not db.is_file() or not shas:
+        return []
+    try:
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            marks = ",".join("?" * len(shas))
+            rows = con.execute(f"SELECT sha FROM builds WHERE build_key=? AND status='ok' AND sha IN ({marks})",
+                               (build_key, *shas)).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return []
+    return [sha for (sha,) in rows]
 
 
 def work(task: WorkTask) -> WorkResult:
@@ -127,11 +156,34 @@ class ClusterTester(Tester):
     def verdict(self, sha: str, ask: Ask) -> CommitVerdict:
         return self.verdicts([(sha, ask)])[0]
 
-    def _submit(self, fn: Any, task: WorkTask) -> Any:
-        """The task, sent first to the worker that built its commit before (if it is still there)."""
+    def _builders(self, shas: Sequence[str]) -> dict[str, str]:
+        """Which worker (address) to send each commit to first: the one the coordinator recorded
+        as its builder, else one whose own database holds its build (built while a killed
+        coordinator waited for the round, so never recorded here)."""
         where = {str(info.get("name")): addr for addr, info in self.client.scheduler_info()["workers"].items()}
-        before = self.runner.state.store.build(self.cluster_build_key(), task.sha)
-        prefer = [where[before.host]] if before is not None and before.host in where else None
+        store = self.runner.state.store
+        out: dict[str, str] = {}
+        unknown = []
+        for sha in shas:
+            before = store.build(self.cluster_build_key(), sha)
+            if before is None:
+                unknown.append(sha)
+            elif before.host in where:
+                out[sha] = where[before.host]
+        if unknown:
+            try:
+                held = self.client.run(held_builds, str(self.root), self.runner.builder.key(self.cfg.build),
+                                       unknown, on_error="return")
+            except Exception:  # noqa: BLE001 - only a preference: the tasks go anywhere, as before
+                held = {}
+            for addr in sorted(held):
+                for sha in held[addr] if isinstance(held[addr], list) else []:
+                    out.setdefault(sha, addr)
+        return out
+
+    def _submit(self, fn: Any, task: WorkTask, builder: str | None) -> Any:
+        """The task, sent first to the worker that built its commit before (if it is still there)."""
+        prefer = [builder] if builder is not None else None
         return self.client.submit(fn, task, pure=False, retries=1, workers=prefer,
                                   allow_other_workers=prefer is not None)
 
@@ -146,8 +198,10 @@ class ClusterTester(Tester):
     def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
         """Build commits on the workers, at once; their build records (with inputs)."""
         ask = Ask(role="build", alpha=1.0, beta=1.0)  # not a question: the task only builds
+        builders = self._builders(shas)
         futures = [self._submit(work_build, WorkTask(self.cfg, str(self.root), sha, ask, self.reference,
-                                                     self.compiler, {}, self.queue)) for sha in shas]
+                                                     self.compiler, {}, self.queue), builders.get(sha))
+                   for sha in shas]
         out = []
         for fut in futures:
             res = _result(fut)
@@ -165,8 +219,10 @@ class ClusterTester(Tester):
         self.events.check()
         store = self.runner.state.store
         queue = Queue(self.queue, client=self.client)
+        builders = self._builders([sha for sha, _ in items])
         futures = [self._submit(work, WorkTask(self.cfg, str(self.root), sha, ask, self.reference, self.compiler,
-                                               store.runs_at(sha), self.queue)) for sha, ask in items]
+                                               store.runs_at(sha), self.queue), builders.get(sha))
+                   for sha, ask in items]
         try:
             while True:  # store the runs as they come, until the round is done
                 done = all(f.done() for f in futures)
