@@ -385,7 +385,7 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
                                    worker_root=Path(worker_state).resolve() if worker_state else None)
             how = Narrowing(enabled=not all_commits, paths=tuple(paths), also=tuple(also))
             plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy, narrowing=how,
-                                    skip=(*skip, *exclude))
+                                    skip=skip, exclude=exclude)
             stored = _announce_state(terminal, session, plan.line)
             seconds, written = deadline or (None, "")
             limits = BudgetLimits(max_builds, seconds, written, since=started)

@@ -135,17 +135,19 @@ def test_skip_the_culprit_leaves_a_range_containing_it(history: DemoHistory, tmp
         in md.read_text()
 
 
+@pytest.mark.parametrize("option", ["--skip", "--exclude"])
 @pytest.mark.parametrize("skip, expected", [
     ("no-such-ref", "'no-such-ref' does not resolve"),
-    ("main", "includes the --bad end"),
-    ("HEAD~9", "includes the --good end"),
-    ("HEAD~2..HEAD~5", "is not before"),
+    ("main", "{option} main includes the --bad end"),
+    ("HEAD~9", "{option} HEAD~9 includes the --good end"),
+    ("HEAD~2..HEAD~5", "{option} HEAD~2..HEAD~5: HEAD~2 is not before"),
 ])
-def test_bad_skips_are_one_line_errors(history: DemoHistory, tmp_path: Path, skip: str, expected: str) -> None:
+def test_bad_skips_are_one_line_errors(history: DemoHistory, tmp_path: Path, option: str, skip: str,
+                                       expected: str) -> None:
     proc = cli("bisect", str(history.config), "--good", history.good, "--bad", "main",
-               "--state", str(tmp_path / "st"), "--skip", skip)
+               "--state", str(tmp_path / "st"), option, skip)
     assert proc.returncode == 2, proc.stderr
-    assert expected in one_line_error(proc)
+    assert expected.format(option=option) in one_line_error(proc)  # names the option as typed
     assert not (tmp_path / "st" / "state.sqlite3").exists() or not built_commits(tmp_path / "st")
 
 

@@ -218,17 +218,18 @@ def run_test(session: Session, plan: TestPlan) -> TestReport:
 # -- bisect ----------------------------------------------------------------------------------------
 def plan_bisect(session: Session, good_ref: str, bad_ref: str, *, find: Find = Find.BAD,
                 strategy: str = "auto", narrowing: Narrowing = Narrowing(),
-                skip: Sequence[str] = ()) -> BisectPlan:
+                skip: Sequence[str] = (), exclude: Sequence[str] = ()) -> BisectPlan:
     """Resolve the refs and the first-parent line, fix the job id and the per-step level
-    (the line is narrowed when the bisect runs, once the ends are built). `skip` are the
-    user's --skip / --exclude refs (a commit, or A..B: the line's commits after A up to B)."""
+    (the line is narrowed when the bisect runs, once the ends are built). `skip` and `exclude`
+    are the user's --skip and --exclude refs (a commit, or A..B: the line's commits after A up
+    to B), the same thing under two names (errors name the one typed)."""
     cfg = session.cfg
-    _trusted_only(good_ref, bad_ref, *skip)
+    _trusted_only(good_ref, bad_ref, *skip, *exclude)
     session.sync()
     ws = session.workspace
     good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
     line = ws.first_parent_line(good, bad)
-    skipped = user_skips(ws, line, skip)
+    skipped = user_skips(ws, line, [*(("--skip", r) for r in skip), *(("--exclude", r) for r in exclude)])
     job = job_id("bisect", cfg, good, bad, find.value, *(() if strategy == "auto" else (strategy,)),
                  *narrowing.job_parts(), *(f"skip={sha}" for sha in skipped))
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
@@ -236,34 +237,35 @@ def plan_bisect(session: Session, good_ref: str, bad_ref: str, *, find: Find = F
                       narrowing=narrowing, user_skipped=skipped)
 
 
-def user_skips(ws: Workspace, line: Sequence[str], refs: Sequence[str]) -> tuple[str, ...]:
-    """The commits of `line` the user skipped, in line order: each ref resolved like --good and
-    --bad (RefError, exit 2, names the one that does not resolve or is not between the ends);
-    `A..B` skips the line's commits after A up to B, as `git bisect skip A..B`."""
+def user_skips(ws: Workspace, line: Sequence[str], refs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """The commits of `line` the user skipped, in line order, from (option, ref) pairs: each ref
+    resolved like --good and --bad (RefError, exit 2, names the option and the ref that does not
+    resolve or is not between the ends); `A..B` skips the line's commits after A up to B, as
+    `git bisect skip A..B`."""
     where = {sha: i for i, sha in enumerate(line)}
     span = f"{line[0][:12]}..{line[-1][:12]}"
 
-    def position(ref: str, whole: str) -> int:
+    def position(ref: str, option: str, whole: str) -> int:
         sha = ws.resolve(ref)
         if sha not in where:
-            raise RefError(f"--skip {whole}: {ref} ({sha[:12]}) is not on the first-parent line {span}")
+            raise RefError(f"{option} {whole}: {ref} ({sha[:12]}) is not on the first-parent line {span}")
         return where[sha]
 
     picked: set[int] = set()
-    for ref in refs:
+    for option, ref in refs:
         if ".." in ref and not ref.startswith(".") and not ref.endswith("."):
             first, last = ref.split("..", 1)
-            a, b = position(first, ref), position(last, ref)
+            a, b = position(first, option, ref), position(last, option, ref)
             if a >= b:
-                raise RefError(f"--skip {ref}: {first} is not before {last} on the line {span}")
+                raise RefError(f"{option} {ref}: {first} is not before {last} on the line {span}")
             chosen = range(a + 1, b + 1)
         else:
-            at = position(ref, ref)
+            at = position(ref, option, ref)
             chosen = range(at, at + 1)
         for i in chosen:
             if i in (0, len(line) - 1):
                 end = "--good" if i == 0 else "--bad"
-                raise RefError(f"--skip {ref} includes the {end} end {line[i][:12]}: an end is always tested "
+                raise RefError(f"{option} {ref} includes the {end} end {line[i][:12]}: an end is always tested "
                                "(give another ref as the end instead)")
             picked.add(i)
     return tuple(line[i] for i in sorted(picked))
