@@ -172,8 +172,9 @@ class ClusterTester(Tester):
                 out[sha] = where[before.host]
         if unknown:
             try:
+                # `callback_timeout` is read by Client.sync: a worker that does not answer costs 30 s, not the bisect
                 held = self.client.run(held_builds, str(self.root), self.runner.builder.key(self.cfg.build),
-                                       unknown, on_error="return")
+                                       unknown, on_error="return", callback_timeout=30)
             except Exception:  # noqa: BLE001 - only a preference: the tasks go anywhere, as before
                 held = {}
             for addr in sorted(held):
