@@ -166,7 +166,8 @@ def test_a_coordinator_killed_mid_round_resumes(history: DemoHistory, tmp_path: 
     killed = False
     while time.monotonic() < deadline and proc.poll() is None:
         try:  # kill everything once the ends and a first round have stored runs
-            con = sqlite3.connect(db)
+            # read-only: a plain connect would create an empty file the bisect then refuses as not its own
+            con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
             built = con.execute("SELECT COUNT(*) FROM builds").fetchone()[0]
             steps = con.execute("SELECT COUNT(DISTINCT sha) FROM runs").fetchone()[0]
             con.close()
@@ -178,7 +179,7 @@ def test_a_coordinator_killed_mid_round_resumes(history: DemoHistory, tmp_path: 
             break
         time.sleep(0.05)
     proc.wait(timeout=60)
-    assert killed, "the bisect ended before it could be killed"
+    assert killed, f"the bisect ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"  # type: ignore[union-attr]
     before = _count_worker_builds(state / "workers")
     runs_before = sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     done = subprocess.run(bisectbot_argv(*args), env=subprocess_env(CI="1"), capture_output=True, text=True,
