@@ -169,7 +169,8 @@ def outputs_text(outputs: dict | None, width: int) -> list[str]:
                        f"{outputs['culprit'][:12]}:", width, INDENT)]
     for row in outputs["rows"]:
         for side in ("parent", "culprit"):
-            outcome = f" → {row[side + '_outcome']}" if row.get(side + "_outcome") else ""
+            named = row.get(side + "_outcome")
+            outcome = f" → {OTHER_LABELS.get(named, named)}" if named else ""  # as in the Markdown
             lines.append(cut(f"  {row['run']:>2} {side:<7} seed {row[side + '_seed']}: {row[side]}{outcome}", width))
     rerun = outputs.get("rerun")
     if rerun and rerun.get("command"):

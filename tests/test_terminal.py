@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bisectbot.core.outcome import Verdict
+from bisectbot.core.stats import MISSED, OTHER
 from bisectbot.demo import DemoHistory
 from bisectbot.pipeline.events import Built, BuildPhase, RunsProgress, StepStarted, VerdictReached
 from bisectbot.pipeline.terminal import Terminal, print_summary, wants_color
@@ -137,11 +138,14 @@ def test_the_culprits_runs_and_the_one_seed_command_are_on_the_terminal_too(widt
     cmd = "cd /tmp/state/run && env OMP_NUM_THREADS=1 /tmp/state/kept/abc/bin/llama-speculative --seed 17 -p bcdbc"
     outputs = {"culprit": report.first_bad, "parent": report.last_good, "culprit_label": "first bad",
                "rows": [{"run": 1, "parent_seed": 17, "parent": "f g", "parent_outcome": "g",
-                         "culprit_seed": 18, "culprit": "f e", "culprit_outcome": "e"}],
+                         "culprit_seed": 18, "culprit": "f e", "culprit_outcome": "e"},
+                        {"run": 2, "parent_seed": 19, "parent": "b", "parent_outcome": MISSED,
+                         "culprit_seed": 20, "culprit": "f", "culprit_outcome": OTHER}],
                "rerun": {"seed": 18, "command": cmd}}
     text = bisect_text(dataclasses.replace(report, outputs=outputs), width)
     assert max(len(ln) for ln in text.splitlines()) <= width
     assert "seed 17: f g → g" in text and "seed 18: f e → e" in text and "rerun seed 18 of" in text
+    assert "seed 19: b → missed" in text and "seed 20: f → other" in text  # named as in the Markdown
     assert "rerun seed" not in bisect_text(report, width)  # no outputs, no block
 
 
