@@ -93,23 +93,6 @@ def simulate_generic(rng: np.random.Generator, ref: S.Reference, q: np.ndarray, 
     return Outcomes(np.concatenate(decs), np.concatenate(runs))
 
 
-def simulate_two_point(rng: np.random.Generator, ref: S.Reference, q_true: np.ndarray,
-                       q_hat: np.ndarray, *, alpha: float, beta: float, max_runs: int,
-                       paths: int, chunk: int = 500) -> Outcomes:
-    """test_two_point after every run, for `paths` sequences from q_true (one fixed q̂)."""
-    a_p, a_q = S.prior_matrix(ref.probs), S.prior_matrix(tuple(q_hat))
-    lb, lg = math.log(1 / alpha), math.log(1 / beta)
-    decs, runs = [], []
-    for start in range(0, paths, chunk):
-        c = draw_counts(rng, q_true, min(chunk, paths - start), max_runs).astype(float)
-        e_p, e_q = S.two_point_e_many(c, ref.p, q_hat, a_p, a_q)
-        fp, fq = e_p >= lb, e_q >= lg
-        o = _decide(first_true(fp & ~fq), first_true(fq & ~fp), max_runs, first_true(fp & fq))
-        decs.append(o.decision)
-        runs.append(o.runs)
-    return Outcomes(np.concatenate(decs), np.concatenate(runs))
-
-
 # ---------------------------------------------------------------------------------------------
 # The sticky search on its own (whole bisects go through run_bisect: bench/simbisect.py)
 # ---------------------------------------------------------------------------------------------

@@ -120,3 +120,39 @@ def test_presumed_and_blocks() -> None:
         (10, 10, "a", (10,)), (14, 14, "a", (14,)), (16, 16, "b", (16,))]
     blocks = skip_blocks([10, 14], [Verdict.SKIP, Verdict.SKIP], {10: "a", 14: "a"})
     assert [(b.first, b.last, b.commits, b.tested) for b in blocks] == [(10, 14, 5, (10, 14))]
+
+
+def test_known_answers_are_never_asked_again_and_bound_the_search() -> None:
+    """A search that goes on after a failed confirmation: what was tested against the reference
+    bounds the range from the start and is not asked again."""
+    calls: list[int] = []
+
+    def oracle(pos: int) -> Verdict:
+        calls.append(pos)
+        return Verdict.BAD if pos >= 30 else Verdict.GOOD
+
+    known = {20: Verdict.GOOD, 45: Verdict.BAD, 70: Verdict.GOOD, 8: (Verdict.SKIP, "build failed")}
+    result = bisect_search(101, oracle, known=known)
+    assert result.exact and result.first_bad == 30
+    assert not set(calls) & set(known) and all(20 < p < 45 for p in calls)
+
+
+def test_placements_move_a_search_like_verdicts() -> None:
+    """GOOD-SIDE and BAD-SIDE (placed without a test against the reference) steer as GOOD and BAD."""
+    result = bisect_search(64, lambda p: Verdict.BAD_SIDE if p >= 17 else Verdict.GOOD_SIDE)
+    assert result.exact and result.first_bad == 17
+    assert Verdict.GOOD_SIDE.side is Verdict.GOOD and Verdict.BAD_SIDE.flipped() is Verdict.GOOD_SIDE
+    assert not Verdict.GOOD_SIDE.tested and Verdict.GOOD.tested and not Verdict.CHANGED.informative
+
+
+def test_built_positions_are_tried_first() -> None:
+    calls: list[int] = []
+
+    def oracle(pos: int) -> Verdict:
+        calls.append(pos)
+        return Verdict.BAD if pos >= 30 else Verdict.GOOD
+
+    result = bisect_search(101, oracle, prefer={90, 12, 60})
+    assert result.exact and result.first_bad == 30
+    assert calls[:2] == [60, 12]  # the built ones nearest the middle, while any is in range
+    assert 90 not in calls  # outside the range once 60 tested BAD

@@ -1,8 +1,13 @@
 """The one vocabulary of outcomes, from the statistics to the report (pure).
 
-A sequential test decides GOOD, BAD, UNLIKE or INCONCLUSIVE; a commit that cannot be built or
-run is SKIP; the search and the reports use the same five words. `Find` says which way a bisect
-looks, so the inversions `--find fixed` needs live here and nowhere else.
+GOOD and BAD are claims about the reference, each made by a test against it at a stated error
+level: GOOD = within `tolerance` of the reference, BAD = departs from it by more than `eta`.
+Nothing else is ever called GOOD or BAD. A search may place a commit on a side without such a
+test (GOOD-SIDE: shown unlike the broken end; BAD-SIDE: the sticky search's posterior): that
+orders the search and decides nothing. CHANGED says a commit's runs differ from its parent's
+(the two-sample test of the confirmation). INCONCLUSIVE: a test ran out of budget; SKIP: the
+commit cannot be built or run; UNLIKE: like neither end (older reports). `Find` says which way a
+bisect looks, so the inversions `--find fixed` needs live here and nowhere else.
 """
 
 from __future__ import annotations
@@ -15,17 +20,33 @@ class Verdict(str, Enum):
     BAD = "bad"
     SKIP = "skip"                  # cannot be built or run (like `git bisect skip`)
     INCONCLUSIVE = "inconclusive"  # the test ran out of budget
-    UNLIKE = "unlike"              # bisect mode: like neither endpoint
+    UNLIKE = "unlike"              # like neither endpoint (two-point steps of older versions)
     NOT_APPLICABLE = "not-applicable"  # a cross-check arm that does not exist at this commit
+    GOOD_SIDE = "good-side"        # placed on the good side by the search, not tested against the reference
+    BAD_SIDE = "bad-side"          # placed on the bad side by the search, not tested against the reference
+    CHANGED = "changed"            # its runs differ from its parent's (two-sample test, fresh seeds)
+
+    @property
+    def side(self) -> "Verdict | None":
+        """Which side of the boundary a search reads: GOOD for GOOD and GOOD-SIDE, BAD for BAD
+        and BAD-SIDE, None for the verdicts that place nothing."""
+        return {Verdict.GOOD: Verdict.GOOD, Verdict.GOOD_SIDE: Verdict.GOOD,
+                Verdict.BAD: Verdict.BAD, Verdict.BAD_SIDE: Verdict.BAD}.get(self)
 
     @property
     def informative(self) -> bool:
-        """GOOD and BAD move a search; the other three are "no information here"."""
+        """Verdicts that move a search (a side); the others are "no information here"."""
+        return self.side is not None
+
+    @property
+    def tested(self) -> bool:
+        """GOOD and BAD: a claim about the reference, made by a test against it."""
         return self in (Verdict.GOOD, Verdict.BAD)
 
     def flipped(self) -> "Verdict":
-        """GOOD ↔ BAD; the others stay."""
-        return {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD}.get(self, self)
+        """GOOD ↔ BAD and GOOD-SIDE ↔ BAD-SIDE; the others stay."""
+        return {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD,
+                Verdict.GOOD_SIDE: Verdict.BAD_SIDE, Verdict.BAD_SIDE: Verdict.GOOD_SIDE}.get(self, self)
 
     def __str__(self) -> str:
         return self.value

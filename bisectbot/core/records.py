@@ -11,10 +11,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Sequence
 
+from bisectbot.core import stats
 from bisectbot.core.outcome import Verdict
-
-# A commit whose runs mostly fail is skipped: judged once this many runs have failed.
-MIN_FAILURES_TO_SKIP = 5
 
 
 @dataclass(frozen=True)
@@ -84,9 +82,11 @@ class Tally:
 
     @property
     def mostly_failed(self) -> bool:
-        """Enough failures to judge, and more than half of the runs: the commit is skipped."""
+        """Evidence that more than half of the commit's runs fail (a sequential test at level
+        stats.SKIP_LEVEL, so the evidence needed grows as the failure rate nears one half): the
+        commit is skipped. Every run failing: 7 runs; 10% of runs failing: never, in practice."""
         failed = sum(self.failures.values())
-        return failed >= MIN_FAILURES_TO_SKIP and failed * 2 > self.consumed
+        return failed > 0 and stats.mostly_failing(failed, self.consumed - failed)
 
     def failure_signature(self, variant: int | None) -> str:
         """What the failures look like, the same at every commit that fails the same way."""
@@ -127,13 +127,19 @@ _DIGITS = str.maketrans("0123456789", "##########")
 class Ask:
     """The question put to one commit: in which role, by which test, at which error levels."""
 
-    role: str                      # good-endpoint | bad-endpoint | bad-model | step | sticky | retest-… | test
+    role: str                      # good-endpoint | bad-endpoint | bad-model | step | probe | sticky | retest-… | confirm-… | test
     alpha: float
     beta: float
-    mode: str = "reference"        # reference | two-point | bad-model | sticky
-    q_bad: tuple[float, ...] | None = None  # two-point: the bad endpoint's smoothed distribution
-    block: int = 0                 # seed block: 0 for the search, 1 for the final re-test
+    mode: str = "reference"        # reference | quick | depart | change | bad-model | sticky
+    q_bad: tuple[float, ...] | None = None  # the broken end's smoothed distribution (quick steps; BAD bets on it)
+    block: int = 0                 # seed block: 0 for the search, 1 for fresh seeds (confirmation)
     arm: str = "main"              # "main", or a cross-check arm's name
+    budget: int | None = None      # runs before INCONCLUSIVE (default: run.max_runs)
+    start: int = 0                 # the first seed of the block to read (later ones are fresh)
+    seeds_of: str | None = None    # run on this commit's seeds of the block (a bisect's search: the working end's)
+    # ends to compare with seed for seed: (GOOD or BAD: the side it stands for, its sha,
+    # ((seed, category or −1 for an uncounted run), …)); a commit like one is placed beside it
+    alike: tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence, Union
+from typing import Callable, Collection, Iterable, Mapping, Sequence, Union
 
 from bisectbot.core.outcome import Verdict
 
@@ -74,12 +74,14 @@ def presumed(skipped: Mapping[int, str], informative: Sequence[int] = ()) -> dic
     return out
 
 
-def next_probe(lo: int, hi: int, skipped: Mapping[int, str]) -> int | None:
+def next_probe(lo: int, hi: int, skipped: Mapping[int, str], prefer: Collection[int] = ()) -> int | None:
     """The position to test between lo (good) and hi (bad), or None when none is left.
 
     `skipped` maps positions that proved uninformative to their failure signature ("" when
     none). The midpoint, or after an isolated skip its nearest untried neighbour; once a
-    signature repeats, the middle of the longest stretch not tried nor presumed."""
+    signature repeats, the middle of the longest stretch not tried nor presumed. Positions in
+    `prefer` (commits already built: a test there costs runs, not a build) come first: the one
+    nearest the midpoint, while any is left between lo and hi."""
     if hi - lo < 2:
         return None
     inside = {p: s for p, s in skipped.items() if lo < p < hi}
@@ -88,6 +90,8 @@ def next_probe(lo: int, hi: int, skipped: Mapping[int, str]) -> int | None:
     if not untried:
         return None
     mid = (lo + hi) // 2
+    if preferred := [p for p in untried if p in prefer]:
+        return min(preferred, key=lambda p: (abs(p - mid), p))
     repeats = Counter(s for s in inside.values() if s)
     if not any(n > 1 for n in repeats.values()):
         return min(untried, key=lambda p: (abs(p - mid), p))
@@ -118,18 +122,20 @@ def skip_blocks(asked: Sequence[int], answers: Sequence[Verdict], signatures: Ma
     return tuple(blocks)
 
 
-def bisect_search(n: int, oracle: Callable[[int], Answer], skip: Iterable[int] = ()) -> SearchResult:
+def bisect_search(n: int, oracle: Callable[[int], Answer], skip: Iterable[int] = (),
+                  known: Mapping[int, Answer] | None = None, prefer: Collection[int] = ()) -> SearchResult:
     """Binary search over positions 0..n-1 (0 good, n-1 bad); at most one oracle call per
-    position, none for the positions in `skip` (known to be untestable: the user skipped them)."""
-    return kary_search(n, 1, lambda positions: [oracle(positions[0])], skip)[0]
+    position, none for the positions in `skip` (known to be untestable: the user skipped them)
+    nor in `known` (answered before: a search that goes on after a failed confirmation)."""
+    return kary_search(n, 1, lambda positions: [oracle(positions[0])], skip, known, prefer)[0]
 
 
-def round_probes(lo: int, hi: int, k: int, skipped: Mapping[int, str]) -> list[int]:
+def round_probes(lo: int, hi: int, k: int, skipped: Mapping[int, str], prefer: Collection[int] = ()) -> list[int]:
     """Up to k positions strictly between lo and hi that split it into k + 1 near-equal parts,
     avoiding positions known or presumed to be undecidable (each moved to its nearest untried
     neighbour); with k = 1, `next_probe`'s choice. Empty when nothing is left to try."""
     if k == 1:
-        pos = next_probe(lo, hi, skipped)
+        pos = next_probe(lo, hi, skipped, prefer)
         return [] if pos is None else [pos]
     inside = {p: s for p, s in skipped.items() if lo < p < hi}
     guessed = presumed(inside)
@@ -141,21 +147,29 @@ def round_probes(lo: int, hi: int, k: int, skipped: Mapping[int, str]) -> list[i
     picks: list[int] = []
     for j in range(1, k + 1):
         target = lo + (hi - lo) * j / (k + 1)
-        best = min((p for p in untried if p not in picks), key=lambda p: (abs(p - target), p))
+        best = min((p for p in untried if p not in picks), key=lambda p: (p not in prefer, abs(p - target), p))
         picks.append(best)
     return sorted(picks)
 
 
+def _answer(reply: Answer) -> tuple[Verdict, str]:
+    return (Verdict(reply[0]), reply[1]) if isinstance(reply, tuple) else (Verdict(reply), "")
+
+
 def kary_search(n: int, k: int, oracle: Callable[[list[int]], Sequence[Answer]],
-                skip: Iterable[int] = ()) -> tuple[SearchResult, int]:
+                skip: Iterable[int] = (), known: Mapping[int, Answer] | None = None,
+                prefer: Collection[int] = ()) -> tuple[SearchResult, int]:
     """Binary search generalised to k probes per round (k machines building and testing at
     once): ⌈log_(k+1) n⌉ rounds instead of ⌈log2 n⌉ when every answer is decisive. The oracle
     gets a round's positions and answers them all. Returns the result and the rounds taken.
 
-    Answers that contradict each other (a BAD below a GOOD) keep the lowest BAD as the bound:
-    the boundary is searched below it, and the confirmation re-tests decide (pipeline.bisect).
-    Positions in `skip` are never asked: they count as skipped from the start (signature "",
-    so nothing is presumed from them); the ends cannot be skipped."""
+    An answer's side moves the bounds (GOOD and GOOD-SIDE the good one, BAD and BAD-SIDE the
+    bad one). Answers that contradict each other (a BAD below a GOOD) keep the lowest BAD as
+    the bound: the boundary is searched below it, and the confirmation decides
+    (pipeline.bisect). Positions in `skip` are never asked: they count as skipped from the
+    start (signature "", so nothing is presumed from them); the ends cannot be skipped.
+    `known` answers some positions before the search starts (they are never asked again);
+    `prefer` lists positions to try first (already built)."""
     if n < 2:
         raise ValueError("need at least a good and a bad position")
     lo, hi = 0, n - 1
@@ -163,21 +177,32 @@ def kary_search(n: int, k: int, oracle: Callable[[list[int]], Sequence[Answer]],
     asked: list[int] = []
     answers: list[Verdict] = []
     rounds = 0
-    while positions := round_probes(lo, hi, max(1, k), skipped):
+    before = {p: _answer(r) for p, r in (known or {}).items() if 0 < p < n - 1}
+
+    def place(verdicts: Mapping[int, Verdict]) -> None:
+        nonlocal lo, hi
+        bad = [p for p, a in verdicts.items() if a.side is Verdict.BAD and p <= hi]
+        if bad:
+            hi = min(bad)
+        good = [p for p, a in verdicts.items() if a.side is Verdict.GOOD and p < hi]
+        if good:
+            lo = max(lo, max(good))
+
+    for pos, (answer, signature) in before.items():
+        if not answer.informative:
+            skipped[pos] = signature
+    place({p: a for p, (a, _) in before.items()})
+    # a known GOOD is at or below lo and a known BAD at or above hi from here on: never asked
+    while positions := round_probes(lo, hi, max(1, k), skipped, prefer):
         rounds += 1
         replies = oracle(positions)
         verdicts: dict[int, Verdict] = {}
         for pos, reply in zip(positions, replies):
-            answer, signature = (Verdict(reply[0]), reply[1]) if isinstance(reply, tuple) else (Verdict(reply), "")
+            answer, signature = _answer(reply)
             asked.append(pos)
             answers.append(answer)
             verdicts[pos] = answer
             if not answer.informative:
                 skipped[pos] = signature
-        bad = [p for p, a in verdicts.items() if a is Verdict.BAD]
-        if bad:
-            hi = min(bad)
-        good = [p for p, a in verdicts.items() if a is Verdict.GOOD and p < hi]
-        if good:
-            lo = max(lo, max(good))
+        place(verdicts)
     return SearchResult(lo, hi, tuple(asked), tuple(answers), skip_blocks(asked, answers, skipped)), rounds

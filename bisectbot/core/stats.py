@@ -17,8 +17,12 @@ Tests (README.md, "How it decides", summarises them; bench/bench_stats.py measur
   Stat. Sci. 2023.
 * GOOD, H0: TV(q, p) ≥ tolerance.  Universal inference: a predictable mixture likelihood over
   the null's maximised likelihood (Wasserman, Ramdas, Balakrishnan, PNAS 2020).
-* Bisect mode: Wald's two-point SPRT against the bad endpoint's smoothed distribution q̂, with
-  a small Dirichlet-mixture side bet so "looks like neither" (UNLIKE) is also a valid verdict.
+* Quick search steps: BAD as above, or "unlike the broken end's smoothed distribution q̂" (Wald's
+  SPRT toward the reference with a Dirichlet side bet): a placement, never GOOD.
+* Change: do two commits' runs (fresh seeds) come from different distributions? A two-sample
+  universal-inference test, valid whatever the reference says.
+* Likeness: commits run on the same seeds, compared seed for seed (the coupling inequality).
+* Skips: do more than half of a commit's runs fail?
 * Control-sample mode: the reference is itself a finite sample (m runs on disjoint seeds);
   a KT confidence set for p costs δ once (errors ≤ α + δ).
 
@@ -535,13 +539,13 @@ def _decide(total: int, log_bad: float, log_good: float, alpha: float, beta: flo
 
 
 # ---------------------------------------------------------------------------------------------
-# Bisect mode: two-point SPRT against the bad endpoint
+# The broken end's distribution, for quick steps and the sticky search
 # ---------------------------------------------------------------------------------------------
 
-UNLIKE_WEIGHT = 0.1  # share of each e-value bet on "neither endpoint" (costs log(1/0.9) ≈ 0.1 nat)
+UNLIKE_WEIGHT = 0.1  # share of the "unlike the broken end" e-value bet on any other distribution
 
 
-def kt_smooth(counts: Sequence[int]) -> tuple[float, ...]:
+def kt_smooth(counts: Sequence[float]) -> tuple[float, ...]:
     """(c_k + ½) / (Σc + K/2): the Krichevsky–Trofimov estimate, never 0.
 
     Used wherever observed counts stand in for a distribution: the bad endpoint's q̂ (so one
@@ -584,19 +588,6 @@ def bad_endpoint_enough(counts_bad: Sequence[int], ref: Reference, *,
     return n_b * kl(b / n_b, p) >= nats_per_df * max(used - 1, 1)
 
 
-def prefer_sticky(counts_bad: Sequence[int]) -> bool:
-    """The `auto` bisect strategy: sticky (Bayesian) bisection for subtle bugs, plain bisection
-    with the two-point test for gross ones.
-
-    A bug is "subtle" when the bad endpoint needed more than the minimum runs to be measured
-    (bad_endpoint_enough). For gross bugs builds dominate and plain bisection's two-point test
-    is right ≥ 99.8% at the fewest builds; for subtle bugs the plug-in q̂ is too noisy for the
-    two-point test (95.5% right at TV 0.1) while the sticky bisection, which integrates q out,
-    was right in 100% and cheaper (bench/bench_stats.py).
-    """
-    return float(np.sum(counts_bad)) > BAD_ENDPOINT_MIN_RUNS
-
-
 def log_lr_many(counts: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Σ n_k log(q_k / p_k); +inf when a category with p_k = 0 occurred (q must be > 0)."""
     n = np.asarray(counts, dtype=float)
@@ -605,61 +596,191 @@ def log_lr_many(counts: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.where(np.isneginf(lp), np.inf, log_lik_many(n, q) - lp)
 
 
-def two_point_e_many(counts: np.ndarray, p: np.ndarray, q: np.ndarray, a_p: np.ndarray,
-                     a_q: np.ndarray, w: float = UNLIKE_WEIGHT) -> tuple[np.ndarray, np.ndarray]:
-    """(log E_notp, log E_notq) for bisect mode.
-
-    E_notp = (1−w)·Π(q̂/p)^n + w·M_p/L_p   — an e-process under p (both terms are),
-    E_notq = (1−w)·Π(p/q̂)^n + w·M_q̂/L_q̂  — an e-process under q̂.
-    The first terms are Wald's SPRT; the Dirichlet mixtures let data that fit neither endpoint
-    reject both (UNLIKE).
-    """
-    lr = log_lr_many(counts, p, q)
-    lw, l1w = math.log(w), math.log1p(-w)
-    e_p = np.logaddexp(l1w + lr, lw + log_e_bad_many(counts, p, a_p))
-    e_q = np.logaddexp(l1w - lr, lw + log_e_bad_many(counts, q, a_q))
-    return e_p, e_q
+def log_e_unlike_many(counts: np.ndarray, p_good: np.ndarray, q_bad: np.ndarray,
+                      w: float = UNLIKE_WEIGHT) -> np.ndarray:
+    """log E against H0 "the commit's distribution is the broken end's q̂":
+    (1−w)·Π(p̃/q̂)^n + w·M_q̂/L_q̂. The first term is Wald's SPRT toward the (tolerant)
+    reference p̃, the second a Dirichlet side bet, so any distribution other than q̂ rejects it
+    too. Both terms are test martingales under q̂, so P(E ever ≥ 1/β | q̂) ≤ β."""
+    lr = log_lr_many(counts, q_bad, p_good)  # Σ n log(p̃/q̂)
+    a_q = prior_matrix(tuple(float(x) for x in q_bad))
+    return np.logaddexp(math.log1p(-w) + lr, math.log(w) + log_e_bad_many(counts, q_bad, a_q))
 
 
-def test_two_point(counts: Sequence[int], ref: Reference, q_bad: Sequence[float], *, alpha: float,
-                   beta: float, max_runs: int, unlike_weight: float = UNLIKE_WEIGHT, eta: float = 0.0) -> Evidence:
-    """Bisect mode: is this commit like the good endpoint (p) or the bad one (q̂)?
+def test_quick(counts: Sequence[int], ref: Reference, q_bad: Sequence[float], *, alpha: float,
+               beta: float, max_runs: int, eta: float = 0.0, bad: Evidence | None = None) -> Evidence:
+    """A quick search step, for when builds are cheap and GOOD against the reference is costly.
 
-    BAD    when E_notp ≥ 1/α and E_notq < 1/β;
-    GOOD   when E_notq ≥ 1/β and E_notp < 1/α;
-    UNLIKE when both fire (neither endpoint fits);
-    INCONCLUSIVE at max_runs. See :func:`two_point_e_many`.
-    With η > 0, p is the glitch-tolerant reference (`Reference.tolerant`).
-    Guarantees: under q = p, P(BAD or UNLIKE) ≤ α; under q = q̂, P(GOOD or UNLIKE) ≤ β. With the
-    SPRT share 1−w = 0.9 the thresholds on Σ n_k log(q̂_k/p_k) are log(1/α) + 0.105 and
-    −log(1/β) − 0.105, i.e. Wald's test up to a tenth of a nat. GOOD is guaranteed against q̂
-    itself; the real bad distribution differs from q̂ by estimation noise, which is why the bad
-    endpoint is measured until :func:`bad_endpoint_enough` first (and why, for subtle bugs,
-    :func:`sticky_bisect` is the better search).
-    """
+    BAD       when the commit departs from the reference by more than η: the BAD test of
+              :func:`test_against_reference` (betting half its mixture toward q̂), a real BAD
+              at level α;
+    GOOD_SIDE when it is shown unlike the broken end's q̂ (:func:`log_e_unlike_many` ≥ 1/β).
+              Not GOOD: a commit unlike the broken end may still depart from the reference (a
+              milder form of the bug, another defect). It only orders the search; the parent of
+              the commit the search ends at is tested against the reference before anything is
+              named (pipeline.bisect).
+    INCONCLUSIVE at max_runs. Which of the two fires first decides; BAD wins a tie. `bad`: the
+    reference test's evidence on these counts when it is not the exact one (a control sample's
+    test, :func:`test_against_control`), whose BAD statistic is then used instead."""
     _check_levels(alpha, beta)
     n = _as_counts(counts, ref)
-    if eta > 0:  # the good side is the glitch-tolerant reference: a stray outcome proves nothing
-        ref = Reference(ref.names, ref.tolerant(eta))
     q = np.asarray(q_bad, dtype=float)
     if q.shape != n.shape or (q <= 0).any() or abs(q.sum() - 1) > SUM_TOLERANCE:
         raise ValueError("q_bad must be a strictly positive distribution over the reference's "
-                         "categories (use kt_smooth on the bad endpoint's counts)")
+                         "categories (use kt_smooth on the broken end's counts)")
     q = q / q.sum()
     total = int(n.sum())
-    hit = _zero_prob_hit(n, ref.p, ref.names)
+    hit = _zero_prob_hit(n, ref.p, ref.names) if eta <= 0 and bad is None else None
     if hit is not None:
         return Evidence(Verdict.BAD, total, math.inf, -math.inf,
                         f"outcome {hit!r} has reference probability 0")
-    a_p = prior_matrix(ref.probs)
-    a_q = prior_matrix(tuple(q))
-    lp, lq = (float(x) for x in two_point_e_many(n, ref.p, q, a_p, a_q, unlike_weight))
-    fire_p, fire_q = lp >= math.log(1 / alpha), lq >= math.log(1 / beta)
-    if fire_p and fire_q:
-        return Evidence(Verdict.UNLIKE, total, lp, lq,
-                        f"fits neither endpoint after {total} runs: E vs good = {_fmt_e(lp)}, "
-                        f"E vs bad = {_fmt_e(lq)}")
-    return _decide(total, lp, lq, alpha, beta, max_runs, good_what="like the good endpoint")
+    log_bad = bad.log_e_bad if bad is not None else float(log_e_depart_many(n, ref, eta, toward=q))
+    p_good = np.asarray(ref.tolerant(eta) if eta > 0 else ref.estimate, dtype=float)
+    log_unlike = float(log_e_unlike_many(n, p_good, q))
+    if log_bad >= math.log(1 / alpha):
+        return Evidence(Verdict.BAD, total, log_bad, log_unlike,
+                        f"E_bad = {_fmt_e(log_bad)} ≥ 1/alpha = {1 / alpha:.3g} after {total} runs"
+                        + (f" (TV > {eta:g})" if eta > 0 else ""))
+    if log_unlike >= math.log(1 / beta):
+        return Evidence(Verdict.GOOD_SIDE, total, log_bad, log_unlike,
+                        f"unlike the broken end: E = {_fmt_e(log_unlike)} ≥ 1/beta = {1 / beta:.3g} after "
+                        f"{total} runs (not a test against the reference)")
+    if total >= max_runs:
+        return Evidence(Verdict.INCONCLUSIVE, total, log_bad, log_unlike,
+                        f"undecided after {total} runs (budget {max_runs}): E_bad = {_fmt_e(log_bad)}, "
+                        f"E_unlike = {_fmt_e(log_unlike)}")
+    return Evidence(None, total, log_bad, log_unlike, f"undecided after {total} runs")
+
+
+# ---------------------------------------------------------------------------------------------
+# Like an end, seed for seed (search steps run on the working end's seeds)
+# ---------------------------------------------------------------------------------------------
+
+ALIKE_DELTA = 0.05   # "like an end": TV from it below this (half the default tolerance)
+STEER_LEVEL = 0.01   # a placement only steers: P(placing a commit that differs by ≥ delta) ≤ this
+
+
+def log_e_alike(agree: int, differ: int, delta: float = ALIKE_DELTA) -> float:
+    """log E against H0 "TV(q_X, q_E) ≥ delta", from runs of commit X and of an end E on the
+    same seeds (`agree` seeds gave both the same observation, `differ` not).
+
+    A deterministic program's output is a function of its seed, so two commits run on one
+    random seed are a coupling of their distributions, and P(outputs differ) ≥ TV (the coupling
+    inequality). Under H0 each seed differs with probability d ≥ delta; the likelihood ratio of
+    d₁ = delta/4 against delta, ((1−d₁)/(1−delta))^agree (d₁/delta)^differ, has mean ≤ 1 per
+    seed for every d ≥ delta: a test supermartingale (Ville). All alike: 1/0.01 after 119
+    seeds; each seed that differs costs log 4. Commits whose outputs merely differ (other
+    numerics, a reordered random stream) never get there; they are tested as usual."""
+    d1 = delta / 4
+    return agree * math.log((1 - d1) / (1 - delta)) + differ * math.log(d1 / delta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Did the distribution change between two commits? (the named commit against its parent)
+# ---------------------------------------------------------------------------------------------
+
+CHANGE_FLAT = 0.2                  # a flat Dirichlet component over every category
+CHANGE_STRENGTHS = (20.0, 200.0)   # components centred on each expected distribution
+CHANGE_POINT_WEIGHT = 0.5          # the share of each side's mixture on the expected distributions themselves
+
+
+def change_priors(k: int, centres: Sequence[Sequence[float]]) -> np.ndarray:
+    """Dirichlet parameters for one side of the change test: flat over all k categories (any
+    outcome, stray ones included, keeps a positive probability), plus components centred on
+    each expected distribution (the reference, the broken end's q̂, the commit's own search
+    runs: all measured on other seeds, so fixed before the test's runs)."""
+    rows = [np.full(k, CHANGE_FLAT)]
+    for centre in centres:
+        c = np.asarray(centre, dtype=float)
+        if c.shape != (k,) or (c < 0).any() or not c.sum() > 0:
+            raise ValueError(f"a centre must be a distribution over the {k} categories")
+        c = c / c.sum()
+        rows += [s * c for s in CHANGE_STRENGTHS]
+    return np.array(rows)
+
+
+def log_change_side(counts: np.ndarray, centres: Sequence[Sequence[float]]) -> np.ndarray:
+    """log of one side's predictable mixture: half on the Dirichlet components of
+    `change_priors`, half on the centres themselves (KT-smoothed, so never 0): when a commit
+    really is what its centre says, the test pays almost nothing for having guessed."""
+    k = np.asarray(counts).shape[-1]
+    dirichlet = log_mixture_many(counts, change_priors(k, centres))
+    if not centres:
+        return dirichlet
+    out = math.log1p(-CHANGE_POINT_WEIGHT) + dirichlet
+    w = math.log(CHANGE_POINT_WEIGHT / len(centres))
+    for centre in centres:
+        smooth = np.asarray(kt_smooth([float(x) * 1e4 for x in centre]), dtype=float)
+        out = np.logaddexp(out, w + log_lik_many(counts, smooth))
+    return out
+
+
+def log_e_change_many(x: np.ndarray, y: np.ndarray, centres_x: Sequence[Sequence[float]],
+                      centres_y: Sequence[Sequence[float]]) -> np.ndarray:
+    """log E against H0 "x and y are runs of one and the same distribution":
+
+        log E_n = log M_x(x) + log M_y(y) − max_q log L_q(x + y)
+
+    (universal inference: Wasserman, Ramdas, Balakrishnan, PNAS 2020), M the mixture of
+    `log_change_side`. For the true common q the maximum is at least log L_q(x) + log L_q(y);
+    M_x(x)/L_q(x) and M_y(y)/L_q(y) are test martingales on two independent run sequences, and
+    fed in a fixed alternation their product is one too, so P(E ever ≥ 1/α) ≤ α at any
+    stopping time."""
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n = xa + ya
+    tot = n.sum(-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pooled = xlogy(n, n / np.where(tot > 0, tot, 1.0)).sum(-1)
+    return log_change_side(xa, centres_x) + log_change_side(ya, centres_y) - pooled
+
+
+def test_change(x: Sequence[int], y: Sequence[int], ref: Reference, *, alpha: float, max_runs: int,
+                centres_x: Sequence[Sequence[float]] = (), centres_y: Sequence[Sequence[float]] = ()) -> Evidence:
+    """Do the runs `x` (the named commit's, fresh seeds) and `y` (its parent's) come from
+    different distributions? CHANGED when the change e-value reaches 1/α; INCONCLUSIVE once
+    both have `max_runs` counted runs without it. Neither the reference nor any assumption
+    about the history enters the guarantee: at a commit where nothing changed, CHANGED has
+    probability ≤ α. The reference and the centres only steer the mixtures (speed, never
+    validity)."""
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    xa, ya = _as_counts(x, ref), _as_counts(y, ref)
+    log_e = float(log_e_change_many(xa, ya, [ref.estimate, *centres_x], [ref.estimate, *centres_y]))
+    nx, ny = int(xa.sum()), int(ya.sum())
+    if log_e >= math.log(1 / alpha):
+        return Evidence(Verdict.CHANGED, nx + ny, log_e, 0.0,
+                        f"E_change = {_fmt_e(log_e)} ≥ 1/alpha = {1 / alpha:.3g} after {nx} + {ny} runs")
+    if min(nx, ny) >= max_runs:
+        return Evidence(Verdict.INCONCLUSIVE, nx + ny, log_e, 0.0,
+                        f"no change shown after {nx} + {ny} runs (budget {max_runs} each): "
+                        f"E_change = {_fmt_e(log_e)}")
+    return Evidence(None, nx + ny, log_e, 0.0, f"undecided after {nx} + {ny} runs")
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs that mostly fail: when to skip a commit
+# ---------------------------------------------------------------------------------------------
+
+SKIP_LEVEL = 0.02  # P(skipping a commit whose runs fail at most half the time) ≤ this
+# alternatives (failure rate f, weight) of the mixture; most weight on "nearly every run fails"
+SKIP_ALTERNATIVES: tuple[tuple[float, float], ...] = ((0.6, 0.1), (0.8, 0.2), (0.95, 0.7))
+
+
+def log_e_mostly_failing(failed: int, ok: int) -> float:
+    """log E against H0 "at most half of this commit's runs fail".
+
+    A mixture over alternatives f > ½ of the likelihood ratios (f/½)^failed ((1−f)/½)^ok;
+    under any failure rate ≤ ½ each ratio has mean ≤ 1 per run (2(f_H f + (1−f_H)(1−f)) ≤ 1),
+    so the mixture is a test supermartingale (Ville). When every run fails it reaches 1/0.02
+    after 7 runs; a commit where 10% of runs fail essentially never gets there."""
+    terms = [math.log(w) + failed * math.log(2 * f) + ok * math.log(2 * (1 - f)) for f, w in SKIP_ALTERNATIVES]
+    top = max(terms)
+    return top + math.log(sum(math.exp(t - top) for t in terms))
+
+
+def mostly_failing(failed: int, ok: int, level: float = SKIP_LEVEL) -> bool:
+    """Evidence, at `level`, that more than half of the commit's runs fail: skip it."""
+    return log_e_mostly_failing(failed, ok) >= math.log(1 / level)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -670,19 +791,21 @@ def test_two_point(counts: Sequence[int], ref: Reference, q_bad: Sequence[float]
 def step_level(n_commits: int, confidence: float = 0.99) -> float:
     """Per-verdict α (= β) so that a bisect over n_commits is right with prob ≥ confidence.
 
-    The bisect is right if every verdict it relies on is right. Plain bisection over positions
-    0..n−1 (0 good, n−1 bad, both known) asks at most ⌈log2(n − 1)⌉ verdicts, and the pipeline
-    re-tests the culprit and its parent once more: +2. Each verdict is wrong with probability
-    ≤ α (a good commit) or ≤ β (a bad one), so by the union bound the whole is wrong with
-    probability ≤ (⌈log2(n−1)⌉ + 2)·α. (Using n − 1 rather than n is exact for the number of
-    steps and never gives a smaller α than (1−confidence)/(⌈log2 n⌉ + 2).)
+    What a bisect reports rests on its tests against the reference (every GOOD or BAD it
+    reached: the ends, the search's reference steps, fresh re-tests) and on the change test at
+    the named commit: if none of them is wrong, the answer is right (within the assumptions
+    the report lists). Plain bisection over positions 0..n−1 (0 good, n−1 bad) makes at most
+    ⌈log2(n − 1)⌉ steps; with the two ends, the change test and one fresh re-test of the
+    parent that is +4, and by the union bound the whole is wrong with probability ≤
+    (⌈log2(n−1)⌉ + 4)·α. The pipeline stops before its tests' levels would sum past
+    1 − confidence (skips and walk-backs can add tests).
     """
     if n_commits < 2:
         raise ValueError("a bisect needs at least two commits")
     if not (0.0 < confidence < 1.0):
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     steps = math.ceil(math.log2(n_commits - 1)) if n_commits > 2 else 0
-    return (1.0 - confidence) / (steps + 2)
+    return (1.0 - confidence) / (steps + 4)
 
 
 def kl(q: Sequence[float] | np.ndarray, p: Sequence[float] | np.ndarray) -> float:
