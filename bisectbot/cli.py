@@ -318,11 +318,14 @@ def main() -> None:
 @click.option("--find", type=click.Choice(["bad", "fixed"]), default="bad", show_default=True,
               help="Find the first bad commit, or (fixed) the first commit where a bug went away: "
                    "then --good is the old broken ref and --bad the new working one.")
-@click.option("--strategy", type=click.Choice(["auto", "plain", "sticky"]), default="auto", show_default=True,
-              help="plain: binary search, each commit decided by a two-point test. sticky: Bayesian "
-                   "bisection that stays on a commit until its side is clear — right more often "
-                   "and cheaper for subtle bugs, where runs cost more than builds. auto: plain "
-                   "for gross bugs, sticky for subtle ones (judged from the bad endpoint).")
+@click.option("--strategy", type=click.Choice(["auto", "reference", "plain", "sticky"]), default="auto",
+              show_default=True,
+              help="reference: binary search, each step a test against the reference (GOOD = within "
+                   "tolerance of it). plain: quick steps, BAD against the reference or GOOD-SIDE once a "
+                   "commit is unlike the bad end (cheap when builds are cheap; a milder form of the bug "
+                   "makes the search walk back). sticky: Bayesian bisection that stays on a commit until "
+                   "its side is clear. auto: reference or plain, whichever the build and run times this "
+                   "state directory measured make faster.")
 @click.option("--paths", multiple=True, metavar="PATH",
               help="Search only commits touching these paths (a file, a directory or a glob; "
                    "repeatable), as `git bisect start -- <paths>`.")

@@ -147,6 +147,32 @@ def searched_text(r: BisectReport) -> str:
     return f" (N' = {r.searched} can change the binary)" if r.skipped_equivalent else ""
 
 
+def cost_line(r: BisectReport) -> str | None:
+    """'cost: 11 builds + 4,094 runs ≈ 17 min at this state's measured costs; forecast with
+    reference steps 16 min (plain 19 min)': the forecast the strategy was chosen by and what
+    the bisect took, in the same units; None for reports without one."""
+    cost = r.cost
+    if not cost or not cost.get("actual"):
+        return None
+    actual, unit = cost["actual"], cost["unit"]
+    text = (f"cost: {actual['builds']} builds + {actual['runs']:,} runs ≈ {_duration(actual['seconds'])} at "
+            f"{_duration(unit['build_seconds'])} a build and {unit['run_seconds']:.3g} s a run")
+    estimate = cost.get("estimate")
+    if estimate:
+        others = ", ".join(f"{a['strategy']} {_duration(a['seconds'])}" for a in cost.get("alternatives", []))
+        text += (f"; forecast with {estimate['strategy']} steps: {estimate['builds']:.0f} builds + "
+                 f"{estimate['runs']:,} runs ≈ {_duration(estimate['seconds'])}" + (f" ({others})" if others else ""))
+    return text
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.2g} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
 def outputs_lines(r: BisectReport) -> list[str]:
     """The culprit's and its parent's first re-test runs side by side, collapsed (each run under
     its own commit's seed: seeds belong to commits)."""
@@ -209,6 +235,7 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         f"(⌈log2 N{chr(39) if r.skipped_equivalent else ''}⌉ + 3 = {r.builds_bound}) · **{r.runs} runs** "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
         f"(per-step error ≤ {r.step_alpha:.1e})",
+        *(["", line[0].upper() + line[1:]] if (line := cost_line(r)) else []),
         "",
         f"Reference: {reference_line(r.reference)}",
         "",

@@ -16,7 +16,7 @@ from bisectbot.core.outcome import Find
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, Environment, ReferenceSummary, TestReport
 from bisectbot.core.stats import MISSED, OTHER
-from bisectbot.report import OTHER_LABELS, bisect_headline, reference_line, role_label
+from bisectbot.report import OTHER_LABELS, bisect_headline, cost_line, reference_line, role_label
 
 MIN_WIDTH = 50  # narrower than this, lines are laid out as for 50 columns (a 40-hex sha and ` \` fit)
 INDENT = "    "
@@ -141,6 +141,8 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
         f"{searched} · {r.builds} builds (bound {r.builds_bound}) · {r.runs} runs "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
         f"(per-step error ≤ {r.step_alpha:.1e})", width, INDENT)
+    if (cost := cost_line(r)) is not None:
+        lines += wrap(cost, width, INDENT)
     lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
     lines += ["", *verdict_rows(r.verdicts, r.reference, width, r.find)]
     if r.find is Find.FIXED:

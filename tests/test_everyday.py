@@ -192,10 +192,10 @@ def test_the_culprits_and_parents_runs_and_a_command_for_one_seed(finished: tupl
     out = report["outputs"]
     assert out["culprit"] == demo.culprit and out["parent"] == report["last_good"]
     assert len(out["rows"]) == 6
-    retests = {v["role"]: v for v in report["verdicts"] if v["role"].startswith("retest-")}
+    confirms = {v["role"]: v for v in report["verdicts"] if v["role"].startswith("confirm-")}
     for row, i in zip(out["rows"], range(6)):
-        assert row["culprit_seed"] == retests["retest-culprit"]["seeds"][0] + i
-        assert row["parent_seed"] == retests["retest-parent"]["seeds"][0] + i
+        assert row["culprit_seed"] == confirms["confirm-culprit"]["seeds"][0] + i
+        assert row["parent_seed"] == confirms["confirm-parent"]["seeds"][0] + i
         for side in ("culprit", "parent"):
             assert re.fullmatch(r"[a-f]{4}", row[side]), row  # the demo generates 4 letters after "ab"
     again = out["rerun"]

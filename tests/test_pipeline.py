@@ -56,7 +56,7 @@ def test_bisect_names_the_planted_commit(bisected: dict, small_demo: DemoHistory
         assert v["commit"] == v["sha"] and len(v["commit"]) == 40
     roles = [v["role"] for v in bisected["verdicts"]]
     assert roles[:2] == ["bad-endpoint", "good-endpoint"]
-    assert roles[-2:] == ["retest-culprit", "retest-parent"]
+    assert roles[-2:] == ["confirm-culprit", "confirm-parent"]  # the change test, on fresh seeds
     assert isinstance(bisected["runs"], int) and bisected["runs"] > 0
     # the summary names the culprit, the builds used and how to reproduce
     out = bisected["_stdout"]

@@ -23,6 +23,10 @@ REF = stats.Reference.from_probs({"a": 0.5, "b": 0.3, "c": 0.2})  # categories a
 ASK = Ask(role="test", alpha=1e-3, beta=1e-3)
 
 
+def ASK_TOWARD(q_bad: tuple[float, ...]) -> Ask:  # noqa: N802 - a constant's companion
+    return Ask(role="test", alpha=1e-3, beta=1e-3, q_bad=q_bad)
+
+
 def test_judge_runs_the_test_the_question_asks_for() -> None:
     gross = [0, 60, 0, 0]
     assert judge(gross, ASK, REF, tolerance=0.1, budget=1000).decision is Verdict.BAD
@@ -32,14 +36,26 @@ def test_judge_runs_the_test_the_question_asks_for() -> None:
     assert judge([1, 1, 0, 0], ASK, REF, tolerance=0.1, budget=2).decision is Verdict.INCONCLUSIVE
 
 
-def test_judge_two_point_is_the_bisect_mode_test() -> None:
+def test_judge_quick_is_bad_against_the_reference_or_only_good_side() -> None:
     q_bad = stats.kt_smooth([0, 90, 10, 0])
-    two_point = Ask(role="step", alpha=1e-3, beta=1e-3, mode="two-point", q_bad=q_bad)
-    like_bad = judge([0, 9, 1, 0], two_point, REF, tolerance=0.1, budget=1000)
-    like_good = judge([15, 3, 2, 0], two_point, REF, tolerance=0.1, budget=1000)
-    assert like_bad.decision is Verdict.BAD and like_good.decision is Verdict.GOOD
+    quick = Ask(role="step", alpha=1e-3, beta=1e-3, mode="quick", q_bad=q_bad)
+    like_bad = judge([0, 9, 1, 0], quick, REF, tolerance=0.1, budget=1000)
+    unlike_bad = judge([15, 3, 2, 0], quick, REF, tolerance=0.1, budget=1000)
+    assert like_bad.decision is Verdict.BAD  # a real BAD: the reference test's BAD side
+    assert math.isclose(like_bad.log_e_bad,
+                        judge([0, 9, 1, 0], ASK_TOWARD(q_bad), REF, tolerance=0.1, budget=1000).log_e_bad)
+    # unlike the bad end after a few runs: placed on the good side, never called GOOD
+    assert unlike_bad.decision is Verdict.GOOD_SIDE and "not a test against the reference" in unlike_bad.reason
     # with the generic test the same few runs would not decide GOOD (it must rule out a TV ball)
     assert judge([15, 3, 2, 0], ASK, REF, tolerance=0.1, budget=1000).decision is None
+
+
+def test_judge_depart_is_the_bad_side_alone() -> None:
+    depart = Ask(role="zone-check", alpha=1e-3, beta=1e-3, mode="depart")
+    assert judge([0, 30, 0, 0], depart, REF, tolerance=0.1, budget=1000).decision is Verdict.BAD
+    looks_good = [int(1000 * p) for p in REF.probs]
+    assert judge(looks_good, ASK, REF, tolerance=0.1, budget=1000).decision is Verdict.GOOD
+    assert judge(looks_good, depart, REF, tolerance=0.1, budget=1000).decision is Verdict.INCONCLUSIVE
 
 
 def test_judge_bad_model_measures_until_q_hat_is_precise_enough() -> None:
@@ -48,12 +64,11 @@ def test_judge_bad_model_measures_until_q_hat_is_precise_enough() -> None:
     assert judge([0, 100, 0, 0], model, REF, tolerance=0.1, budget=1000).decision is Verdict.BAD
 
 
-def test_judge_two_point_on_a_control_sample_treats_its_zeros_as_possible() -> None:
+def test_judge_quick_on_a_control_sample_treats_its_zeros_as_possible() -> None:
     control = stats.Reference.from_control({"a": 60, "b": 40, "c": 0})  # c never seen in the sample
-    two_point = Ask(role="step", alpha=1e-3, beta=1e-3, mode="two-point",
-                    q_bad=stats.kt_smooth([0, 90, 10, 0]))
-    ev = judge([5, 3, 1, 0], two_point, control, tolerance=0.1, budget=1000)
-    assert math.isfinite(ev.log_e_bad)  # one `c` is evidence, not an impossibility
+    quick = Ask(role="step", alpha=1e-3, beta=1e-3, mode="quick", q_bad=stats.kt_smooth([0, 90, 10, 0]))
+    ev = judge([5, 3, 1, 0], quick, control, tolerance=0.1, budget=1000)
+    assert math.isfinite(ev.log_e_bad) and math.isfinite(ev.log_e_good)  # one `c` is evidence, not an impossibility
 
 
 @pytest.fixture
@@ -92,17 +107,22 @@ def test_a_cancelled_job_stops_before_the_next_verdict_builds(small_demo: DemoHi
     assert stop.value.who == "maintainer" and not [e for e in seen if isinstance(e, Building)]
 
 
-def test_the_sticky_feed_gives_the_same_runs_as_a_verdict(small_demo: DemoHistory, session) -> None:
+def test_the_feed_gives_the_same_runs_as_a_verdict(small_demo: DemoHistory, session) -> None:
     s, _ = session
     verdict = s.tester.verdict(small_demo.bad, Ask(role="bad-endpoint", alpha=1e-3, beta=1e-3))
-    feed = s.tester.sticky_feed(small_demo.bad)
+    feed = s.tester.feed(small_demo.bad)
     categories = [feed.next() for _ in range(sum(c for k, c in verdict.counts.items()))]
     feed.close()
     names = s.tester.reference.names
     assert {names[i]: categories.count(i) for i in set(categories)} == {k: c for k, c in verdict.counts.items() if c}
     assert feed.stream is not None and feed.stream.executed == 0  # replayed from the verdict's runs
-    sticky = feed.verdict(Verdict.BAD, "posterior")
+    sticky = feed.verdict(Verdict.BAD_SIDE, "posterior")
     assert sticky.mode == "sticky" and sticky.role == "sticky" and sticky.counts == verdict.counts
-    broken = s.tester.sticky_feed(small_demo.build_break)
+    # block 1 from a later seed: the seeds a confirmation reads after an earlier one
+    later = s.tester.feed(small_demo.bad, block=1, start=5)
+    later.next()
+    later.close()
+    assert later.tally.first == s.cfg.run.commit_seeds(small_demo.bad, 1, 6)[5]
+    broken = s.tester.feed(small_demo.build_break)
     with pytest.raises(Untestable, match="build failed"):
         broken.next()

@@ -76,7 +76,7 @@ class Environment:
 
 
 class BisectStatus(str, Enum):
-    FOUND = "found"              # culprit named and confirmed on fresh seeds
+    FOUND = "found"              # culprit named: parent GOOD, culprit BAD, and a change shown on fresh seeds
     AMBIGUOUS = "ambiguous"      # undecidable commits leave a range of candidates
     UNCONFIRMED = "unconfirmed"  # the re-test disagreed, or the sticky posterior fell short
     STOPPED = "stopped"          # --max-builds or --deadline reached: the range so far; rerun to resume
@@ -111,7 +111,7 @@ class BisectReport:
     config: ConfigSummary
     environment: Environment
     reproduce: str
-    strategy: str = "plain"        # plain | sticky (the one used; `auto` picks per bug)
+    strategy: str = "plain"        # reference | plain | sticky (the first used; `auto` picks by cost)
     extra: dict[str, Any] = field(default_factory=dict)
     # consecutive commits that failed alike (tried, or presumed between two alike failures):
     # {first, last, commits, tried, signature, text}
@@ -137,6 +137,10 @@ class BisectReport:
     # the command that reruns one seed by hand (pipeline.outputs); None otherwise
     outputs: dict[str, Any] | None = None
     user_skipped: list[str] = field(default_factory=list)  # --skip / --exclude: never built nor tested
+    # the forecast the strategy was chosen by and what the bisect took, in the same units:
+    # {unit: {build_seconds, run_seconds, measured_builds, measured_runs}, estimate: {strategy,
+    # builds, runs, seconds}, alternatives: [...], actual: {builds, runs, seconds, build_seconds}, text}
+    cost: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
 

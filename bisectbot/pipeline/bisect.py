@@ -1,23 +1,26 @@
 """Bisect stage: from a planned range to the first commit that departs from the reference.
 
-The stages, in order, each verdict stored by the job as it is reached:
-1. endpoints: the broken endpoint (bad, or the old one with find=fixed) must test BAD with the
-   generic test and the working one GOOD (EndpointError otherwise); cross-check arms get their
-   own verdicts at both endpoints, reported beside the main ones (they do not steer the search);
-2. model: the broken endpoint is measured further (same seeds onwards, budget test.model_runs)
-   until its smoothed distribution q̂ is precise relative to the size of the bug; `auto` picks
-   the strategy here;
-3. search: plain binary search with two-point steps, or the sticky Bayesian bisection — both
-   accelerators only; a commit they cannot place (a step UNLIKE either end, a sticky visit that
-   never settles) is probed against the reference on fresh seeds, and the search goes on on its
-   side;
-4. confirm: the candidate and its parent re-tested on fresh seeds against the reference (the
-   generic test). A parent that departs too means a change point was crossed: the search goes on
-   below it, with its distribution as the new broken end; a candidate that does not depart
-   means a step erred: the search goes on above it (`Bisection.first_departure`);
-5. summary: the report, whose confidence is a union bound over the tests against the
-   reference it rests on (re-tests and probes) and the control sample's delta, with the change
-   points crossed and the assumptions the bound needs.
+GOOD and BAD mean one thing everywhere: a test against the reference said so (GOOD = within
+tolerance of it, BAD = departs by more than eta). The stages, in order, each verdict stored by
+the job as it is reached:
+1. endpoints: the broken endpoint (bad, or the old one with find=fixed) must test BAD and the
+   working one GOOD (EndpointError otherwise); cross-check arms get their own verdicts at both
+   endpoints, reported beside the main ones (they do not steer the search);
+2. strategy: with `auto`, the one of least expected wall time from the costs this state
+   directory measured (core.policy): reference steps (every step a test against the
+   reference) or quick steps (`plain`: BAD, or GOOD-SIDE once a commit is shown unlike the
+   broken end; they need a model of the broken end, measured first); `sticky` when asked;
+3. search: binary search with those steps (K at a time on a cluster) or the sticky Bayesian
+   bisection; what a test against the reference settled is never tested again;
+4. confirm (pipeline.confirm): the commit and its parent on fresh seeds: the parent must pass
+   the reference test and the commit depart from it (unless a step already showed it), and
+   their runs must differ (the change test). A parent that departs means a quick step was
+   misplaced: the search walks back between the last commit that passed the reference test
+   and the parent, built commits first (`Bisection.first_departure`); two commits that cannot
+   be told apart make the answer ambiguous, saying why;
+5. summary: the report, whose confidence is a union bound over every claim the answer rests on
+   (each GOOD/BAD against the reference, each change found) and the control sample's delta,
+   with the forecast the strategy was chosen by beside what the bisect took.
 Per-verdict error levels come from the whole-bisect confidence (`BisectPlan.level`). Everything
 is replayed from the state database on a rerun: a killed bisect resumes where it was.
 """
@@ -29,7 +32,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from bisectbot.core import stats
+import numpy as np
+
+from bisectbot.core import policy, stats
 from bisectbot.core.inputs import Narrowed
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, CommitVerdict, distinct_runs
@@ -37,11 +42,12 @@ from bisectbot.core.reports import BisectReport, BisectStatus, ConfigSummary, En
 from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, presumed, skip_blocks
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline.budget import Budget, BudgetSpent
+from bisectbot.pipeline import confirm
 from bisectbot.pipeline.events import (ArmStarted, BisectStarted, BlockOfSkips, BudgetReached, Confirming,
                                        EndpointStarted, Events, RoundStarted, StepStarted, StickySkip, StickyVisit,
-                                       StrategyChosen)
+                                       StrategyChosen, WalkingBack)
 from bisectbot.pipeline.outputs import side_by_side
-from bisectbot.pipeline.verdict import StickyFeed, Tester, Untestable
+from bisectbot.pipeline.verdict import Feed, Tester, Untestable
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,11 @@ class BisectPlan:
         return [p - lo for p in range(lo + 1, hi) if self.line[p] in skip]
 
     def ask(self, role: str, **kw: object) -> Ask:
-        """A question at this bisect's per-step error level."""
+        """A question at this bisect's per-step error level. The search's questions (block 0)
+        run on the working end's seeds: every commit tested there can be compared with the
+        ends seed for seed (Ask.alike); fresh seeds (block 1) are each commit's own."""
+        if kw.get("block", 0) == 0:
+            kw.setdefault("seeds_of", self.line[self.working_pos])
         return Ask(role=role, alpha=self.level, beta=self.level, **kw)  # type: ignore[arg-type]
 
 
@@ -166,9 +176,6 @@ def _shifted(res: SearchResult, by: int) -> SearchResult:
                               for b in res.blocks))
 
 
-DECISIVE_ROLES = ("retest-culprit", "retest-parent", "probe")
-
-
 def steps_estimate(n: int) -> int:
     """How many search steps plain bisection needs over n commits (both ends known)."""
     return max(1, math.ceil(math.log2(max(n - 1, 2))))
@@ -182,6 +189,8 @@ class Bisection:
         self.budget = budget  # --max-builds / --deadline: checked before each verdict (and build)
         self.verdicts: list[CommitVerdict] = []
         self.rounds = 0  # search rounds (a step, or K commits at once on a cluster)
+        self.choices: list[policy.Choice] = []  # the strategy chosen before each search, with its forecast
+        self.fresh: dict[str, int] = {}  # per commit: the first block-1 seed no test of this bisect has read
 
     @property
     def width(self) -> int:
@@ -216,6 +225,45 @@ class Bisection:
         plan = self.plan
         skipped = plan.narrowed.stands_for.get(plan.line[pos - 1], ()) if plan.narrowed else ()
         return skipped[-1] if skipped else plan.line[pos - 1]
+
+    # -- what is known so far ------------------------------------------------------------------
+    def tested(self, sha: str) -> Verdict | None:
+        """The latest GOOD or BAD a test against the reference gave this commit in this bisect."""
+        for v in reversed(self.verdicts):
+            if v.sha == sha and _claims(v) and v.verdict.tested:
+                return v.verdict
+        return None
+
+    def known(self, lo: int, hi: int) -> dict[int, tuple[Verdict, str]]:
+        """Positions strictly between lo and hi that need no new test: tested against the
+        reference (as the search reads them), or skipped (cannot be built or run)."""
+        out: dict[int, tuple[Verdict, str]] = {}
+        where = {sha: i for i, sha in enumerate(self.plan.line)}
+        for v in self.verdicts:
+            pos = where.get(v.sha)
+            if v.arm != "main" or pos is None or not lo < pos < hi:
+                continue
+            if _claims(v) and v.verdict.tested:
+                out[pos] = (self.plan.find.search_verdict(v.verdict), "")
+            elif v.mode == "reference" and v.verdict is Verdict.INCONCLUSIVE and pos not in out:
+                out[pos] = (self.plan.find.search_verdict(_placed(v.verdict)), "")
+            elif v.verdict is Verdict.SKIP and v.block == 0 and pos not in out:
+                out[pos] = (Verdict.SKIP, v.signature)
+        return out
+
+    def built(self) -> set[int]:
+        """Positions whose commit this bisect has built (a test there costs runs, not a build)."""
+        where = {sha: i for i, sha in enumerate(self.plan.line)}
+        return {where[v.sha] for v in self.verdicts if v.sha in where and v.build == "ok"}
+
+    def end_verdict(self, name: str) -> CommitVerdict:
+        """The endpoint test of the end the user named `name` (good or bad)."""
+        return next(v for v in self.verdicts if v.arm == "main" and v.role == f"{name}-endpoint")
+
+    def _q_bad(self, model: CommitVerdict | None = None) -> tuple[float, ...]:
+        """The broken end's smoothed distribution: its model when measured, else its endpoint test."""
+        source = model or self.end_verdict(self.plan.find.broken_ref_name)
+        return stats.kt_smooth([source.counts[name] for name in self.tester.reference.names])
 
     # -- 1. endpoints --------------------------------------------------------------------------
     def _log_command(self, v: CommitVerdict) -> str:
@@ -277,12 +325,37 @@ class Bisection:
             f"({plan.good[:12]}) tests {good_v.verdict.value.upper()} and --bad {plan.bad_ref} ({plan.bad[:12]}) "
             f"tests {bad_v.verdict.value.upper()} (BAD = departs from the reference, GOOD = like it); {hint}")
 
-    # -- 2. the bad model ----------------------------------------------------------------------
+    # -- 2. the strategy, from measured costs --------------------------------------------------
+    def choose_strategy(self, lo: int, hi: int, third: bool) -> str:
+        """`auto`: the strategy of least expected wall time (core.policy) for the range lo..hi,
+        from the costs this state directory measured and what the ends' tests took; `third`:
+        a confirmation already found a distribution quick steps misplace. Sticky only when
+        asked, and never on a cluster (its feed runs here, not on the workers)."""
+        plan, cfg = self.plan, self.tester.cfg
+        asked = plan.strategy
+        if asked == "sticky" and hasattr(self.tester, "verdicts"):
+            asked = "plain"
+        costs = _unit_costs(self.tester.runner)
+        ref = self.tester.reference
+        working = self.end_verdict(plan.find.working_ref_name)
+        broken = self.end_verdict(plan.find.broken_ref_name)
+        here = policy.situation(hi - lo + 1, ref, eta=cfg.test.indifference, good_runs=working.runs,
+                                bad_counts=[broken.counts[n] for n in ref.names], level=plan.level,
+                                max_runs=cfg.run.max_runs, model_budget=cfg.test.model_runs,
+                                third=1.0 if third else policy.THIRD)
+        allowed = ("reference", "plain") if asked == "auto" else ((asked,) if asked != "sticky" else ("plain",))
+        choice = policy.choose(here, costs, allowed)
+        if asked == "sticky":
+            choice = policy.Choice("sticky", choice.forecasts, costs, here, "as asked")
+        self.choices.append(choice)
+        self.events.emit(StrategyChosen(choice.strategy, choice.text() if asked == "auto" else "as asked"))
+        return choice.strategy
+
     def bad_model(self, pos: int | None = None) -> CommitVerdict:
-        """Keep measuring a broken-side commit (the broken endpoint, or later a commit found to
-        depart already) until q̂ is precise relative to the bug; its own budget (test.model_runs).
-        Out of budget, q̂ is used as it is: the search only steers (a noisy q̂ costs runs, the
-        re-tests against the reference decide); only a broken endpoint that cannot run stops."""
+        """Keep measuring a broken-side commit (the broken end, or later a commit found to
+        depart already) until q̂ is precise relative to the bug; its own budget
+        (test.model_runs). Only quick steps and the sticky search need it: they compare commits
+        with q̂. Out of budget, q̂ is used as it is (it only steers)."""
         plan = self.plan
         pos = plan.broken_pos if pos is None else pos
         name = plan.find.broken_ref_name
@@ -292,24 +365,18 @@ class Bisection:
                                                    self._log_command(model)))
         return model
 
-    def choose_strategy(self, model: CommitVerdict) -> str:
-        """`auto`: plain for gross bugs (builds dominate), sticky for subtle ones (runs do)."""
-        if hasattr(self.tester, "verdicts"):  # on a cluster (even of one worker): plain search,
-            return "plain"                     # the sticky feed runs here, not on the workers
-        if self.plan.strategy != "auto":
-            return self.plan.strategy
-        strategy = "sticky" if stats.prefer_sticky(list(model.counts.values())) else "plain"
-        self.events.emit(StrategyChosen(strategy, sum(model.counts.values())))
-        return strategy
-
     # -- 3. search -----------------------------------------------------------------------------
-    def search(self, strategy: str, model: CommitVerdict, lo: int, hi: int) -> Found:
-        """The boundary between lo (known on the working side) and hi (known broken), searched
-        with two-point steps against q̂ (plain) or the sticky Bayesian bisection."""
+    def search(self, strategy: str, model: CommitVerdict | None, lo: int, hi: int, walk_back: bool) -> Found:
+        """The boundary between lo (working side) and hi (broken side), searched with reference
+        steps, quick steps against q̂ (plain), or the sticky Bayesian bisection. Positions already
+        tested against the reference are not tested again; after a walk-back, commits already
+        built are tried first."""
         if strategy == "sticky":
             return self._sticky(model, lo, hi)
         plan = self.plan
         q_bad = self._q_bad(model)
+        mode = "reference" if strategy == "reference" else "quick"
+        budget = self.step_budget()
         steps = steps_estimate(hi - lo + 1)
         asked: list[int] = []
         answers: list[Verdict] = []
@@ -318,12 +385,10 @@ class Bisection:
         def oracle(i: int) -> tuple[Verdict, str]:
             pos = lo + i
             self.events.emit(StepStarted(len(asked) + 1, steps, plan.line[pos], pos, plan.n - 1))
-            v = self.test(pos, plan.ask("step", mode="two-point", q_bad=q_bad))
-            if v.verdict in (Verdict.UNLIKE, Verdict.INCONCLUSIVE):
-                # like neither end (a third distribution, e.g. a milder form of the bug): the
-                # reference decides which side it is on, on fresh seeds
-                v = self.probe(pos, model)
-            answer = plan.find.search_verdict(v.verdict)
+            v = self.test(pos, plan.ask("step", mode=mode, q_bad=q_bad, budget=budget, alike=self.alike_table()))
+            if v.verdict is Verdict.INCONCLUSIVE and mode == "quick":
+                v = self.probe(pos, model)  # neither side within the budget: the reference places it
+            answer = plan.find.search_verdict(_placed(v.verdict))
             asked.append(pos)
             answers.append(answer)
             if not answer.informative:
@@ -332,32 +397,67 @@ class Bisection:
             return answer, v.signature
 
         skip = plan.skipped_in(lo, hi)
+        known = {p - lo: a for p, a in self.known(lo, hi).items()}
+        prefer = {p - lo for p in self.built() if lo < p < hi} if walk_back else set()
         if self.width > 1:
-            res, _ = kary_search(hi - lo + 1, self.width, lambda ps: self._round(ps, lo, model, q_bad), skip)
-            return Found(_shifted(res, lo), "plain")
-        res = bisect_search(hi - lo + 1, oracle, skip)
+            res, _ = kary_search(hi - lo + 1, self.width,
+                                 lambda ps: self._round(ps, lo, model, mode, q_bad, budget), skip, known, prefer)
+            return Found(_shifted(res, lo), strategy)
+        res = bisect_search(hi - lo + 1, oracle, skip, known, prefer)
         self.rounds += len(res.asked)
-        return Found(_shifted(res, lo), "plain")
+        return Found(_shifted(res, lo), strategy)
 
-    def _round(self, offsets: list[int], lo: int, model: CommitVerdict, q_bad: tuple[float, ...]
-               ) -> list[tuple[Verdict, str]]:
-        """One round on a cluster: the commits at lo + offsets, each with a two-point step; a
-        commit like neither end is then probed against the reference."""
+    def _round(self, offsets: list[int], lo: int, model: CommitVerdict | None, mode: str,
+               q_bad: tuple[float, ...], budget: int) -> list[tuple[Verdict, str]]:
+        """One round on a cluster: the commits at lo + offsets, each with a step; a quick step
+        that cannot place its commit is then probed against the reference."""
         plan = self.plan
         positions = [lo + i for i in offsets]
         self.rounds += 1
         self.events.emit(RoundStarted(self.rounds, tuple(plan.line[p] for p in positions)))
-        got = self.test_many([(plan.line[p], plan.ask("step", mode="two-point", q_bad=q_bad)) for p in positions])
+        ends = self.alike_table()
+        got = self.test_many([(plan.line[p], plan.ask("step", mode=mode, q_bad=q_bad, budget=budget, alike=ends))
+                              for p in positions])
         out = []
         for pos, v in zip(positions, got):
-            if v.verdict in (Verdict.UNLIKE, Verdict.INCONCLUSIVE):
+            if v.verdict is Verdict.INCONCLUSIVE and mode == "quick":
                 v = self.probe(pos, model)
-            out.append((plan.find.search_verdict(v.verdict), v.signature))
+            out.append((plan.find.search_verdict(_placed(v.verdict)), v.signature))
         return out
 
-    def probe(self, pos: int, model: CommitVerdict) -> CommitVerdict:
-        """A commit the search could not place, tested against the reference on fresh seeds."""
-        return self.test(pos, self.plan.ask("probe", block=1, q_bad=self._q_bad(model)))
+    def probe(self, pos: int, model: CommitVerdict | None) -> CommitVerdict:
+        """A commit the search could not place, tested against the reference (its own runs,
+        block 0: the test is one more claim in the bound, whatever block it reads)."""
+        return self.test(pos, self.plan.ask("probe", q_bad=self._q_bad(model), budget=self.step_budget()))
+
+    def alike_table(self) -> tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...]:
+        """The commits this search has tested against the reference (the ends, steps that
+        reached GOOD or BAD, or ran out of budget between eta and tolerance), with their
+        observations on the search's seeds (the working end's): a commit run on those seeds that
+        prints what one of them prints, seed for seed, is placed on its side after a few dozen
+        runs (GOOD-SIDE or BAD-SIDE, stats.log_e_alike) instead of a whole test. Commits whose
+        distributions are alike usually print the same outputs for the same seed; when they do
+        not (other numerics), the step is tested against the reference as usual. Placements are
+        never models for others: a wrong one cannot spread."""
+        working = self.plan.line[self.plan.working_pos]
+        sides: dict[str, Verdict] = {}
+        for v in self.verdicts:  # tested commits only: a placement is never the model of another
+            if v.arm == "main" and v.block == 0 and v.mode in ("reference", "quick"):
+                tested = v.verdict.tested or (v.mode == "reference" and v.verdict is Verdict.INCONCLUSIVE)
+                if tested and (side := _placed(v.verdict).side) is not None:
+                    sides[v.sha] = side
+        return tuple((side.value, sha, self.tester.observations(sha, working)) for sha, side in sides.items())
+
+    def step_budget(self, factor: int = 0) -> int:
+        """Runs a search step may take: STEP_BUDGET_FACTOR × what the working end's GOOD took
+        (at least STEP_BUDGET_MIN), at most run.max_runs. A commit that has not shown GOOD by
+        then (nor BAD) most likely sits between eta and tolerance: the search places it on the
+        bad side (`_placed`), and the confirmation decides whether anything is named. The
+        parent's test there gets PARENT_BUDGET_FACTOR × (the same test as the working end's,
+        whose run counts have a long tail)."""
+        working = self.end_verdict(self.plan.find.working_ref_name)
+        times = factor or STEP_BUDGET_FACTOR
+        return min(self.tester.cfg.run.max_runs, max(STEP_BUDGET_MIN, times * working.runs))
 
     def _announce_block(self, pos: int, blocks: tuple[SkipBlock, ...]) -> None:
         block = next((b for b in blocks if b.first <= pos <= b.last), None)
@@ -365,30 +465,29 @@ class Bisection:
             line = self.plan.line
             self.events.emit(BlockOfSkips(line[block.first], line[block.last], block.commits, block.signature))
 
-    def _q_bad(self, model: CommitVerdict) -> tuple[float, ...]:
-        return stats.kt_smooth([model.counts[name] for name in self.tester.reference.names])
-
-    def _sticky(self, model: CommitVerdict, lo: int, hi: int) -> Found:
+    def _sticky(self, model: CommitVerdict | None, lo: int, hi: int) -> Found:
         """Probabilistic bisection (stats.sticky_bisect) over the commits lo..hi that can be tested.
 
         A commit that cannot be built or run is dropped and the search restarted on the rest
         from scratch; its stored runs replay, so a restart costs nothing. Commits between two
         dropped ones that failed alike (none of them run between) are dropped as presumed alike.
-        Each tested commit is then recorded as a verdict on the side the final posterior puts it.
-        The good side is learned around the glitch-tolerant reference; every commit runs its own
-        seeds, so no run is counted twice; the search stops at test.search_runs (then: ambiguous)."""
+        Each tested commit is then recorded on the side the final posterior puts it (GOOD-SIDE
+        or BAD-SIDE: a placement, not a test). The good side is learned around the
+        glitch-tolerant reference; every commit runs its own seeds, so no run is counted twice;
+        the search stops at test.search_runs (then: ambiguous)."""
         plan, ref = self.plan, self.tester.reference
+        assert model is not None
         bad_counts = [model.counts[name] for name in ref.names]
         good = self.tester.reference.tolerant(self.tester.cfg.test.indifference)
         user = {lo + i for i in plan.skipped_in(lo, hi)}
         positions = [p for p in range(lo, hi + 1) if p not in user]  # the testable positions
-        stop = stats.STICKY_STOP  # it only steers: the re-tests against the reference decide
+        stop = stats.STICKY_STOP  # it only steers: the confirmation decides
         dropped: dict[int, str] = {}
         ran: set[int] = set()  # positions that gave at least one counted run
         while True:
             # sticky_bisect wants the working end first: with find=fixed walk the line backwards
             order = positions if plan.find is Find.BAD else positions[::-1]
-            feeds: dict[int, StickyFeed] = {}
+            feeds: dict[int, Feed] = {}
             current: list[int] = []
 
             def run(i: int) -> int:
@@ -396,7 +495,7 @@ class Bisection:
                 current[:] = [pos]
                 if pos not in feeds:
                     self.events.emit(StickyVisit(plan.line[pos], pos, plan.n - 1))
-                    feeds[pos] = self.tester.sticky_feed(plan.line[pos])
+                    feeds[pos] = self.tester.feed(plan.line[pos])
                 category = feeds[pos].next()
                 ran.add(pos)
                 return category
@@ -435,7 +534,8 @@ class Bisection:
         split = order[res.culprit]
         for pos, feed in sorted(feeds.items()):
             on_broken_side = pos >= split if plan.find is Find.BAD else pos <= split
-            self.verdicts.append(feed.verdict(Verdict.BAD if on_broken_side else Verdict.GOOD, why))
+            side = Verdict.BAD_SIDE if on_broken_side else Verdict.GOOD_SIDE
+            self.verdicts.append(feed.verdict(side, why))
         blocks = skip_blocks(sorted(dropped), [Verdict.SKIP] * len(dropped), dropped)
         if res.stuck is not None:
             return Found(SearchResult(*boundary, blocks=blocks), "sticky", res.posterior, stuck=order[res.stuck])
@@ -443,56 +543,45 @@ class Bisection:
                      None if confident else f"the sticky search used its budget of "
                                             f"{self.tester.cfg.test.search_runs} runs: {why}")
 
-    # -- 4. confirm, and search on below a boundary that is not the first departure -----------
-    def first_departure(self, model: CommitVerdict) -> Departure:
-        """Search, then confirm the boundary against the reference itself; until it holds.
+    # -- 4. confirm, and walk back when a boundary is not the first departure ------------------
+    def first_departure(self) -> Departure:
+        """Search, then confirm the boundary on fresh seeds (pipeline.confirm); until it holds.
 
-        The search's steps only accelerate: a two-point step asks "closer to the good end or to
-        the bad end's q̂?" and a sticky search assumes one bad distribution. A history that
-        changed twice (a mild bug that a later commit made gross) puts a third distribution in
-        between, which either can place on the wrong side. So the candidate and its parent are
-        re-tested on fresh seeds with the generic test, and:
-          candidate departs, parent does not  → found (the boundary is GOOD | BAD against the reference);
-          the parent departs too              → a change point crossed: search on below it, its
-                                                distribution as the new broken end;
-          the candidate does not depart       → the step was wrong: search on above it;
-          anything else (in the indifference zone, undecided, skipped) → unconfirmed, with why.
-        A commit the search could not place (a two-point step UNLIKE either end, a sticky visit
-        that never settles) is probed the same way, and the search goes on on its side.
-        Only these tests decide what is reported, so the stated confidence is a union bound
-        over them (steps cost runs, never correctness); the loop stops before that bound would
-        fall below the configured confidence.
-        """
+        Confirmation outcomes:
+          found            → the parent is GOOD and the commit BAD against the reference, and its
+                             runs differ from the parent's: named;
+          parent departs   → a step was misplaced (a quick step showed a commit unlike the broken
+                             end, yet it departs): the search walks back between the last commit
+                             that passed the reference test and the parent, built commits first,
+                             never testing again what a test against the reference settled;
+          commit holds     → (sticky) the search goes on above it;
+          no change shown  → ambiguous, with both commits and their counts (and whether the
+                             working end itself sits between eta and tolerance);
+          anything else    → unconfirmed, with why.
+        Every claim the answer rests on is counted in the stated confidence; the loop stops
+        before their error levels would sum past 1 − confidence."""
         plan, find = self.plan, self.plan.find
         lo, hi = 0, plan.n - 1
         crossed: list[ChangePoint] = []
         strategies: list[str] = []
         allowed = 1 - self.tester.cfg.test.confidence + 1e-12
         found = Found(SearchResult(lo, hi), "plain")
-        rounds = 0
+        third, model = False, None
         while True:
-            strategy = self.choose_strategy(model)
+            strategy = self.choose_strategy(lo, hi, third)
             strategies.append(strategy)
-            found = self.search(strategy, model, lo, hi)
+            broken = hi if find is Find.BAD else lo  # quick steps and sticky compare with its distribution
+            if strategy in ("plain", "sticky") and (model is None or model.sha != plan.line[broken]):
+                model = self.bad_model(broken)
+            found = self.search(strategy, model, lo, hi, walk_back=third)
             result = found.result
-            rounds += 1
-            needed = 1 if found.stuck is not None else 2
-            if rounds > 1 and self._doubt() + needed * plan.level > allowed:
-                return Departure(BisectStatus.UNCONFIRMED, (
-                    f"no boundary confirmed within the error budget (confidence "
-                    f"{self.tester.cfg.test.confidence:g}): {len(self._decisive())} tests against the reference "
-                    f"at {plan.level:.1e} each, {len(crossed)} change point(s) crossed"), found, crossed, strategies)
             if found.stuck is not None:  # a commit like neither side: the reference places it
                 side = self.probe(found.stuck, model).verdict
                 if side is find.culprit_verdict and found.stuck > lo:
                     hi = found.stuck
-                    if find is Find.BAD:
-                        model = self.bad_model(hi)
                     continue
                 if side is find.parent_verdict and found.stuck < hi:
                     lo = found.stuck
-                    if find is Find.FIXED:
-                        model = self.bad_model(lo)
                     continue
                 return Departure(BisectStatus.UNCONFIRMED, (
                     f"commit {plan.line[found.stuck][:12]} fits neither side and its test against the "
@@ -501,49 +590,184 @@ class Bisection:
             if found.unfinished is not None:
                 return Departure(BisectStatus.AMBIGUOUS, found.unfinished, found, crossed, strategies)
             if not result.exact:
-                inside = [b for b in result.blocks
-                          if b.last >= result.last_good + 1 and b.first <= result.first_bad - 1]
-                parts = [self._block_text(b) for b in inside if b.signature]
-                if user := [plan.line[p][:12] for p in result.candidates if plan.line[p] in plan.user_skipped]:
-                    parts.append(f"skipped by the user (--skip/--exclude): {', '.join(user)}")
-                why = "; ".join(parts) or "the commits between could not be decided"
-                return Departure(BisectStatus.AMBIGUOUS, (
-                    f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
-                    f"{plan.line[result.first_bad][:12]}: {why}"), found, crossed, strategies)
+                return Departure(BisectStatus.AMBIGUOUS, self._range_text(result), found, crossed, strategies)
             culprit = result.first_bad
-            self.events.emit(Confirming(plan.line[culprit]))
-            q_bad = self._q_bad(model)  # the BAD test bets half on it: see stats.log_e_depart_many
-            # the culprit and its own parent, even when the search skipped it as equivalent: the
-            # answer does not rest on the input rule
             parent_sha = self.parent_of(culprit)
-            again, parent = self.test_many([(plan.line[culprit], plan.ask("retest-culprit", block=1, q_bad=q_bad)),
-                                            (parent_sha, plan.ask("retest-parent", block=1, q_bad=q_bad))])
-            if again.verdict is find.culprit_verdict and parent.verdict is find.parent_verdict:
+            need_parent = self.tested(parent_sha) is not find.parent_verdict
+            need_culprit = self.tested(plan.line[culprit]) is not find.culprit_verdict
+            needed = 1 + need_parent + need_culprit
+            if self._doubt() + needed * plan.level > allowed:
+                return Departure(BisectStatus.UNCONFIRMED, (
+                    f"no boundary confirmed within the error budget (confidence "
+                    f"{self.tester.cfg.test.confidence:g}): {len(self._decisive())} claims at {plan.level:.1e} each "
+                    f"so far, {len(crossed)} boundary(ies) ruled out"), found, crossed, strategies)
+            conf = self.confirm_boundary(culprit, parent_sha, need_parent, need_culprit, model)
+            if conf.outcome == confirm.FOUND:
                 return Departure(BisectStatus.FOUND, f"{find.what} commit is {plan.line[culprit]}", found,
                                  crossed, strategies)
-            if parent_sha != plan.line[culprit - 1] and parent.verdict is not find.parent_verdict:
-                return Departure(BisectStatus.UNCONFIRMED, (
-                    f"the parent {parent_sha[:12]} of candidate {plan.line[culprit][:12]} tests "
-                    f"{parent.verdict.value.upper()} on fresh seeds, but it was skipped as unable to change "
-                    f"the binary (no input changed since {plan.line[culprit - 1][:12]}): the input rule "
-                    f"missed something; rerun with --all-commits"), found, crossed, strategies)
-            if parent.verdict is find.culprit_verdict and culprit - 1 > lo:
-                crossed.append(ChangePoint(culprit, parent, again))
-                hi = culprit - 1
-                if find is Find.BAD:  # the broken end moved: learn its distribution
-                    model = self.bad_model(hi)
+            if conf.outcome == confirm.PARENT_DEPARTS:
+                assert conf.parent is not None
+                if parent_sha != plan.line[culprit - 1]:  # a parent skipped as equivalent departs
+                    if (missed := self._input_rule_missed(culprit, parent_sha, conf.parent)) is not None:
+                        return Departure(BisectStatus.UNCONFIRMED, missed, found, crossed, strategies)
+                crossed.append(ChangePoint(culprit, conf.parent, self._culprit_claim(culprit)))
+                third, hi = True, culprit - 1  # the boundary is at or before the parent, in line order
+                lo = self._last_passed(hi)
+                self.events.emit(WalkingBack(conf.why, plan.line[lo], plan.line[hi], hi - lo + 1))
+                if hi - lo < 1:
+                    return Departure(BisectStatus.UNCONFIRMED, conf.why, found, crossed, strategies)
                 continue
-            if again.verdict is find.parent_verdict and culprit < hi:
+            if conf.outcome == confirm.CULPRIT_HOLDS and culprit < hi:
                 lo = culprit
-                if find is Find.FIXED:
-                    model = self.bad_model(lo)
                 continue
-            why = (f"re-test on fresh seeds against the reference: candidate {plan.line[culprit][:12]} "
-                   f"{again.verdict.value.upper()}, parent {plan.line[culprit - 1][:12]} {parent.verdict.value.upper()}")
-            if Verdict.INCONCLUSIVE in (again.verdict, parent.verdict):
-                why += (" (undecided: a distribution between eta and tolerance from the reference "
-                        "may be named either way)")
+            if conf.outcome == confirm.NO_CHANGE:
+                return Departure(BisectStatus.AMBIGUOUS, self._no_change_text(culprit, parent_sha, conf),
+                                 found, crossed, strategies)
+            why = conf.why or f"the confirmation of {plan.line[culprit][:12]} ended {conf.outcome}"
+            if conf.outcome == confirm.UNDECIDED:
+                changed = conf.change is not None and conf.change[0].verdict is Verdict.CHANGED
+                why = ((f"the distribution changed at {plan.line[culprit][:12]} (its runs differ from its parent "
+                        f"{parent_sha[:12]}'s on fresh seeds), but " if changed else "") + why +
+                       " (undecided: a commit between eta and tolerance from the reference may be named either way, "
+                       "or not at all; a larger run.max_runs may decide it)")
             return Departure(BisectStatus.UNCONFIRMED, why, found, crossed, strategies)
+
+    def confirm_boundary(self, culprit: int, parent_sha: str, need_parent: bool, need_culprit: bool,
+                model: CommitVerdict | None) -> confirm.Confirmation:
+        """The confirmation of the boundary at `culprit` (pipeline.confirm), on the seeds of
+        block 1 that no earlier test of this bisect has read."""
+        plan, find = self.plan, self.plan.find
+        sha = plan.line[culprit]
+        self.events.emit(Confirming(sha, parent_sha))
+        if (alike := self._alike(sha, parent_sha)) is not None:
+            return confirm.Confirmation(confirm.NO_CHANGE, why=alike)
+        self._within_budget()
+        q_bad = self._q_bad(model)
+        own = {s: self._own_estimate(s) for s in (sha, parent_sha)}
+        toward_culprit = (q_bad,) if find is Find.BAD else ()
+        pair = confirm.Pair(sha, parent_sha, self.fresh.get(sha, 0), self.fresh.get(parent_sha, 0),
+                            need_culprit, need_parent, toward_culprit + own[sha],
+                            ((q_bad,) if find is Find.FIXED else ()) + own[parent_sha],
+                            self.step_budget(PARENT_BUDGET_FACTOR),
+                            self.tester.cfg.run.max_runs * (1 if self._zone_placed(sha) else CULPRIT_BUDGET_FACTOR))
+        conf = confirm.confirm(self.tester, pair, find, level=plan.level, q_bad=q_bad)
+        self.fresh[sha] = pair.start_culprit + conf.used[0]
+        self.fresh[parent_sha] = pair.start_parent + conf.used[1]
+        self.verdicts.extend(conf.verdicts)
+        return conf
+
+    def _alike(self, sha: str, parent_sha: str) -> str | None:
+        """Why no change test is worth running: the commit and its parent printed the same
+        outputs on the search's seeds both ran, often enough to show them alike (stats.log_e_alike):
+        whatever their verdicts, nothing changed between them that the test could find. None
+        when they differ somewhere, or did not both run there."""
+        working = self.plan.line[self.plan.working_pos]
+        mine = dict(self.tester.observations(sha, working))
+        theirs = dict(self.tester.observations(parent_sha, working))
+        shared = [seed for seed in mine if seed in theirs]
+        differ = sum(mine[seed] != theirs[seed] for seed in shared)
+        if not shared or stats.log_e_alike(len(shared) - differ, differ) < math.log(1 / stats.STEER_LEVEL):
+            return None
+        return (f"they printed the same outcome on {len(shared) - differ} of {len(shared)} seeds both ran in the "
+                f"search (total variation below {stats.ALIKE_DELTA:g} between them)")
+
+    def _zone_placed(self, sha: str) -> bool:
+        """The commit was put on the bad side only because a test could not show it GOOD (its
+        own, or that of the commit it prints the same outputs as): likely between eta and
+        tolerance, where a longer test seldom decides, so its re-test gets the usual budget."""
+        working = self.plan.line[self.plan.working_pos]
+        own = next((v for v in reversed(self.verdicts) if v.sha == sha and v.arm == "main" and v.block == 0), None)
+        if own is None or own.verdict is Verdict.INCONCLUSIVE:
+            return own is not None
+        if own.verdict is not Verdict.BAD_SIDE:
+            return False
+        mine = dict(self.tester.observations(sha, working))
+        for side, other, table in self.alike_table():
+            if side == Verdict.BAD.value and other != sha and self.tested(other) is None:  # an untested (zone) target
+                shared = [(seed, cat) for seed, cat in table if seed in mine]
+                differ = sum(mine[seed] != cat for seed, cat in shared)
+                if shared and stats.log_e_alike(len(shared) - differ, differ) >= math.log(1 / stats.STEER_LEVEL):
+                    return True
+        return False
+
+    def _own_estimate(self, sha: str) -> tuple[tuple[float, ...], ...]:
+        """The commit's own search runs (block 0, other seeds than the confirmation's), smoothed:
+        what the change test's mixture leans toward for it."""
+        for v in reversed(self.verdicts):
+            if v.sha == sha and v.arm == "main" and v.block == 0 and any(v.counts.values()):
+                return (stats.kt_smooth([v.counts.get(n, 0) for n in self.tester.reference.names]),)
+        return ()
+
+    def _culprit_claim(self, culprit: int) -> CommitVerdict:
+        sha = self.plan.line[culprit]
+        return next(v for v in reversed(self.verdicts) if v.sha == sha and v.arm == "main")
+
+    def _last_passed(self, hi: int) -> int:
+        """The highest position below hi whose commit passed the reference test (as the search
+        reads it: the working side), or the working end."""
+        good = [p for p, (a, _) in self.known(0, hi).items() if a is Verdict.GOOD]
+        return max(good, default=0)
+
+    def _input_rule_missed(self, culprit: int, parent_sha: str, parent: CommitVerdict) -> str | None:
+        """The parent of the candidate was skipped as building the same binary as line[c − 1],
+        and departs on fresh seeds. When line[c − 1] passes the reference test on fresh seeds
+        too, two commits with the same compile inputs disagree: the input rule missed something
+        (both named). Otherwise (it departs as well) None: the search walks back."""
+        plan, find = self.plan, self.plan.find
+        same = plan.line[culprit - 1]
+        self._within_budget()
+        start = self.fresh.get(same, 0)
+        v = self.test_sha(same, plan.ask("retest-equivalent", block=1, start=start, q_bad=self._q_bad()))
+        self.fresh[same] = start + v.runs
+        if v.verdict is not find.parent_verdict:
+            return None
+        return (f"the input rule missed something: {parent_sha[:12]} was skipped as building the same binary as "
+                f"{same[:12]} (none of its build's inputs changed), yet on fresh seeds {same[:12]} tests "
+                f"{v.verdict.value.upper()} and {parent_sha[:12]} {parent.verdict.value.upper()}; rerun with "
+                f"--all-commits")
+
+    def _range_text(self, result: SearchResult) -> str:
+        plan = self.plan
+        inside = [b for b in result.blocks if b.last >= result.last_good + 1 and b.first <= result.first_bad - 1]
+        parts = [self._block_text(b) for b in inside if b.signature]
+        if user := [plan.line[p][:12] for p in result.candidates if plan.line[p] in plan.user_skipped]:
+            parts.append(f"skipped by the user (--skip/--exclude): {', '.join(user)}")
+        why = "; ".join(parts) or "the commits between could not be decided"
+        return (f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
+                f"{plan.line[result.first_bad][:12]}: {why}")
+
+    def _no_change_text(self, culprit: int, parent_sha: str, conf: confirm.Confirmation) -> str:
+        """Why a boundary between a GOOD and a BAD is not named: the two commits look alike (on
+        the search's shared seeds, or on fresh seeds after the change test's budget). When the
+        working end itself departs from the reference by more than eta, that is the likely
+        cause: say so (bisectbot refuses rather than re-centres)."""
+        plan = self.plan
+        sha = plan.line[culprit]
+        if conf.change is not None:
+            c, p = conf.change
+            seen = f"on fresh seeds their runs could not be told apart ({_short(c.counts)} against {_short(p.counts)})"
+        else:
+            seen = conf.why
+        text = (f"{sha[:12]} and its parent {parent_sha[:12]} are on either side of the search's boundary, but "
+                f"{seen}: both may sit between eta {self.tester.cfg.test.indifference:g} and tolerance "
+                f"{self.tester.cfg.test.tolerance:g} from the reference, where either verdict is allowed")
+        zone = self.zone_check()
+        if zone is not None and zone.verdict is Verdict.BAD:
+            text += (f"; the {plan.find.working_ref_name} end {zone.sha[:12]} itself departs from the reference by "
+                     f"more than eta ({zone.reason}): the reference does not describe it, so bisectbot does not "
+                     f"name a commit; to look for the first change from that end, make it the reference "
+                     f"(reference.control with its commit), or raise test.eta")
+        return text
+
+    def zone_check(self) -> CommitVerdict | None:
+        """Does the working end depart from the reference by more than eta? Its runs (block 0)
+        continued with the BAD test alone, up to run.max_runs: asked only when an answer hinges
+        on it (no builds, only runs)."""
+        plan = self.plan
+        try:
+            return self.test(plan.working_pos, plan.ask("zone-check", mode="depart", q_bad=self._q_bad()))
+        except BudgetSpent:
+            return None
 
     def stopped(self, stop: BudgetSpent) -> Departure:
         """A bisect ended by --max-builds or --deadline: the range the verdicts reached so far
@@ -555,7 +779,7 @@ class Bisection:
         working, broken = [0], [plan.n - 1]  # the ends as given, until tested
         for v in self.verdicts:
             if v.arm == "main" and v.sha in where:
-                side = plan.find.search_verdict(v.verdict)
+                side = plan.find.search_verdict(v.verdict).side
                 if side is Verdict.GOOD:
                     working.append(where[v.sha])
                 elif side is Verdict.BAD:
@@ -578,9 +802,11 @@ class Bisection:
         return candidates
 
     def _decisive(self) -> list[CommitVerdict]:
-        """The tests against the reference on fresh seeds that decide what is reported (the
-        re-tests, and probes of commits the search could not place)."""
-        return [v for v in self.verdicts if v.arm == "main" and v.role in DECISIVE_ROLES]
+        """Every claim an answer can rest on: each GOOD or BAD a test against the reference gave
+        (the ends, reference steps, the BAD of quick steps, probes, re-tests on fresh seeds), and
+        each change test that found a change."""
+        return [v for v in self.verdicts if _claims(v)
+                and (v.verdict.tested or (v.role == "confirm-culprit" and v.verdict is Verdict.CHANGED))]
 
     def _delta(self) -> float:
         """The control sample's price (0 for an exact reference)."""
@@ -588,7 +814,7 @@ class Bisection:
         return ref.delta if ref.control is not None else 0.0
 
     def _doubt(self) -> float:
-        """The union bound on a wrong answer so far: their error levels, plus a control sample's delta."""
+        """The union bound on a wrong answer so far: the claims' error levels, plus a control sample's delta."""
         return sum(max(v.alpha, v.beta) for v in self._decisive()) + self._delta()
 
     def _block_text(self, block: SkipBlock) -> str:
@@ -610,10 +836,10 @@ class Bisection:
         narrowed = plan.narrowed
         candidates = self._candidates(found.result)
         gap = list(narrowed.stands_for.get(plan.line[found.result.last_good], ())) if narrowed else []
-        # What is reported rests on the re-tests alone (the steps only steer): a wrong answer
-        # needs one of them to be wrong, so the bound is their summed error levels, plus the
-        # control sample's delta when the reference is one.
-        retests = self._decisive()
+        # What is reported rests on its claims (tests against the reference, the change test):
+        # a wrong answer needs one of them to be wrong, so the bound is their summed error
+        # levels, plus the control sample's delta when the reference is one.
+        claims = self._decisive()
         delta = self._delta()
         doubt = self._doubt()
         return BisectReport(
@@ -633,7 +859,7 @@ class Bisection:
             skip_blocks=self.skip_block_summaries(found.result.blocks),
             reproduce=reproduce_line(plan, dep.strategies[0] if dep.strategies else found.strategy),
             change_points=self._change_points(dep, culprit),
-            assumptions=self._assumptions(dep, retests, delta),
+            assumptions=self._assumptions(dep, claims, delta),
             posterior=found.posterior, eta=test.indifference, tolerance=test.tolerance,
             searched=plan.n, skipped_equivalent=plan.total - plan.n, boundary_skipped=gap,
             rounds=self.rounds, workers=self.width,
@@ -646,12 +872,41 @@ class Bisection:
             outputs=side_by_side(self.tester, plan.find, verdicts)
             if dep.status is BisectStatus.FOUND and self.width == 1 else None,
             user_skipped=[sha for sha in (narrowed.full if narrowed else plan.line) if sha in plan.user_skipped],
+            cost=self._cost(),
         )
+
+    def _cost(self) -> dict[str, Any] | None:
+        """The forecast the strategy was chosen by, and what the bisect took, in the same units
+        (builds, runs, seconds at the measured unit costs)."""
+        if not self.choices:
+            return None
+        first = self.choices[0]
+        units = first.costs
+        ends = [v for v in self.verdicts if v.arm == "main" and v.role.endswith("-endpoint")]
+        end_builds, end_runs = len({v.sha for v in ends}), distinct_runs(ends)
+        builds = len({v.sha for v in self.verdicts if v.arm == "main"})
+        runs = distinct_runs([v for v in self.verdicts if v.arm == "main"])
+        built = {v.sha: v.build_seconds for v in self.verdicts if v.arm == "main" and v.build == "ok"}
+
+        def whole(f: policy.Forecast) -> dict[str, Any]:  # the forecast with the ends' builds and runs
+            return {"strategy": f.strategy, "builds": round(f.builds + end_builds, 1), "runs": round(f.runs + end_runs),
+                    "seconds": round(units.seconds(f.builds + end_builds, f.runs + end_runs), 1)}
+
+        chosen = first.forecast()
+        return {
+            "unit": {"build_seconds": units.build, "run_seconds": units.run, "measured_builds": units.builds,
+                     "measured_runs": units.runs},
+            "estimate": whole(chosen) if chosen is not None else None,
+            "alternatives": [whole(f) for f in first.forecasts if f.strategy != first.strategy],
+            "actual": {"builds": builds, "runs": runs, "seconds": round(units.seconds(builds, runs), 1),
+                       "build_seconds": round(sum(built.values()), 1)},
+            "text": first.text(),
+        }
 
     def _change_points(self, dep: Departure, culprit: str | None) -> list[dict[str, Any]]:
         """The first departure (when found), then every boundary the bisect stopped at on the
-        way whose parent already departed, in line order; `before`/`after` are the re-tests'
-        counts (fresh seeds) at the parent and at the commit."""
+        way whose parent already departed, in line order; `before`/`after` are the counts on
+        fresh seeds at the parent and at the commit."""
         line = self.plan.line
         out = []
         for cp in sorted(dep.crossed, key=lambda c: c.position):
@@ -659,28 +914,33 @@ class Bisection:
                         "first": False, "before": dict(cp.parent.counts), "after": dict(cp.culprit.counts),
                         "text": f"{line[cp.position][:12]}: a boundary the search stopped at, but its parent "
                                 f"{cp.parent.sha[:12]} already departs from the reference "
-                                f"({cp.parent.verdict.value.upper()} after {cp.parent.runs} runs), so the search "
-                                f"went on below it"})
+                                f"({cp.parent.verdict.value.upper()} after {cp.parent.runs} runs on fresh seeds), so "
+                                f"the search walked back below it"})
         if culprit is not None:
             last = {v.role: v for v in self.verdicts if v.arm == "main"}
-            parent, again = last.get("retest-parent"), last.get("retest-culprit")
+            parent, again = last.get("confirm-parent"), last.get("confirm-culprit")
             out.insert(0, {"commit": culprit, "subject": self.tester.subject(culprit), "first": True,
                            "before": dict(parent.counts) if parent else {},
                            "after": dict(again.counts) if again else {},
                            "text": f"{culprit[:12]}: the first departure from the reference"})
         return out
 
-    def _assumptions(self, dep: Departure, retests: list[CommitVerdict], delta: float) -> list[str]:
+    def _assumptions(self, dep: Departure, claims: list[CommitVerdict], delta: float) -> list[str]:
         """What the stated confidence rests on, from what this bisect saw."""
         test, ref = self.tester.cfg.test, self.tester.reference
-        out = [f"the bound counts the {len(retests)} tests on fresh seeds against the reference that decided "
-               f"(re-tests and probes, each at error ≤ {self.plan.level:.1e}); the search steps only steer",
+        changes = sum(1 for v in claims if v.role == "confirm-culprit")
+        out = [f"the bound counts the {len(claims) - changes} GOOD/BAD verdicts of tests against the reference "
+               f"and the {changes} change test(s) this bisect made, each at error ≤ {self.plan.level:.1e}; "
+               f"placements without such a test (GOOD-SIDE, BAD-SIDE) only steer",
+               "the named commit's runs differ from its parent's on fresh seeds (the change test): this holds "
+               "whatever the history looks like",
                "once a commit departs from the reference, every later commit on the line departs too "
                "(no commit in between returns to it)",
                f"commits whose distribution is between eta {test.indifference:g} and tolerance "
                f"{test.tolerance:g} (total variation) from the reference may be named either way"]
         if dep.crossed:
-            out.append(f"{len(dep.crossed)} later change point(s) crossed on the way: listed in change_points")
+            out.append(f"{len(dep.crossed)} boundary(ies) ruled out on the way (their parent departs): listed in "
+                       f"change_points")
         if ref.control is not None:
             out.append(f"the reference is a control sample of {sum(ref.control)} runs; its delta "
                        f"{delta:g} is included")
@@ -691,7 +951,56 @@ class Bisection:
                     and v.verdict is Verdict.GOOD)
         if stray:
             out.append(f"{stray} stray outcome(s) seen at commits judged GOOD: within the indifference zone")
+        working = next((v for v in self.verdicts if v.arm == "main" and
+                        v.role == f"{self.plan.find.working_ref_name}-endpoint"), None)
+        if working is not None and (tv := _observed_tv(working, ref, test.indifference)) is not None:
+            out.append(f"the {self.plan.find.working_ref_name} end's runs sit {tv:.3f} (total variation, "
+                       f"observed) from the reference, above eta {test.indifference:g}: it may itself be in the "
+                       f"indifference zone, where commits can test either way")
         return out
+
+
+# A search step's budget, relative to the runs the working end's GOOD took (see Bisection.step_budget)
+STEP_BUDGET_FACTOR = 2
+PARENT_BUDGET_FACTOR = 3
+CULPRIT_BUDGET_FACTOR = 2  # × run.max_runs: a commit at the tolerance's edge can need it (not one in the zone)
+STEP_BUDGET_MIN = 200
+
+
+def _placed(verdict: Verdict) -> Verdict:
+    """How a search reads a step's verdict: a test against the reference that could not show
+    GOOD within its budget is not GOOD, so it goes on the side of the commits that are not
+    (BAD-SIDE, a placement); a skip or anything else stays as it is."""
+    return Verdict.BAD_SIDE if verdict is Verdict.INCONCLUSIVE else verdict
+
+
+def _claims(v: CommitVerdict) -> bool:
+    """A main-arm verdict made by a test (not a model's "enough", a sticky placement or the
+    zone check, which only ever refuses)."""
+    return v.arm == "main" and v.mode in ("reference", "quick", "change")
+
+
+def _short(counts: dict[str, int]) -> str:
+    return " ".join(f"{k}={c}" for k, c in counts.items() if c) or "no counted runs"
+
+
+def _observed_tv(v: CommitVerdict, ref: stats.Reference, eta: float) -> float | None:
+    """The total variation between a commit's observed runs and the reference when it is
+    clearly above eta (by three standard errors of the runs' sampling noise), else None."""
+    n = np.array([v.counts.get(name, 0) for name in ref.names], dtype=float)
+    total = n.sum()
+    if total < 50:
+        return None
+    p = np.asarray(ref.estimate, dtype=float)
+    tv = 0.5 * float(np.abs(n / total - p).sum())
+    noise = 0.5 * float(np.sqrt(p * (1 - p) / total).sum())
+    return tv if tv - 3 * noise > eta else None
+
+
+def _unit_costs(runner: Any) -> policy.UnitCosts:
+    """What a build and a run cost here: the runner measures them (a simulated runner states them)."""
+    costs = getattr(runner, "unit_costs", None)
+    return costs() if costs is not None else policy.DEFAULT_COSTS
 
 
 def run_bisect(plan: BisectPlan, tester: Tester, events: Events, context: ReportContext,
@@ -702,8 +1011,7 @@ def run_bisect(plan: BisectPlan, tester: Tester, events: Events, context: Report
     bisection = Bisection(plan, tester, events, budget)
     try:
         bisection.endpoints()
-        model = bisection.bad_model()
-        departure = bisection.first_departure(model)
+        departure = bisection.first_departure()
     except BudgetSpent as stop:
         departure = bisection.stopped(stop)
     return bisection.summary(departure, context)
@@ -732,5 +1040,11 @@ def _endpoint_message(name: str, ref: str, v: CommitVerdict, want: Verdict, log_
     what = {Verdict.SKIP: "cannot be tested", Verdict.INCONCLUSIVE: "is inconclusive"}.get(
         v.verdict, f"tests {v.verdict.value.upper()}")
     log = f"; the whole build log: {log_command}" if log_command else ""
+    hint = ""
+    if want is Verdict.GOOD and v.verdict in (Verdict.BAD, Verdict.INCONCLUSIVE):
+        hint = ("; if the reference describes this end only roughly (say a stray outcome in a few % of runs), "
+                "it sits between eta and tolerance, where either verdict is allowed: bisectbot does not guess "
+                "there — raise test.eta, or make this commit the reference (reference.control) to find the "
+                "first change from it")
     return (f"{name} ref {ref} ({v.sha[:12]}) {what}, expected {want.value.upper()}: "
-            f"{v.reason} (after {v.runs} runs){log}")
+            f"{v.reason} (after {v.runs} runs){log}{hint}")

@@ -31,16 +31,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from bisectbot.config import Config
+from bisectbot.config import SEED_BLOCK, Config
 from bisectbot.core import stats
-from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord
+from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import BisectbotError, ClusterError
 from bisectbot.pipeline.build import toolchain_identity
 from bisectbot.pipeline.events import Events, VerdictReached, WorkerDone
-from bisectbot.pipeline.runner import CommitRunner
-from bisectbot.pipeline.verdict import Tester
+from bisectbot.pipeline.runner import CommitRunner, Prepared
+from bisectbot.pipeline.verdict import Feed, Tester, Untestable
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,43 @@ def work(task: WorkTask) -> WorkResult:
         verdict = Tester(task.cfg, runner, task.reference, Events()).verdict(task.sha, task.ask)
         build = state.store.build(runner.builder.key(task.cfg.build), task.sha)
         return WorkResult(verdict, name, platform.node(), mine, build, bool(runner.builder.built))
+
+
+@dataclass(frozen=True)
+class RunsResult:
+    """A batch of one commit's runs, reached on a worker (records None: it cannot be run)."""
+
+    records: list[RunRecord] | None
+    build: BuildRecord | None
+    variant: int | None
+    why: str
+    worker: str
+    host: str
+    compiler: str
+    built: bool
+
+
+def work_runs(task: WorkTask, block: int, start: int, count: int) -> RunsResult:
+    """On a worker: the commit's runs for the seeds start … start + count − 1 of `block` (built
+    first when needed), each streamed to the coordinator as every run is."""
+    from distributed import Queue
+
+    name, mine, root = _worker_root(task)
+    queue = Queue(task.queue)
+    with StateDir(root) as state:
+        for key, runs in task.known.items():
+            state.store.add_runs(key, task.sha, list(runs.values()))
+        runner = CommitRunner(task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(),
+                              portable=True)
+        runner.on_run = lambda key, sha, rec: queue.put((key, sha, asdict(rec)))
+        prepared = runner.prepare(task.sha)
+        records = None
+        if prepared.executor is not None:
+            seeds = runner.seed_block(task.sha, block, start + count)[start:]
+            with runner.runs(prepared, seeds) as stream:
+                records = list(stream)
+        return RunsResult(records, prepared.build, prepared.variant, prepared.why, name, platform.node(), mine,
+                          bool(runner.builder.built))
 
 
 def work_build(task: WorkTask) -> WorkResult:
@@ -212,6 +249,48 @@ class ClusterTester(Tester):
             out.append(res.build)
         return out
 
+    def feed(self, sha: str, block: int = 0, start: int = 0) -> Feed:
+        """The commit's runs one counted category at a time, fetched from a worker in batches
+        (the confirmation's fresh seeds): built and run there, like every verdict."""
+        return RemoteFeed(self, sha, block, start)
+
+    def batch(self, sha: str, block: int, start: int, count: int) -> RunsResult:
+        """Runs start … start + count − 1 of the commit's block, on a worker (the one that
+        built it, preferably); every run streamed back and stored here."""
+        from distributed import Queue
+
+        self.events.check()
+        store = self.runner.state.store
+        queue = Queue(self.queue, client=self.client)
+        task = WorkTask(self.cfg, str(self.root), sha, Ask(role="runs", alpha=1.0, beta=1.0), self.reference,
+                        self.compiler, store.runs_at(sha), self.queue)
+        prefer = self._builders([sha]).get(sha)
+        fut = self.client.submit(work_runs, task, block, start, count, pure=False, retries=1,
+                                 workers=[prefer] if prefer else None, allow_other_workers=prefer is not None)
+        try:
+            while True:
+                done = fut.done()
+                for key, run_sha, rec in queue.get(batch=True):
+                    tokens = tuple(rec["tokens"]) if rec["tokens"] is not None else None
+                    store.add_runs(key, run_sha, [RunRecord(**{**rec, "tokens": tokens})])
+                if done:
+                    break
+                self.events.check()
+                time.sleep(0.05)
+        except BaseException:
+            self.client.cancel([fut])
+            raise
+        try:
+            res: RunsResult = fut.result()
+        except BisectbotError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - as _result
+            raise ClusterError(f"a task on the Dask cluster failed ({fut.key}): {type(exc).__name__}: {exc}") from None
+        if res.build is not None:
+            self._record(WorkResult(None, res.worker, res.host, res.compiler, res.build, res.built))
+            self.events.emit(WorkerDone(sha, res.worker, f"{len(res.records or [])} runs", res.built))
+        return res
+
     def verdicts(self, items: Sequence[tuple[str, Ask]]) -> list[CommitVerdict]:
         """The verdicts of a round, reached at once on the workers (each commit preferably on
         the worker that built it before)."""
@@ -272,3 +351,43 @@ def connect(workers: int | None, scheduler: str | None) -> Any:
     cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
                            dashboard_address=":0", silence_logs=40)
     return Client(cluster)
+
+
+class RemoteFeed(Feed):
+    """`verdict.Feed` over runs made on the cluster's workers, BATCH seeds at a time."""
+
+    BATCH = 64
+
+    def __init__(self, tester: ClusterTester, sha: str, block: int, start: int):  # noqa: super() not called
+        self.tester, self.sha, self.block, self.start = tester, sha, block, start
+        self.cluster = tester
+        self.tally = Tally(tester.reference.names)
+        self.stream = None
+        self._buffer: list[RunRecord] = []
+        self._next = start
+        self.prepared = Prepared(sha, BuildRecord(sha, "unknown", {}, "", 0.0), None, "not built yet")
+        self._failed: str | None = None
+
+    def next(self) -> int:
+        while True:
+            if not self._buffer:
+                if self._failed is not None:
+                    raise Untestable(self._failed, masked(self._failed))
+                if self._next >= SEED_BLOCK:
+                    raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
+                count = min(self.BATCH, SEED_BLOCK - self._next)
+                res = self.cluster.batch(self.sha, self.block, self._next, count)
+                self.prepared = Prepared(self.sha, res.build or self.prepared.build, None, res.why, variant=res.variant)
+                if res.records is None:
+                    raise Untestable(res.why, masked(f"build {res.build.status}: {res.why}" if res.build else res.why))
+                self._buffer, self._next = list(res.records), self._next + count
+            rec = self._buffer.pop(0)
+            self.tally.add(rec, self.tester.category(rec))
+            if self.tally.mostly_failed:
+                self._failed = self.tally.failure_reason()
+                raise Untestable(self._failed, self.tally.failure_signature(self.prepared.variant))
+            if self.tally.last_category is not None:
+                return self.tally.last_category
+
+    def close(self) -> None:
+        pass

@@ -112,11 +112,11 @@ class ArmStarted(Event):
 @dataclass(frozen=True)
 class StrategyChosen(Event):
     strategy: str
-    model_runs: int
+    why: str                       # the forecast that chose it (core.policy.Choice.text), or "as asked"
 
     def text(self) -> str:
-        return (f"[strategy] {self.strategy} bisection: the bad endpoint model took "
-                f"{self.model_runs} counted runs")
+        return f"[strategy] {self.why}" if self.why.startswith(self.strategy) else \
+            f"[strategy] {self.strategy} steps: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -154,9 +154,25 @@ class StickySkip(Event):
 @dataclass(frozen=True)
 class Confirming(Event):
     sha: str
+    parent: str = ""
 
     def text(self) -> str:
-        return f"[confirm] re-testing {self.sha[:12]} and its parent on fresh seeds"
+        parent = f" and its parent {self.parent[:12]}" if self.parent else " and its parent"
+        return f"[confirm] {self.sha[:12]}{parent} on fresh seeds: did the distribution change there?"
+
+
+@dataclass(frozen=True)
+class WalkingBack(Event):
+    """A confirmation ruled the boundary out: the search goes on in a narrower range."""
+
+    why: str
+    lo: str
+    hi: str
+    commits: int
+
+    def text(self) -> str:
+        return (f"[walk back] {self.why}; searching on between {self.lo[:12]} and {self.hi[:12]} "
+                f"({self.commits} commits, what is known kept)")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """What the culprit and its parent actually printed, and how to run one seed by hand.
 
 A verdict table says "b 0.63 vs 0.20"; a person checking a bisect wants to see the runs. The
-re-tests of the culprit and its parent are stored seed by seed, so the report shows their first
-runs side by side (run i of each: its seed, the generated tokens and the outcome the statistic
+confirmation's runs of the culprit and its parent (fresh seeds) are stored seed by seed, so the
+report shows their first runs side by side (run i of each: its seed, the generated tokens and the outcome the statistic
 read) and gives the exact command that reruns one of the culprit's seeds on its kept binary:
 the argv of the command variant it ran with, seed filled in, shell-quoted for display only
 (bisectbot itself never runs a shell), with the working directory and the config's run
@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from bisectbot.config import SEED_BLOCK
 from bisectbot.core.outcome import Find
 from bisectbot.core.records import CommitVerdict, RunRecord
 from bisectbot.pipeline.runner import Prepared
@@ -37,11 +38,11 @@ def run_text(rec: RunRecord | None, split: str) -> str:
 
 
 def side_by_side(tester: Tester, find: Find, verdicts: list[CommitVerdict], rows: int = ROWS) -> dict[str, Any] | None:
-    """The first `rows` runs of the last re-tests of the culprit and of its parent, and the
-    command that reruns the culprit's first one by hand; None when there are no such re-tests
-    or either commit cannot be run from the state (its build gone and not rebuildable)."""
+    """The first `rows` runs of the confirmation of the culprit and of its parent (pipeline.confirm),
+    and the command that reruns the culprit's first one by hand; None when there is no
+    confirmation or either commit cannot be run from the state (its build gone and not rebuildable)."""
     last = {v.role: v for v in verdicts if v.arm == "main"}
-    culprit, parent = last.get("retest-culprit"), last.get("retest-parent")
+    culprit, parent = last.get("confirm-culprit"), last.get("confirm-parent")
     if culprit is None or parent is None:
         return None
     runner = tester.runner
@@ -50,7 +51,10 @@ def side_by_side(tester: Tester, find: Find, verdicts: list[CommitVerdict], rows
         prepared = runner.prepare(v.sha)
         if prepared.executor is None:
             return None
-        seeds = runner.seed_block(v.sha, v.block, rows)
+        first = (v.seeds[0] if v.seeds else 0)
+        every = runner.seed_block(v.sha, v.block, SEED_BLOCK)
+        at = every.index(first) if first in every else 0
+        seeds = every[at:at + rows]
         sides[name] = (prepared, seeds, runner.stored_runs(prepared))
     table = []
     for i in range(rows):

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 
 from bisectbot.config import BuildConfig, Config, ParseConfig, Variant
 from bisectbot.core.parallel import Throttle
+from bisectbot.core.policy import UnitCosts, unit_costs
 from bisectbot.core.records import BuildRecord, RunRecord
 from bisectbot.edges.procs import Sandbox, Server, clean_env, free_port, run
 from bisectbot.edges.storage import StateDir, VariantChoice
@@ -219,6 +220,14 @@ class CommitRunner:
         if index is None:
             return None
         return self.prepare(prepared.sha) if arm is None else self.prepare_arm(prepared.sha, arm)
+
+    def unit_costs(self) -> UnitCosts:
+        """What a build and a run cost here, as this state directory measured them (its latest
+        builds under this config's build key, its latest runs, divided by the runs at once);
+        the conservative defaults for what it never measured (core.policy)."""
+        timings = self.state.store.timings(self.builder.key(self.cfg.build))
+        at_once = min(self.cfg.run.jobs or os.cpu_count() or 1, os.cpu_count() or 1)
+        return unit_costs(timings.build_seconds, timings.run_seconds, at_once)
 
     def stored_runs(self, prepared: Prepared) -> dict[int, RunRecord]:
         """The commit's runs already stored, by seed (none is executed)."""

@@ -30,9 +30,10 @@ from bisectbot.pipeline.events import Event
 
 COLOR_MODES = ("auto", "always", "never")
 # verdict words as the events and summaries spell them, and their colours
-VERDICT_STYLES = {"GOOD": "green", "BAD": "red", "SKIP": "yellow", "INCONCLUSIVE": "yellow",
-                  "UNLIKE": "yellow"}
-_VERDICT_WORD = re.compile(r"\b(" + "|".join(VERDICT_STYLES) + r")\b")
+VERDICT_STYLES = {"GOOD-SIDE": "cyan", "BAD-SIDE": "magenta", "GOOD": "green", "BAD": "red", "SKIP": "yellow",
+                  "INCONCLUSIVE": "yellow", "UNLIKE": "yellow", "CHANGED": "red"}
+# the longer words first, and never a GOOD inside GOOD-SIDE
+_VERDICT_WORD = re.compile(r"(?<![\w-])(" + "|".join(VERDICT_STYLES) + r")(?![\w-])")
 STATUS_INTERVAL = 0.1  # at most ~10 status updates a second
 
 

@@ -11,8 +11,9 @@ independent of the verdicts that led the search there.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from bisectbot.config import SEED_BLOCK, Config
 from bisectbot.core import stats
@@ -25,27 +26,64 @@ from bisectbot.pipeline.runner import CommitRunner, Prepared
 
 
 def judge(counts: Sequence[int], ask: Ask, reference: stats.Reference, *, tolerance: float,
-          budget: int, eta: float = 0.0) -> stats.Evidence:
+          budget: int, eta: float = 0.0, alike: Mapping[str, tuple[int, int]] | None = None) -> stats.Evidence:
     """The sequential test the question asks for, on the counts so far (pure).
 
-    reference: the generic test against the reference (or its control sample); with `ask.q_bad`
-    (a re-test in a bisect) half its BAD mixture bets on the bad end's q̂;
-    two-point: bisect mode, like the good endpoint or like the bad endpoint's q̂ (`ask.q_bad`);
+    reference: the generic test against the reference (or its control sample): GOOD = within
+    tolerance, BAD = departs by more than eta; with `ask.q_bad` half its BAD mixture bets on the
+    broken end's q̂ (faster, still valid);
+    quick: a search step when builds are cheap: BAD as above, or GOOD-SIDE once the commit is
+    shown unlike the broken end's q̂ (never GOOD: it orders the search, stats.test_quick);
+    depart: the BAD side alone (is the working end itself beyond eta? never GOOD);
     bad-model: no test, keep measuring the (already BAD) endpoint until q̂ is good enough
-    relative to the size of the bug (stats.bad_endpoint_enough)."""
+    relative to the size of the bug (stats.bad_endpoint_enough).
+    `alike` (reference and quick steps run on the working end's seeds): per end of `ask.alike`,
+    how many shared seeds gave the same observation and how many did not; once the commit is
+    shown like an end (stats.log_e_alike) it is placed beside it, GOOD-SIDE or BAD-SIDE, unless
+    the test against the reference decided first."""
     if ask.mode == "bad-model":
         enough = stats.bad_endpoint_enough(counts, reference, eta=eta)
         return stats.Evidence(Verdict.BAD if enough else None, sum(counts), 0.0, 0.0,
                               f"bad-endpoint model from {sum(counts)} counted runs")
-    if ask.mode == "two-point":
+    control = reference.control is not None
+    if ask.mode == "quick" and not control:
         assert ask.q_bad is not None
-        return stats.test_two_point(counts, reference.as_point(), ask.q_bad,
-                                    alpha=ask.alpha, beta=ask.beta, max_runs=budget, eta=eta)
-    if reference.control is not None:
-        return stats.test_against_control(counts, reference, alpha=ask.alpha, beta=ask.beta,
-                                          tolerance=tolerance, max_runs=budget, eta=eta)
-    return stats.test_against_reference(counts, reference, alpha=ask.alpha, beta=ask.beta,
-                                        tolerance=tolerance, max_runs=budget, eta=eta, toward=ask.q_bad)
+        quick = stats.test_quick(counts, reference, ask.q_bad, alpha=ask.alpha, beta=ask.beta, max_runs=budget,
+                                 eta=eta)
+        return _placed_alike(quick, ask, alike) if alike else quick
+    if control:
+        ev = stats.test_against_control(counts, reference, alpha=ask.alpha, beta=ask.beta,
+                                        tolerance=tolerance, max_runs=budget, eta=eta)
+    else:
+        ev = stats.test_against_reference(counts, reference, alpha=ask.alpha, beta=ask.beta,
+                                          tolerance=tolerance, max_runs=budget, eta=eta, toward=ask.q_bad)
+    if ask.mode == "quick":
+        assert ask.q_bad is not None
+        ev = stats.test_quick(counts, reference.as_point(), ask.q_bad, alpha=ask.alpha, beta=ask.beta,
+                              max_runs=budget, eta=eta, bad=ev)
+    if ask.mode == "depart":
+        total = int(sum(counts))
+        if ev.decision is Verdict.BAD:
+            return ev
+        decision = Verdict.INCONCLUSIVE if total >= budget else None
+        return stats.Evidence(decision, total, ev.log_e_bad, 0.0,
+                              f"not shown beyond eta after {total} runs: E_bad = {ev.log_e_bad:.3g} (log)")
+    return _placed_alike(ev, ask, alike) if alike else ev
+
+
+def _placed_alike(ev: stats.Evidence, ask: Ask, alike: Mapping[str, tuple[int, int]]) -> stats.Evidence:
+    """A step's evidence, or — when its test has not decided (GOOD, BAD, or for a quick step
+    GOOD-SIDE) — a placement beside an end the commit is shown to be like, seed for seed."""
+    if ev.decision in (Verdict.GOOD, Verdict.BAD, Verdict.GOOD_SIDE):
+        return ev
+    for side, sha, _ in ask.alike:
+        agree, differ = alike.get(sha, (0, 0))
+        if stats.log_e_alike(agree, differ) >= math.log(1 / stats.STEER_LEVEL):
+            return stats.Evidence(Verdict(f"{side}-side"), ev.n, ev.log_e_bad, ev.log_e_good,
+                                  f"like {sha[:12]} (on the {side.upper()} side): the same outcome on {agree} of "
+                                  f"{agree + differ} seeds both ran (TV < {stats.ALIKE_DELTA:g} between them); not a "
+                                  f"test against the reference")
+    return ev
 
 
 class Untestable(Exception):
@@ -103,21 +141,29 @@ class Tester:
     def _measure(self, prepared: Prepared, ask: Ask) -> "_Measured":
         """Feed the commit's runs to the test until it decides, the budget ends, or the runs
         mostly fail (then `failed` says how)."""
-        budget = self.cfg.test.model_runs if ask.mode == "bad-model" else None
-        seeds = self.runner.seed_block(prepared.sha, ask.block, budget)
+        budget = self.cfg.test.model_runs if ask.mode == "bad-model" else ask.budget or self.cfg.run.max_runs
+        seeds = self.runner.seed_block(ask.seeds_of or prepared.sha, ask.block, ask.start + budget)[ask.start:]
         out = _Measured(Tally(self.reference.names), len(seeds))
+        ends = {sha: dict(table) for _, sha, table in ask.alike}
+        alike = {sha: [0, 0] for sha in ends}
         stream = self.runner.runs(prepared, seeds)
         try:
             with stream:
                 for rec in stream:
-                    out.tally.add(rec, self.category(rec))
+                    category = self.category(rec)
+                    out.tally.add(rec, category)
                     if out.tally.mostly_failed:
                         out.failed = out.tally.failure_signature(prepared.variant)
                         break
+                    for sha, table in ends.items():  # the same seed at an end: the same observation?
+                        theirs = table.get(rec.seed)
+                        if rec.ok and theirs is not None:
+                            alike[sha][(-1 if category is None else category) != theirs] += 1
                     if rec.ok:
                         out.evidence = judge(out.tally.counts, ask, self.reference,
                                              tolerance=self.cfg.test.tolerance, budget=out.budget,
-                                             eta=self.cfg.test.indifference)
+                                             eta=self.cfg.test.indifference,
+                                             alike={k: (a, d) for k, (a, d) in alike.items()})
                         self.events.emit(RunsProgress(prepared.sha, out.tally.consumed, out.budget, out.tally.short()))
                         if out.evidence.decision is not None:
                             break
@@ -126,8 +172,24 @@ class Tester:
         out.executed = stream.executed
         return out
 
-    def sticky_feed(self, sha: str) -> "StickyFeed":
-        return StickyFeed(self, sha)
+    def observations(self, sha: str, seeds_of: str | None = None) -> tuple[tuple[int, int], ...]:
+        """The commit's stored runs on `seeds_of`'s block-0 seeds (its own by default), as
+        (seed, category or −1 when not counted): what a commit run on the same seeds is compared
+        with. Failed runs are left out."""
+        prepared = self.runner.prepare(sha)
+        if prepared.executor is None:
+            return ()
+        seeds = set(self.runner.seed_block(seeds_of or sha, 0, SEED_BLOCK))
+        out = []
+        for seed, rec in sorted(self.runner.stored_runs(prepared).items()):
+            if rec.ok and seed in seeds:
+                category = self.category(rec)
+                out.append((seed, -1 if category is None else category))
+        return tuple(out)
+
+    def feed(self, sha: str, block: int = 0, start: int = 0) -> "Feed":
+        """The commit's runs one counted category at a time (sticky search, confirmation)."""
+        return Feed(self, sha, block, start)
 
     def _reached(self, prepared: Prepared, ask: Ask, tally: Tally | None, verdict: Verdict, reason: str,
                  *, evidence: tuple[float, float] = (0.0, 0.0), executed: int = 0,
@@ -174,21 +236,23 @@ def _skip_signature(prepared: Prepared) -> str:
     return masked(prepared.why)
 
 
-class StickyFeed:
-    """One commit's runs for the sticky bisection, one category at a time in seed order, from
-    the same run path as every verdict (stored runs replayed, missing ones run in parallel)."""
+class Feed:
+    """One commit's runs, one counted category at a time in seed order, from the same run path
+    as every verdict (stored runs replayed, missing ones run in parallel): the sticky search
+    reads block 0, the confirmation reads block 1 from `start` (the seeds no earlier test of
+    this bisect has looked at). `tally` counts what was fed, failures included."""
 
-    def __init__(self, tester: Tester, sha: str):
-        self.tester, self.sha = tester, sha
+    def __init__(self, tester: Tester, sha: str, block: int = 0, start: int = 0):
+        self.tester, self.sha, self.block, self.start = tester, sha, block, start
         self.prepared = tester.runner.prepare(sha)
         self.tally = Tally(tester.reference.names)
         self.stream = (tester.runner.runs(self.prepared, self._seeds())
                        if self.prepared.executor is not None else None)
 
     def _seeds(self) -> list[int]:
-        """The commit's whole block 0: a commit next to the boundary may need more runs than
-        one verdict's budget (the search as a whole is capped by test.search_runs)."""
-        return self.tester.runner.seed_block(self.sha, 0, SEED_BLOCK)
+        """The rest of the commit's block: a commit next to the boundary may need more runs than
+        one verdict's budget (the sticky search as a whole is capped by test.search_runs)."""
+        return self.tester.runner.seed_block(self.sha, self.block, SEED_BLOCK)[self.start:]
 
     def next(self) -> int:
         """The category of the commit's next counted run; `Untestable` when there is none.
@@ -213,12 +277,14 @@ class StickyFeed:
             else:
                 raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
 
-    def verdict(self, verdict: Verdict, reason: str, signature: str = "") -> CommitVerdict:
-        """The side the search put this commit on, as a verdict like any other."""
-        ask = Ask(role="sticky", alpha=0.0, beta=0.0, mode="sticky")
+    def verdict(self, verdict: Verdict, reason: str, signature: str = "", *, ask: Ask | None = None,
+                tally: Tally | None = None, evidence: tuple[float, float] = (0.0, 0.0)) -> CommitVerdict:
+        """A verdict on this commit's runs (all fed so far, or the `tally` of a prefix of them);
+        by default the side the sticky search put it on."""
+        ask = ask or Ask(role="sticky", alpha=0.0, beta=0.0, mode="sticky")
         executed = self.stream.executed if self.stream is not None else 0
-        return self.tester._reached(self.prepared, ask, self.tally, verdict, reason, executed=executed,
-                                    signature=signature)
+        return self.tester._reached(self.prepared, ask, tally or self.tally, verdict, reason, executed=executed,
+                                    signature=signature, evidence=evidence)
 
     def close(self) -> None:
         if self.stream is not None:
