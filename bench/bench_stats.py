@@ -2,7 +2,7 @@
 
     python bench/bench_stats.py                  # the acceptance sizes (about an hour on 2 cores)
     python bench/bench_stats.py --quick          # a tenth of the repetitions (minutes)
-    python bench/bench_stats.py --baseline REV   # also run the TV 0.1 case through bisectbot at REV
+    python bench/bench_stats.py --baseline REV   # also run every case through bisectbot at REV
 
 Verdicts: the sequential tests of bisectbot.core.stats, vectorised over many simulated run
 sequences (bench/simulate.py: the same formulas, evaluated after every run).
@@ -12,15 +12,22 @@ the build and the program are simulated; a run's outcome is fixed by the commit'
 the seed). Repetitions are spread over a Dask `distributed` cluster (`--workers`, default: the
 cores) or an existing one (`--scheduler ADDRESS`).
 
+Histories are narrowed as on llama.cpp (55% of commits cannot change the binary: skipped as
+equivalent, a culprit's parent among them included) and priced in seconds at two settings
+(`simbisect.COSTS`: llama.cpp's measured build and run times, and the demo's); the strategy is
+chosen under each. A wrong answer is the issue's: a commit where nothing changed, one after the
+first change beyond the tolerance, or one whose own distribution is within eta of the reference.
+
 Every rate is printed with its repetitions and a one-sided 95% Clopper–Pearson bound (upper for
 error rates, lower for success rates). The reference is #29975's (e 0.3455, g 0.4517, h 0.2028;
-82% of runs meet the condition); a build costs 100 runs.
+82% of runs meet the condition).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,6 +50,7 @@ from bisectbot.core import stats as S  # noqa: E402
 
 ALPHA = 5e-4
 TOL = 0.1
+ETA = 0.3 * TOL  # the default indifference (TestConfig)
 P_COND = list(sb.P_29975.values())
 
 
@@ -95,23 +103,26 @@ def verdict_task(name: str, cond: list[float], other: float, eta: float, paths: 
 
 
 def history(case: dict[str, Any], rep: int) -> tuple[sb.History, list[int]]:
-    """The case's history for one repetition: change points at random positions (fixed by the
-    repetition's number), and the positions where something changed."""
+    """The case's history for one repetition (fixed by its number): a share of the commits
+    cannot change the binary (llama.cpp's mix, `EQUIVALENT`), the change points at random
+    commits that can; and the positions where something changed."""
     rng = np.random.default_rng([case["seed"], rep])
     n, shifts = case["n"], case["shifts"]
-    if len(shifts) == 1:
-        where = [int(rng.integers(1, n))]
-    else:
-        a = int(rng.integers(1, n - 2))
-        where = [a, int(rng.integers(a + 1, n))]
+    inner = np.arange(1, n - 1)
+    equivalent = frozenset(int(p) for p in inner[rng.random(inner.size) < case.get("equivalent", EQUIVALENT)])
+    can = [p for p in range(1, n) if p not in equivalent]
+    where = sorted(int(p) for p in rng.choice(can, size=len(shifts), replace=False))
     changes = {0: sb.joint(P_COND, case["other"])}
     for pos, cond in zip(where, shifts):
         changes[pos] = sb.joint(cond, case["other"])
-    return sb.History(n, changes, salt=case["seed"] * 1_000_003 + rep), where
+    return sb.History(n, changes, salt=case["seed"] * 1_000_003 + rep, equivalent=equivalent,
+                      failing=case.get("failing", 0.0)), where
 
 
-def bisect_task(case: dict[str, Any], reps: list[int], max_runs: int | None) -> list[dict[str, Any]]:
-    """Bisects of the case's histories through run_bisect; what each named."""
+def bisect_task(case: dict[str, Any], reps: list[int], max_runs: int | None, costs: str = "llama",
+                strategy: str = "auto") -> list[dict[str, Any]]:
+    """Bisects of the case's histories through run_bisect; what each named and cost (seconds at
+    both cost settings)."""
     import bisectbot
 
     cfg = sb.sim_config(max_runs)
@@ -119,14 +130,26 @@ def bisect_task(case: dict[str, Any], reps: list[int], max_runs: int | None) -> 
     for rep in reps:
         hist, where = history(case, rep)
         t0 = time.perf_counter()
-        o = sb.run_one(cfg, hist)
+        o = sb.run_one(cfg, hist, strategy, costs=costs)
         out.append({**asdict(o), "rep": rep, "where": where, "seconds": time.perf_counter() - t0,
+                    "llama_s": o.seconds("llama"), "demo_s": o.seconds("demo"), "costs": costs,
                     "code": str(Path(bisectbot.__file__).parent)})
     return out
 
 
 # -- cases ------------------------------------------------------------------------------------
+EQUIVALENT = 0.55  # share of llama.cpp's first-parent commits that cannot change llama-speculative
+
+
+def cond_tv(cond: Sequence[float], other: float) -> float:
+    """Total variation of a conditional outcome distribution (with a stray share) from the reference's."""
+    q = np.append(np.asarray(cond, float) * (1 - other), other)
+    return 0.5 * float(np.abs(q - np.append(P_COND, 0.0)).sum())
+
+
 def bisect_cases(scale: float) -> list[dict[str, Any]]:
+    """The histories: every change below eta or beyond tolerance (`zone` False: the first
+    departure must be named), and three shapes with something inside the indifference zone."""
     def reps(n: int) -> int:
         return max(10, int(n * scale))
 
@@ -136,13 +159,37 @@ def bisect_cases(scale: float) -> list[dict[str, Any]]:
     for i, (label, shifts) in enumerate(two):
         for n in (64, 1024):
             cases.append({"label": f"{label}, N = {n}", "n": n, "shifts": [s.tolist() for s in shifts], "other": 0.0,
-                          "reps": reps(1000), "seed": 100 + 10 * i + (n > 64), "kind": "two"})
+                          "reps": reps(300), "seed": 100 + 10 * i + (n > 64)})
     for j, (label, shift) in enumerate((("gross", GROSS), ("TV 0.15", tv15))):
         cases.append({"label": f"2% stray outcome on every commit, one {label} defect, N = 1024", "n": 1024,
-                      "shifts": [shift.tolist()], "other": 0.02, "reps": reps(400), "seed": 200 + j, "kind": "one"})
+                      "shifts": [shift.tolist()], "other": 0.02, "reps": reps(300), "seed": 200 + j})
     cases.append({"label": "one TV 0.1 defect (hardest direction), N = 4096", "n": 4096,
-                  "shifts": [shifted(0.1).tolist()], "other": 0.0, "reps": reps(300), "seed": 300, "kind": "one"})
+                  "shifts": [shifted(0.1).tolist()], "other": 0.0, "reps": reps(300), "seed": 300})
+    cases.append({"label": "10% of runs fail, one TV 0.15 defect, N = 256", "n": 256, "shifts": [tv15.tolist()],
+                  "other": 0.0, "failing": 0.10, "reps": reps(300), "seed": 400})
+    # inside the indifference zone (eta 0.03 … tolerance 0.1): either verdict is allowed there
+    cases.append({"label": "three change points: TV 0.06, TV 0.12, gross, N = 256", "n": 256,
+                  "shifts": [shifted(0.06).tolist(), shifted(0.12, along=0.06).tolist(), GROSS.tolist()],
+                  "other": 0.0, "reps": reps(300), "seed": 500})
+    cases.append({"label": "5% stray outcome on every commit, one TV 0.15 defect, N = 256", "n": 256,
+                  "shifts": [tv15.tolist()], "other": 0.05, "reps": reps(300), "seed": 600})
+    for case in cases:
+        case["tvs"] = [cond_tv(c, case["other"]) for c in case["shifts"]]
+        case["base_tv"] = cond_tv(P_COND, case["other"])
+        case["zone"] = any(ETA < tv < TOL for tv in [case["base_tv"], *case["tvs"]])
     return cases
+
+
+def wrong(case: dict[str, Any], named: int | None, where: list[int]) -> bool:
+    """The issue's definition: a commit where nothing changed, a commit after the first change
+    beyond the tolerance, or a commit whose own distribution is within eta of the reference
+    (nothing named, or an ambiguous range, is not wrong)."""
+    if named is None:
+        return False
+    if named not in where:
+        return True
+    j = where.index(named)
+    return any(tv >= TOL - 1e-9 for tv in case["tvs"][:j]) or case["tvs"][j] <= ETA
 
 
 def summarise(case: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -152,17 +199,21 @@ def summarise(case: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, 
     nothing = sum(r["named"] is not None and r["named"] not in r["where"] for r in results)
     unnamed = sum(r["named"] is None for r in results)
     named = [r for r in results if r["named"] is not None]
-    wrong = later + nothing
+    bad = [r for r in results if wrong(case, r["named"], r["where"])]
+    confident_wrong = sum(r["confidence"] >= 0.99 for r in bad)
     conf = min((r["confidence"] for r in named), default=1.0)
-    costs = np.array([r["runs"] + sb.BUILD_COST * r["builds"] for r in results])
     statuses: dict[str, int] = {}
     for r in results:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     return {"label": case["label"], "n": n, "first": first, "later": later, "nothing": nothing,
-            "unnamed": unnamed, "wrong": wrong, "min_conf": conf,
+            "unnamed": unnamed, "wrong": len(bad), "confident_wrong": confident_wrong, "min_conf": conf,
+            "zone": case.get("zone", False),
             "mean_conf": float(np.mean([r["confidence"] for r in named])) if named else 0.0,
             "runs": float(np.mean([r["runs"] for r in results])),
-            "builds": float(np.mean([r["builds"] for r in results])), "cost": float(costs.mean()),
+            "builds": float(np.mean([r["builds"] for r in results])),
+            "cost": float(np.mean([r["runs"] + sb.BUILD_COST * r["builds"] for r in results])),
+            "llama_s": float(np.mean([r.get("llama_s", 0.0) for r in results])),
+            "demo_s": float(np.mean([r.get("demo_s", 0.0) for r in results])),
             "seconds": float(np.mean([r["seconds"] for r in results])), "statuses": statuses,
             "strategies": sorted({r["strategy"] for r in results})}
 
@@ -185,61 +236,103 @@ def client_for(args: argparse.Namespace) -> Any:
     return Client(cluster)
 
 
-def run_bisects(client: Any, cases: list[dict[str, Any]], max_runs: int | None,
-                chunk: int = 10) -> dict[str, list[dict[str, Any]]]:
+def run_bisects(client: Any, cases: list[dict[str, Any]], max_runs: int | None, costs: str = "llama",
+                strategy: str = "auto", chunk: int = 10) -> dict[str, list[dict[str, Any]]]:
     futures = []
     for case in cases:
         for start in range(0, case["reps"], chunk):
             reps = list(range(start, min(case["reps"], start + chunk)))
-            futures.append((case["label"], client.submit(bisect_task, case, reps, max_runs, pure=False)))
+            futures.append((case["label"], client.submit(bisect_task, case, reps, max_runs, costs, strategy,
+                                                         pure=False)))
     out: dict[str, list[dict[str, Any]]] = {c["label"]: [] for c in cases}
     for label, fut in futures:
         out[label].extend(fut.result())
     return out
 
 
-def baseline(rev: str, case: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """The same case through bisectbot at `rev` (a git worktree), in a child process that puts
-    that tree first on its path and its workers' (and checks that they used it); its bad-model
-    stage is capped by run.max_runs, so it gets 4,000 (the new default budget) to finish."""
+def baseline(rev: str, cases: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The same cases (the same histories: repetitions 0 … reps − 1) through bisectbot at `rev`
+    (a git worktree), in a child process that puts that tree first on its path and its
+    workers' (and checks that they used it)."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
                        capture_output=True)
+        # its bisectbot comes first on the path, but the bench modules must be ours (the same
+        # histories): the worktree's own bench/ would shadow them
+        shutil.rmtree(tree / "bench", ignore_errors=True)
         try:
             env = {**os.environ, "BISECTBOT_TREE": str(tree)}
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--child-case", repr(case),
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--child-cases", repr(cases),
                    "--workers", str(args.workers)]
+            if args.scheduler:
+                cmd += ["--scheduler", args.scheduler]
             if args.baseline_minutes:
                 cmd += ["--baseline-minutes", str(args.baseline_minutes)]
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if proc.returncode != 0:
-                raise SystemExit(f"baseline at {rev} failed: {proc.stderr.strip().splitlines()[-1:]}")
+                raise SystemExit(f"baseline at {rev} failed: {proc.stderr.strip().splitlines()[-3:]}")
             return eval(proc.stdout.strip().splitlines()[-1])  # our own repr, from our own child
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
 
 
-def child(case_text: str, args: argparse.Namespace) -> None:
-    """--child-case: run one case's bisects with whatever bisectbot PYTHONPATH gives, one history
-    per task; at --baseline-minutes the unfinished ones are cancelled and left out."""
+def cached_baseline(rev: str, cases: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """The baseline's results, from `--baseline-cache FILE` when it holds this revision's run of
+    these very cases (the baseline is a fixed old commit: its results do not change), else run
+    and stored there."""
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", rev], capture_output=True, text=True).stdout.strip()
+    key = repr((sha, cases))
+    path = Path(args.baseline_cache) if args.baseline_cache else None
+    if path is not None and path.is_file():
+        stored = eval(path.read_text())  # our own repr, written below
+        if stored.get("key") == key:
+            print(f"(baseline results of {sha[:12]} read from {path})", flush=True)
+            return stored["results"]  # type: ignore[no-any-return]
+    results = baseline(rev, cases, args)
+    if path is not None:
+        path.write_text(repr({"key": key, "results": results}))
+    return results
+
+
+def child(cases_text: str, args: argparse.Namespace) -> None:
+    """--child-cases: run the cases' bisects with whatever bisectbot PYTHONPATH gives, one history
+    per task; at --baseline-minutes the unfinished ones are cancelled and left out. Prints the
+    results of each case (every history, for side-by-side comparisons)."""
     from distributed import wait
 
-    case = eval(case_text)  # written by baseline() above
+    cases = eval(cases_text)  # written by baseline() above
     client = client_for(args)
-    futures = [client.submit(bisect_task, case, [rep], 4000, pure=False) for rep in range(case["reps"])]
+    futures = [(case["label"], client.submit(bisect_task, case, [rep], 4000, pure=False))
+               for case in cases for rep in range(case["reps"])]
     try:
-        wait(futures, timeout=60 * args.baseline_minutes if args.baseline_minutes else None)
+        wait([f for _, f in futures], timeout=60 * args.baseline_minutes if args.baseline_minutes else None)
     except TimeoutError:
         pass
-    results = [r for f in futures if f.status == "finished" for r in f.result()]
-    client.cancel(futures)
-    if not results:
+    results: dict[str, list[dict[str, Any]]] = {c["label"]: [] for c in cases}
+    for label, f in futures:
+        if f.status == "finished":
+            results[label].extend(f.result())
+    client.cancel([f for _, f in futures])
+    used = {r["code"] for rs in results.values() for r in rs}
+    if not used:
         raise SystemExit(f"no baseline bisect finished within {args.baseline_minutes} minutes")
-    used = {r["code"] for r in results}
     if TREE is None or used != {str(Path(TREE) / "bisectbot")}:
         raise SystemExit(f"the baseline ran bisectbot from {sorted(used)}, not from {TREE}")
-    print(repr({**summarise(case, results), "reps": sorted(r["rep"] for r in results), "asked": case["reps"]}))
+    print(repr(results))
+
+
+def bisect_table(summaries: list[dict[str, Any]], setting: str) -> str:
+    rows = []
+    for s in summaries:
+        rows.append((s["label"] + (" [zone]" if s["zone"] else ""), rate_down(s["first"], s["n"]),
+                     rate_up(s["confident_wrong"], s["n"]), rate_up(s["wrong"], s["n"]),
+                     rate_up(s["unnamed"], s["n"]), f"{s['min_conf']:.4f}",
+                     f"{s['runs']:,.0f} / {s['builds']:.1f}", f"{s[setting + '_s']:,.0f} s",
+                     ",".join(s["strategies"])))
+    return table(("history", "first departure named", "wrong, stated confidence ≥ 0.99", "wrong (any)",
+                  "nothing named", "min stated confidence", "mean runs / builds", f"mean wall ({setting} costs)",
+                  "strategy"), rows)
 
 
 def main() -> None:
@@ -247,85 +340,104 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a tenth of the repetitions")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
-    ap.add_argument("--baseline", metavar="REV", help="also run the TV 0.1 case through bisectbot at REV")
-    ap.add_argument("--baseline-reps", type=int, help="how many of the TV 0.1 histories the baseline bisects "
-                    "(default: a third of the case's, at least 10)")
+    ap.add_argument("--costs", choices=["llama", "demo", "both"], default="both",
+                    help="the cost settings the strategy is chosen under (seconds per build and per run)")
+    ap.add_argument("--strategy", default="auto", choices=["auto", "reference", "plain", "sticky"],
+                    help="the strategy the bisects are asked for (default auto: chosen by the costs)")
+    ap.add_argument("--baseline", metavar="REV", help="also run every case through bisectbot at REV, on the same "
+                    "histories, and compare the wall time at llama.cpp's costs")
+    ap.add_argument("--baseline-reps", type=int, help="how many histories of each case the baseline bisects "
+                    "(default: all of them)")
+    ap.add_argument("--baseline-cache", metavar="FILE", help="keep the baseline's results here and reuse them when "
+                    "the same revision already ran the same cases")
     ap.add_argument("--baseline-minutes", type=float, help="stop the baseline after this long and compare the "
                     "histories it finished (its slow ones are the costly ones, so this favours the baseline)")
     ap.add_argument("--only", help="run only the cases whose label contains this")
-    ap.add_argument("--child-case", help=argparse.SUPPRESS)
+    ap.add_argument("--no-verdicts", action="store_true", help="skip the single-verdict rates")
+    ap.add_argument("--child-cases", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child_case:
-        return child(args.child_case, args)
+    if args.child_cases:
+        return child(args.child_cases, args)
     scale = 0.1 if args.quick else 1.0
     t0 = time.time()
-    from bisectbot.config import TestConfig
-
-    eta = TestConfig().indifference
     client = client_for(args)
 
-    # verdicts: false BAD at good commits (exact, and with a 2% stray outcome), gross BAD speed
-    verdicts = [("exact reference", P_COND, 0.0), ("reference + 2% stray outcome", P_COND, 0.02),
-                ("gross (1, 0, 0)", GROSS.tolist(), 0.0)]
-    total = int(20_000 * scale)
-    vfut = []
-    for name, cond, other in verdicts:
-        paths = total if name != "gross (1, 0, 0)" else max(1000, total // 10)
-        budget = 4000 if name != "gross (1, 0, 0)" else 100
-        for i, start in enumerate(range(0, paths, 1000)):
-            vfut.append(client.submit(verdict_task, name, cond, other, eta, min(1000, paths - start), budget,
-                                      7_000 + 31 * len(vfut) + i, pure=False))
-    cases = [c for c in bisect_cases(scale) if not args.only or args.only in c["label"]]
-    bisects = run_bisects(client, cases, max_runs=None)
     vres: dict[str, dict[str, Any]] = {}
-    for fut in vfut:
-        r = fut.result()
-        acc = vres.setdefault(r["name"], {"paths": 0, "bad": 0, "good": 0, "bad_runs": []})
-        for k in ("paths", "bad", "good"):
-            acc[k] += r[k]
-        acc["bad_runs"] += r["bad_runs"]
+    if not args.no_verdicts:
+        # verdicts: false BAD at good commits (exact, and with a 2% stray outcome), gross BAD speed
+        verdicts = [("exact reference", P_COND, 0.0), ("reference + 2% stray outcome", P_COND, 0.02),
+                    ("gross (1, 0, 0)", GROSS.tolist(), 0.0)]
+        total = int(20_000 * scale)
+        vfut = []
+        for name, cond, other in verdicts:
+            paths = total if name != "gross (1, 0, 0)" else max(1000, total // 10)
+            budget = 4000 if name != "gross (1, 0, 0)" else 100
+            for i, start in enumerate(range(0, paths, 1000)):
+                vfut.append(client.submit(verdict_task, name, cond, other, ETA, min(1000, paths - start), budget,
+                                          7_000 + 31 * len(vfut) + i, pure=False))
+        for fut in vfut:
+            r = fut.result()
+            acc = vres.setdefault(r["name"], {"paths": 0, "bad": 0, "good": 0, "bad_runs": []})
+            for k in ("paths", "bad", "good"):
+                acc[k] += r[k]
+            acc["bad_runs"] += r["bad_runs"]
+        print(f"# bisectbot statistics bench — defaults: eta {ETA:g}, tolerance {TOL:g}; "
+              f"verdicts at alpha = beta = {ALPHA:g}\n")
+        rows = []
+        for name, acc in vres.items():
+            if name.startswith("gross"):
+                runs = np.array(acc["bad_runs"])
+                rows.append((name, "BAD", rate_down(acc["bad"], acc["paths"]),
+                             f"mean {runs.mean():.1f} runs, p95 {np.percentile(runs, 95):.0f} (target ≤ 16)"))
+            else:
+                rows.append((name, "false BAD (budget 4,000)", rate_up(acc["bad"], acc["paths"]),
+                             f"target ≤ alpha = {ALPHA:g}; GOOD {pct(acc['good'] / acc['paths'])}"))
+        print(table(("commit", "verdict", "rate (reps; 95% bound)", "note"), rows), flush=True)
 
-    print(f"# bisectbot statistics bench — defaults: eta {eta:g}, tolerance {TOL:g}; "
-          f"verdicts at alpha = beta = {ALPHA:g}\n")
-    rows = []
-    for name, acc in vres.items():
-        if name.startswith("gross"):
-            runs = np.array(acc["bad_runs"])
-            rows.append((name, "BAD", rate_down(acc["bad"], acc["paths"]),
-                         f"mean {runs.mean():.1f} runs, p95 {np.percentile(runs, 95):.0f} (target ≤ 16)"))
-        else:
-            rows.append((name, "false BAD (budget 4,000)", rate_up(acc["bad"], acc["paths"]),
-                         f"target ≤ alpha = {ALPHA:g}; GOOD {pct(acc['good'] / acc['paths'])}"))
-    print(table(("commit", "verdict", "rate (reps; 95% bound)", "note"), rows), flush=True)
-
-    summaries = [summarise(c, bisects[c["label"]]) for c in cases]
-    print(f"\n# bisects through run_bisect (default settings; a build = {sb.BUILD_COST} runs)\n")
-    brows = []
-    for s in summaries:
-        brows.append((s["label"], rate_down(s["first"], s["n"]), rate_up(s["later"], s["n"]),
-                      rate_up(s["nothing"], s["n"]), rate_up(s["unnamed"], s["n"]),
-                      f"{s['min_conf']:.4f} / {rate_up(s['wrong'], s['n'])}",
-                      f"{s['runs']:,.0f} / {s['builds']:.1f} / {s['cost']:,.0f}", ",".join(s["strategies"])))
-    print(table(("history", "first departure named", "a later change point named", "a commit where nothing "
-                 "changed named", "nothing named", "min stated confidence / wrong", "mean runs / builds / cost",
-                 "strategy"), brows))
-    for s in summaries:
-        print(f"  {s['label']}: statuses {s['statuses']}, {s['seconds']:.1f} s per bisect", flush=True)
-    base = None  # last: the old code's searches can be slow, and the tables above are printed by then
+    cases = [c for c in bisect_cases(scale) if not args.only or args.only in c["label"]]
+    settings = ["llama", "demo"] if args.costs == "both" else [args.costs]
+    now: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for setting in settings:
+        now[setting] = run_bisects(client, cases, max_runs=None, costs=setting, strategy=args.strategy)
+        build, run = sb.COSTS[setting]
+        print(f"\n# bisects through run_bisect, {setting} costs (a build {build:g} s, a run {run:g} s); "
+              f"{EQUIVALENT:.0%} of commits cannot change the binary; [zone]: something between eta {ETA:g} "
+              f"and tolerance {TOL:g}\n")
+        summaries = [summarise(c, now[setting][c["label"]]) for c in cases]
+        print(bisect_table(summaries, setting))
+        for s in summaries:
+            print(f"  {s['label']}: statuses {s['statuses']}, {s['seconds']:.2f} s per simulated bisect", flush=True)
+        clean = [s for s in summaries if not s["zone"]]
+        k, n = sum(s["first"] for s in clean), sum(s["n"] for s in clean)
+        kw, nw = sum(s["confident_wrong"] for s in summaries), sum(s["n"] for s in summaries)
+        print(f"  every change below eta or beyond tolerance: first departure named {rate_down(k, n)}; "
+              f"everywhere: wrong with stated confidence ≥ 0.99 {rate_up(kw, nw)}", flush=True)
     if args.baseline:
-        tv = next((c for c in cases if c["label"].startswith("one TV 0.1")), None)
-        if tv is not None:
-            reps = args.baseline_reps or max(10, int(100 * scale))
-            base = baseline(args.baseline, {**tv, "reps": min(reps, tv["reps"])}, args)
-    if base is not None:  # side by side on the same histories (repetitions 0 … n−1)
-        case = next(c for c in cases if c["label"] == base["label"])
-        new = summarise(case, [r for r in bisects[case["label"]] if r["rep"] in base["reps"]])
-        part = "" if base["n"] == base["asked"] else f" (the {base['n']} of {base['asked']} it finished in time)"
-        print(f"\n# {base['label']}, the same {base['n']} histories{part} at {args.baseline} (run.max_runs 4,000 "
-              f"so its model stage can finish) and now:\n#   then: found {rate_down(base['first'], base['n'])}, mean cost "
-              f"{base['cost']:,.0f} ({base['runs']:,.0f} runs, {base['builds']:.1f} builds)\n#   now:  found "
-              f"{rate_down(new['first'], new['n'])}, mean cost {new['cost']:,.0f} ({new['runs']:,.0f} runs, "
-              f"{new['builds']:.1f} builds)\n#   ratio {new['cost'] / base['cost']:.2f} (target ≤ 1.3)")
+        picked = [{**c, "reps": min(c["reps"], args.baseline_reps or c["reps"])} for c in cases]
+        then = cached_baseline(args.baseline, picked, args)
+        print(f"\n# side by side on the same histories: bisectbot at {args.baseline} (then) and now, wall seconds "
+              f"at llama.cpp's costs (a build {sb.COSTS['llama'][0]:g} s, a run {sb.COSTS['llama'][1]:g} s)\n")
+        rows, pooled_then, pooled_now = [], [], []
+        for case in picked:
+            old = then.get(case["label"], [])
+            reps = {r["rep"] for r in old}
+            new = [r for r in now.get("llama", now[settings[0]])[case["label"]] if r["rep"] in reps]
+            if not old or not new:
+                continue
+            so, sn = summarise(case, old), summarise(case, new)
+            pooled_then += [r["llama_s"] for r in old]
+            pooled_now += [r["llama_s"] for r in new]
+            rows.append((case["label"], str(len(old)), rate_down(so["first"], so["n"]), rate_down(sn["first"], sn["n"]),
+                         rate_up(so["confident_wrong"], so["n"]), rate_up(sn["confident_wrong"], sn["n"]),
+                         f"{so['llama_s']:,.0f} s ({so['builds']:.1f} b, {so['runs']:,.0f} r)",
+                         f"{sn['llama_s']:,.0f} s ({sn['builds']:.1f} b, {sn['runs']:,.0f} r)",
+                         f"{sn['llama_s'] / so['llama_s']:.2f}"))
+        print(table(("history", "histories", "first named then", "first named now", "confident wrong then",
+                     "confident wrong now", "mean wall then", "mean wall now", "ratio"), rows))
+        if pooled_then:
+            ratio = float(np.mean(pooled_now) / np.mean(pooled_then))
+            print(f"\n  all {len(pooled_then)} histories: mean wall {np.mean(pooled_then):,.0f} s then, "
+                  f"{np.mean(pooled_now):,.0f} s now: ratio {ratio:.2f} (target ≤ 0.8)")
     print(f"\n(bench took {time.time() - t0:.0f} s on {len(client.scheduler_info()['workers'])} workers)")
     client.close()
 

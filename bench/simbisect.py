@@ -8,6 +8,15 @@ summary. A run's outcome is a function of (the commit's distribution, the seed) 
 deterministic program: two commits with the same distribution give the same run for the same
 seed, so shared seeds behave as they do for real.
 
+Histories can hold commits that cannot change the binary (`History.equivalent`): the plan is
+narrowed as `pipeline.narrow` would narrow it (such a commit builds its parent's binary, so it
+has its parent's distribution), and the confirmation still builds a skipped parent. Runs can
+fail (`History.failing`: a share of seeds crash, the same seeds at every commit).
+
+Costs are seconds: `COSTS` holds two settings, llama.cpp's measured figures and the demo's; a
+`SimRunner` states its setting to the strategy choice as a real runner states what its state
+directory measured (`unit_costs`), and `Outcome.seconds` prices a bisect with it.
+
 The module imports only what every version of bisectbot since the two-point search has, so
 `bench_stats.py --baseline REV` can run the same histories through an older checkout.
 """
@@ -35,7 +44,11 @@ from bisectbot.pipeline.verdict import Tester
 
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
 CONDITION_29975 = 0.82
-BUILD_COST = 100  # a build costs as much as 100 runs (the design's unit of cost)
+BUILD_COST = 100  # a build costs as much as 100 runs (the first design's unit of cost)
+# (seconds per build, wall seconds per run). llama.cpp: builds of llama-speculative on real
+# history took 11–140 s, mean ~75 s, a run ~40 ms (issue 20: one build ≈ 1,900 runs). The demo:
+# `bisectbot demo` on 2 cores, ccache warm: builds 0.1–0.7 s (~0.4), 4,272 runs in ~10 s.
+COSTS: dict[str, tuple[float, float]] = {"llama": (75.0, 0.040), "demo": (0.4, 0.0023)}
 
 CONFIG = """\
 name: sim
@@ -86,11 +99,15 @@ TOKENS: tuple[tuple[str, ...], ...] = (("f", "e"), ("f", "g"), ("f", "h"), ("f",
 @dataclass(frozen=True)
 class History:
     """A line of `n` commits; `changes` maps a position to the distribution from there on
-    (position 0 must be present). The first departure is the first change at a position > 0."""
+    (position 0 must be present). The first departure is the first change at a position > 0.
+    `equivalent`: positions that cannot change the binary (never a change point); `failing`:
+    the share of seeds whose run crashes (at every commit)."""
 
     n: int
     changes: dict[int, np.ndarray]
     salt: int
+    equivalent: frozenset[int] = frozenset()
+    failing: float = 0.0
 
     @property
     def shas(self) -> list[str]:
@@ -98,6 +115,20 @@ class History:
 
     def dist_at(self, pos: int) -> np.ndarray:
         return self.changes[max(p for p in self.changes if p <= pos)]
+
+    def narrowed(self) -> Any:
+        """The line as pipeline.narrow would leave it: the ends and the commits that can change
+        the binary; each kept commit stands for the equivalent ones after it."""
+        from bisectbot.core.inputs import Narrowed
+
+        shas = self.shas
+        kept = [i for i in range(self.n) if i in (0, self.n - 1) or i not in self.equivalent]
+        stands: dict[str, tuple[str, ...]] = {}
+        for a, b in zip(kept, kept[1:]):
+            if b - a > 1:
+                stands[shas[a]] = tuple(shas[a + 1:b])
+        return Narrowed(tuple(shas[i] for i in kept), tuple(shas), stands,
+                        {shas[i]: "simulated input" for i in kept[1:-1]}, "simulated")
 
 
 class _Info:
@@ -113,10 +144,13 @@ class _Workspace:
 
 class SimStream:
     """A commit's runs over its seeds: each outcome from the commit's distribution and the
-    seed's uniform (the same uniform for every commit)."""
+    seed's uniform (the same uniform for every commit); a share `failing` of seeds crash."""
 
-    def __init__(self, cdf: np.ndarray, seeds: list[int], salt: int):
+    def __init__(self, cdf: np.ndarray, seeds: list[int], salt: int, failing: float = 0.0,
+                 keep: dict[int, RunRecord] | None = None):
         self._cdf, self._seeds, self._salt = cdf, iter(seeds), salt
+        self._failing = failing
+        self._keep = keep if keep is not None else {}
         self.executed = 0
         self.retried = 0
 
@@ -132,9 +166,14 @@ class SimStream:
     def __next__(self) -> RunRecord:
         seed = next(self._seeds)
         self.executed += 1
-        u = uniform(self._salt, seed)
-        category = int(np.searchsorted(self._cdf, u, side="right"))
-        return RunRecord(seed, "ok", TOKENS[min(category, len(TOKENS) - 1)], 0, 0.0)
+        if self._failing and uniform(self._salt + 7919, seed) < self._failing:
+            rec = RunRecord(seed, "crash", None, 139, 0.0, 1, 0, "killed by SIGSEGV")
+        else:
+            u = uniform(self._salt, seed)
+            category = int(np.searchsorted(self._cdf, u, side="right"))
+            rec = RunRecord(seed, "ok", TOKENS[min(category, len(TOKENS) - 1)], 0, 0.0)
+        self._keep[seed] = rec
+        return rec
 
     def close(self) -> None:
         pass
@@ -152,8 +191,9 @@ def uniform(salt: int, seed: int) -> float:
 class SimRunner:
     """Stands where CommitRunner stands: every commit builds; its runs come from History."""
 
-    def __init__(self, cfg: Config, history: History):
-        self.cfg, self.history = cfg, history
+    def __init__(self, cfg: Config, history: History, costs: str = "llama"):
+        self.cfg, self.history, self.costs = cfg, history, costs
+        self._kept: dict[str, dict[int, RunRecord]] = {}
         self.workspace = _Workspace()
         shas = history.shas
         self._cdf = {sha: np.cumsum(history.dist_at(i))[:-1] for i, sha in enumerate(shas)}
@@ -178,10 +218,20 @@ class SimRunner:
         return None
 
     def stored_runs(self, prepared: Prepared) -> dict[int, Any]:
-        return {}  # nothing is stored: every run is drawn afresh
+        """The runs made so far at the commit (every run is drawn afresh, as if executed, and
+        kept: what a commit tested on the same seeds is compared with)."""
+        return dict(self._kept.get(prepared.sha, {}))
 
     def runs(self, prepared: Prepared, seeds: list[int]) -> SimStream:
-        return SimStream(self._cdf[prepared.sha], seeds, self.history.salt)
+        keep = self._kept.setdefault(prepared.sha, {})
+        return SimStream(self._cdf[prepared.sha], seeds, self.history.salt, self.history.failing, keep)
+
+    def unit_costs(self) -> Any:
+        """The setting's seconds per build and per run, as a real runner's state measures them."""
+        from bisectbot.core.policy import UnitCosts
+
+        build, run = COSTS[self.costs]
+        return UnitCosts(build, run, builds=100, runs=10_000)
 
 
 @dataclass(frozen=True)
@@ -200,14 +250,19 @@ class Outcome:
     def cost(self) -> int:
         return self.runs + BUILD_COST * self.builds
 
+    def seconds(self, setting: str) -> float:
+        """Wall seconds at a cost setting (COSTS): builds and runs, one after the other."""
+        build, run = COSTS[setting]
+        return self.builds * build + self.runs * run
 
-def run_one(cfg: Config, history: History, strategy: str = "auto") -> Outcome:
+
+def run_one(cfg: Config, history: History, strategy: str = "auto", costs: str = "llama") -> Outcome:
     """One bisect of `history` from its first commit (good) to its last (bad), through
     `bisect.run_bisect` as the CLI calls it."""
     from bisectbot.errors import EndpointError
 
     try:
-        report = run_report(cfg, history, strategy)
+        report = run_report(cfg, history, strategy, costs)
     except EndpointError as exc:
         return Outcome("endpoint-error", None, 0.0, 0, 0, strategy, str(exc)[:200])
     line = history.shas
@@ -216,15 +271,17 @@ def run_one(cfg: Config, history: History, strategy: str = "auto") -> Outcome:
                    report.strategy, "" if named is not None else report.message[:200])
 
 
-def run_report(cfg: Config, history: History, strategy: str = "auto") -> Any:
-    """The whole BisectReport of one simulated bisect (EndpointError propagates)."""
+def run_report(cfg: Config, history: History, strategy: str = "auto", costs: str = "llama") -> Any:
+    """The whole BisectReport of one simulated bisect (EndpointError propagates); the plan is
+    narrowed as pipeline.narrow does when the history has equivalent commits."""
     events = Events()
-    runner = SimRunner(cfg, history)
+    runner = SimRunner(cfg, history, costs)
     resolved = resolve_reference(cfg)
     tester = Tester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
-    line = tuple(history.shas)
+    narrowed = history.narrowed() if history.equivalent else None
+    line = narrowed.line if narrowed is not None else tuple(history.shas)
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
-    plan = bisect.BisectPlan("sim", line, "good", "bad", Find.BAD, strategy, level, "sim.yaml")
+    plan = bisect.BisectPlan("sim", line, "good", "bad", Find.BAD, strategy, level, "sim.yaml", narrowed=narrowed)
     context = bisect.ReportContext(resolved.summary(cfg), ConfigSummary("sim", "", "sim.yaml"),
                                    Environment("", "", [], "", "", "", ""))
     return bisect.run_bisect(plan, tester, events, context)
