@@ -226,6 +226,9 @@ class SimRunner:
         keep = self._kept.setdefault(prepared.sha, {})
         return SimStream(self._cdf[prepared.sha], seeds, self.history.salt, self.history.failing, keep)
 
+    def built_already(self, sha: str) -> bool:
+        return True  # every commit "builds" instantly
+
     def unit_costs(self) -> Any:
         """The setting's seconds per build and per run, as a real runner's state measures them."""
         from bisectbot.core.policy import UnitCosts

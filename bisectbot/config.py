@@ -55,24 +55,30 @@ def _check_binaries(value: dict[str, list[str]] | None) -> dict[str, list[str]] 
     return value
 
 
-# Seeds. Every commit has its own seeds: a deterministic program gives identical runs on the
-# same seed at two commits that behave alike, and a search that multiplies evidence across
-# commits would count those runs twice. The run index of run i of block b at commit `sha` is
-#     first_seed + offset(sha) + b·SEED_BLOCK + i,   offset(sha) = (sha's first 32 bits mod 2^14)·2·SEED_BLOCK,
-# so each commit owns two disjoint blocks (0: its tests and the bad-model runs, 1: the fresh
-# seeds of a re-test), derived from the sha alone (a resume, another strategy or another bisect
-# over the same commit reuses the same runs). Indices stay below 2^29 + 10^8, far from the
-# control sample's (from 10^9 on).
+# Seeds. Block 0, where a commit is tested (`bisectbot test`, a bisect's ends and steps, the
+# bad-model runs), is one common block: run i of every commit uses the same seed. A deterministic
+# program then prints the same at two commits that behave alike, so commits can be compared seed
+# for seed (stats.log_e_alike), and any job in a state directory replays what another ran. Block
+# 1 is each commit's own, for runs no other commit shares (the confirmation's fresh seeds, the
+# sticky search, which multiplies evidence across commits and must not count a run twice):
+#     block 0: first_seed + COMMON_BLOCK + i
+#     block 1: first_seed + offset(sha) + SEED_BLOCK + i,  offset(sha) = (sha's first 32 bits mod 2^14)·2·SEED_BLOCK
+# derived from the sha alone (a resume, another strategy or another bisect reuses the same runs).
+# Indices stay below 2^29 + SEED_BLOCK, far from the control sample's (from 10^9 on).
 SEED_BLOCK = 2**14
+COMMON_BLOCK = 2**29  # past every commit's own blocks
 MODEL_RUNS = 4000       # test.model_runs default
 SEARCH_RUNS = 40000     # test.search_runs default
 
 
 def commit_seed_index(sha: str, block: int, i: int, first_seed: int = 1) -> int:
+    """The index of run i of `block` at commit `sha` (see the comment above)."""
     if not 0 <= i < SEED_BLOCK or block not in (0, 1):
         raise ValueError(f"run {i} of block {block} is outside a commit's seeds")
+    if block == 0:
+        return first_seed + COMMON_BLOCK + i
     offset = (int(sha[:8], 16) % 2**14) * 2 * SEED_BLOCK
-    return first_seed + offset + block * SEED_BLOCK + i
+    return first_seed + offset + SEED_BLOCK + i
 
 
 class BuildVariant(_Strict):

@@ -175,7 +175,7 @@ def _duration(seconds: float) -> str:
 
 def outputs_lines(r: BisectReport) -> list[str]:
     """The culprit's and its parent's first re-test runs side by side, collapsed (each run under
-    its own commit's seed: seeds belong to commits)."""
+    its own commit's fresh seed)."""
     out = r.outputs
     if not out or not out.get("rows"):
         return []

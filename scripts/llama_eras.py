@@ -25,7 +25,9 @@ commit that breaks the build (repaired by the next). The first BAD commit is the
 0.2.85 tree. ``e2e`` checks, with the shipped ``configs/llama-cpp-29975.yaml``, that ``bisectbot
 test`` gives GOOD on the 0.2.55 tree and BAD on the three others (each with the build and command
 variant its era needs), and that ``bisectbot bisect`` across the history names the 0.2.85
-import. Exit 0 when every check holds.
+import (status found) with at most ⌈log2 N'⌉ + 2 builds and no walk-back: the three BAD trees
+have three different distributions, and a search step that read "unlike the bad end" as GOOD
+would stop at a later tree and have to come back. Exit 0 when every check holds.
 
 Each import commit carries the upstream commit's date and short sha (read from the sdist's
 ``.git/modules/vendor/llama.cpp``), so the history and its reports read like the real one.
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -191,6 +194,19 @@ def e2e(work: Path) -> int:
               f"run variant {v.get('variant')} {v.get('subject', '')[:60]}", flush=True)
     if rep.get("first_bad") != hist["first_bad"]:
         failures.append(f"bisect named {rep.get('first_bad')}, expected {hist['first_bad']}")
+    if rep.get("status") != "found":
+        failures.append(f"bisect status {rep.get('status')}, expected found")
+    searched = rep.get("searched") or len(hist["commits"])
+    bound = math.ceil(math.log2(searched)) + 2
+    if (rep.get("builds") or 0) > bound:
+        failures.append(f"bisect built {rep.get('builds')} commits, more than ⌈log2 N'⌉ + 2 = {bound} (N' = {searched})")
+    strategies = (rep.get("extra") or {}).get("strategies", [])
+    if len(strategies) > 1 or len(rep.get("change_points") or []) > 1:
+        failures.append(f"bisect searched {len(strategies)} times ({', '.join(strategies)}): a boundary was ruled out "
+                        "and the search walked back")
+    cost = rep.get("cost") or {}
+    if cost.get("text"):
+        print(f"eras: {cost['text']}", flush=True)
     print(f"eras: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
           f"in {time.monotonic() - start:.0f} s", flush=True)
     return 1 if failures else 0

@@ -59,12 +59,17 @@ def test_the_stages_run_in_order_and_the_report_rests_on_their_verdicts(small_de
     # every verdict the report lists was announced as it was reached, in the same order
     assert [e.verdict for e in seen if isinstance(e, VerdictReached)] == report.verdicts
     roles = [v.role for v in report.verdicts]
-    assert roles[:3] == ["bad-endpoint", "good-endpoint", "bad-model"] and roles[-2:] == ["retest-culprit", "retest-parent"]
+    assert roles[:2] == ["bad-endpoint", "good-endpoint"] and roles[-2:] == ["confirm-culprit", "confirm-parent"]
     assert report.status is BisectStatus.FOUND and report.first_bad == small_demo.culprit
     assert report.last_good == small_demo.commits[small_demo.commits.index(small_demo.culprit) - 1]
     assert report.builds <= report.builds_bound and report.confidence >= 0.99
     assert report.reproduce == reproduce_line(p, report.strategy) and report.job == p.job
-    assert report.verdicts[-2].verdict is Verdict.BAD and report.verdicts[-2].block == 1  # fresh seeds
+    # the culprit's runs differ from its parent's, on fresh seeds
+    assert report.verdicts[-2].verdict is Verdict.CHANGED and report.verdicts[-2].block == 1
+    # the strategy was chosen by the measured costs, and said so with its forecast
+    chosen = next(e for e in lines if isinstance(e, StrategyChosen))
+    assert chosen.strategy == report.strategy and "least expected time" in chosen.text()
+    assert report.cost is not None and report.cost["estimate"]["strategy"] == report.strategy
 
 
 def test_a_good_endpoint_that_tests_bad_stops_the_bisect(small_demo: DemoHistory, session) -> None:

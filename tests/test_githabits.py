@@ -206,13 +206,13 @@ def test_a_narrower_range_replays_stored_runs_at_its_own_levels(history: DemoHis
                                                                  replayed: dict) -> None:
     _, first = plain
     assert replayed["first_bad"] == history.culprit and replayed["commits"] == N - 4
-    # fewer steps: a looser per-step level, and every step and re-test asked at it
+    # fewer steps: a looser per-step level, and every step and confirmation asked at it
     assert replayed["step_alpha"] > first["step_alpha"]
     for v in replayed["verdicts"]:
-        if v["role"] in ("step", "retest-culprit", "retest-parent"):
+        if v["role"] in ("step", "retest-culprit", "retest-parent", "confirm-culprit", "confirm-parent"):
             assert v["alpha"] == replayed["step_alpha"]
     # the commits the first bisect sampled enough run nothing again: only the new good end,
-    # which the first bisect asked only a two-point step, needs runs of its own
+    # which the first bisect asked only a quick step, needs runs of its own
     new_end = history.commits[4]
     assert all(v["executed"] == 0 for v in replayed["verdicts"] if v["commit"] != new_end), replayed["verdicts"]
     assert replayed["runs_executed"] == sum(v["executed"] for v in replayed["verdicts"] if v["commit"] == new_end)
@@ -231,14 +231,14 @@ def test_log_lists_each_job_with_its_commits(history: DemoHistory, plain: tuple[
     assert heads == [f"bisect {history.good[:12]}..{history.bad[:12]} (find bad) · done: found {history.culprit[:12]}",
                      f"bisect {history.commits[4][:12]}..{history.bad[:12]} (find bad) · done: found "
                      f"{history.culprit[:12]}"]
-    culprit_rows = [line for line in lines if line.startswith(f"  {history.culprit[:12]}  BAD")]
+    culprit_rows = [line for line in lines if line.startswith(f"  {history.culprit[:12]}  CHANGED")]
     assert len(culprit_rows) == 2
     as_json = json.loads(cli("log", str(history.config), "--state", str(state), "--json", "-").stdout)
     jobs = as_json["jobs"]
     assert [j["job"] for j in jobs] == [first["job"], replayed["job"]]
     tested = {c["commit"]: c for c in jobs[0]["commits"]}
     assert set(tested) == {v["commit"] for v in first["verdicts"]}
-    assert tested[history.culprit]["verdict"] == "bad" and "retest-culprit" in tested[history.culprit]["roles"]
+    assert tested[history.culprit]["verdict"] == "changed" and "confirm-culprit" in tested[history.culprit]["roles"]
     assert tested[history.good]["verdict"] == "good" and tested[history.good]["runs"] > 0
 
 

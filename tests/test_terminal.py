@@ -285,7 +285,8 @@ def test_demo_in_an_80_column_tmux_pane_wraps_nothing_and_leaves_no_status_behin
     # every kept line is there once: one verdict line per verdict of the report, in its order
     data = json.loads(report.read_text())
     verdict_lines = [ln for ln in lines
-                     if re.match(r"  (\S+) ([0-9a-f]{12}): (GOOD|BAD|SKIP|INCONCLUSIVE|UNLIKE) after", ln)]
+                     if re.match(r"  (\S+) ([0-9a-f]{12}): (GOOD-SIDE|BAD-SIDE|GOOD|BAD|SKIP|INCONCLUSIVE|UNLIKE|CHANGED) "
+                                 r"after", ln)]
     assert [ln.split()[1].rstrip(":") for ln in verdict_lines] == [v["sha"][:12] for v in data["verdicts"]]
     assert sum(ln.startswith("state: ") for ln in lines) == 1
     # the summary: plain text, after the progress, fitting the width

@@ -141,7 +141,7 @@ def search_steps(commits: int) -> int:
 def forecast(strategy: str, s: Situation, costs: UnitCosts) -> Forecast:
     """Expected builds and runs from here to the answer.
 
-    Steps run on the working end's seeds, so a commit that prints what an end (or a commit
+    Every commit is tested on the same seeds, so a commit that prints what an end (or a commit
     tested before) prints is placed beside it after `alike_runs` runs; the forecast assumes so,
     with one whole BAD test per search for a distribution no end has. The confirmation runs the
     named commit and its parent on fresh seeds until the parent passes the reference test and

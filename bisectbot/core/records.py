@@ -132,11 +132,10 @@ class Ask:
     beta: float
     mode: str = "reference"        # reference | quick | depart | change | bad-model | sticky
     q_bad: tuple[float, ...] | None = None  # the broken end's smoothed distribution (quick steps; BAD bets on it)
-    block: int = 0                 # seed block: 0 for the search, 1 for fresh seeds (confirmation)
+    block: int = 0                 # seed block: 0 common to every commit (tests, the search), 1 the commit's own (fresh seeds)
     arm: str = "main"              # "main", or a cross-check arm's name
     budget: int | None = None      # runs before INCONCLUSIVE (default: run.max_runs)
     start: int = 0                 # the first seed of the block to read (later ones are fresh)
-    seeds_of: str | None = None    # run on this commit's seeds of the block (a bisect's search: the working end's)
     # ends to compare with seed for seed: (GOOD or BAD: the side it stands for, its sha,
     # ((seed, category or −1 for an uncounted run), …)); a commit like one is placed beside it
     alike: tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...] = ()
@@ -217,10 +216,12 @@ class CommitVerdict:
 
 
 def distinct_runs(verdicts: Sequence[CommitVerdict]) -> int:
-    """Runs spent, each counted once: verdicts on the same commit, arm and seed block read the
-    same seeds from the start (the bad-endpoint model extends the bad endpoint's test)."""
-    longest: dict[tuple[str, str, int], int] = {}
+    """Runs spent, each counted once: verdicts on the same commit, arm, seed block and first
+    seed read the same seeds (the bad-endpoint model extends the bad endpoint's test, the
+    confirmation's tests share their fresh runs); a later confirmation starts where an earlier
+    one stopped, so its runs are new."""
+    longest: dict[tuple[str, str, int, int | None], int] = {}
     for v in verdicts:
-        key = (v.sha, v.arm, v.block)
+        key = (v.sha, v.arm, v.block, v.seeds[0] if v.seeds else None)
         longest[key] = max(longest.get(key, 0), v.runs)
     return sum(longest.values())

@@ -653,7 +653,7 @@ def test_quick(counts: Sequence[int], ref: Reference, q_bad: Sequence[float], *,
 
 
 # ---------------------------------------------------------------------------------------------
-# Like an end, seed for seed (search steps run on the working end's seeds)
+# Like a tested commit, seed for seed (every commit's tests run on the common seeds)
 # ---------------------------------------------------------------------------------------------
 
 ALIKE_DELTA = 0.05   # "like an end": TV from it below this (half the default tolerance)

@@ -116,11 +116,7 @@ class BisectPlan:
         return [p - lo for p in range(lo + 1, hi) if self.line[p] in skip]
 
     def ask(self, role: str, **kw: object) -> Ask:
-        """A question at this bisect's per-step error level. The search's questions (block 0)
-        run on the working end's seeds: every commit tested there can be compared with the
-        ends seed for seed (Ask.alike); fresh seeds (block 1) are each commit's own."""
-        if kw.get("block", 0) == 0:
-            kw.setdefault("seeds_of", self.line[self.working_pos])
+        """A question at this bisect's per-step error level."""
         return Ask(role=role, alpha=self.level, beta=self.level, **kw)  # type: ignore[arg-type]
 
 
@@ -433,20 +429,19 @@ class Bisection:
     def alike_table(self) -> tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...]:
         """The commits this search has tested against the reference (the ends, steps that
         reached GOOD or BAD, or ran out of budget between eta and tolerance), with their
-        observations on the search's seeds (the working end's): a commit run on those seeds that
+        observations on the common seeds (block 0, every commit's): a commit run on them that
         prints what one of them prints, seed for seed, is placed on its side after a few dozen
         runs (GOOD-SIDE or BAD-SIDE, stats.log_e_alike) instead of a whole test. Commits whose
         distributions are alike usually print the same outputs for the same seed; when they do
         not (other numerics), the step is tested against the reference as usual. Placements are
         never models for others: a wrong one cannot spread."""
-        working = self.plan.line[self.plan.working_pos]
         sides: dict[str, Verdict] = {}
         for v in self.verdicts:  # tested commits only: a placement is never the model of another
             if v.arm == "main" and v.block == 0 and v.mode in ("reference", "quick"):
                 tested = v.verdict.tested or (v.mode == "reference" and v.verdict is Verdict.INCONCLUSIVE)
                 if tested and (side := _placed(v.verdict).side) is not None:
                     sides[v.sha] = side
-        return tuple((side.value, sha, self.tester.observations(sha, working)) for sha, side in sides.items())
+        return tuple((side.value, sha, self.tester.observations(sha)) for sha, side in sides.items())
 
     def step_budget(self, factor: int = 0) -> int:
         """Runs a search step may take: STEP_BUDGET_FACTOR × what the working end's GOOD took
@@ -473,8 +468,9 @@ class Bisection:
         dropped ones that failed alike (none of them run between) are dropped as presumed alike.
         Each tested commit is then recorded on the side the final posterior puts it (GOOD-SIDE
         or BAD-SIDE: a placement, not a test). The good side is learned around the
-        glitch-tolerant reference; every commit runs its own seeds, so no run is counted twice;
-        the search stops at test.search_runs (then: ambiguous)."""
+        glitch-tolerant reference; every commit runs its own seeds (block 1: the common block
+        would hand the model the same runs at commits that behave alike), so no run is counted
+        twice; the search stops at test.search_runs (then: ambiguous)."""
         plan, ref = self.plan, self.tester.reference
         assert model is not None
         bad_counts = [model.counts[name] for name in ref.names]
@@ -493,9 +489,9 @@ class Bisection:
             def run(i: int) -> int:
                 pos = order[i]
                 current[:] = [pos]
-                if pos not in feeds:
+                if pos not in feeds:  # its own seeds: the sticky model multiplies evidence across commits
                     self.events.emit(StickyVisit(plan.line[pos], pos, plan.n - 1))
-                    feeds[pos] = self.tester.feed(plan.line[pos])
+                    feeds[pos] = self.tester.feed(plan.line[pos], 1, self.fresh.get(plan.line[pos], 0))
                 category = feeds[pos].next()
                 ran.add(pos)
                 return category
@@ -519,6 +515,8 @@ class Bisection:
             finally:
                 for feed in feeds.values():
                     feed.close()
+        for feed in feeds.values():  # those seeds are read: the confirmation starts after them
+            self.fresh[feed.sha] = feed.start + feed.tally.consumed
         self.rounds += res.visits
         # In `order`, res.culprit is the first broken position and the one before it the last
         # working one; in line order that is (last good, first bad), or with find=fixed
@@ -661,9 +659,8 @@ class Bisection:
         outputs on the search's seeds both ran, often enough to show them alike (stats.log_e_alike):
         whatever their verdicts, nothing changed between them that the test could find. None
         when they differ somewhere, or did not both run there."""
-        working = self.plan.line[self.plan.working_pos]
-        mine = dict(self.tester.observations(sha, working))
-        theirs = dict(self.tester.observations(parent_sha, working))
+        mine = dict(self.tester.observations(sha))
+        theirs = dict(self.tester.observations(parent_sha))
         shared = [seed for seed in mine if seed in theirs]
         differ = sum(mine[seed] != theirs[seed] for seed in shared)
         if not shared or stats.log_e_alike(len(shared) - differ, differ) < math.log(1 / stats.STEER_LEVEL):
@@ -675,13 +672,12 @@ class Bisection:
         """The commit was put on the bad side only because a test could not show it GOOD (its
         own, or that of the commit it prints the same outputs as): likely between eta and
         tolerance, where a longer test seldom decides, so its re-test gets the usual budget."""
-        working = self.plan.line[self.plan.working_pos]
         own = next((v for v in reversed(self.verdicts) if v.sha == sha and v.arm == "main" and v.block == 0), None)
         if own is None or own.verdict is Verdict.INCONCLUSIVE:
             return own is not None
         if own.verdict is not Verdict.BAD_SIDE:
             return False
-        mine = dict(self.tester.observations(sha, working))
+        mine = dict(self.tester.observations(sha))
         for side, other, table in self.alike_table():
             if side == Verdict.BAD.value and other != sha and self.tested(other) is None:  # an untested (zone) target
                 shared = [(seed, cat) for seed, cat in table if seed in mine]

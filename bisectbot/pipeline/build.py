@@ -91,6 +91,13 @@ class Builder:
             return key
         return hashlib.sha256(json.dumps([key, self.sandbox.key()]).encode()).hexdigest()[:12]
 
+    def stored(self, sha: str, cfg: BuildConfig) -> BuildRecord | None:
+        """The commit's usable stored build for `cfg` (its binaries still kept), without building."""
+        rec = self.state.store.build(self.key(cfg), sha)
+        if rec is None or not rec.ok or not all(Path(p).is_file() for p in rec.binaries.values()):
+            return None
+        return rec
+
     def ensure(self, sha: str, cfg: BuildConfig) -> BuildRecord:
         """The commit's build record for `cfg`, building it only if no usable build is stored."""
         key = self.key(cfg)

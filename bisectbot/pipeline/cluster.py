@@ -249,6 +249,11 @@ class ClusterTester(Tester):
             out.append(res.build)
         return out
 
+    def observations(self, sha: str) -> tuple[tuple[int, int], ...]:
+        """None here: the commits' builds and run keys live on the workers, so a cluster places
+        no commit by likeness (every step is tested; nothing is built on the coordinator)."""
+        return ()
+
     def feed(self, sha: str, block: int = 0, start: int = 0) -> Feed:
         """The commit's runs one counted category at a time, fetched from a worker in batches
         (the confirmation's fresh seeds): built and run there, like every verdict."""

@@ -85,6 +85,14 @@ def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequ
              "parent": tester.feed(pair.parent, 1, pair.start_parent)}
     decided: dict[str, tuple[stats.Evidence, Tally]] = {}
     change: tuple[stats.Evidence, Tally, Tally] | None = None
+    counted: set[str] = set()  # each feed's executed runs go to its first verdict only
+
+    def executed(name: str) -> int:
+        first = name not in counted
+        counted.add(name)
+        stream = feeds[name].stream
+        return stream.executed if first and stream is not None else 0
+
     outcome, why, skipped = FOUND, "", None
     try:
         while True:
@@ -94,7 +102,8 @@ def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequ
                     feed.next()
             except Untestable as exc:
                 skipped = feeds[current].verdict(Verdict.SKIP, str(exc), exc.signature,
-                                                 ask=Ask(role=asks[current].role, alpha=level, beta=level, block=1))
+                                                 ask=Ask(role=asks[current].role, alpha=level, beta=level, block=1),
+                                                 executed=executed(current))
                 outcome, why = UNTESTABLE, f"{current} {feeds[current].sha[:12]} cannot be run on fresh seeds: {exc}"
                 break
             for name in sorted(needed - decided.keys()):
@@ -127,7 +136,8 @@ def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequ
         if name in decided:
             ev, tally = decided[name]
             made[name] = feeds[name].verdict(ev.decision or Verdict.INCONCLUSIVE, ev.reason, ask=asks[name],
-                                             tally=tally, evidence=(ev.log_e_bad, ev.log_e_good))
+                                             tally=tally, evidence=(ev.log_e_bad, ev.log_e_good),
+                                             executed=executed(name))
     pair_verdicts = None
     if change is not None:
         ev, c_tally, p_tally = change
@@ -137,10 +147,10 @@ def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequ
         pair_verdicts = (
             feeds["culprit"].verdict(verdict, reason.format(other=f"its parent {pair.parent[:12]}"),
                                      ask=Ask(role="confirm-culprit", alpha=level, beta=level, mode="change", block=1),
-                                     tally=c_tally, evidence=(ev.log_e_bad, 0.0)),
+                                     tally=c_tally, evidence=(ev.log_e_bad, 0.0), executed=executed("culprit")),
             feeds["parent"].verdict(verdict, reason.format(other=f"the commit {pair.culprit[:12]}"),
                                     ask=Ask(role="confirm-parent", alpha=level, beta=level, mode="change", block=1),
-                                    tally=p_tally, evidence=(ev.log_e_bad, 0.0)))
+                                    tally=p_tally, evidence=(ev.log_e_bad, 0.0), executed=executed("parent")))
     used = (feeds["culprit"].tally.consumed, feeds["parent"].tally.consumed)
     return Confirmation(outcome, made.get("parent"), made.get("culprit"), pair_verdicts, skipped, used, why)
 

@@ -8,7 +8,7 @@ the argv of the command variant it ran with, seed filled in, shell-quoted for di
 (bisectbot itself never runs a shell), with the working directory and the config's run
 environment.
 
-Seeds belong to commits (`RunConfig.commit_seeds`): the parent and the culprit never run the
+Fresh seeds belong to commits (`RunConfig.commit_seeds`, block 1): the parent and the culprit never run the
 same seed, so the rows pair run i with run i, each under its own seed.
 """
 

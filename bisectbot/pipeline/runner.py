@@ -128,8 +128,9 @@ class CommitRunner:
         return [self.cfg.run.seed(i) for i in range(start, start + count)]
 
     def seed_block(self, sha: str, block: int, count: int | None = None) -> list[int]:
-        """The commit's own seeds of one block: its tests (and the bad-model runs) use block 0,
-        a re-test on fresh seeds block 1 (`RunConfig.commit_seeds`); `count` defaults to max_runs."""
+        """The seeds of one block at the commit: its tests (and the bad-model runs) use block 0,
+        common to every commit; runs on fresh seeds use block 1, its own
+        (`RunConfig.commit_seeds`); `count` defaults to max_runs."""
         return self.cfg.run.commit_seeds(sha, block, count or self.cfg.run.max_runs)
 
     # -- commits ready to run ------------------------------------------------------------------
@@ -220,6 +221,10 @@ class CommitRunner:
         if index is None:
             return None
         return self.prepare(prepared.sha) if arm is None else self.prepare_arm(prepared.sha, arm)
+
+    def built_already(self, sha: str) -> bool:
+        """Whether the commit has a usable stored build (preparing it will not build)."""
+        return self.builder.stored(sha, self.cfg.build) is not None
 
     def unit_costs(self) -> UnitCosts:
         """What a build and a run cost here, as this state directory measured them (its latest

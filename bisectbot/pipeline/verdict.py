@@ -37,7 +37,7 @@ def judge(counts: Sequence[int], ask: Ask, reference: stats.Reference, *, tolera
     depart: the BAD side alone (is the working end itself beyond eta? never GOOD);
     bad-model: no test, keep measuring the (already BAD) endpoint until q̂ is good enough
     relative to the size of the bug (stats.bad_endpoint_enough).
-    `alike` (reference and quick steps run on the working end's seeds): per end of `ask.alike`,
+    `alike` (every commit's tests run on the common seeds): per commit of `ask.alike`,
     how many shared seeds gave the same observation and how many did not; once the commit is
     shown like an end (stats.log_e_alike) it is placed beside it, GOOD-SIDE or BAD-SIDE, unless
     the test against the reference decided first."""
@@ -142,7 +142,7 @@ class Tester:
         """Feed the commit's runs to the test until it decides, the budget ends, or the runs
         mostly fail (then `failed` says how)."""
         budget = self.cfg.test.model_runs if ask.mode == "bad-model" else ask.budget or self.cfg.run.max_runs
-        seeds = self.runner.seed_block(ask.seeds_of or prepared.sha, ask.block, ask.start + budget)[ask.start:]
+        seeds = self.runner.seed_block(prepared.sha, ask.block, ask.start + budget)[ask.start:]
         out = _Measured(Tally(self.reference.names), len(seeds))
         ends = {sha: dict(table) for _, sha, table in ask.alike}
         alike = {sha: [0, 0] for sha in ends}
@@ -172,14 +172,16 @@ class Tester:
         out.executed = stream.executed
         return out
 
-    def observations(self, sha: str, seeds_of: str | None = None) -> tuple[tuple[int, int], ...]:
-        """The commit's stored runs on `seeds_of`'s block-0 seeds (its own by default), as
-        (seed, category or −1 when not counted): what a commit run on the same seeds is compared
-        with. Failed runs are left out."""
+    def observations(self, sha: str) -> tuple[tuple[int, int], ...]:
+        """The commit's stored runs on the common seeds (block 0), as (seed, category or −1 when
+        not counted): what a commit run on the same seeds is compared with. Failed runs are left
+        out; a commit not built yet has none (nothing is built here)."""
+        if not self.runner.built_already(sha):
+            return ()
         prepared = self.runner.prepare(sha)
         if prepared.executor is None:
             return ()
-        seeds = set(self.runner.seed_block(seeds_of or sha, 0, SEED_BLOCK))
+        seeds = set(self.runner.seed_block(sha, 0, SEED_BLOCK))
         out = []
         for seed, rec in sorted(self.runner.stored_runs(prepared).items()):
             if rec.ok and seed in seeds:
@@ -278,11 +280,14 @@ class Feed:
                 raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
 
     def verdict(self, verdict: Verdict, reason: str, signature: str = "", *, ask: Ask | None = None,
-                tally: Tally | None = None, evidence: tuple[float, float] = (0.0, 0.0)) -> CommitVerdict:
+                tally: Tally | None = None, evidence: tuple[float, float] = (0.0, 0.0),
+                executed: int | None = None) -> CommitVerdict:
         """A verdict on this commit's runs (all fed so far, or the `tally` of a prefix of them);
-        by default the side the sticky search put it on."""
+        by default the side the sticky search put it on. `executed`: the runs this feed
+        executed, unless another verdict on the same runs already counts them (then 0)."""
         ask = ask or Ask(role="sticky", alpha=0.0, beta=0.0, mode="sticky")
-        executed = self.stream.executed if self.stream is not None else 0
+        if executed is None:
+            executed = self.stream.executed if self.stream is not None else 0
         return self.tester._reached(self.prepared, ask, tally or self.tally, verdict, reason, executed=executed,
                                     signature=signature, evidence=evidence)
 
