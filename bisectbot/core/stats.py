@@ -520,22 +520,25 @@ def test_against_reference(counts: Sequence[int], ref: Reference, *, alpha: floa
 
 
 def _decide(total: int, log_bad: float, log_good: float, alpha: float, beta: float,
-            max_runs: int, good_what: str, bad_what: str = "") -> Evidence:
+            max_runs: int, good_what: str, bad_what: str = "", *, good: Verdict = Verdict.GOOD,
+            good_name: str = "E_good") -> Evidence:
+    """BAD when log_bad reaches log(1/α), else `good` when log_good reaches log(1/β) (BAD wins a
+    tie), else INCONCLUSIVE at the budget, else undecided; with the reason in one line."""
     lb, lg = math.log(1 / alpha), math.log(1 / beta)
     if log_bad >= lb:
         return Evidence(Verdict.BAD, total, log_bad, log_good,
                         f"E_bad = {_fmt_e(log_bad)} ≥ 1/alpha = {1 / alpha:.3g} after {total} runs"
                         + (f" ({bad_what})" if bad_what else ""))
     if log_good >= lg:
-        return Evidence(Verdict.GOOD, total, log_bad, log_good,
-                        f"E_good = {_fmt_e(log_good)} ≥ 1/beta = {1 / beta:.3g} after {total} runs "
+        return Evidence(good, total, log_bad, log_good,
+                        f"{good_name} = {_fmt_e(log_good)} ≥ 1/beta = {1 / beta:.3g} after {total} runs "
                         f"({good_what})")
     if total >= max_runs:
         return Evidence(Verdict.INCONCLUSIVE, total, log_bad, log_good,
                         f"undecided after {total} runs (budget {max_runs}): E_bad = {_fmt_e(log_bad)}, "
-                        f"E_good = {_fmt_e(log_good)}")
+                        f"{good_name} = {_fmt_e(log_good)}")
     return Evidence(None, total, log_bad, log_good,
-                    f"undecided after {total} runs: E_bad = {_fmt_e(log_bad)}, E_good = {_fmt_e(log_good)}")
+                    f"undecided after {total} runs: E_bad = {_fmt_e(log_bad)}, {good_name} = {_fmt_e(log_good)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -637,19 +640,9 @@ def test_quick(counts: Sequence[int], ref: Reference, q_bad: Sequence[float], *,
     log_bad = bad.log_e_bad if bad is not None else float(log_e_depart_many(n, ref, eta, toward=q))
     p_good = np.asarray(ref.tolerant(eta) if eta > 0 else ref.estimate, dtype=float)
     log_unlike = float(log_e_unlike_many(n, p_good, q))
-    if log_bad >= math.log(1 / alpha):
-        return Evidence(Verdict.BAD, total, log_bad, log_unlike,
-                        f"E_bad = {_fmt_e(log_bad)} ≥ 1/alpha = {1 / alpha:.3g} after {total} runs"
-                        + (f" (TV > {eta:g})" if eta > 0 else ""))
-    if log_unlike >= math.log(1 / beta):
-        return Evidence(Verdict.GOOD_SIDE, total, log_bad, log_unlike,
-                        f"unlike the broken end: E = {_fmt_e(log_unlike)} ≥ 1/beta = {1 / beta:.3g} after "
-                        f"{total} runs (not a test against the reference)")
-    if total >= max_runs:
-        return Evidence(Verdict.INCONCLUSIVE, total, log_bad, log_unlike,
-                        f"undecided after {total} runs (budget {max_runs}): E_bad = {_fmt_e(log_bad)}, "
-                        f"E_unlike = {_fmt_e(log_unlike)}")
-    return Evidence(None, total, log_bad, log_unlike, f"undecided after {total} runs")
+    return _decide(total, log_bad, log_unlike, alpha, beta, max_runs,
+                   "unlike the broken end; not a test against the reference", f"TV > {eta:g}" if eta > 0 else "",
+                   good=Verdict.GOOD_SIDE, good_name="E_unlike")
 
 
 # ---------------------------------------------------------------------------------------------

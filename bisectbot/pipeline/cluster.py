@@ -27,9 +27,10 @@ import re
 import sqlite3
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from bisectbot.config import SEED_BLOCK, Config
 from bisectbot.core import stats
@@ -107,9 +108,10 @@ def held_builds(root: str, build_key: str, shas: list[str], dask_worker: Any = N
     return [sha for (sha,) in rows]
 
 
-def work(task: WorkTask) -> WorkResult:
-    """On a worker: build and test the commit in the worker's own state directory, streaming
-    every run to the coordinator."""
+@contextmanager
+def _streaming_runner(task: WorkTask) -> Iterator[tuple[str, str, StateDir, CommitRunner]]:
+    """On a worker: its name, toolchain, state directory (holding the runs the coordinator sent)
+    and a runner that streams every run it stores back to the coordinator."""
     from distributed import Queue
 
     name, mine, root = _worker_root(task)
@@ -120,6 +122,13 @@ def work(task: WorkTask) -> WorkResult:
         runner = CommitRunner(task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(),
                               portable=True)
         runner.on_run = lambda key, sha, rec: queue.put((key, sha, asdict(rec)))
+        yield name, mine, state, runner
+
+
+def work(task: WorkTask) -> WorkResult:
+    """On a worker: build and test the commit in the worker's own state directory, streaming
+    every run to the coordinator."""
+    with _streaming_runner(task) as (name, mine, state, runner):
         verdict = Tester(task.cfg, runner, task.reference, Events()).verdict(task.sha, task.ask)
         build = state.store.build(runner.builder.key(task.cfg.build), task.sha)
         return WorkResult(verdict, name, platform.node(), mine, build, bool(runner.builder.built))
@@ -142,16 +151,7 @@ class RunsResult:
 def work_runs(task: WorkTask, block: int, start: int, count: int) -> RunsResult:
     """On a worker: the commit's runs for the seeds start … start + count − 1 of `block` (built
     first when needed), each streamed to the coordinator as every run is."""
-    from distributed import Queue
-
-    name, mine, root = _worker_root(task)
-    queue = Queue(task.queue)
-    with StateDir(root) as state:
-        for key, runs in task.known.items():
-            state.store.add_runs(key, task.sha, list(runs.values()))
-        runner = CommitRunner(task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(),
-                              portable=True)
-        runner.on_run = lambda key, sha, rec: queue.put((key, sha, asdict(rec)))
+    with _streaming_runner(task) as (name, mine, _state, runner):
         prepared = runner.prepare(task.sha)
         records = None
         if prepared.executor is not None:
