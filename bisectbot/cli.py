@@ -367,7 +367,7 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
            color: str) -> None:
     """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
 
-    Both endpoints are tested first; the culprit and its parent are re-tested on fresh seeds.
+    Both endpoints are tested first; the culprit is confirmed against its parent on fresh seeds.
     Killed or interrupted? Run the same command again: it resumes from the state database.
     """
     from bisectbot.report import bisect_markdown

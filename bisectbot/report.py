@@ -104,7 +104,7 @@ def skip_block_lines(blocks: Sequence[dict]) -> list[str]:
 
 def change_point_lines(r: BisectReport) -> list[str]:
     """One line per change point the bisect crossed (the first departure first), with the
-    re-tests' observed outcomes before (at the parent) and after; empty when there was only one."""
+    observed outcomes on fresh seeds before (at the parent) and after; empty when there was only one."""
     if len(r.change_points) < 2:
         return []
     out = []
@@ -174,13 +174,13 @@ def _duration(seconds: float) -> str:
 
 
 def outputs_lines(r: BisectReport) -> list[str]:
-    """The culprit's and its parent's first re-test runs side by side, collapsed (each run under
+    """The culprit's and its parent's first confirmation runs side by side, collapsed (each run under
     its own commit's fresh seed)."""
     out = r.outputs
     if not out or not out.get("rows"):
         return []
     label = out.get("culprit_label", r.find.what)
-    lines = ["", f"<details><summary>First runs of the parent and the {label} commit (re-test seeds)</summary>", "",
+    lines = ["", f"<details><summary>First runs of the parent and the {label} commit (fresh seeds)</summary>", "",
              f"| run | parent `{out['parent'][:12]}`: seed | output | outcome | {label} `{out['culprit'][:12]}`: seed "
              "| output | outcome |",
              "|---|---|---|---|---|---|---|"]

@@ -163,7 +163,7 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
 
 
 def outputs_text(outputs: dict | None, width: int) -> list[str]:
-    """The culprit's and its parent's first re-test runs, one line each side, and the command
+    """The culprit's and its parent's first confirmation runs, one line each side, and the command
     that reruns one seed by hand (the JSON's `outputs`; nothing when there are none)."""
     if not outputs or not outputs.get("rows"):
         return []

@@ -119,7 +119,7 @@ class CommentObserver:
             self.commit_no += 1
             self.where, self.doing = f"sticky bisection at `{event.sha[:12]}`", ""
         elif isinstance(event, Confirming):
-            self.where, self.doing = "re-testing the culprit and its parent on fresh seeds", ""
+            self.where, self.doing = "confirming the culprit against its parent on fresh seeds", ""
         elif isinstance(event, Building):
             self.doing = "building"
         elif isinstance(event, Built):

@@ -20,6 +20,7 @@ from typing import Mapping, Sequence, Union
 
 from bisectbot import __version__
 from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, ReferenceSummary, TestReport
 from bisectbot.core.stats import MISSED
 from bisectbot.report import (assumption_lines, build_and_run_notes, change_point_lines, observed_vs_reference,
@@ -253,7 +254,8 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
         parent = report.last_good or ""
         body: tuple[str, ...] = (
             f"The commit before it, {commit_ref(parent, report.subject_of(parent), ctx)}, "
-            f"tests {report.find.parent_verdict.value.upper()}; both were re-tested on fresh seeds.",)
+            f"tests {report.find.parent_verdict.value.upper()} against the reference, and on fresh seeds the two "
+            f"commits' runs differ (a change test).",)
     elif report.status is BisectStatus.UNCONFIRMED:
         head = f"### bisectbot: {what} commit not confirmed"
         body = (report.message,)
@@ -295,14 +297,22 @@ def _era_notes(report: BisectReport) -> tuple[str, ...]:
 def _chart_series(report: BisectReport) -> list[tuple[str, Mapping[str, int]]]:
     """Two observed distributions worth charting: the best-observed commit on each side.
 
-    Each commit's counts are summed over all its verdicts (step and re-test); on the bad side the
-    culprit or the bad endpoint, on the good side its parent or the good endpoint, whichever has
-    more runs meeting the condition (a line over 3 observations says little).
+    Each commit's counts are summed over its distinct runs (its search's and its fresh ones; the
+    verdicts that share runs counted once); on the bad side the culprit or the bad endpoint, on
+    the good side its parent or the good endpoint, whichever has more runs meeting the condition
+    (a line over 3 observations says little).
     """
     names = [n for n in report.reference.categories if n != MISSED]
-    totals: dict[str, dict[str, int]] = {}
+    longest: dict[tuple[str, str, int, int | None], CommitVerdict] = {}
     for v in report.verdicts:
-        acc = totals.setdefault(v.sha, {})
+        if v.arm != "main":
+            continue
+        key = (v.sha, v.arm, v.block, v.seeds[0] if v.seeds else None)
+        if key not in longest or v.runs > longest[key].runs:
+            longest[key] = v
+    totals: dict[str, dict[str, int]] = {}
+    for (sha, *_), v in longest.items():
+        acc = totals.setdefault(sha, {})
         for k, c in v.counts.items():
             acc[k] = acc.get(k, 0) + c
     met = {sha: sum(c.get(n, 0) for n in names) for sha, c in totals.items()}
