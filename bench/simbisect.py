@@ -274,7 +274,8 @@ def run_one(cfg: Config, history: History, strategy: str = "auto", costs: str = 
                    report.strategy, "" if named is not None else report.message[:200])
 
 
-def run_report(cfg: Config, history: History, strategy: str = "auto", costs: str = "llama") -> Any:
+def run_report(cfg: Config, history: History, strategy: str = "auto", costs: str = "llama",
+               find: Find = Find.BAD) -> Any:
     """The whole BisectReport of one simulated bisect (EndpointError propagates); the plan is
     narrowed as pipeline.narrow does when the history has equivalent commits."""
     events = Events()
@@ -284,7 +285,7 @@ def run_report(cfg: Config, history: History, strategy: str = "auto", costs: str
     narrowed = history.narrowed() if history.equivalent else None
     line = narrowed.line if narrowed is not None else tuple(history.shas)
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
-    plan = bisect.BisectPlan("sim", line, "good", "bad", Find.BAD, strategy, level, "sim.yaml", narrowed=narrowed)
+    plan = bisect.BisectPlan("sim", line, "good", "bad", find, strategy, level, "sim.yaml", narrowed=narrowed)
     context = bisect.ReportContext(resolved.summary(cfg), ConfigSummary("sim", "", "sim.yaml"),
                                    Environment("", "", [], "", "", "", ""))
     return bisect.run_bisect(plan, tester, events, context)

@@ -196,3 +196,18 @@ def test_failing_runs_at_a_tenth_of_seeds_do_not_skip_commits() -> None:
     report = sb.run_report(sb.sim_config(), hist)
     assert report.status.value == "found" and report.first_bad == hist.shas[40]
     assert not [v for v in report.verdicts if v.verdict.value == "skip"]
+
+
+@pytest.mark.parametrize("strategy", ["auto", "plain"])
+def test_find_fixed_names_the_first_commit_back_within_tolerance(strategy: str) -> None:
+    """--find fixed over a fix that came in two steps (gross → TV 0.15 → the reference): the
+    first fixed commit is the one within tolerance again. Quick steps take the partial fix for
+    fixed (it is unlike the broken end); its re-test on fresh seeds still departs, and the search
+    goes on above it."""
+    hist = sb.History(96, {0: GROSS, 30: sb.joint(TV15), 70: REF}, salt=14)
+    report = sb.run_report(sb.sim_config(), hist, strategy=strategy, find=sb.Find.FIXED)
+    assert report.status.value == "found" and report.first_bad == hist.shas[70], report.message
+    only_tests_say_good(report)
+    if strategy == "plain":
+        culprits = [v for v in report.verdicts if v.role == "retest-culprit"]
+        assert any(v.sha == hist.shas[30] and v.verdict.value == "bad" for v in culprits)  # the partial fix
