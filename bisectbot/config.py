@@ -366,12 +366,16 @@ class GitHubConfig(_Strict):
 
 
 class UntrustedConfig(_Strict):
-    """Limits for untrusted code (a pull request's head, `check --ref pull/<N>/head`): each
-    process of its build and runs gets them, inside a network namespace of its own."""
+    """Limits for untrusted code (a pull request's head, `check --ref pull/<N>/head`), built and
+    run under bubblewrap in a throwaway box (edges.sandbox)."""
 
     cpu_seconds: int = Field(default=1800, gt=0)    # CPU time per process (RLIMIT_CPU)
     memory_mb: int = Field(default=8192, gt=0)      # address space per process (RLIMIT_AS)
     file_size_mb: int = Field(default=1024, gt=0)   # largest file a process may write (RLIMIT_FSIZE)
+    processes: int = Field(default=1024, gt=0)      # processes and threads of the sandbox's uid (RLIMIT_NPROC)
+    disk_mb: int = Field(default=8192, gt=0)        # the whole box (tree, build, binaries, run files)
+    output_mb: int = Field(default=16, gt=0)        # what is read back of one process's output
+    scratch: Path | None = None                  # where boxes are made (default: the temp directory)
 
 
 class StorageConfig(_Strict):

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from bisectbot.config import BuildConfig
-from bisectbot.edges.procs import network_namespace, run
+from bisectbot.edges.procs import run
+from bisectbot.edges.sandbox import missing as sandbox_missing
 from bisectbot.errors import ToolError
 
 
@@ -52,10 +53,10 @@ CXX = Tool("C++ compiler", ("c++", "g++", "clang++"), "g++", True, "compiles the
 CC = Tool("C compiler", ("cc", "gcc", "clang"), "gcc", True, "compiles the project's C sources", env="CC")
 CCACHE = Tool("ccache", ("ccache",), "ccache", False,
               "without it each commit's build compiles everything again")
-UNSHARE = Tool("unshare", ("unshare",), "util-linux", False,
-               "pull-request checks (check --ref pull/<N>/head) run untrusted code without network")
+BWRAP = Tool("bwrap", ("bwrap",), "bubblewrap", False,
+             "pull-request checks (check --ref pull/<N>/head) build and run untrusted code under it")
 PRLIMIT = Tool("prlimit", ("prlimit",), "util-linux", False,
-               "limits untrusted code (a Python stand-in sets the limits without it)")
+               "sets the limits of untrusted code (pull-request checks are refused without it)")
 
 # Python packages the pipeline imports lazily (so a broken install shows up only halfway through
 # a run): name, minimum version, what needs it.
@@ -199,23 +200,20 @@ def repo_check(path: Path) -> Check:
 
 
 def sandbox_check() -> Check:
-    """Whether untrusted code (a pull request's head) could be run here: a network namespace."""
+    """Whether untrusted code (a pull request's head) could be run here: bubblewrap making all
+    its namespaces (a trivial command is run in it)."""
     name = "pull-request sandbox"
-    if find(UNSHARE) is None:
-        return Check(name, "warning", f"no unshare; {UNSHARE.why}: {UNSHARE.install}")
-    way = network_namespace()
-    if way is None:
-        return Check(name, "warning", "unshare cannot make a network namespace here (allow user namespaces: "
-                                      "sysctl kernel.unprivileged_userns_clone=1, or run as root); "
-                                      "pull-request checks are refused")
-    return Check(name, "ok", f"network namespace via {Path(way[0]).name} {' '.join(way[1:-1])}")
+    why = sandbox_missing()
+    if why is not None:
+        return Check(name, "warning", f"{why}; pull-request checks are refused")
+    return Check(name, "ok", "bubblewrap: new user, mount, PID, IPC, UTS and network namespaces")
 
 
 def checks(cmake_args: Iterable[str] = (), repo: Path | None = None) -> list[Check]:
     """Everything `bisectbot doctor` looks at, in the order it prints them."""
     args = list(cmake_args)
     out = [tool_check(t) for t in build_tools(args)]
-    out += [tool_check(CCACHE), tool_check(PRLIMIT), sandbox_check()]
+    out += [tool_check(CCACHE), tool_check(BWRAP), tool_check(PRLIMIT), sandbox_check()]
     out += [package_check(*p) for p in PACKAGES]
     if repo is not None:
         out.append(repo_check(repo))

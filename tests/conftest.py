@@ -17,7 +17,7 @@ from bisectbot.demo import DemoHistory, generate_demo
 MISSING_TOOL = "missing tool:"
 TOOLS: dict[str, doctor.Tool] = {
     "git": doctor.GIT, "cmake": doctor.CMAKE, "make": doctor.MAKE, "c++": doctor.CXX, "cc": doctor.CC,
-    "ccache": doctor.CCACHE, "unshare": doctor.UNSHARE, "prlimit": doctor.PRLIMIT,
+    "ccache": doctor.CCACHE, "bwrap": doctor.BWRAP, "prlimit": doctor.PRLIMIT,
     "setpriv": doctor.Tool("setpriv", ("setpriv",), "util-linux", False, "runs a child as another user"),
     "tmux": doctor.Tool("tmux", ("tmux",), "tmux", False, "an 80-column terminal for the demo"),
 }

@@ -68,10 +68,10 @@ def test_a_compiler_named_by_cxx_is_the_one_looked_for(tmp_path: Path) -> None:
 
 
 def test_one_line_names_every_missing_program_and_one_apt_get() -> None:
-    line = doctor.missing_line([doctor.CMAKE, doctor.MAKE, doctor.UNSHARE, doctor.PRLIMIT], {})
+    line = doctor.missing_line([doctor.CMAKE, doctor.MAKE, doctor.BWRAP, doctor.PRLIMIT], {})
     assert "\n" not in line
-    assert line.startswith("cmake, make, unshare, prlimit not found on PATH: "
-                           "install with `apt-get install cmake make util-linux`")
+    assert line.startswith("cmake, make, bwrap, prlimit not found on PATH: "
+                           "install with `apt-get install cmake make bubblewrap util-linux`")
 
 
 # -- bisectbot doctor -------------------------------------------------------------------------------
@@ -107,12 +107,12 @@ def test_doctor_runs_without_git_and_says_so(tmp_path: Path) -> None:
 
 
 def test_optional_programs_only_warn(tmp_path: Path) -> None:
-    proc = cli("doctor", path=path_without(tmp_path / "bin", "ccache", "prlimit", "unshare"))
+    proc = cli("doctor", path=path_without(tmp_path / "bin", "ccache", "prlimit", "bwrap"))
     lines = proc.stdout.splitlines()
     assert "warning  ccache: not found on PATH; without it each commit's build compiles everything again: " \
            "apt-get install ccache" in lines
-    assert any(ln.startswith("warning  pull-request sandbox: no unshare;") and ln.endswith("apt-get install util-linux")
-               for ln in lines), lines
+    assert "warning  pull-request sandbox: bubblewrap (bwrap) is not installed (Debian: apt-get install " \
+           "bubblewrap); pull-request checks are refused" in lines, lines
     assert not any(ln.startswith("MISSING") for ln in lines) or proc.returncode == 2
 
 

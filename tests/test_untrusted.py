@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,9 @@ import yaml
 
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges import procs
-from bisectbot.edges.procs import Limits, SandboxError, run, sandbox
+from bisectbot.edges import sandbox as sandboxes
+from bisectbot.edges.procs import run
+from bisectbot.edges.sandbox import Limits, Sandbox, SandboxError, Scratch, sandbox
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.github.bot import watch
@@ -32,7 +34,18 @@ from conftest import TOOLCHAIN, needs, require
 from test_bot import TOKEN_ENV, bot_comments, cli, commit_link, db_rows, open_bot, write_config
 
 LIMITS = Limits(cpu_seconds=600, memory_mb=4096, file_size_mb=64)
-UNREACHABLE = 101  # ENETUNREACH: a new network namespace has only a loopback, and it is down
+REFUSED = 111  # ECONNREFUSED: the sandbox's network namespace has only its own loopback, where nobody listens
+SYS_PY = "/usr/bin/python3"  # the system's Python: the sandbox mounts /usr and nothing else of ours
+
+
+@pytest.fixture
+def box() -> Iterator[Sandbox]:
+    """A sandbox over a throwaway box, as a pull request's check gets one (in the system's
+    temporary directory, as by default: pytest's own is closed to the sandbox's uid)."""
+    with Scratch() as scratch:
+        made = sandbox(LIMITS, scratch.box)
+        scratch.hand_over(made)
+        yield made
 
 
 class Listener:
@@ -77,63 +90,80 @@ def listener() -> Iterator[Listener]:
         server.close()
 
 
-def connect_argv(port: int) -> list[str]:
-    return [sys.executable, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 5).close(); "
+def connect_argv(port: int, python: str = sys.executable) -> list[str]:
+    return [python, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 5).close(); "
                                   "print('connected')"]
 
 
 # -- the sandbox itself ------------------------------------------------------------------------------
-@needs("unshare")
-def test_sandboxed_child_cannot_reach_the_hosts_loopback(listener: Listener) -> None:
+@needs("bwrap", "prlimit")
+def test_sandboxed_child_cannot_reach_the_hosts_loopback(listener: Listener, box: Sandbox) -> None:
     before = listener.accepted
-    jailed = run(connect_argv(listener.port), timeout=60, sandbox=sandbox(LIMITS))
+    jailed = run(connect_argv(listener.port, SYS_PY), timeout=60, sandbox=box)
     assert jailed.returncode != 0 and "connected" not in jailed.stdout
-    assert f"[Errno {UNREACHABLE}]" in jailed.stderr, jailed.stderr
+    assert f"[Errno {REFUSED}]" in jailed.stderr, jailed.stderr
+    assert listener.accepted == before
     # the same command as trusted code connects: the listener can tell
-    free = run(connect_argv(listener.port), timeout=60)
+    free = run(connect_argv(listener.port, SYS_PY), timeout=60)
     assert free.returncode == 0 and "connected" in free.stdout, free.stderr
     assert listener.wait_for(before + 1) == before + 1
 
 
-@needs("unshare")
-def test_sandbox_limits_file_size_memory_and_cpu(tmp_path: Path) -> None:
-    tight = sandbox(Limits(cpu_seconds=1, memory_mb=256, file_size_mb=1))
-    write = ["sh", "-c", f"head -c {3 << 20} /dev/zero > {tmp_path / 'big'}"]
-    res = run(write, timeout=60, sandbox=tight)
-    assert res.returncode != 0 and (tmp_path / "big").stat().st_size == 1 << 20
-    assert run(write, timeout=60).returncode == 0 and (tmp_path / "big").stat().st_size == 3 << 20
+@needs("bwrap", "prlimit")
+def test_sandbox_limits_file_size_memory_and_cpu() -> None:
+    with Scratch() as scratch:
+        tight = sandbox(Limits(cpu_seconds=1, memory_mb=256, file_size_mb=1), scratch.box)
+        scratch.hand_over(tight)
+        big = scratch.box / "tmp" / "big"
+        write = ["sh", "-c", f"head -c {3 << 20} /dev/zero > {big}"]
+        res = run(write, timeout=60, sandbox=tight)
+        assert res.returncode != 0 and big.stat().st_size == 1 << 20
+        assert run(write, timeout=60).returncode == 0 and big.stat().st_size == 3 << 20
 
-    grab = [sys.executable, "-c", "x = bytearray(1 << 30); print(len(x))"]
-    res = run(grab, timeout=60, sandbox=tight)
-    assert res.returncode != 0 and "MemoryError" in res.stderr, res.stderr
-    assert run(grab, timeout=60).returncode == 0
+        grab = [SYS_PY, "-c", "x = bytearray(1 << 30); print(len(x))"]
+        res = run(grab, timeout=60, sandbox=tight)
+        assert res.returncode != 0 and "MemoryError" in res.stderr, res.stderr
+        assert run(grab, timeout=60).returncode == 0
 
-    spin = [sys.executable, "-c", "while True: pass"]
-    res = run(spin, timeout=300, sandbox=tight)
-    assert not res.timed_out and res.returncode is not None and res.returncode < 0  # SIGXCPU / SIGKILL
-
-
-@needs("unshare")
-def test_limits_hold_without_prlimit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(procs, "_prlimit", lambda: None)  # the Python fallback sets them instead
-    tight = sandbox(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=1))
-    assert "prlimit" not in " ".join(tight.wrap(["true"]))
-    res = run(["sh", "-c", f"head -c {3 << 20} /dev/zero > {tmp_path / 'big'}"], timeout=60, sandbox=tight)
-    assert res.returncode != 0 and (tmp_path / "big").stat().st_size == 1 << 20
+        spin = [SYS_PY, "-c", "while True: pass"]
+        res = run(spin, timeout=300, sandbox=tight)
+        assert not res.timed_out and res.returncode is not None and res.returncode != 0  # SIGXCPU / SIGKILL
 
 
-@needs("unshare")
-def test_sandboxed_child_sees_no_credentials() -> None:
-    env = {"PATH": os.environ["PATH"], "GITHUB_TOKEN": "ghp_secret", "MY_API_KEY": "k", "KEEP": "1"}
-    res = run([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], env=env, timeout=60,
-              sandbox=sandbox(LIMITS))
+@needs("bwrap", "prlimit")
+def test_sandboxed_child_sees_an_allow_listed_environment(box: Sandbox) -> None:
+    """Row 11: only the allow-list and what the bot sets on purpose pass; HOME is in the box."""
+    env = {"PATH": os.environ["PATH"], "GITHUB_TOKEN": "ghp_secret", "MY_API_KEY": "k", "AWS_ACCESS_KEY_ID": "AKIA",
+           "DATABASE_URL": "postgres://u:p@db/x", "HF_HOME": "/hf", "SSH_AUTH_SOCK": "/run/agent", "HOME": "/root",
+           "LANG": "C.UTF-8", "LD_LIBRARY_PATH": "/kept"}
+    res = run([SYS_PY, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], env=env, timeout=60, sandbox=box)
     seen = json.loads(res.stdout)
-    assert seen.get("KEEP") == "1" and "GITHUB_TOKEN" not in seen and "MY_API_KEY" not in seen
+    assert set(seen) <= {"PATH", "HOME", "TMPDIR", "LANG", "LD_LIBRARY_PATH", "PWD", "LC_CTYPE"}, seen
+    assert seen["LANG"] == "C.UTF-8" and seen["LD_LIBRARY_PATH"] == "/kept"
+    assert seen["HOME"].startswith(str(box.box)) and seen["PATH"] == sandboxes.SAFE_PATH
 
 
-def test_without_a_network_namespace_untrusted_code_is_refused() -> None:
-    with pytest.raises(SandboxError, match="refusing to build or run untrusted code"):
-        sandbox(LIMITS, ways=[("bisectbot-no-such-unshare", "--net", "--")])
+@needs("bwrap", "prlimit")
+def test_sandbox_sees_none_of_the_bots_files_and_runs_unprivileged(box: Sandbox, tmp_path: Path) -> None:
+    """Nothing but the system (read-only) and the box is mounted; the uid is 65534 inside and,
+    when the bot is root, outside too; the bot's processes cannot be seen."""
+    secret = tmp_path / "key.pem"
+    secret.write_text("-----BEGIN PRIVATE KEY-----\nsecret\n")
+    secret.chmod(0o600)
+    probe = (f"cat {secret}; ls {tmp_path}; ls {Path.home()}; touch /usr/x; "
+             f"cat /proc/{os.getpid()}/environ; id -u; touch {box.box}/home/mine")
+    res = run(["sh", "-c", probe], timeout=60, sandbox=box)
+    assert "secret" not in res.stdout and res.stdout.split() == ["65534"], res.stdout
+    for what in (str(secret), str(tmp_path), "/usr/x", f"/proc/{os.getpid()}/environ"):
+        assert what in res.stderr, (what, res.stderr)
+    assert (box.box / "home" / "mine").stat().st_uid == (65534 if os.geteuid() == 0 else os.geteuid())
+
+
+def test_without_bubblewrap_untrusted_code_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap, no prlimit: refused, never a weaker sandbox
+    with pytest.raises(SandboxError, match="refusing to build or run untrusted code: no sandbox can be made here: "
+                                           r"bubblewrap \(bwrap\) is not installed"):
+        sandbox(LIMITS, tmp_path)
 
 
 # -- pull request heads: a demo history with two pull requests whose cmake configure phones home ----
@@ -165,7 +195,7 @@ def _pull_request(repo: Path, base: str, number: int, port: int) -> str:
     """A commit on `base` whose CMakeLists.txt connects to `port`, published only as refs/pull/<N>/head."""
     _git(repo, "checkout", "-q", "--detach", base)
     cmake = repo / "CMakeLists.txt"
-    cmake.write_text(cmake.read_text() + PROBE.format(python=sys.executable, port=port))
+    cmake.write_text(cmake.read_text() + PROBE.format(python=SYS_PY, port=port))
     _git(repo, "commit", "-qam", f"build: fetch the vocabulary at configure time (#{number})")
     sha = _git(repo, "rev-parse", "HEAD")
     _git(repo, "checkout", "-q", "main")
@@ -182,56 +212,28 @@ def pulls(tmp_path_factory: pytest.TempPathFactory, listener: Listener) -> PullD
     return PullDemo(demo, fixed, broken)
 
 
-def _spy(tmp_path: Path, port: int) -> tuple[Path, Path]:
-    """A wrapper around the program under test (bash: cheap per run): notes whether it could
-    reach `port` and the environment it was given, then executes the program."""
-    notes = tmp_path / "run-notes"
-    notes.mkdir()
-    spy = tmp_path / "netspy"
-    spy.write_text(
-        "#!/bin/bash\n"
-        f"if net=$( (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>&1 ); then net=connected; fi\n"
-        f"{{ echo \"$net\"; env; }} > {notes}/$$-$RANDOM\n"
-        'exec "$@"\n')
-    spy.chmod(0o755)
-    return spy, notes
-
-
-@needs("unshare")
+@needs("bwrap", "prlimit")
 def test_check_pull_request_head_without_network(gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener,
                                                  tmp_path: Path) -> None:
     config = write_config(tmp_path, pulls.demo, gh_server, token_env="GITHUB_TOKEN")
-    spy, notes = _spy(tmp_path, listener.port)
-    data = yaml.safe_load(config.read_text())
-    data["run"]["argv"] = [str(spy), *data["run"]["argv"]]
-    config.write_text(yaml.safe_dump(data, sort_keys=False))
     before = listener.accepted
     state = tmp_path / "st"
     secrets = {"GITHUB_TOKEN": BOT_TOKEN, TOKEN_ENV: BOT_TOKEN}
     proc = cli("check", str(config), "--ref", "pull/7/head", "--issue", str(ISSUE), "--state", str(state),
                env=secrets)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # GOOD: the pull request restores the reference
-    assert f"pull/7/head = {pulls.fixed[:12]} (built and run in the sandbox: no network" in proc.stdout
-
-    # the build tried, and failed inside the sandbox; the host's server saw nobody
-    logs = list(state.rglob(f"build-*-{pulls.fixed}.log"))
-    assert len(logs) == 1
-    text = logs[0].read_text()
-    assert "# untrusted code, in the sandbox: no network" in text
-    probe = [ln for ln in text.splitlines() if "network probe: result=" in ln]
-    assert probe and "connected" not in probe[0] and "Network is unreachable" in text, probe
-    # so did every run, without credentials
-    runs = [p.read_text().splitlines() for p in notes.iterdir()]
-    assert runs and all("Network is unreachable" in r[0] for r in runs), {r[0] for r in runs}
-    assert not [ln for r in runs for ln in r[1:] if BOT_TOKEN in ln or ln.split("=", 1)[0] in secrets]
+    assert f"pull/7/head = {pulls.fixed[:12]} (built and run in the sandbox: bubblewrap: no network" in proc.stdout
+    # its configure tried to reach the host's server and could not; nothing of it is left behind
     assert listener.accepted == before
+    assert not list(state.glob("build-*")) and not list(state.glob("kept/*")) and not list(state.glob("logs/build-*"))
+    assert not list(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*"))  # the box is gone
 
     # posted on the issue, in a comment of its own; not the last known good commit, nothing bisected
     bodies = bot_comments(gh_server)
     assert len(bodies) == 1, bodies
     head = bodies[0].splitlines()[1]
     assert f"pull/7/head = [`{pulls.fixed[:12]}`]({commit_link(gh_server, pulls.fixed)})" in head
-    assert "restores the reference distribution" in head and "in the sandbox: no network" in bodies[0]
+    assert "restores the reference distribution" in head and "in the sandbox: bubblewrap: no network" in bodies[0]
     assert db_rows(state, "SELECT COUNT(*) FROM last_good")[0][0] == 0
     assert db_rows(state, "SELECT kind, status FROM jobs") == [("test", "done")]
 
@@ -270,7 +272,7 @@ def test_a_pull_requests_commit_named_by_its_sha_is_refused(pulls: PullDemo, tmp
     assert ws.resolve(pulls.fixed) == pulls.fixed
 
 
-@needs("unshare")
+@needs("bwrap", "prlimit")
 def test_bot_check_of_a_pull_request_and_an_outsiders(gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener,
                                                      tmp_path: Path) -> None:
     config = write_config(tmp_path, pulls.demo, gh_server)
@@ -297,14 +299,14 @@ def test_bot_check_of_a_pull_request_and_an_outsiders(gh_server: GitHubStandIn, 
 
 def test_bot_refuses_a_pull_request_where_no_sandbox_can_be_made(
         gh_server: GitHubStandIn, pulls: PullDemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(procs, "NAMESPACES", (("bisectbot-no-such-unshare", "--net", "--"),))
+    monkeypatch.setattr(sandboxes, "missing", lambda: "bubblewrap (bwrap) is not installed")
     config = write_config(tmp_path, pulls.demo, gh_server)
     gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/check ref=pull/7/head")
     state = tmp_path / "st"
     with open_bot(config, state) as bot:
         watch(bot, ISSUE, once=True, interval=1)
     (reply,) = bot_comments(gh_server)
-    assert "refusing to build or run untrusted code: no network namespace can be made" in reply
+    assert "refusing to build or run untrusted code: no sandbox can be made here: bubblewrap" in reply
     assert len(reply.splitlines()) == 2  # marker + one line
     assert not list(state.glob("build-*")) and not list(state.glob("kept/*"))
     assert db_rows(state, "SELECT status FROM bot_commands") == [("failed",)]

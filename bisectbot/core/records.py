@@ -28,6 +28,7 @@ class BuildRecord:
     inputs: tuple[str, ...] | None = None  # repository files the targets were compiled from (None: unknown)
     host: str = ""                 # the machine that built it
     compiler: str = ""             # and its toolchain (build.toolchain_identity)
+    hashes: dict[str, str] = field(default_factory=dict)  # kept path -> sha256 when it was built
 
     @property
     def ok(self) -> bool:

@@ -6,22 +6,17 @@ hanging binary's threads), not only the direct child, and every group is recorde
 state directory while it runs, so a bot killed with `kill -9` has it killed by the next start
 (edges.children).
 
-Untrusted code (a pull request's head) is started through a `Sandbox`: in a new network
-namespace (`unshare`; only a loopback that is down, so nothing, not even 127.0.0.1 of the host,
-can be reached), under CPU, address-space and file-size limits (`prlimit`), with the clean
-environment. Where no network namespace can be made, `sandbox()` raises `SandboxError`: untrusted
-code is refused, never run with the network.
+Untrusted code (a pull request's head) is started through a `Sandbox` (edges.sandbox:
+bubblewrap over a throwaway box). Here it gets two more guards: what is read back of its output
+is capped, and the box's size is watched while it runs; either stops the process.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -29,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from bisectbot.edges import children, localhttp
-from bisectbot.errors import BisectbotError
+from bisectbot.edges.sandbox import SAFE_PATH, Sandbox
 
 # Variables never passed to builds or runs: tokens, keys, secrets, GitHub's own settings.
 _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|API_KEY)", re.I)
@@ -55,115 +50,6 @@ def _without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not _SECRET.search(k) and not k.startswith(_SECRET_PREFIXES)}
 
 
-# -- the sandbox for untrusted code -----------------------------------------------------------------
-class SandboxError(BisectbotError):
-    """Untrusted code cannot be confined here (no network namespace can be made): refused."""
-
-    exit_code = 4
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-process limits of every untrusted child (and each of its children)."""
-
-    cpu_seconds: int
-    memory_mb: int     # address space (RLIMIT_AS)
-    file_size_mb: int  # largest file it may write (RLIMIT_FSIZE)
-
-    def text(self) -> str:
-        return (f"CPU {self.cpu_seconds} s, memory {self.memory_mb} MB, files {self.file_size_mb} MB "
-                "per process")
-
-
-# The ways to start a child in a new network namespace, strongest first. With a user namespace
-# of its own the child holds no capability in the host's namespaces, so it cannot enter the
-# host's network namespace again (`setns`); the second way (root only) cannot stop root code
-# from doing that, but still starts it without a network.
-NAMESPACES: tuple[tuple[str, ...], ...] = (
-    ("unshare", "--user", "--map-root-user", "--net", "--"),
-    ("unshare", "--net", "--"),
-)
-_probed: dict[tuple[str, ...], tuple[str, ...] | None] = {}
-_probe_lock = threading.Lock()
-# Sets the limits and executes the rest of argv, where there is no `prlimit`.
-_SETRLIMIT = ("import os, resource, sys\n"
-              "for name, value in zip(('RLIMIT_CPU', 'RLIMIT_AS', 'RLIMIT_FSIZE'), sys.argv[1:4]):\n"
-              "    resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
-              "os.execvp(sys.argv[4], sys.argv[4:])\n")
-
-
-def _probe(way: tuple[str, ...]) -> tuple[str, ...] | None:
-    """`way` with its program's absolute path, if a child started that way sees no network
-    interface but a loopback (read from its own /proc/net/dev), else None."""
-    program = shutil.which(way[0])
-    if program is None or ("--user" not in way and os.geteuid() != 0):
-        return None
-    prefix = (program, *way[1:])
-    cat = shutil.which("cat") or "/bin/cat"
-    res = run([*prefix, cat, "/proc/net/dev"], timeout=30)
-    if res.returncode != 0:
-        return None
-    interfaces = {ln.split(":", 1)[0].strip() for ln in res.stdout.splitlines()[2:] if ":" in ln}
-    return prefix if interfaces <= {"lo"} else None
-
-
-def network_namespace(ways: Sequence[tuple[str, ...]] | None = None) -> tuple[str, ...] | None:
-    """The argv prefix that starts a child in a new network namespace here (each way of
-    `ways`, default NAMESPACES, is tried once per process), or None when none works."""
-    with _probe_lock:
-        for way in NAMESPACES if ways is None else ways:
-            if way not in _probed:
-                _probed[way] = _probe(way)
-            if _probed[way] is not None:
-                return _probed[way]
-    return None
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """How `run` starts untrusted code: `namespace` (an argv prefix that makes a new network
-    namespace) and the limits, set before the program is executed."""
-
-    namespace: tuple[str, ...]
-    limits: Limits
-
-    def wrap(self, argv: Sequence[str]) -> list[str]:
-        lim = self.limits
-        cpu, mem, size = lim.cpu_seconds, lim.memory_mb << 20, lim.file_size_mb << 20
-        prlimit = _prlimit()
-        if prlimit is not None:
-            limit = [prlimit, f"--cpu={cpu}", f"--as={mem}", f"--fsize={size}", "--"]
-        else:
-            limit = [sys.executable, "-c", _SETRLIMIT, str(cpu), str(mem), str(size)]
-        return [*self.namespace, *limit, *argv]
-
-    def text(self) -> str:
-        return f"no network (a network namespace of its own), {self.limits.text()}, no credentials"
-
-    def key(self) -> dict[str, Any]:
-        """What the sandbox adds to a stored run's identity (limits can make runs fail)."""
-        return {"network": False, "cpu_seconds": self.limits.cpu_seconds,
-                "memory_mb": self.limits.memory_mb, "file_size_mb": self.limits.file_size_mb}
-
-
-@functools.cache
-def _prlimit() -> str | None:
-    return shutil.which("prlimit")
-
-
-def sandbox(limits: Limits, ways: Sequence[tuple[str, ...]] | None = None) -> Sandbox:
-    """The sandbox for untrusted code; SandboxError when no network namespace can be made."""
-    ways = NAMESPACES if ways is None else ways
-    namespace = network_namespace(ways)
-    if namespace is None:
-        tried = "; ".join(" ".join(w[:-1]) for w in ways)
-        raise SandboxError("refusing to build or run untrusted code: no network namespace can be made "
-                           f"here (tried: {tried}), and it is never run with the network. Install "
-                           "util-linux's unshare and allow user namespaces "
-                           "(sysctl kernel.unprivileged_userns_clone=1), or run the bot as root")
-    return Sandbox(namespace, limits)
-
-
 @dataclass(frozen=True)
 class ProcResult:
     argv: tuple[str, ...]
@@ -171,10 +57,11 @@ class ProcResult:
     stdout: str
     stderr: str
     seconds: float
+    stopped: str = ""  # why the sandbox stopped it (its output or its disk passed the cap)
 
     @property
     def timed_out(self) -> bool:
-        return self.returncode is None
+        return self.returncode is None and not self.stopped
 
 
 def run(
@@ -196,14 +83,17 @@ def run(
     """
     start = time.monotonic()
     child_env = dict(env) if env is not None else clean_env()
-    command = list(argv)
+    command, where = list(argv), cwd
     if sandbox is not None:
-        child_env, command = _without_secrets(child_env), sandbox.wrap(argv)
+        if cwd is not None:
+            sandbox.hand_over(cwd)
+        command = sandbox.wrap(argv, _without_secrets(child_env), cwd)
+        child_env, where = {"PATH": SAFE_PATH}, sandbox.box
     out_target = open(log, "ab") if log else subprocess.PIPE
     try:
         proc = subprocess.Popen(
             command,
-            cwd=cwd,
+            cwd=where,
             env=child_env,
             stdin=subprocess.DEVNULL,
             stdout=out_target,
@@ -216,6 +106,13 @@ def run(
             out_target.close()  # type: ignore[union-attr]
         return ProcResult(tuple(argv), 127, "", f"cannot start {argv[0]}: {exc.strerror or exc}", 0.0)
     recorded = children.record(proc.pid, argv)
+    if sandbox is not None:
+        try:
+            return _supervised(proc, argv, sandbox, timeout, start)
+        finally:
+            children.forget(recorded)
+            if log:
+                out_target.close()  # type: ignore[union-attr]
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
         code: int | None = proc.returncode
@@ -238,6 +135,64 @@ def run(
         (stderr or b"").decode("utf-8", "replace"),
         time.monotonic() - start,
     )
+
+
+def _supervised(proc: subprocess.Popen, argv: Sequence[str], sandbox: Sandbox, timeout: float,
+                start: float) -> ProcResult:
+    """Wait for a sandboxed child: its output read back up to the cap, its box's size checked
+    four times a second; either cap passed, or the timeout, stops it (the whole sandbox: its
+    PID namespace dies with bubblewrap)."""
+    cap = sandbox.limits.output_mb << 20
+    disk = sandbox.limits.disk_mb << 20
+    stopped: list[str] = []
+    chunks: dict[str, list[bytes]] = {"out": [], "err": []}
+
+    def stop(why: str) -> None:
+        if not stopped:
+            stopped.append(why)
+        _kill_group(proc)
+
+    def drain(name: str, stream: Any) -> None:
+        size = 0
+        for block in iter(lambda: stream.read(1 << 16), b""):
+            if size < cap:
+                chunks[name].append(block[: cap - size])
+            size += len(block)
+            if size > cap:
+                stop(f"stopped: its output passed {sandbox.limits.output_mb} MB")
+        stream.close()
+
+    readers = [threading.Thread(target=drain, args=(name, stream), daemon=True)
+               for name, stream in (("out", proc.stdout), ("err", proc.stderr)) if stream is not None]
+    for reader in readers:
+        reader.start()
+    deadline = start + timeout
+    code: int | None = None
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=0.25)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if sandbox.disk_used() > disk:
+                stop(f"stopped: its files passed {sandbox.limits.disk_mb} MB on disk")
+            elif time.monotonic() > deadline:
+                _kill_group(proc)
+                proc.wait()
+                code = None
+                break
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    for reader in readers:
+        reader.join(timeout=10)
+    if stopped:
+        code = None
+    return ProcResult(tuple(argv), code, b"".join(chunks["out"]).decode("utf-8", "replace"),
+                      b"".join(chunks["err"]).decode("utf-8", "replace"), time.monotonic() - start,
+                      stopped[0] if stopped else "")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -330,7 +285,9 @@ def exit_reason(result: ProcResult, limit: int = 200) -> str:
     """How a child ended badly, for people: its signal or exit status, and the first line of its
     stderr that names an error (the first is the cause; later lines are usually consequences)."""
     code = result.returncode
-    if code is None:
+    if result.stopped:
+        how = result.stopped
+    elif code is None:
         how = "timed out"
     elif code < 0:
         try:
@@ -356,3 +313,19 @@ def _tail_of(log: Path, limit: int = 200) -> str:
     except OSError:
         return "no log"
     return last_line(text, limit) or "no output"
+
+
+# Credentials by their look: GitHub tokens, private-key blocks, `Authorization:` headers.
+_TOKEN_LOOK = re.compile(r"(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+                         r"|(?i:authorization:\s*\S+(\s+\S+)?))")
+
+
+def redact(text: str, env: Mapping[str, str] | None = None) -> str:
+    """`text` (what untrusted code printed, to be shown to people) with every value of a
+    credential-looking variable of `env` (default: this process's) and anything that looks like
+    a token or a private key replaced by [redacted]."""
+    env = os.environ if env is None else env
+    for key, value in env.items():
+        if len(value) >= 6 and (_SECRET.search(key) or key.startswith(_SECRET_PREFIXES)):
+            text = text.replace(value, "[redacted]")
+    return _TOKEN_LOOK.sub("[redacted]", text)

@@ -49,7 +49,7 @@ from bisectbot.errors import StateError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Tables every schema version has: a database without them is not a bisectbot database.
 CORE_TABLES = frozenset({"builds", "runs", "verdicts", "jobs"})
 
@@ -258,8 +258,23 @@ def _to_v5(db: sqlite3.Connection) -> None:
     _execute_each(db, _V5)
 
 
+# Version 6: each build's binaries' sha256 (checked before a kept binary is reused), and when a
+# trusted build last wrote each build directory (a file newer than that: the directory is wiped).
+_V6 = """
+ALTER TABLE builds ADD COLUMN hashes TEXT;
+CREATE TABLE build_dirs (
+    path        TEXT PRIMARY KEY,
+    written     REAL NOT NULL          -- when the last trusted build in it ended (time.time())
+);
+"""
+
+
+def _to_v6(db: sqlite3.Connection) -> None:
+    _execute_each(db, _V6)
+
+
 # MIGRATIONS[v] takes a database at version v to v + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4, _to_v5)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4, _to_v5, _to_v6)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -580,7 +595,7 @@ class Store:
     @_decoded
     def build(self, build_key: str, sha: str) -> BuildRecord | None:
         row = self._one("SELECT sha, status, binaries, log, seconds, reason, variant, notes, inputs, host, "
-                        "compiler FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
+                        "compiler, hashes FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
         if row is None:
             return None
         inputs = json.loads(row["inputs"]) if row["inputs"] is not None else None
@@ -588,15 +603,26 @@ class Store:
                            log=row["log"], seconds=row["seconds"], reason=row["reason"],
                            variant=row["variant"], notes=row["notes"],
                            inputs=tuple(inputs) if inputs is not None else None,
-                           host=row["host"], compiler=row["compiler"])
+                           host=row["host"], compiler=row["compiler"],
+                           hashes=json.loads(row["hashes"]) if row["hashes"] else {})
 
     def put_build(self, build_key: str, rec: BuildRecord) -> None:
         inputs = json.dumps(list(rec.inputs)) if rec.inputs is not None else None
         with self._write() as db:
             db.execute("INSERT INTO builds (build_key, sha, status, binaries, log, seconds, reason, variant, "
-                       "notes, inputs, host, compiler, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       "notes, inputs, host, compiler, created, hashes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        (build_key, rec.sha, rec.status, json.dumps(rec.binaries), rec.log, rec.seconds,
-                        rec.reason, rec.variant, rec.notes, inputs, rec.host, rec.compiler, time.time()))
+                        rec.reason, rec.variant, rec.notes, inputs, rec.host, rec.compiler, time.time(),
+                        json.dumps(rec.hashes)))
+
+    def build_dir_written(self, path: Path) -> float | None:
+        """When a trusted build last ended in the build directory `path` (None: never recorded)."""
+        row = self._one("SELECT written FROM build_dirs WHERE path=?", (str(path),))
+        return row["written"] if row is not None else None
+
+    def put_build_dir_written(self, path: Path, when: float) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO build_dirs (path, written) VALUES (?,?)", (str(path), when))
 
     def forget_build(self, build_key: str, sha: str) -> None:
         """A stored build that can no longer be used (its binaries are gone): build again."""

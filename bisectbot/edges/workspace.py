@@ -7,14 +7,23 @@ elements after `--end-of-options`, so no ref can become an option or reach a she
 A pull request's head (`pull/<N>/head`, `core.refs`) is not in a clone: it is fetched from the
 source as `refs/pull/<N>/head` into the clone's `refs/bisectbot/pull/<N>` each time it is
 resolved (the head moves with every push). Any other spelling in those namespaces is refused.
+Untrusted code never sees the clone: it gets an `Export` (`git archive`, no `.git`).
+
+Every git command of the bot runs with hooks off (`core.hooksPath` is the null device) and no
+fsmonitor, so nothing written into a repository can make git run it. Whether a commit is
+trusted code ("published") is asked of the source itself (`git ls-remote`), not read from refs
+of the clone, which anything that once wrote into it could have added.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shlex
+import shutil
 import stat
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +37,16 @@ from bisectbot.core.refs import local_pull_ref, pull_number, pull_ref_problem, s
 from bisectbot.errors import GitError, RefError
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+# Set on every git command the bot runs: no hook and no fsmonitor program is ever started.
+SAFE_GIT_ENV = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": os.devnull,
+                "GIT_CONFIG_KEY_1": "core.fsmonitor", "GIT_CONFIG_VALUE_1": "false"}
+
+
+def open_repo(path: Path | str) -> git.Repo:
+    """A repository whose every git command runs with SAFE_GIT_ENV."""
+    repo = git.Repo(path)
+    repo.git.update_environment(**SAFE_GIT_ENV)
+    return repo
 
 
 @dataclass(frozen=True)
@@ -68,8 +87,8 @@ class Workspace:
         try:
             if not (self.root / ".git").exists():
                 self.root.parent.mkdir(parents=True, exist_ok=True)
-                git.Repo.clone_from(self.source, self.root, no_checkout=True)
-            repo = git.Repo(self.root)
+                git.Repo.clone_from(self.source, self.root, no_checkout=True, env=SAFE_GIT_ENV)
+            repo = open_repo(self.root)
             for lock in (self.root / ".git").glob("*.lock"):
                 lock.unlink()  # we hold the state-dir lock: no other git process is ours
             repo.git.fetch(
@@ -101,7 +120,7 @@ class Workspace:
         sha = None
         if self.source_is_local:
             try:
-                sha = _rev_parse(git.Repo(self.source), ref)
+                sha = _rev_parse(open_repo(self.source), ref)
             except (git.InvalidGitRepositoryError, git.NoSuchPathError, OSError):
                 pass  # not a repository git can read: the clone below says why
         if sha is None:
@@ -119,23 +138,61 @@ class Workspace:
         return sha
 
     def _published(self, sha: str) -> bool:
-        """Whether `sha` is trusted code: reachable from a branch or tag of the source (as the
-        clone mirrors them), or, for a local source, from its HEAD or any of its refs outside
-        the pull-request namespaces. A commit reachable only from `refs/pull/*` (GitHub serves
-        such shas when asked by name) is a pull request's code and must not run unsandboxed."""
+        """Whether `sha` is trusted code: reachable from a branch or tag the source has now (its
+        own answer, `git ls-remote`: a ref written into the clone does not count), or, for a
+        local source, from its HEAD or any of its refs outside the pull-request namespaces. A
+        commit reachable only from `refs/pull/*` (GitHub serves such shas when asked by name) is
+        a pull request's code and must not run unsandboxed."""
+        upstream = self._upstream_refs()
         # branches first: few refs, and most commits are on one (llama.cpp has thousands of tags)
-        if _contained(self.repo, sha, ["refs/remotes/origin"]) or _contained(self.repo, sha, ["refs/tags"]):
-            return True
+        for namespace in ("refs/remotes/origin", "refs/tags"):
+            for name, target in _containing(self.repo, sha, namespace):
+                if namespace == "refs/remotes/origin":
+                    name = "refs/heads/" + name[len("refs/remotes/origin/"):]
+                if target in upstream.get(name, ()):
+                    return True
         if not self.source_is_local:
             return False
         try:
-            mine = git.Repo(self.source)
+            mine = open_repo(self.source)
             if _contained(mine, sha, ["refs/heads", "refs/tags", "refs/remotes", "refs/bisect"]):
                 return True
             mine.git.merge_base("--is-ancestor", sha, "HEAD")
             return True
         except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, OSError, ValueError):
             return False
+
+    def _upstream_refs(self) -> dict[str, set[str]]:
+        """The source's branches and tags as it lists them: ref name → the shas it names (a tag
+        object and the commit it peels to)."""
+        try:
+            out = str(self.repo.git.ls_remote("--heads", "--tags", "origin"))
+        except git.GitCommandError as exc:
+            raise GitError(f"cannot list the branches and tags of {self.source}: {_git_message(exc)}") from None
+        refs: dict[str, set[str]] = {}
+        for line in out.splitlines():
+            target, _, name = line.partition("\t")
+            refs.setdefault(name.removesuffix("^{}"), set()).add(target.strip())
+        return refs
+
+    def export(self, sha: str, dest: Path) -> Path:
+        """The tree of `sha` as plain files in `dest` (made afresh), without `.git`: what
+        untrusted code builds. Links that would point outside `dest` are refused (tarfile's
+        `data` filter), so nothing of the tree can name a path of the bot's."""
+        if not _SHA.match(sha):
+            raise RefError(f"export wants a full sha, got {sha!r}")
+        try:
+            data = self.repo.git.archive("--format=tar", sha, stdout_as_string=False)
+        except git.GitCommandError as exc:
+            raise GitError(f"cannot export {sha[:12]} from {self.root}: {_git_message(exc)}") from None
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                tar.extractall(dest, filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            raise GitError(f"cannot export {sha[:12]} into {dest}: {exc}") from None
+        return dest
 
     def fetch_pull(self, number: int) -> str:
         """Fetch pull request `number`'s head from the source into `refs/bisectbot/pull/<N>`
@@ -235,6 +292,23 @@ class Workspace:
         return self.root
 
 
+class Export:
+    """What untrusted code builds from: each checkout is a fresh `git archive` of the commit
+    from the bot's clone into `root` (in the sandbox's box), so it never sees a `.git`."""
+
+    def __init__(self, clone: Workspace, root: Path):
+        self.clone, self.root = clone, root
+
+    def checkout(self, sha: str) -> Path:
+        return self.clone.export(sha, self.root)
+
+    def info(self, sha: str) -> CommitInfo:
+        return self.clone.info(sha)
+
+    def resolve(self, ref: str) -> str:
+        return self.clone.resolve(ref)
+
+
 def _rev_parse(repo: git.Repo, ref: str) -> str | None:
     """The commit `ref` names in `repo`, or None. A repository git refuses to read (another
     user's) is an error, not "no such ref": the answer would silently come from elsewhere."""
@@ -249,6 +323,15 @@ def _rev_parse(repo: git.Repo, ref: str) -> str | None:
 
 # git's fatal lines that only follow the one that says why
 _GENERIC = ("could not read from remote repository", "the remote end hung up unexpectedly")
+
+
+def _containing(repo: git.Repo, sha: str, namespace: str) -> list[tuple[str, str]]:
+    """(ref name, the sha it points to) of each ref under `namespace` with `sha` in its history."""
+    try:
+        out = repo.git.for_each_ref("--format=%(refname) %(objectname)", f"--contains={sha}", namespace)
+    except git.GitCommandError:
+        return []
+    return [tuple(line.rsplit(" ", 1)) for line in out.splitlines() if " " in line]  # type: ignore[misc]
 
 
 def _contained(repo: git.Repo, sha: str, namespaces: list[str]) -> bool:
@@ -311,7 +394,7 @@ def uncommitted_changes(source: str) -> list[str]:
     if not os.path.isabs(source) or not os.path.isdir(source):
         return []
     try:
-        out = git.Repo(source).git.status("--porcelain=v1", "-z", "--untracked-files=no",
+        out = open_repo(source).git.status("--porcelain=v1", "-z", "--untracked-files=no",
                                           strip_newline_in_stdout=False)
     except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, OSError):
         return []

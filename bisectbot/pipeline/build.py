@@ -23,9 +23,14 @@ Why each step:
   CMakeCache.txt was written elsewhere; such a directory is started afresh before configuring.
 * **Keys that cannot go stale.** A stored build is reused only if the commit, the cmake
   arguments and variants, the contents of files they name and the toolchain are the same.
-* **Untrusted code apart.** A pull request's head is built in the sandbox (`procs.Sandbox`: no
-  network, limits), under build keys and in build directories of its own and without ccache, so
-  nothing it leaves behind is reused by a trusted build.
+* **Untrusted code apart.** A pull request's head is built in the sandbox (edges.sandbox:
+  bubblewrap over a throwaway box), under build keys of its own, without ccache; the state
+  directory it builds into is the box's, deleted after the check. Its failure reasons are
+  shown with anything that looks like a credential replaced (`procs.redact`).
+* **Nothing reused that a trusted build did not leave.** A kept binary is reused only if its
+  sha256 is the one recorded when it was built (else it is rebuilt); a build directory is
+  reused only if no file in it is newer than the end of the last trusted build there (else it
+  is wiped first); a binary or kept file that is a link out of the build directory is not kept.
 
 A failed or timed-out build, one that leaves no binary, a tree no variant fits, or a commit
 that cannot be checked out is a *skip* for the bisect (like `git bisect skip`), with its reason.
@@ -40,7 +45,8 @@ import os
 import platform
 import shlex
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -50,9 +56,10 @@ from bisectbot.core.inputs import parse_depfile
 from bisectbot.core.records import BuildRecord
 from bisectbot.core.reports import Environment
 from bisectbot.edges import dirlock
-from bisectbot.edges.procs import Sandbox, clean_env, run
+from bisectbot.edges.procs import clean_env, redact, run
+from bisectbot.edges.sandbox import Sandbox
 from bisectbot.edges.storage import StateDir
-from bisectbot.edges.workspace import Workspace
+from bisectbot.edges.workspace import Export, Workspace
 from bisectbot.errors import GitError, StateError
 from bisectbot.pipeline.events import Building, BuildPhase, Built, Events
 
@@ -71,7 +78,7 @@ class Builder:
     `values` fills `{config_dir}` and `{fixtures}` in cmake arguments. With `sandbox` every
     commit is untrusted code: built in the sandbox, under keys of its own."""
 
-    def __init__(self, state: StateDir, workspace: Workspace, events: Events, secrets: Iterable[str] = (),
+    def __init__(self, state: StateDir, workspace: Workspace | Export, events: Events, secrets: Iterable[str] = (),
                  values: Mapping[str, str] | None = None, sandbox: Sandbox | None = None):
         self.state, self.workspace, self.events = state, workspace, events
         self.secrets = tuple(secrets)
@@ -94,7 +101,7 @@ class Builder:
     def stored(self, sha: str, cfg: BuildConfig) -> BuildRecord | None:
         """The commit's usable stored build for `cfg` (its binaries still kept), without building."""
         rec = self.state.store.build(self.key(cfg), sha)
-        if rec is None or not rec.ok or not all(Path(p).is_file() for p in rec.binaries.values()):
+        if rec is None or not rec.ok or not intact(rec):
             return None
         return rec
 
@@ -104,8 +111,7 @@ class Builder:
         store = self.state.store
         rec = store.build(key, sha)
         retry_timeout = rec is not None and rec.status == "timeout" and cfg.timeout > rec.seconds + 1
-        if rec is not None and not retry_timeout and (
-                not rec.ok or all(Path(p).is_file() for p in rec.binaries.values())):
+        if rec is not None and not retry_timeout and (not rec.ok or intact(rec)):
             if rec.ok:  # used: `bisectbot gc` removes the least recently used kept binaries first
                 _touch(self.state.kept_dir(key, sha))
             return rec
@@ -148,6 +154,17 @@ class Builder:
         """The build directory a variant of `cfg` is built in."""
         args = [self.expand(a) for a in (*cfg.cmake_args, *cfg.choices[variant].cmake_args)]
         return self.state.build_dir(build_dir_key(args, untrusted=self.sandbox is not None))
+
+
+def intact(rec: BuildRecord) -> bool:
+    """Whether every kept file of a build is there with the sha256 recorded when it was built
+    (a build recorded without them, by an older bisectbot, is built again)."""
+    if not rec.hashes or not set(rec.binaries.values()) <= set(rec.hashes):
+        return False
+    try:
+        return all(file_sha256(Path(path)) == digest for path, digest in rec.hashes.items())
+    except OSError:
+        return False
 
 
 def _touch(path: Path) -> None:
@@ -228,6 +245,7 @@ class _Attempt:
     seconds: float
     binaries: dict[str, str]
     inputs: tuple[str, ...] | None = None
+    hashes: dict[str, str] = field(default_factory=dict)
 
 
 class _Budget:
@@ -256,7 +274,10 @@ def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key:
         args = [expand(a) for a in (*cfg.cmake_args, *variant.cmake_args)]
         build_dir = state.build_dir(build_dir_key(args, untrusted=sandbox is not None))
         with dirlock.exclusive(build_dir, wait=BUILD_DIR_WAIT) as hold:
-            if why := configured_elsewhere(build_dir, source):
+            why = configured_elsewhere(build_dir, source)
+            if why is None and sandbox is None:
+                why = written_since(build_dir, state.store.build_dir_written(build_dir))
+            if why:
                 _note(log, f"# starting {build_dir} afresh: {why}")
                 shutil.rmtree(build_dir, ignore_errors=True)
             reused = build_dir.exists()
@@ -271,12 +292,15 @@ def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key:
                                          secrets, hold, sandbox)
                 notes = f"built in a clean directory after the reused one failed: {first}" if attempt.status == "ok" \
                     else f"also failed in a clean directory (the reused one: {first})"
+            if sandbox is None and build_dir.exists():
+                state.store.put_build_dir_written(build_dir, time.time())
         if attempt.status == "unsupported":
             not_fitting.append(f"variant {index}: {attempt.reason}")
             continue
-        return BuildRecord(sha, attempt.status, attempt.binaries, str(log), budget.used, attempt.reason,
+        reason = redact(attempt.reason) if sandbox is not None else attempt.reason
+        return BuildRecord(sha, attempt.status, attempt.binaries, str(log), budget.used, reason,
                            variant=index, notes=notes, inputs=attempt.inputs, host=platform.node(),
-                           compiler=toolchain_identity())
+                           compiler=toolchain_identity(), hashes=attempt.hashes)
     return BuildRecord(sha, "unsupported", {}, str(log), budget.used,
                        "no build variant fits this tree: " + "; ".join(not_fitting), variant=len(cfg.choices) - 1)
 
@@ -315,12 +339,14 @@ def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], sou
                 build_dir, env, log, budget, hold, sandbox)
     if res is not None:
         return _Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
-    binaries, missing_name = _keep(cfg, variant, build_dir, kept)
+    binaries, hashes, missing_name = _keep(cfg, variant, build_dir, kept)
     if missing_name:
         return _Attempt("no-binary", f"build left no binary for {{{missing_name}}} "
-                                     f"(looked for {', '.join(variant.binaries[missing_name])})", budget.used, {})
-    inputs = target_inputs(build_dir, variant.targets, source)
-    return _Attempt("ok", "", budget.used, binaries, tuple(inputs) if inputs is not None else None)
+                                     f"(looked for {', '.join(variant.binaries[missing_name])}; a link out of the "
+                                     "build directory is not kept)", budget.used, {})
+    # untrusted: its dependency files are not read (they could name any file of the bot's)
+    inputs = target_inputs(build_dir, variant.targets, source) if sandbox is None else None
+    return _Attempt("ok", "", budget.used, binaries, tuple(inputs) if inputs is not None else None, hashes)
 
 
 def _step(argv: list[str], cwd: Path, env: dict[str, str], log: Path, budget: _Budget,
@@ -334,6 +360,8 @@ def _step(argv: list[str], cwd: Path, env: dict[str, str], log: Path, budget: _B
     budget.used += res.seconds
     if res.timed_out:
         return "timeout", f"exceeded the build timeout of {budget.total:g} s"
+    if res.stopped:
+        return "failed", f"{res.stopped}: {_first_error(log, start)}"
     if res.returncode != 0:
         return "failed", f"failed (exit {res.returncode}): {_first_error(log, start)}"
     return None
@@ -389,8 +417,12 @@ def _target_names(help_text: str) -> set[str]:
     return names
 
 
-def _keep(cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path) -> tuple[dict[str, str], str | None]:
-    """Copy the binaries and keep-globs into `kept_dir`; return placeholder → kept path.
+def _keep(cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path
+          ) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """Copy the binaries and keep-globs into `kept_dir`; return placeholder → kept path, kept
+    path → sha256, and the name of a binary not found. Only regular files that are, or links
+    that resolve to, files inside `build_dir` are kept: a build cannot make the bot copy (and
+    later hand to a run) a file from elsewhere.
 
     A copy the state directory cannot take (a full disk, a read-only one) is no fault of the
     commit: StateError naming the file and the reason, the half-kept directory removed, nothing
@@ -401,22 +433,51 @@ def _keep(cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Pa
             shutil.rmtree(kept_dir)
         kept_dir.mkdir(parents=True)
         found: dict[str, str] = {}
+        hashes: dict[str, str] = {}
+        root = build_dir.resolve()
         for name, candidates in variant.binaries.items():
-            src = next((build_dir / c for c in candidates if (build_dir / c).is_file()), None)
+            src = next((build_dir / c for c in candidates if _within(build_dir / c, root)), None)
             if src is None:
-                return {}, name
+                return {}, {}, name
             dst = kept_dir / src.name
             shutil.copy2(src, dst)
             found[name] = str(dst)
+            hashes[str(dst)] = file_sha256(dst)
         for pattern in cfg.keep:
             for src in build_dir.glob(pattern):
-                if src.is_file():
+                if _within(src, root):
                     shutil.copy2(src, kept_dir / src.name)
+                    hashes[str(kept_dir / src.name)] = file_sha256(kept_dir / src.name)
     except OSError as exc:
         shutil.rmtree(kept_dir, ignore_errors=True)
         what = f"the built {src.name}" if src is not None else "the built binaries"
         raise StateError(f"cannot keep {what} in {kept_dir}: {exc.strerror or exc}") from None
-    return found, None
+    return found, hashes, None
+
+
+def _within(path: Path, root: Path) -> bool:
+    """A regular file whose real path (links followed) is inside `root`."""
+    real = path.resolve()
+    return real.is_file() and real.is_relative_to(root)
+
+
+def written_since(build_dir: Path, written: float | None) -> str | None:
+    """Why `build_dir` may hold what no trusted build wrote: it was never recorded as written by
+    one, or a file in it is newer than the end of the last one (None: reuse it)."""
+    if not build_dir.exists():
+        return None
+    if written is None:
+        return "no trusted build is recorded as its last writer"
+    for top, _dirs, files in os.walk(build_dir):
+        for name in files:
+            try:
+                mtime = os.lstat(os.path.join(top, name)).st_mtime
+            except OSError:
+                continue
+            if mtime > written + 2:
+                rel = os.path.relpath(os.path.join(top, name), build_dir)
+                return f"{rel} is newer than the last trusted build there"
+    return None
 
 
 def _read_from(log: Path, start: int) -> str:

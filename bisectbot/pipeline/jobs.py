@@ -9,7 +9,8 @@ Running a job again with the same plan resumes it: builds and runs are replayed 
 clone → builder and runner → reference → tester. The CLI and the GitHub bot both use it.
 
 A pull request's head (`pull/<N>/head`) is untrusted code: `run_check` tests it in an
-`untrusted` session, whose tester builds and runs in the sandbox (`procs.Sandbox`); the
+`untrusted` session, whose tester builds and runs in the sandbox (edges.sandbox) over a
+throwaway box that holds its export, build, binaries and runs, deleted afterwards; the
 reference is still resolved by the trusted runner. It is only checked: never recorded as the
 last known good commit, never bisected, no cross-check arms.
 """
@@ -30,15 +31,15 @@ from bisectbot.core.estimate import Estimate, estimate
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, BuildRecord
 from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestReport
-from bisectbot.edges.procs import Limits, Sandbox, sandbox
+from bisectbot.edges.sandbox import BoxState, Limits, Sandbox, Scratch, sandbox
 from bisectbot.edges.storage import LastGood, StateDir
-from bisectbot.edges.workspace import Workspace
+from bisectbot.edges.workspace import Export, Workspace
 from bisectbot.core.refs import pull_number
 from bisectbot.errors import BisectbotError, RefError, StateError
 from bisectbot.pipeline import bisect
 from bisectbot.pipeline.bisect import BisectPlan, Narrowing, ReportContext
 from bisectbot.pipeline.budget import Budget, BudgetLimits, BudgetSpent
-from bisectbot.pipeline.build import toolchain
+from bisectbot.pipeline.build import Placeholders, toolchain
 from bisectbot.pipeline.events import (Cancelled, EstimateReady, Event, Events, StorageTrimmed, Syncing,
                                        TestStarted, VerdictReached)
 from bisectbot.pipeline.gc import collect, storage_caps
@@ -62,6 +63,7 @@ class Session:
         # a Dask client: verdicts are reached on its workers, K commits per round (pipeline.cluster)
         self.cluster, self.worker_root = cluster, worker_root or state.root / "workers"
         self.sandbox = sandbox  # set: the commits under test are untrusted code
+        self.scratch: Scratch | None = None  # and this is the throwaway box they are built in
 
     @cached_property
     def workspace(self) -> Workspace:
@@ -77,9 +79,14 @@ class Session:
     def test_runner(self) -> CommitRunner:
         """The runner of the commits under test: the session's, or in the sandbox one of its own
         (the reference, from the config, is still built and run by the trusted one)."""
-        if self.sandbox is None:
+        if self.sandbox is None or self.scratch is None:
             return self.runner
-        return CommitRunner(self.cfg, self.state, self.workspace, self.events, sandbox=self.sandbox)
+        box = BoxState(self.scratch)
+        inputs = {"fixtures": str(self.scratch.copy_in("fixtures", self.cfg.fixtures_dir)),
+                  "config_dir": str(self.scratch.copy_in("config", self.cfg.config_dir,
+                                                         config_files(self.cfg)))}
+        return CommitRunner(self.cfg, box, Export(self.workspace, box.clone_dir), self.events,
+                            sandbox=self.sandbox, inputs=inputs)
 
     @cached_property
     def reference(self) -> ResolvedReference:
@@ -163,14 +170,36 @@ class TestPlan:
 
 def limits(cfg: Config) -> Limits:
     u = cfg.untrusted
-    return Limits(u.cpu_seconds, u.memory_mb, u.file_size_mb)
+    return Limits(u.cpu_seconds, u.memory_mb, u.file_size_mb, u.processes, u.disk_mb, u.output_mb)
 
 
-def untrusted(session: Session) -> Session:
+def config_files(cfg: Config) -> list[Path]:
+    """The files under the config's directory that its build or run arguments name (copied
+    into the box for untrusted code; nothing else of that directory is)."""
+    values = {"config_dir": str(cfg.config_dir), "fixtures": str(cfg.fixtures_dir or "")}
+    args = [a for v in cfg.build.choices for a in (*cfg.build.cmake_args, *v.cmake_args)]
+    args += [a for v in cfg.run.templates for a in v.argv]
+    named = [Path(a.format_map(Placeholders(values)).split("=", 1)[-1]) for a in args if "{config_dir}" in a]
+    return [p for p in named if p.is_relative_to(cfg.config_dir)]
+
+
+@contextmanager
+def untrusted(session: Session) -> Iterator[Session]:
     """A session for untrusted code: the same config without cross-check arms, its tester in
-    the sandbox. SandboxError (before anything is fetched) when no sandbox can be made here."""
-    return Session(session.cfg.without_arms(), session.state, session.events, config_path=session.config_path,
-                   sandbox=sandbox(limits(session.cfg)), name_build_log=session.name_build_log)
+    the sandbox over a throwaway box (removed afterwards). SandboxError (before anything is
+    fetched) when no sandbox can be made here."""
+    cfg = session.cfg
+    with Scratch(cfg.untrusted.scratch) as scratch:
+        box = sandbox(limits(cfg), scratch.box)
+        scratch.hand_over(box)
+        pr = Session(cfg.without_arms(), session.state, session.events, config_path=session.config_path,
+                     sandbox=box, name_build_log=False)
+        pr.scratch = scratch
+        try:
+            yield pr
+        finally:
+            if "test_runner" in pr.__dict__:
+                pr.test_runner.state.close()
 
 
 def _trusted_only(*refs: str, session: Session | None = None) -> None:
@@ -351,9 +380,9 @@ def run_check(session: Session, ref: str, *, date: str) -> CheckResult:
     """Test `ref`; GOOD becomes the last known good commit, BAD plans a bisect from it. A pull
     request's head (`pull/<N>/head`) is tested in the sandbox, and only tested."""
     if (number := pull_number(ref)) is not None:
-        pr = untrusted(session)
-        assert pr.sandbox is not None
-        return CheckResult(run_test(pr, plan_test(pr, ref)), None, None, number, pr.sandbox.text())
+        with untrusted(session) as pr:
+            assert pr.sandbox is not None
+            return CheckResult(run_test(pr, plan_test(pr, ref)), None, None, number, pr.sandbox.text())
     store, name = session.state.store, session.cfg.name
     report = run_test(session, plan_test(session, ref))
     last = store.last_good(name)

@@ -12,9 +12,11 @@ Command variants are chosen per binary from its `--help` (the first whose flags 
 variant whose runs then mostly fail at that commit (it crashes, or its output does not parse)
 is set aside for that binary and the next one that fits is tried, before the commit is skipped.
 
-A runner with a `sandbox` handles untrusted code (a pull request's head): its builds, `--help`
-and runs all start in the sandbox, its runs are stored under keys that name it, and it starts
-no cross-check arm (a server in a network namespace of its own cannot be asked over HTTP).
+A runner with a `sandbox` handles untrusted code (a pull request's head): its state directory is
+the throwaway box's (edges.sandbox.BoxState), its builds, `--help` and runs all start in the
+sandbox, `{fixtures}` and `{config_dir}` name copies in the box (`inputs`), its runs are stored
+under keys that name the sandbox, and it starts no cross-check arm (a server in a network
+namespace of its own cannot be asked over HTTP).
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bisectbot.config import BuildConfig, Config, ParseConfig, Variant
+from bisectbot.config import BuildConfig, Config, Variant
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.policy import UnitCosts, unit_costs
 from bisectbot.core.records import BuildRecord, RunRecord
-from bisectbot.edges.procs import Sandbox, Server, clean_env, free_port, run
+from bisectbot.edges.procs import Server, clean_env, free_port, run
+from bisectbot.edges.sandbox import Sandbox, with_explicit
 from bisectbot.edges.storage import StateDir, VariantChoice
-from bisectbot.edges.workspace import Workspace
+from bisectbot.edges.workspace import Export, Workspace
 from bisectbot.pipeline.build import Builder, named_files
 from bisectbot.pipeline.events import Events, VariantChosen, VariantFailed
 from bisectbot.pipeline.sweep import Executor, ProgramExecutor, RunStream, ServerExecutor, render_argv
@@ -109,14 +112,16 @@ def run_key(parts: Mapping[str, Any]) -> str:
 class CommitRunner:
     """Builds and runs commits of one config in one state directory."""
 
-    def __init__(self, cfg: Config, state: StateDir, workspace: Workspace, events: Events, *,
-                 portable: bool = False, sandbox: Sandbox | None = None):
+    def __init__(self, cfg: Config, state: StateDir, workspace: Workspace | Export, events: Events, *,
+                 portable: bool = False, sandbox: Sandbox | None = None,
+                 inputs: Mapping[str, str] | None = None):
         self.cfg, self.state, self.workspace, self.events = cfg, state, workspace, events
         self.portable = portable
-        self.sandbox = sandbox
+        self.sandbox = with_explicit(sandbox, cfg.run.env) if sandbox is not None else None
         self.on_run: Callable[[str, str, RunRecord], None] | None = None  # told of every run stored
         self.values = {"config_dir": str(cfg.config_dir), "fixtures": str(cfg.fixtures_dir or "")}
-        self.builder = Builder(state, workspace, events, cfg.secret_env_names, self.values, sandbox)
+        self.values.update(inputs or {})  # untrusted: copies in the box
+        self.builder = Builder(state, workspace, events, cfg.secret_env_names, self.values, self.sandbox)
         self.experiment = cfg.experiment_digest()  # for reports: what the config says runs are
         # run.jobs 0: start at the core count, back off while cut output costs more than it gains
         # (one throttle for the program under test: the cut rate is the program's and the machine's)
@@ -252,12 +257,8 @@ class CommitRunner:
 
     @property
     def run_dir(self) -> Path:
-        """The program's working directory (untrusted code gets one of its own)."""
-        if self.sandbox is None:
-            return self.state.run_dir
-        path = self.state.root / "run-untrusted"
-        path.mkdir(exist_ok=True)
-        return path
+        """The program's working directory (for untrusted code, in the box)."""
+        return self.state.run_dir
 
     def run_env(self, build: BuildRecord) -> dict[str, str]:
         """Environment for the program under test: no credentials; its kept libraries first."""
@@ -292,7 +293,7 @@ class CommitRunner:
         return choice, key
 
     def _help(self, binary: str, help_args: list[str], env: dict[str, str]) -> str:
-        res = run([binary, *help_args], env=env, timeout=60, cwd=self.state.root, sandbox=self.sandbox)
+        res = run([binary, *help_args], env=env, timeout=60, cwd=self.run_dir, sandbox=self.sandbox)
         return res.stdout + res.stderr
 
     @staticmethod

@@ -26,7 +26,8 @@ from bisectbot.config import ArmConfig, ParseConfig, RunConfig
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.records import RunRecord
 from bisectbot.edges import localhttp
-from bisectbot.edges.procs import Sandbox, Server, exit_reason, run
+from bisectbot.edges.procs import Server, exit_reason, run
+from bisectbot.edges.sandbox import Sandbox
 from bisectbot.pipeline.parse import Incomplete, Unparsable, parse_tokens
 
 
