@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -320,3 +321,65 @@ def test_bot_refuses_a_pull_request_where_no_sandbox_can_be_made(
     assert res.exit_code == 4, res.output
     assert "refusing to build or run untrusted code" in res.output
     assert not (cli_state / "src").exists() and not list(cli_state.glob("build-*"))
+
+
+# -- what a pull request's processes cannot exhaust ----------------------------------------------------
+@needs("bwrap", "prlimit")
+def test_a_run_printing_gigabytes_is_stopped_at_the_output_cap() -> None:
+    with Scratch() as scratch:
+        small = sandbox(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, output_mb=4), scratch.box)
+        scratch.hand_over(small)
+        res = run(["sh", "-c", "yes 0123456789abcdef"], timeout=120, sandbox=small)  # unbounded, fast
+    assert res.stopped == "stopped: its output passed 4 MB" and res.returncode is None
+    assert len(res.stdout) == 4 << 20 and res.seconds < 60
+
+
+@needs("bwrap", "prlimit")
+def test_a_fork_bomb_hits_the_process_limit_and_dies_with_its_sandbox() -> None:
+    with Scratch() as scratch:
+        few = sandbox(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, processes=64), scratch.box)
+        scratch.hand_over(few)
+        bomb = "b() { b | b & }; b; sleep 2; echo still-here; ps -e | wc -l"
+        res = run(["bash", "-c", bomb], timeout=20, sandbox=few)
+    # the limit stops the forks; the timeout then ends the whole sandbox (its PID namespace)
+    assert "fork" in res.stderr.lower() or "resource temporarily unavailable" in res.stderr.lower(), res.stderr[-500:]
+    if os.geteuid() == 0:  # the sandbox's uid is 65534 on the host too: none of its processes is left
+        for _ in range(50):
+            left = subprocess.run(["pgrep", "-u", "65534"], capture_output=True, text=True).stdout.split()
+            if not left:
+                break
+            time.sleep(0.1)
+        assert left == [], left
+
+
+@needs("bwrap", "prlimit")
+def test_filling_the_disk_is_stopped_at_the_box_cap() -> None:
+    with Scratch() as scratch:
+        tight = sandbox(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=32, disk_mb=64), scratch.box)
+        scratch.hand_over(tight)
+        fill = f"i=0; while true; do head -c 8000000 /dev/zero > {scratch.box}/tmp/f$i || true; i=$((i+1)); done"
+        res = run(["sh", "-c", fill], timeout=120, sandbox=tight)
+        used = tight.disk_used()
+    assert res.stopped == "stopped: its files passed 64 MB on disk", res
+    # it can overshoot by what it writes in a quarter of a second, no more
+    assert used < (64 << 20) + (1 << 30), used
+    assert res.seconds < 60
+
+
+@needs("bwrap", "prlimit")
+def test_symlinks_in_the_box_lead_nowhere_outside(tmp_path: Path) -> None:
+    """A link the sandbox makes to a file of the bot's resolves to nothing inside it; the box's
+    size is counted without following it; and removing the box leaves the target alone."""
+    secret = Path(tempfile.gettempdir()) / f"bisectbot-test-secret-{os.getpid()}"
+    secret.write_text("secret")
+    try:
+        with Scratch() as scratch:
+            made = sandbox(LIMITS, scratch.box)
+            scratch.hand_over(made)
+            res = run(["sh", "-c", f"ln -s {secret} {scratch.box}/tmp/s; ln -s / {scratch.box}/tmp/root; "
+                                   f"cat {scratch.box}/tmp/s; ls {scratch.box}/tmp/root/tmp"], timeout=60, sandbox=made)
+            assert "secret" not in res.stdout and "No such file" in res.stderr, res
+            assert made.disk_used() < 1 << 20
+        assert secret.read_text() == "secret"
+    finally:
+        secret.unlink()
