@@ -1,11 +1,11 @@
 # bisectbot: builds llama.cpp (or any cmake project) per commit, CPU-only, and bisects it.
 FROM python:3.11-slim-bookworm
 
-# Toolchain for the builds under test; ccache makes rebuilds across commits cheap; util-linux's
-# unshare and prlimit sandbox pull-request checks (where the container may make namespaces).
+# Toolchain for the builds under test; ccache makes rebuilds across commits cheap; bubblewrap
+# and util-linux's prlimit sandbox pull-request checks (where the container may make namespaces).
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends cmake g++ make git ccache util-linux \
+    && apt-get install -y --no-install-recommends cmake g++ make git ccache bubblewrap util-linux \
     && rm -rf /var/lib/apt/lists/*
 
 # A bind-mounted checkout (`--repo /src`) belongs to the host's user, and git refuses a repository

@@ -790,8 +790,8 @@ def check(config: str, ref: str | None, issue: int | None, json_path: str | None
     GitHub refused a comment (the result stays in the state database: `bisectbot publish`).
 
     --ref pull/<N>/head: the pull request's head, fetched from the repository and built and run
-    as untrusted code in the sandbox (no network, CPU/memory/file-size limits, no credentials;
-    refused, exit 4, where no network namespace can be made). Only its verdict is given and
+    as untrusted code in the sandbox (bubblewrap over a throwaway copy: nothing of the bot
+    mounted, no network, limits, no credentials; refused, exit 4, where none can be made). Only its verdict is given and
     posted, in a comment of its own: it is never recorded as known good nor bisected.
     """
     from bisectbot.github.bot import Bot

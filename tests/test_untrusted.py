@@ -12,17 +12,17 @@ import sys
 import tempfile
 import time
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pytest
-import yaml
 
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory, generate_demo
 from bisectbot.edges import sandbox as sandboxes
-from bisectbot.edges.procs import run
+from bisectbot.edges.procs import run, stop_drivers
 from bisectbot.edges.sandbox import Limits, Sandbox, SandboxError, Scratch, sandbox
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import Workspace
@@ -39,13 +39,23 @@ REFUSED = 111  # ECONNREFUSED: the sandbox's network namespace has only its own 
 SYS_PY = "/usr/bin/python3"  # the system's Python: the sandbox mounts /usr and nothing else of ours
 
 
+@contextmanager
+def boxed(limits: Limits = LIMITS) -> Iterator[Sandbox]:
+    """A sandbox over a throwaway box, as a pull request's check gets one (in the system's
+    temporary directory, as by default: pytest's own is closed to the sandbox's uid), stopped
+    with everything in it at the end, as a check's is."""
+    with Scratch() as scratch:
+        made = sandbox(limits, scratch.box)
+        scratch.hand_over(made)
+        try:
+            yield made
+        finally:
+            stop_drivers(made)
+
+
 @pytest.fixture
 def box() -> Iterator[Sandbox]:
-    """A sandbox over a throwaway box, as a pull request's check gets one (in the system's
-    temporary directory, as by default: pytest's own is closed to the sandbox's uid)."""
-    with Scratch() as scratch:
-        made = sandbox(LIMITS, scratch.box)
-        scratch.hand_over(made)
+    with boxed() as made:
         yield made
 
 
@@ -112,10 +122,8 @@ def test_sandboxed_child_cannot_reach_the_hosts_loopback(listener: Listener, box
 
 @needs("bwrap", "prlimit")
 def test_sandbox_limits_file_size_memory_and_cpu() -> None:
-    with Scratch() as scratch:
-        tight = sandbox(Limits(cpu_seconds=1, memory_mb=256, file_size_mb=1), scratch.box)
-        scratch.hand_over(tight)
-        big = scratch.box / "tmp" / "big"
+    with boxed(Limits(cpu_seconds=1, memory_mb=256, file_size_mb=1)) as tight:
+        big = tight.box / "tmp" / "big"
         write = ["sh", "-c", f"head -c {3 << 20} /dev/zero > {big}"]
         res = run(write, timeout=60, sandbox=tight)
         assert res.returncode != 0 and big.stat().st_size == 1 << 20
@@ -218,6 +226,7 @@ def test_check_pull_request_head_without_network(gh_server: GitHubStandIn, pulls
                                                  tmp_path: Path) -> None:
     config = write_config(tmp_path, pulls.demo, gh_server, token_env="GITHUB_TOKEN")
     before = listener.accepted
+    boxes = set(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*"))
     state = tmp_path / "st"
     secrets = {"GITHUB_TOKEN": BOT_TOKEN, TOKEN_ENV: BOT_TOKEN}
     proc = cli("check", str(config), "--ref", "pull/7/head", "--issue", str(ISSUE), "--state", str(state),
@@ -227,7 +236,7 @@ def test_check_pull_request_head_without_network(gh_server: GitHubStandIn, pulls
     # its configure tried to reach the host's server and could not; nothing of it is left behind
     assert listener.accepted == before
     assert not list(state.glob("build-*")) and not list(state.glob("kept/*")) and not list(state.glob("logs/build-*"))
-    assert not list(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*"))  # the box is gone
+    assert set(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*")) <= boxes  # its box is gone
 
     # posted on the issue, in a comment of its own; not the last known good commit, nothing bisected
     bodies = bot_comments(gh_server)
@@ -324,11 +333,15 @@ def test_bot_refuses_a_pull_request_where_no_sandbox_can_be_made(
 
 
 # -- what a pull request's processes cannot exhaust ----------------------------------------------------
+def _running_as(uid: int) -> list[str]:
+    """Processes of `uid` that still run (a zombie is not: it waits for a reaper, holding nothing)."""
+    out = subprocess.run(["ps", "-o", "stat=,pid=,args=", "-u", str(uid)], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if ln.strip() and not ln.strip().startswith("Z")]
+
+
 @needs("bwrap", "prlimit")
 def test_a_run_printing_gigabytes_is_stopped_at_the_output_cap() -> None:
-    with Scratch() as scratch:
-        small = sandbox(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, output_mb=4), scratch.box)
-        scratch.hand_over(small)
+    with boxed(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, output_mb=4)) as small:
         res = run(["sh", "-c", "yes 0123456789abcdef"], timeout=120, sandbox=small)  # unbounded, fast
     assert res.stopped == "stopped: its output passed 4 MB" and res.returncode is None
     assert len(res.stdout) == 4 << 20 and res.seconds < 60
@@ -336,16 +349,14 @@ def test_a_run_printing_gigabytes_is_stopped_at_the_output_cap() -> None:
 
 @needs("bwrap", "prlimit")
 def test_a_fork_bomb_hits_the_process_limit_and_dies_with_its_sandbox() -> None:
-    with Scratch() as scratch:
-        few = sandbox(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, processes=64), scratch.box)
-        scratch.hand_over(few)
+    with boxed(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, processes=64)) as few:
         bomb = "b() { b | b & }; b; sleep 2; echo still-here; ps -e | wc -l"
         res = run(["bash", "-c", bomb], timeout=20, sandbox=few)
-    # the limit stops the forks; the timeout then ends the whole sandbox (its PID namespace)
+        stop_drivers(few)  # the check is over: its sandboxes go, with everything in them    # the limit stops the forks; the timeout then ends the whole sandbox (its PID namespace)
     assert "fork" in res.stderr.lower() or "resource temporarily unavailable" in res.stderr.lower(), res.stderr[-500:]
     if os.geteuid() == 0:  # the sandbox's uid is 65534 on the host too: none of its processes is left
         for _ in range(50):
-            left = subprocess.run(["pgrep", "-u", "65534"], capture_output=True, text=True).stdout.split()
+            left = _running_as(65534)
             if not left:
                 break
             time.sleep(0.1)
@@ -354,10 +365,8 @@ def test_a_fork_bomb_hits_the_process_limit_and_dies_with_its_sandbox() -> None:
 
 @needs("bwrap", "prlimit")
 def test_filling_the_disk_is_stopped_at_the_box_cap() -> None:
-    with Scratch() as scratch:
-        tight = sandbox(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=32, disk_mb=64), scratch.box)
-        scratch.hand_over(tight)
-        fill = f"i=0; while true; do head -c 8000000 /dev/zero > {scratch.box}/tmp/f$i || true; i=$((i+1)); done"
+    with boxed(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=32, disk_mb=64)) as tight:
+        fill = f"i=0; while true; do head -c 8000000 /dev/zero > {tight.box}/tmp/f$i || true; i=$((i+1)); done"
         res = run(["sh", "-c", fill], timeout=120, sandbox=tight)
         used = tight.disk_used()
     assert res.stopped == "stopped: its files passed 64 MB on disk", res
@@ -373,13 +382,30 @@ def test_symlinks_in_the_box_lead_nowhere_outside(tmp_path: Path) -> None:
     secret = Path(tempfile.gettempdir()) / f"bisectbot-test-secret-{os.getpid()}"
     secret.write_text("secret")
     try:
-        with Scratch() as scratch:
-            made = sandbox(LIMITS, scratch.box)
-            scratch.hand_over(made)
-            res = run(["sh", "-c", f"ln -s {secret} {scratch.box}/tmp/s; ln -s / {scratch.box}/tmp/root; "
-                                   f"cat {scratch.box}/tmp/s; ls {scratch.box}/tmp/root/tmp"], timeout=60, sandbox=made)
+        with boxed() as made:
+            res = run(["sh", "-c", f"ln -s {secret} {made.box}/tmp/s; ln -s / {made.box}/tmp/root; "
+                                   f"cat {made.box}/tmp/s; ls {made.box}/tmp/root/tmp"], timeout=60, sandbox=made)
             assert "secret" not in res.stdout and "No such file" in res.stderr, res
             assert made.disk_used() < 1 << 20
         assert secret.read_text() == "secret"
     finally:
         secret.unlink()
+
+
+@needs("bwrap", "prlimit")
+def test_runs_share_a_driver_and_without_a_system_python_each_gets_a_sandbox(box: Sandbox) -> None:
+    """Runs go through one driver per thread (a sandbox set up once per check); where no system
+    Python is there to drive them, each run gets a bubblewrap of its own, with the same caps."""
+    import dataclasses
+
+    argv = ["sh", "-c", "echo $$; id -u; echo oops >&2; exit 3"]
+    first, second = (run(argv, timeout=60, sandbox=box) for _ in range(2))
+    assert len(box.drivers) == 1
+    alone = dataclasses.replace(box, python=None, drivers={})
+    third = run(argv, timeout=60, sandbox=alone)
+    for res in (first, second, third):
+        assert res.returncode == 3 and res.stdout.split()[1] == "65534" and res.stderr == "oops\n", res
+    assert not alone.drivers
+    big = dataclasses.replace(alone, limits=dataclasses.replace(box.limits, output_mb=1))
+    res = run(["sh", "-c", "yes"], timeout=60, sandbox=big)
+    assert res.stopped == "stopped: its output passed 1 MB" and len(res.stdout) == 1 << 20

@@ -13,8 +13,10 @@ is capped, and the box's size is watched while it runs; either stops the process
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import select
 import signal
 import subprocess
 import threading
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from bisectbot.edges import children, localhttp
-from bisectbot.edges.sandbox import SAFE_PATH, Sandbox
+from bisectbot.edges.sandbox import DRIVER, SAFE_PATH, Sandbox
 
 # Variables never passed to builds or runs: tokens, keys, secrets, GitHub's own settings.
 _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|API_KEY)", re.I)
@@ -84,6 +86,8 @@ def run(
     start = time.monotonic()
     child_env = dict(env) if env is not None else clean_env()
     command, where = list(argv), cwd
+    if sandbox is not None and log is None and not pass_fds and sandbox.python is not None:
+        return _driver(sandbox).run(argv, sandbox.environment(_without_secrets(child_env)), cwd, timeout)
     if sandbox is not None:
         if cwd is not None:
             sandbox.hand_over(cwd)
@@ -106,7 +110,7 @@ def run(
             out_target.close()  # type: ignore[union-attr]
         return ProcResult(tuple(argv), 127, "", f"cannot start {argv[0]}: {exc.strerror or exc}", 0.0)
     recorded = children.record(proc.pid, argv)
-    if sandbox is not None:
+    if sandbox is not None:  # (a build step: its own sandbox; runs went to a driver above)
         try:
             return _supervised(proc, argv, sandbox, timeout, start)
         finally:
@@ -193,6 +197,115 @@ def _supervised(proc: subprocess.Popen, argv: Sequence[str], sandbox: Sandbox, t
     return ProcResult(tuple(argv), code, b"".join(chunks["out"]).decode("utf-8", "replace"),
                       b"".join(chunks["err"]).decode("utf-8", "replace"), time.monotonic() - start,
                       stopped[0] if stopped else "")
+
+
+class _Driver:
+    """One run driver (sandbox.DRIVER) in a sandbox of its own: requests in, answers out, one
+    run at a time. A driver that dies (a run killed everything in its sandbox) or does not
+    answer in time is stopped; the next run starts a new one."""
+
+    def __init__(self, sandbox: Sandbox):
+        self.sandbox = sandbox
+        self.proc: subprocess.Popen | None = None
+        self.recorded: Path | None = None
+        self.last_disk_check = 0.0
+
+    def _start(self) -> subprocess.Popen:
+        sb = self.sandbox
+        assert sb.python is not None
+        argv = [sb.python, "-I", "-S", "-c", DRIVER]
+        self.proc = subprocess.Popen(sb.wrap(argv, {}, sb.box), cwd=sb.box, env={"PATH": SAFE_PATH},
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        self.recorded = children.record(self.proc.pid, argv[:1])
+        return self.proc
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, timeout: float) -> ProcResult:
+        """Run argv in the driver's sandbox with exactly `env` (already the sandbox's allow-list)."""
+        sb = self.sandbox
+        start = time.monotonic()
+        proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
+        cap = sb.limits.output_mb << 20
+        inside = cwd if cwd is not None and Path(cwd).is_relative_to(sb.box) else sb.box
+        if cwd is not None:
+            sb.hand_over(cwd)
+        request = {"argv": list(argv), "cwd": str(inside), "env": dict(env), "timeout": timeout,
+                   "cap": cap}
+        assert proc.stdin is not None and proc.stdout is not None
+        stopped = ""
+        try:
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+            proc.stdin.flush()
+            line = b""
+            deadline = start + timeout + 30  # the driver kills at `timeout`; this is for a driver gone mute
+            while not line.endswith(b"\n"):
+                ready, _, _ = select.select([proc.stdout], [], [], 0.25)
+                if ready:
+                    chunk = proc.stdout.readline(2 * cap + 4096 - len(line))
+                    if not chunk:
+                        break  # the driver died
+                    line += chunk
+                    if len(line) >= 2 * cap + 4096:
+                        break  # an answer no driver gives: stop it
+                    continue
+                now = time.monotonic()
+                if now - self.last_disk_check > 1.0:
+                    self.last_disk_check = now
+                    if sb.disk_used() > sb.limits.disk_mb << 20:
+                        stopped = f"stopped: its files passed {sb.limits.disk_mb} MB on disk"
+                        break
+                if now > deadline:
+                    break
+        except OSError:
+            line = b""
+        answer = _answer(line) if not stopped else None
+        if answer is None:
+            self.stop()
+            seconds = time.monotonic() - start
+            return ProcResult(tuple(argv), None, "", "" if stopped else "the sandbox's run driver stopped answering",
+                              seconds, stopped or "stopped: the sandbox it ran in was killed")
+        return ProcResult(tuple(argv), answer["rc"], answer["out"], answer["err"], time.monotonic() - start,
+                          answer["stopped"])
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _kill_group(self.proc)
+            self.proc.wait()
+            children.forget(self.recorded)
+            self.proc = None
+
+
+def _answer(line: bytes) -> dict[str, Any] | None:
+    """A driver's answer, checked (it is untrusted code's neighbour): None when malformed."""
+    try:
+        got = json.loads(line)
+    except ValueError:
+        return None
+    if not (isinstance(got, dict) and isinstance(got.get("out"), str) and isinstance(got.get("err"), str)
+            and (got.get("rc") is None or isinstance(got.get("rc"), int)) and isinstance(got.get("stopped"), str)):
+        return None
+    return got
+
+
+_drivers_lock = threading.Lock()
+
+
+def _driver(sandbox: Sandbox) -> _Driver:
+    """This thread's run driver in `sandbox` (started on its first run)."""
+    with _drivers_lock:
+        key = threading.get_ident()
+        if key not in sandbox.drivers:
+            sandbox.drivers[key] = _Driver(sandbox)
+        return sandbox.drivers[key]
+
+
+def stop_drivers(sandbox: Sandbox) -> None:
+    """Stop every run driver of `sandbox` (its check is over)."""
+    with _drivers_lock:
+        drivers = list(sandbox.drivers.values())
+        sandbox.drivers.clear()
+    for driver in drivers:
+        driver.stop()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -55,6 +55,56 @@ EXPLICIT = frozenset({"CCACHE_DISABLE", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"})
 TMP_MB = 256  # the sandbox's /tmp (a tmpfs): builds and runs use TMPDIR in the box instead
 
 
+# The run driver: runs one program per request line in the sandbox it lives in, so that a
+# sandbox is set up once per check and thread, not once per run (bubblewrap costs ~10 ms, a
+# demo run 2 ms). A request is {"argv", "cwd", "env", "timeout", "cap"}; the answer one line
+# {"rc" (null: killed), "out", "err", "s", "stopped"}. It is untrusted code's neighbour and may
+# be tampered with by it: the bot parses its answers as untrusted output.
+DRIVER = r"""
+import json, os, signal, subprocess, sys, threading, time
+for line in sys.stdin:
+    req = json.loads(line)
+    start, stopped, chunks = time.monotonic(), [], {"out": [], "err": []}
+    try:
+        p = subprocess.Popen(req["argv"], cwd=req["cwd"], env=req["env"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        print(json.dumps({"rc": 127, "out": "", "err": "cannot start %s: %s" % (req["argv"][0], exc.strerror),
+                          "s": 0.0, "stopped": ""}), flush=True)
+        continue
+    def kill():
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    def drain(name, stream):
+        size = 0
+        for block in iter(lambda: stream.read(65536), b""):
+            if size < req["cap"]:
+                chunks[name].append(block[: req["cap"] - size])
+            size += len(block)
+            if size > req["cap"] and not stopped:
+                stopped.append("stopped: its output passed %d MB" % (req["cap"] >> 20))
+                kill()
+    readers = [threading.Thread(target=drain, args=(n, s)) for n, s in (("out", p.stdout), ("err", p.stderr))]
+    late = []
+    timer = threading.Timer(req["timeout"], lambda: (late.append(1), kill()))
+    timer.start()
+    for r in readers:
+        r.start()
+    for r in readers:
+        r.join()
+    rc = p.wait()
+    timer.cancel()
+    if late:
+        rc = None
+    kill()  # what it left running in its group goes with it
+    print(json.dumps({"rc": None if stopped else rc, "s": time.monotonic() - start, "stopped": "".join(stopped[:1]),
+                      "out": b"".join(chunks["out"]).decode("utf-8", "replace"),
+                      "err": b"".join(chunks["err"]).decode("utf-8", "replace")}), flush=True)
+"""
+
+
 class SandboxError(BisectbotError):
     """Untrusted code cannot be confined here (no bubblewrap, no user namespaces): refused."""
 
@@ -89,6 +139,9 @@ class Sandbox:
     setpriv: str | None = None   # set when the bot is root: bubblewrap starts as SANDBOX_ID
     readable: tuple[Path, ...] = field(default=())  # more read-only paths (none by default)
     explicit: frozenset[str] = EXPLICIT             # variables of `env` passed besides ALLOWED_ENV
+    python: str | None = None   # a system Python for the run driver (None: one sandbox per run)
+    # the run drivers started in this sandbox, one per thread (procs.run starts and stops them)
+    drivers: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def wrap(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None) -> list[str]:
         """The argv that runs `argv` in the sandbox with exactly `env` (filtered by `allowed`)."""
@@ -229,7 +282,8 @@ def sandbox(limits: Limits, box: Path) -> Sandbox:
     if os.geteuid() == 0 and (closed := _closed_to_others(box)) is not None:
         raise SandboxError(f"refusing to build or run untrusted code: its box {box} is under {closed}, which uid "
                            f"{SANDBOX_ID} cannot enter (set untrusted.scratch to a directory it can, e.g. /tmp)")
-    return Sandbox(bwrap, prlimit, box, limits, shutil.which("setpriv") if os.geteuid() == 0 else None)
+    return Sandbox(bwrap, prlimit, box, limits, shutil.which("setpriv") if os.geteuid() == 0 else None,
+                   python=shutil.which("python3", path=SAFE_PATH))
 
 
 def _closed_to_others(path: Path) -> Path | None:

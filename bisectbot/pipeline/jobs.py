@@ -31,6 +31,7 @@ from bisectbot.core.estimate import Estimate, estimate
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, BuildRecord
 from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestReport
+from bisectbot.edges.procs import stop_drivers
 from bisectbot.edges.sandbox import BoxState, Limits, Sandbox, Scratch, sandbox
 from bisectbot.edges.storage import LastGood, StateDir
 from bisectbot.edges.workspace import Export, Workspace
@@ -198,6 +199,7 @@ def untrusted(session: Session) -> Iterator[Session]:
         try:
             yield pr
         finally:
+            stop_drivers(box)
             if "test_runner" in pr.__dict__:
                 pr.test_runner.state.close()
 
