@@ -409,3 +409,30 @@ def test_runs_share_a_driver_and_without_a_system_python_each_gets_a_sandbox(box
     big = dataclasses.replace(alone, limits=dataclasses.replace(box.limits, output_mb=1))
     res = run(["sh", "-c", "yes"], timeout=60, sandbox=big)
     assert res.stopped == "stopped: its output passed 1 MB" and len(res.stdout) == 1 << 20
+
+
+@needs("bwrap", "prlimit")
+def test_sandbox_has_its_own_small_tmp_and_cannot_make_user_namespaces(box: Sandbox) -> None:
+    marker = Path(tempfile.gettempdir()) / f"bisectbot-host-tmp-{os.getpid()}"
+    marker.write_text("host")
+    try:
+        res = run(["sh", "-c", f"cat {marker}; df -k /tmp | tail -1; unshare -U true && echo nested; "
+                               f"ls {box.box.parent}"], timeout=60, sandbox=box)
+    finally:
+        marker.unlink()
+    assert "host" not in res.stdout and "nested" not in res.stdout, res
+    size_kb = int(res.stdout.split()[1])
+    assert size_kb <= 256 * 1024  # the tmpfs of its own, not the host's /tmp
+    assert res.stdout.split()[-1] == "box"  # beside the box (the check's database and logs): nothing
+
+
+def test_what_untrusted_code_printed_is_shown_without_credentials() -> None:
+    from bisectbot.edges.procs import redact
+
+    env = {"GITHUB_TOKEN": "s3cr3t-value", "WEBHOOK_SECRET": "hmac-key-123", "PATH": "/usr/bin"}
+    text = ("CMake Error: s3cr3t-value hmac-key-123 ghp_" + "x" * 36 + " github_pat_" + "y" * 30
+            + " -----BEGIN OPENSSH PRIVATE KEY----- Authorization: Bearer abc /usr/bin")
+    shown = redact(text, env)
+    for secret in ("s3cr3t-value", "hmac-key-123", "ghp_", "github_pat_", "PRIVATE KEY", "Bearer abc"):
+        assert secret not in shown, shown
+    assert shown.startswith("CMake Error: [redacted] [redacted]") and shown.endswith("/usr/bin")
