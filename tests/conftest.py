@@ -20,6 +20,7 @@ TOOLS: dict[str, doctor.Tool] = {
     "ccache": doctor.CCACHE, "bwrap": doctor.BWRAP, "prlimit": doctor.PRLIMIT,
     "setpriv": doctor.Tool("setpriv", ("setpriv",), "util-linux", False, "runs a child as another user"),
     "tmux": doctor.Tool("tmux", ("tmux",), "tmux", False, "an 80-column terminal for the demo"),
+    "ps": doctor.Tool("ps", ("ps",), "procps", False, "lists the processes a test's sandbox may have left"),
 }
 TOOLCHAIN = ("git", "cmake", "make", "c++")  # what building the demo takes
 

@@ -26,7 +26,7 @@ from conftest import TOOLCHAIN, needs, require
 from test_bot import cli
 from test_untrusted import _git
 
-pytestmark = needs("bwrap", "prlimit", *TOOLCHAIN)
+pytestmark = needs("bwrap", "prlimit", "ps", *TOOLCHAIN)
 
 KEY_TEXT = "bisectbot-webhook-key-8c1f0e77"   # a key file of the bot's user (row 6)
 TOKEN = "ghp_" + "A1b2C3d4" * 5               # the bot's token, in its environment (row 9)
@@ -195,7 +195,8 @@ def test_row9_no_process_of_the_bot_is_visible(attacked: Attacked) -> None:
 
 def test_row10_nothing_it_starts_outlives_the_check(attacked: Attacked) -> None:
     assert _report(attacked)["r10"] == "started"
-    left = subprocess.run(["pgrep", "-f", f"sleep {SLEEPER}"], capture_output=True, text=True).stdout.split()
+    left = [ln for ln in subprocess.run(["ps", "-e", "-o", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
+            if f"sleep {SLEEPER}" in ln and not ln.strip().startswith("Z")]
     assert left == [], left
 
 
@@ -236,7 +237,7 @@ def test_the_same_script_as_trusted_code_lands_every_attack(attacked: Attacked, 
     script = _attack_script(decoy, key, home, cc, attacked.pr, marks)
     env = {**os.environ, "GITHUB_TOKEN": TOKEN, **DECOYS}
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, timeout=60).stdout
-    subprocess.run(["pkill", "-f", f"sleep {SLEEPER}"])
+    subprocess.run(["pkill", "-f", f"sleep {SLEEPER}"])  # procps, like ps
     got = dict(re.findall(r"(r\d+)=(\S*)", out))
     assert all(got[f"r{i}"] == "LANDED" for i in (1, 2, 3, 4, 5, 7, 8, 9)), out
     assert got["r6"] == KEY_TEXT and "AWS_ACCESS_KEY_ID" in got["r11"], got
