@@ -14,6 +14,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -325,3 +326,48 @@ add_custom_command(TARGET specdemo POST_BUILD COMMAND ln -sf {attacked.key} $<TA
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4 and "build left no binary for {binary}" in out, out
     assert "a link out of the build directory is not kept" in out and KEY_TEXT not in out
+
+
+# -- pull requests that try to exhaust the machine ---------------------------------------------------
+def _pull(repo: Path, base: str, number: int, cmake_tail: str) -> str:
+    _git(repo, "checkout", "-q", "--detach", base)
+    cmake = repo / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + cmake_tail)
+    _git(repo, "commit", "-qam", f"build: tune (#{number})")
+    sha = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "update-ref", f"refs/pull/{number}/head", sha)
+    return sha
+
+
+@pytest.mark.heavy  # three checks of a minute in all: the sandbox-level tests cover the same caps quickly
+@pytest.mark.parametrize("number, tail, why", [
+    (11, 'execute_process(COMMAND sh -c "i=0; while true; do head -c 8000000 /dev/zero > f$i || true; i=$((i+1)); done")',
+     "stopped: its files passed 200 MB on disk"),
+    (12, 'execute_process(COMMAND bash -c "b() { b | b & }; b")', "exceeded the build timeout of 30 s"),
+    (13, 'file(WRITE ${CMAKE_BINARY_DIR}/yes.sh "#!/bin/sh\\nexec yes\\n")\n'
+         'add_custom_command(TARGET specdemo POST_BUILD COMMAND cp ${CMAKE_BINARY_DIR}/yes.sh $<TARGET_FILE:specdemo>)',
+     "stopped: its output passed 4 MB"),
+], ids=["fills-the-disk", "fork-bomb", "prints-gigabytes"])
+def test_a_pull_request_cannot_exhaust_the_machine(attacked: Attacked, tmp_path: Path, number: int, tail: str,
+                                                   why: str) -> None:
+    """Its configure fills the disk or forks without end, or its binary prints without end: the
+    check stops it at the cap, says SKIP with the cap named, and leaves nothing behind."""
+    import yaml
+
+    _pull(attacked.demo.repo, attacked.demo.good, number, "\n" + tail + "\n")
+    data = yaml.safe_load(attacked.config.read_text())
+    data["build"]["timeout"] = 30
+    data["untrusted"] = {"disk_mb": 200, "output_mb": 4, "processes": 128}
+    config = attacked.config.with_name(f"tight-{number}.yaml")  # beside it: its paths are relative
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    boxes = set(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*"))
+    proc = cli("check", str(config), "--ref", f"pull/{number}/head", "--state", str(tmp_path / "st"),
+               env=attacked.env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4 and why in out, out
+    assert set(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*")) <= boxes
+    if os.geteuid() == 0:  # its uid on the host is 65534: nothing of it runs any more
+        from test_untrusted import _running_as
+
+        assert _running_as(65534) == []
