@@ -436,3 +436,17 @@ def test_what_untrusted_code_printed_is_shown_without_credentials() -> None:
     for secret in ("s3cr3t-value", "hmac-key-123", "ghp_", "github_pat_", "PRIVATE KEY", "Bearer abc"):
         assert secret not in shown, shown
     assert shown.startswith("CMake Error: [redacted] [redacted]") and shown.endswith("/usr/bin")
+
+
+@needs("bwrap", "prlimit")
+def test_a_run_writing_half_an_answer_into_the_drivers_pipe_does_not_hang_the_bot(box: Sandbox) -> None:
+    """A run trying to write half an answer into the pipe the bot reads the driver's answers
+    from: here the kernel refuses (the driver is not dumpable: bubblewrap), and were it let
+    through, a half line would be no answer (the run failed, the next run a fresh driver), never
+    a hang of the bot nor a forged result."""
+    res = run(["sh", "-c", 'printf \'{"rc": 0, "out": "forged\' > /proc/$PPID/fd/1; sleep 1; echo real'],
+              timeout=30, sandbox=box)
+    assert "forged" not in res.stdout and res.seconds < 30, res
+    assert res.returncode is None or "Permission denied" in res.stderr, res
+    after = run(["echo", "next"], timeout=30, sandbox=box)
+    assert after.returncode == 0 and after.stdout == "next\n"

@@ -238,15 +238,17 @@ class _Driver:
             proc.stdin.flush()
             line = b""
             deadline = start + timeout + 30  # the driver kills at `timeout`; this is for a driver gone mute
-            while not line.endswith(b"\n"):
-                ready, _, _ = select.select([proc.stdout], [], [], 0.25)
+            fd = proc.stdout.fileno()
+            while not line.endswith(b"\n"):  # raw reads: a half line (anything in the sandbox may
+                ready, _, _ = select.select([fd], [], [], 0.25)  # write to this pipe) never blocks us
                 if ready:
-                    chunk = proc.stdout.readline(2 * cap + 4096 - len(line))
+                    chunk = os.read(fd, 1 << 20)
                     if not chunk:
                         break  # the driver died
                     line += chunk
-                    if len(line) >= 2 * cap + 4096:
-                        break  # an answer no driver gives: stop it
+                    if len(line) >= 2 * cap + 4096 or b"\n" in line[:-1]:
+                        line = b""  # an answer no driver gives: stop it
+                        break
                     continue
                 now = time.monotonic()
                 if now - self.last_disk_check > 1.0:
