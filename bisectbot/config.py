@@ -517,26 +517,14 @@ class Config(_Strict):
         return self.run.templates[variant].parse or self.parse
 
     def experiment_digest(self) -> str:
-        """Hash of what determines per-seed outcomes (build, run, parse, statistic).
-
-        Stored runs are keyed by it: changing alpha or the reference reuses every run, changing
-        the command does not.
-        """
+        """Hash of what the config says determines per-seed outcomes (build, run, parse,
+        statistic), shown in reports: alpha or the reference do not change it, the command does.
+        Stored runs are keyed by the run key (runner.run_key), which also hashes the binary."""
         data = _without_unset_additions(self.model_dump(mode="json", include={"build", "run", "parse", "statistic"}))
         for volatile in ("timeout", "jobs", "max_runs", "retries"):
             data["run"].pop(volatile, None)
         data["build"].pop("timeout", None)
         data["build"].pop("jobs", None)
-        return _digest(data)
-
-    def arm_digest(self, name: str) -> str:
-        """Stored runs of an arm are keyed by this (its own command, parser and statistic)."""
-        data = _without_unset_additions({"arms": {name: self.arms[name].model_dump(mode="json")},
-                                         "statistic": self.statistic.model_dump(mode="json")})
-        data["arm"] = data.pop("arms")[name]
-        data["arm"].pop("timeout", None)
-        data["arm"].pop("jobs", None)
-        data["arm"].pop("startup_timeout", None)
         return _digest(data)
 
     @property

@@ -212,3 +212,19 @@ def test_claims_and_deliveries_hold_across_threads(tmp_path: Path) -> None:
     store.set_command(55, "done", "job-1")
     assert store.command(55).job == "job-1" and store.claimed_commands() == []  # type: ignore[union-attr]
     store.close()
+
+
+def test_held_builds_reads_without_the_lock_and_a_foreign_schema_is_loud(tmp_path: Path) -> None:
+    from bisectbot.edges.storage import held_builds
+
+    with StateDir(tmp_path / "st") as state:  # held: the query needs no lock
+        state.store.put_build("k", BuildRecord("a" * 40, "ok", {}, "", 1.0))
+        state.store.put_build("k", BuildRecord("b" * 40, "failed", {}, "", 1.0, "boom"))
+        assert held_builds(state.root, "k", ["a" * 40, "b" * 40, "c" * 40]) == ["a" * 40]
+        assert held_builds(state.root, "other", ["a" * 40]) == []
+    assert held_builds(tmp_path / "nowhere", "k", ["a" * 40]) == []
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    sqlite3.connect(foreign / "state.sqlite3").execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(StateError, match="no such table: builds"):
+        held_builds(foreign, "k", ["a" * 40])

@@ -881,6 +881,38 @@ class Store:
 
 
 # -- the state directory -------------------------------------------------------------------------
+def database_path(root: Path) -> Path:
+    """The state database of the state directory `root`."""
+    return root / "state.sqlite3"
+
+
+def held_builds(root: Path, build_key: str, shas: list[str]) -> list[str]:
+    """Which of `shas` the state directory `root` holds a good build of, read without its lock
+    (read-only: another process may hold it). A database that cannot be read holds nothing:
+    callers use the answer only to choose where work goes first. A table this schema does not
+    have is an error, not "nothing": a schema change must not cost rebuilds in silence."""
+    db = database_path(root)
+    if not db.is_file() or not shas:
+        return []
+    try:
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return []
+    try:
+        marks = ",".join("?" * len(shas))
+        rows = con.execute(f"SELECT sha FROM builds WHERE build_key=? AND status='ok' AND sha IN ({marks})",
+                           (build_key, *shas)).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such" in str(exc):
+            raise StateError(f"state database {db}: {exc} (written by another bisectbot?)") from None
+        return []  # busy or locked: nothing known now
+    except sqlite3.Error:
+        return []
+    finally:
+        con.close()
+    return [sha for (sha,) in rows]
+
+
 def _check_writable(root: Path) -> None:
     """StateError unless a file can be made in `root` (read-only mounts, another owner's directory)."""
     try:
@@ -940,7 +972,7 @@ class StateDir:
             except OSError as exc:
                 raise StateError(f"state directory {self.root}: cannot use {self.procs_dir}: "
                                  f"{exc.strerror}") from None
-            self.store = Store(self.root / "state.sqlite3", reset=reset)
+            self.store = Store(database_path(self.root), reset=reset)
         except BaseException:
             if tracking:
                 children.stop_tracking(self.procs_dir)

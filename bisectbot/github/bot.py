@@ -34,7 +34,6 @@ Why it is built this way:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import queue
@@ -48,6 +47,7 @@ from typing import Any, Callable
 from bisectbot.config import Config, GitHubConfig, load_config
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.reports import BisectReport, JobStop, TestReport, load_result
+from bisectbot.edges.files import file_sha256
 from bisectbot.edges.storage import CommandRow, Cursor, JobRow, StateDir, TargetRow
 from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError
 from bisectbot.github.client import IssueClient, format_since
@@ -73,11 +73,7 @@ def fixture_hashes(directory: Path | None) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     for path in sorted(p for p in Path(directory).rglob("*") if p.is_file())[:MAX_FIXTURE_FILES]:
-        h = hashlib.sha256()
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        out[str(path.relative_to(directory))] = h.hexdigest()
+        out[str(path.relative_to(directory))] = file_sha256(path)
     return out
 
 

@@ -55,10 +55,6 @@ class Outbox:
                 self._thread.start()
             self._cond.notify_all()
 
-    def pending(self) -> int:
-        with self._cond:
-            return len(self._items) + self._busy
-
     def flush(self, timeout: float) -> bool:
         """Wait until everything queued was sent (or dropped); False if `timeout` passed first."""
         end = self.clock() + timeout

@@ -8,11 +8,12 @@ writer adds no timestamps). ``write_tiny_llama(out_dir, seed)`` is the entry poi
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 import numpy as np
+
+from bisectbot.edges.files import file_sha256
 
 __all__ = [
     "VOCAB", "LETTERS", "EXTRA_TOKENS", "EOS_ID", "BOS_ID", "N_EMBD", "N_FF", "N_HEAD", "N_LAYER", "DEFAULT_SEED",
@@ -152,8 +153,6 @@ def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
     os.replace(tmp, path)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def write_tiny_llama(out_dir: Path, seed: int) -> dict[str, str]:
@@ -164,7 +163,7 @@ def write_tiny_llama(out_dir: Path, seed: int) -> dict[str, str]:
     target, draft = make_weights(seed)
     write_gguf(out_dir / TARGET_NAME, target, f"bisectbot-tiny-llama-target-{seed}")
     write_gguf(out_dir / DRAFT_NAME, draft, f"bisectbot-tiny-llama-draft-{seed}")
-    return {n: _sha256(out_dir / n) for n in (TARGET_NAME, DRAFT_NAME)}
+    return {n: file_sha256(out_dir / n) for n in (TARGET_NAME, DRAFT_NAME)}
 
 
 def seed_quality(seed: int, prompt: str = "bcdbc", cond: str = "f", top_k: int = 3) -> dict:

@@ -39,8 +39,6 @@ that cannot be checked out is a *skip* for the bisect (like `git bisect skip`), 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import os
 import platform
 import shlex
@@ -53,9 +51,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 from bisectbot import __version__
 from bisectbot.config import BuildConfig, BuildVariant
 from bisectbot.core.inputs import parse_depfile
+from bisectbot.core.keys import json_key
 from bisectbot.core.records import BuildRecord
 from bisectbot.core.reports import Environment
 from bisectbot.edges import dirlock
+from bisectbot.edges.files import file_sha256
 from bisectbot.edges.procs import clean_env, redact, run
 from bisectbot.edges.sandbox import Sandbox
 from bisectbot.edges.storage import StateDir
@@ -96,7 +96,7 @@ class Builder:
         key = build_key(cfg, self.values)
         if self.sandbox is None:
             return key
-        return hashlib.sha256(json.dumps([key, self.sandbox.key()]).encode()).hexdigest()[:12]
+        return json_key([key, self.sandbox.key()], 12, sort_keys=False)
 
     def stored(self, sha: str, cfg: BuildConfig) -> BuildRecord | None:
         """The commit's usable stored build for `cfg` (its binaries still kept), without building."""
@@ -182,14 +182,14 @@ def build_key(cfg: BuildConfig, values: Mapping[str, str] | None = None) -> str:
     args = [*cfg.cmake_args, *(a for v in cfg.choices for a in v.cmake_args)]
     data = {"args": cfg.cmake_args, "variants": [v.model_dump(mode="json") for v in cfg.choices],
             "keep": cfg.keep, "files": named_files(args, values or {}), "toolchain": toolchain_identity()}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+    return json_key(data, 12)
 
 
 def build_dir_key(args: list[str], *, untrusted: bool = False) -> str:
     """Builds with the same cmake arguments share one build directory, whatever their targets:
     building llama-server after llama-speculative at a commit reuses every common object.
     Untrusted builds share only with each other."""
-    return hashlib.sha256(json.dumps([*args, UNTRUSTED_DIR] if untrusted else args).encode()).hexdigest()[:12]
+    return json_key([*args, UNTRUSTED_DIR] if untrusted else args, 12, sort_keys=False)
 
 
 class Placeholders(dict):  # type: ignore[type-arg]
@@ -211,14 +211,6 @@ def named_files(args: Iterable[str], values: Mapping[str, str]) -> dict[str, str
         if path.is_absolute() and path.is_file():
             out[arg] = file_sha256(path)
     return out
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # -- one commit -----------------------------------------------------------------------------------

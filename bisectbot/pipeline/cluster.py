@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import platform
 import re
-import sqlite3
 import time
 import uuid
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from typing import Any, Iterator, Sequence
 from bisectbot.config import SEED_BLOCK, Config
 from bisectbot.core import stats
 from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
+from bisectbot.edges import storage
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import BisectbotError, ClusterError
@@ -92,20 +92,7 @@ def held_builds(root: str, build_key: str, shas: list[str], dask_worker: Any = N
     database holds a good build of. Read-only and without the state lock (a task may hold it);
     a database it cannot read holds nothing, since the answer only says where a task goes first."""
     _, own = _own_dir(root, dask_worker)
-    db = own / "state.sqlite3"
-    if not db.is_file() or not shas:
-        return []
-    try:
-        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
-        try:
-            marks = ",".join("?" * len(shas))
-            rows = con.execute(f"SELECT sha FROM builds WHERE build_key=? AND status='ok' AND sha IN ({marks})",
-                               (build_key, *shas)).fetchall()
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return []
-    return [sha for (sha,) in rows]
+    return storage.held_builds(own, build_key, shas)
 
 
 @contextmanager

@@ -19,8 +19,6 @@ are left out: seeing one proves BAD.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +26,9 @@ from typing import Any, Callable
 
 from bisectbot.config import ComputedReference, Config
 from bisectbot.core import stats
+from bisectbot.core.keys import json_key
 from bisectbot.core.reports import ReferenceSummary
+from bisectbot.edges.files import file_sha256
 from bisectbot.edges.procs import clean_env
 from bisectbot.edges.storage import Store
 from bisectbot.errors import BisectbotError
@@ -84,7 +84,7 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
     if not model.is_file():
         raise BisectbotError(f"reference.compute.model: {model} does not exist")
     cond = cfg.statistic.condition.token if cfg.statistic.condition else None
-    key_parts = {"method": comp.method, "model": _sha256(model), "prompt": comp.prompt,
+    key_parts = {"method": comp.method, "model": file_sha256(model), "prompt": comp.prompt,
                  "cond": cond, "sampling": [comp.top_k, comp.top_p, comp.min_p, comp.temp, comp.samplers]}
     store = runner.state.store if runner is not None else None
     if comp.method == "numpy":
@@ -128,7 +128,7 @@ def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tu
 
 
 def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedReference]) -> ResolvedReference:
-    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+    key = json_key(parts, 16)
     if store is not None and (hit := store.cached_reference(key)) is not None:
         return ResolvedReference(**hit)
     resolved = compute()
@@ -177,5 +177,3 @@ def _server(comp: ComputedReference, binary: Path, model: Path, cond: str | None
     return ResolvedReference(_support(probs), first[cond], source)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -21,19 +21,18 @@ namespace of its own cannot be asked over HTTP).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from bisectbot.config import BuildConfig, Config, Variant
 from bisectbot.core.parallel import Throttle
+from bisectbot.core.keys import json_key
 from bisectbot.core.policy import UnitCosts, unit_costs
 from bisectbot.core.records import BuildRecord, RunRecord
+from bisectbot.edges.files import content_hash
 from bisectbot.edges.procs import Server, clean_env, free_port, run
 from bisectbot.edges.sandbox import Sandbox, with_explicit
 from bisectbot.edges.storage import StateDir, VariantChoice
@@ -90,23 +89,8 @@ def pick_variant(help_text: str, variants: list[Variant], failed: Mapping[int, s
     return None, "no command variant fits the binary's --help: " + "; ".join(reasons)
 
 
-@lru_cache(maxsize=256)
-def _content_hash(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def content_hash(path: Path | str) -> str:
-    """sha256 of a file's content (remembered while the file is unchanged)."""
-    st = os.stat(path)
-    return _content_hash(str(path), st.st_size, st.st_mtime_ns)
-
-
 def run_key(parts: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+    return json_key(parts, 24)
 
 
 class CommitRunner:

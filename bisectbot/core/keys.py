@@ -1,0 +1,14 @@
+"""Keys for stored things (builds, runs, references, jobs): a cut sha256 of their JSON, the one
+way. A key's length is part of it: keys already stored keep theirs (12, 16 or 24 hex digits)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def json_key(value: Any, length: int, *, sort_keys: bool = True) -> str:
+    """The first `length` hex digits of the sha256 of `value` as JSON. `sort_keys=False` only
+    where keys were stored that way already (changing it would orphan them)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=sort_keys).encode()).hexdigest()[:length]
