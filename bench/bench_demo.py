@@ -28,8 +28,10 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"demo history of {args.commits} commits; ⌈log2 N⌉ = {math.ceil(math.log2(args.commits))}")
-    print(f"{'seed':>4} {'found':>5} {'builds':>6} {'bound':>5} {'runs':>6} {'fixed sweep':>11} "
-          f"{'ratio':>6} {'seconds':>7}")
+    print(
+        f"{'seed':>4} {'found':>5} {'builds':>6} {'bound':>5} {'runs':>6} {'fixed sweep':>11} "
+        f"{'ratio':>6} {'seconds':>7}"
+    )
     per_role: dict[str, list[tuple[int, int]]] = {}
     for seed in args.seeds:
         with tempfile.TemporaryDirectory(prefix="bench-demo-") as tmp:
@@ -43,8 +45,10 @@ def main() -> None:
         found = report["first_bad"] == history.culprit
         # a fixed sweep spends the whole budget on every tested commit
         fixed = cfg.run.max_runs * len(report["verdicts"])
-        print(f"{seed:>4} {str(found):>5} {report['builds']:>6} {report['builds_bound']:>5} "
-              f"{report['runs']:>6} {fixed:>11} {fixed / report['runs']:>5.1f}x {seconds:>7.1f}")
+        print(
+            f"{seed:>4} {str(found):>5} {report['builds']:>6} {report['builds_bound']:>5} "
+            f"{report['runs']:>6} {fixed:>11} {fixed / report['runs']:>5.1f}x {seconds:>7.1f}"
+        )
         for v in report["verdicts"]:
             per_role.setdefault(f"{v['role']} {v['verdict']}", []).append((v["runs"], cfg.run.max_runs))
     print()
@@ -52,8 +56,10 @@ def main() -> None:
     for role, rows in sorted(per_role.items()):
         runs = [r for r, _ in rows]
         budget = rows[0][1]
-        print(f"{role:<28} {len(rows):>3} {statistics.mean(runs):>9.1f} {max(runs):>8} {budget:>6} "
-              f"{statistics.mean(runs) / budget:>11.3f}")
+        print(
+            f"{role:<28} {len(rows):>3} {statistics.mean(runs):>9.1f} {max(runs):>8} {budget:>6} "
+            f"{statistics.mean(runs) / budget:>11.3f}"
+        )
 
 
 if __name__ == "__main__":

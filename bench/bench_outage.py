@@ -21,13 +21,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, make_standard_server  # noqa: E402
-
 from bisectbot.config import load_config  # noqa: E402
 from bisectbot.demo import generate_demo  # noqa: E402
 from bisectbot.edges.storage import StateDir  # noqa: E402
 from bisectbot.github.bot import Bot  # noqa: E402
 from bisectbot.github.client import GitHubClient, RetryPolicy  # noqa: E402
+
+from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, make_standard_server  # noqa: E402
 
 WRITES = (("POST", r".*/comments"), ("PATCH", r".*/comments/\d+"), ("POST", r".*/reactions"))
 
@@ -37,10 +37,18 @@ def one_job(tmp: Path, repo_config: Path, good: str, outage: bool) -> float:
     gh = make_standard_server()
     try:
         data = yaml.safe_load(repo_config.read_text())
-        data["github"] = {"repo": FULL_NAME, "api_url": gh.base_url, "html_url": gh.html_root,
-                          "token_env": "BENCH_TOKEN", "bot_login": BOT_LOGIN, "issue": ISSUE,
-                          "progress_interval": 0, "retry_give_up_after": 2, "retry_backoff": 0.01,
-                          "retry_max_wait": 0.05}
+        data["github"] = {
+            "repo": FULL_NAME,
+            "api_url": gh.base_url,
+            "html_url": gh.html_root,
+            "token_env": "BENCH_TOKEN",
+            "bot_login": BOT_LOGIN,
+            "issue": ISSUE,
+            "progress_interval": 0,
+            "retry_give_up_after": 2,
+            "retry_backoff": 0.01,
+            "retry_max_wait": 0.05,
+        }
         config = tmp / f"bot-{outage}.yaml"
         config.write_text(yaml.safe_dump(data, sort_keys=False))
         cfg = load_config(config)
@@ -48,8 +56,13 @@ def one_job(tmp: Path, repo_config: Path, good: str, outage: bool) -> float:
         if outage:
             for method, path in WRITES:
                 gh.fail(method, path, "502", times=10_000_000)
-        client = GitHubClient(FULL_NAME, api_url=gh.base_url, token=BOT_TOKEN, bot_login=BOT_LOGIN,
-                              retry=RetryPolicy(give_up_after=2, backoff_base=0.01, max_wait=0.05))
+        client = GitHubClient(
+            FULL_NAME,
+            api_url=gh.base_url,
+            token=BOT_TOKEN,
+            bot_login=BOT_LOGIN,
+            retry=RetryPolicy(give_up_after=2, backoff_base=0.01, max_wait=0.05),
+        )
         with StateDir(tmp / f"state-{outage}-{time.monotonic_ns()}") as state:
             bot = Bot(cfg, str(config), state, client)
             start = time.monotonic()

@@ -30,7 +30,6 @@ from pathlib import Path
 
 from bisectbot.demo import generate_demo
 
-
 BISECTBOT = str(Path(sys.executable).with_name("bisectbot"))
 
 
@@ -38,8 +37,9 @@ def _check(config: Path, ref: str, state: Path, env: dict[str, str]) -> float:
     """Seconds of one `bisectbot check` in a fresh state directory."""
     shutil.rmtree(state, ignore_errors=True)
     start = time.monotonic()
-    proc = subprocess.run([BISECTBOT, "check", str(config), "--ref", ref, "--state", str(state)],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [BISECTBOT, "check", str(config), "--ref", ref, "--state", str(state)], capture_output=True, text=True, env=env
+    )
     seconds = time.monotonic() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"check --ref {ref} failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
@@ -74,11 +74,15 @@ def main() -> None:
     base = arms["trusted, no ccache"]
     for name in ("untrusted", "trusted, warm ccache"):
         ratios = [a / b for a, b in zip(arms[name], base)]
-        print(f"  {name} / trusted, no ccache: median ratio {statistics.median(ratios):.2f} "
-              f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+        print(
+            f"  {name} / trusted, no ccache: median ratio {statistics.median(ratios):.2f} "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
     ratios = [a / b for a, b in zip(arms["untrusted"], arms["trusted, warm ccache"])]
-    print(f"  untrusted / trusted, warm ccache: median ratio {statistics.median(ratios):.2f} "
-          "(builds without ccache: not like for like)")
+    print(
+        f"  untrusted / trusted, warm ccache: median ratio {statistics.median(ratios):.2f} "
+        "(builds without ccache: not like for like)"
+    )
 
 
 if __name__ == "__main__":

@@ -78,7 +78,11 @@ def latencies(port: int, n: int) -> list[float]:
 
 def row(name: str, xs: list[float], base: list[float] | None = None) -> None:
     med, p95 = statistics.median(xs), statistics.quantiles(xs, n=20)[18]
-    ratio = "" if base is None else f"{med / statistics.median(base):>8.2f}x {p95 / statistics.quantiles(base, n=20)[18]:>8.2f}x"
+    ratio = (
+        ""
+        if base is None
+        else f"{med / statistics.median(base):>8.2f}x {p95 / statistics.quantiles(base, n=20)[18]:>8.2f}x"
+    )
     print(f"{name:<34} {len(xs):>5} {med * 1e3:>9.2f} {p95 * 1e3:>9.2f}  {ratio}")
 
 
@@ -116,14 +120,21 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the child raises its own
     limits = ServeLimits()
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp, open(Path(tmp) / "stderr", "w+b") as err:
-        proc = subprocess.Popen([sys.executable, __file__, "--child", tmp], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=err, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--child", tmp],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         assert proc.stdout is not None and proc.stdin is not None
         port = int(proc.stdout.readline())
         try:
             print(f"server pid {proc.pid} on port {port}; limits: {limits}")
-            print(f"\n1. /healthz, a new connection each {'n':>5} {'median ms':>9} {'p95 ms':>9}  "
-                  f"{'median':>9} {'p95':>9} (vs idle)")
+            print(
+                f"\n1. /healthz, a new connection each {'n':>5} {'median ms':>9} {'p95 ms':>9}  "
+                f"{'median':>9} {'p95':>9} (vs idle)"
+            )
             latencies(port, 20)  # warm up
             idle = latencies(port, args.requests)
             row("idle", idle)
@@ -142,25 +153,34 @@ def main() -> None:
             first = healthz(port)
             closed = time.perf_counter() - start
             after = latencies(port, args.requests)
-            row(f"after closing them", after, idle)
-            print(f"   opening the {args.slow:,} took {opened:.1f} s; the first /healthz after closing them "
-                  f"answered {closed * 1e3:.0f} ms after the first close ({first * 1e3:.1f} ms itself)")
+            row("after closing them", after, idle)
+            print(
+                f"   opening the {args.slow:,} took {opened:.1f} s; the first /healthz after closing them "
+                f"answered {closed * 1e3:.0f} ms after the first close ({first * 1e3:.1f} ms itself)"
+            )
 
             lying, half = [], []
             for i in range(20):
                 s = socket.create_connection(("127.0.0.1", port), timeout=limits.body_timeout + 2)
-                s.sendall(b"POST /webhook HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n"
-                          b"X-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: lie-%d\r\n"
-                          b"X-Hub-Signature-256: %s\r\n\r\n" % (i, sign(SECRET, b"x" * 1000).encode()) + b"x" * 10)
+                s.sendall(
+                    b"POST /webhook HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n"
+                    b"X-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: lie-%d\r\n"
+                    b"X-Hub-Signature-256: %s\r\n\r\n" % (i, sign(SECRET, b"x" * 1000).encode()) + b"x" * 10
+                )
                 lying.append(s)
                 s = socket.create_connection(("127.0.0.1", port), timeout=limits.head_timeout + 2)
                 s.sendall(b"POST /webhook HTTP/1.1\r\nHost: localhost\r\nContent-Le")
                 half.append(s)
-            for name, socks, deadline in (("lying Content-Length", lying, f"body deadline {limits.body_timeout:.0f} s"),
-                                          ("half a request head", half, f"head deadline {limits.head_timeout:.0f} s")):
+            for name, socks, deadline in (
+                ("lying Content-Length", lying, f"body deadline {limits.body_timeout:.0f} s"),
+                ("half a request head", half, f"head deadline {limits.head_timeout:.0f} s"),
+            ):
                 seen = Counter(outcome(s) for s in socks)
-                print(f"\n2. {name} ({deadline} + 2 s): "
-                      + ", ".join(f"{n} of {len(socks)} {what}" for what, n in sorted(seen.items())), end="")
+                print(
+                    f"\n2. {name} ({deadline} + 2 s): "
+                    + ", ".join(f"{n} of {len(socks)} {what}" for what, n in sorted(seen.items())),
+                    end="",
+                )
                 for s in socks:
                     s.close()
             print()
@@ -168,23 +188,30 @@ def main() -> None:
             big = []
             for i in range(40):
                 s = socket.create_connection(("127.0.0.1", port), timeout=30)
-                s.sendall(b"POST /webhook HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n"
-                          b"X-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: big-%d\r\n\r\n" % (24 * 1024 * 1024, i))
+                s.sendall(
+                    b"POST /webhook HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n"
+                    b"X-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: big-%d\r\n\r\n" % (24 * 1024 * 1024, i)
+                )
                 big.append(s)
             refused = Counter(outcome(s) for s in big)
             for s in big:
                 s.close()
-            print(f"\n3. 40 unsigned POSTs of 24 MB, before sending their body: "
-                  + ", ".join(f"{n} of 40 {what}" for what, n in sorted(refused.items())) + "; "
-                  f"server peak RSS {peak_rss_mb(proc.pid):.0f} MB")
+            print(
+                "\n3. 40 unsigned POSTs of 24 MB, before sending their body: "
+                + ", ".join(f"{n} of 40 {what}" for what, n in sorted(refused.items()))
+                + "; "
+                f"server peak RSS {peak_rss_mb(proc.pid):.0f} MB"
+            )
         finally:
             proc.stdin.close()
             proc.wait(timeout=60)
         err.seek(0)
         lines = err.read().decode(errors="replace").splitlines()
         warnings = [ln for ln in lines if ln.startswith(("WARNING", "ERROR", "CRITICAL"))]
-        print(f"\n4. server stderr: {len(lines)} lines, {len(warnings)} warnings or errors, "
-              f"{sum('Traceback' in ln for ln in lines)} tracebacks")
+        print(
+            f"\n4. server stderr: {len(lines)} lines, {len(warnings)} warnings or errors, "
+            f"{sum('Traceback' in ln for ln in lines)} tracebacks"
+        )
         for ln in lines[:5]:
             print(f"   {ln}")
 

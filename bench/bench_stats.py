@@ -90,16 +90,31 @@ def rate_down(k: int, n: int) -> str:
 
 
 # -- tasks (run on the Dask workers) -----------------------------------------------------------
-def verdict_task(name: str, cond: list[float], other: float, eta: float, paths: int, budget: int,
-                 seed: int) -> dict[str, Any]:
+def verdict_task(
+    name: str, cond: list[float], other: float, eta: float, paths: int, budget: int, seed: int
+) -> dict[str, Any]:
     """`paths` sequential verdicts at one commit (the generic test, as an endpoint or re-test)."""
     ref = sim.ref_29975()
     q = sim.joint(cond, other=other)
-    o = sim.simulate_generic(np.random.default_rng(seed), ref, q, alpha=ALPHA, beta=ALPHA, tolerance=TOL,
-                             max_runs=budget, paths=paths, eta=eta)
+    o = sim.simulate_generic(
+        np.random.default_rng(seed),
+        ref,
+        q,
+        alpha=ALPHA,
+        beta=ALPHA,
+        tolerance=TOL,
+        max_runs=budget,
+        paths=paths,
+        eta=eta,
+    )
     bad = o.runs[o.decision == sim.BAD]
-    return {"name": name, "paths": paths, "bad": int((o.decision == sim.BAD).sum()),
-            "good": int((o.decision == sim.GOOD).sum()), "bad_runs": bad.tolist()}
+    return {
+        "name": name,
+        "paths": paths,
+        "bad": int((o.decision == sim.BAD).sum()),
+        "good": int((o.decision == sim.GOOD).sum()),
+        "bad_runs": bad.tolist(),
+    }
 
 
 def history(case: dict[str, Any], rep: int) -> tuple[sb.History, list[int]]:
@@ -115,12 +130,14 @@ def history(case: dict[str, Any], rep: int) -> tuple[sb.History, list[int]]:
     changes = {0: sb.joint(P_COND, case["other"])}
     for pos, cond in zip(where, shifts):
         changes[pos] = sb.joint(cond, case["other"])
-    return sb.History(n, changes, salt=case["seed"] * 1_000_003 + rep, equivalent=equivalent,
-                      failing=case.get("failing", 0.0)), where
+    return sb.History(
+        n, changes, salt=case["seed"] * 1_000_003 + rep, equivalent=equivalent, failing=case.get("failing", 0.0)
+    ), where
 
 
-def bisect_task(case: dict[str, Any], reps: list[int], max_runs: int | None, costs: str = "llama",
-                strategy: str = "auto") -> list[dict[str, Any]]:
+def bisect_task(
+    case: dict[str, Any], reps: list[int], max_runs: int | None, costs: str = "llama", strategy: str = "auto"
+) -> list[dict[str, Any]]:
     """Bisects of the case's histories through run_bisect; what each named and cost (seconds at
     both cost settings)."""
     import bisectbot
@@ -131,9 +148,18 @@ def bisect_task(case: dict[str, Any], reps: list[int], max_runs: int | None, cos
         hist, where = history(case, rep)
         t0 = time.perf_counter()
         o = sb.run_one(cfg, hist, strategy, costs=costs)
-        out.append({**asdict(o), "rep": rep, "where": where, "seconds": time.perf_counter() - t0,
-                    "llama_s": o.seconds("llama"), "demo_s": o.seconds("demo"), "costs": costs,
-                    "code": str(Path(bisectbot.__file__).parent)})
+        out.append(
+            {
+                **asdict(o),
+                "rep": rep,
+                "where": where,
+                "seconds": time.perf_counter() - t0,
+                "llama_s": o.seconds("llama"),
+                "demo_s": o.seconds("demo"),
+                "costs": costs,
+                "code": str(Path(bisectbot.__file__).parent),
+            }
+        )
     return out
 
 
@@ -150,29 +176,81 @@ def cond_tv(cond: Sequence[float], other: float) -> float:
 def bisect_cases(scale: float) -> list[dict[str, Any]]:
     """The histories: every change below eta or beyond tolerance (`zone` False: the first
     departure must be named), and three shapes with something inside the indifference zone."""
+
     def reps(n: int) -> int:
         return max(10, int(n * scale))
 
     tv15, tv30 = shifted(0.15), shifted(0.30, along=0.15)
-    two = [("two defects: TV 0.15 then gross", [tv15, GROSS]), ("two defects: TV 0.15 then TV 0.30 (same way)", [tv15, tv30])]
+    two = [
+        ("two defects: TV 0.15 then gross", [tv15, GROSS]),
+        ("two defects: TV 0.15 then TV 0.30 (same way)", [tv15, tv30]),
+    ]
     cases = []
     for i, (label, shifts) in enumerate(two):
         for n in (64, 1024):
-            cases.append({"label": f"{label}, N = {n}", "n": n, "shifts": [s.tolist() for s in shifts], "other": 0.0,
-                          "reps": reps(300), "seed": 100 + 10 * i + (n > 64)})
+            cases.append(
+                {
+                    "label": f"{label}, N = {n}",
+                    "n": n,
+                    "shifts": [s.tolist() for s in shifts],
+                    "other": 0.0,
+                    "reps": reps(300),
+                    "seed": 100 + 10 * i + (n > 64),
+                }
+            )
     for j, (label, shift) in enumerate((("gross", GROSS), ("TV 0.15", tv15))):
-        cases.append({"label": f"2% stray outcome on every commit, one {label} defect, N = 1024", "n": 1024,
-                      "shifts": [shift.tolist()], "other": 0.02, "reps": reps(300), "seed": 200 + j})
-    cases.append({"label": "one TV 0.1 defect (hardest direction), N = 4096", "n": 4096,
-                  "shifts": [shifted(0.1).tolist()], "other": 0.0, "reps": reps(300), "seed": 300})
-    cases.append({"label": "10% of runs fail, one TV 0.15 defect, N = 256", "n": 256, "shifts": [tv15.tolist()],
-                  "other": 0.0, "failing": 0.10, "reps": reps(300), "seed": 400})
+        cases.append(
+            {
+                "label": f"2% stray outcome on every commit, one {label} defect, N = 1024",
+                "n": 1024,
+                "shifts": [shift.tolist()],
+                "other": 0.02,
+                "reps": reps(300),
+                "seed": 200 + j,
+            }
+        )
+    cases.append(
+        {
+            "label": "one TV 0.1 defect (hardest direction), N = 4096",
+            "n": 4096,
+            "shifts": [shifted(0.1).tolist()],
+            "other": 0.0,
+            "reps": reps(300),
+            "seed": 300,
+        }
+    )
+    cases.append(
+        {
+            "label": "10% of runs fail, one TV 0.15 defect, N = 256",
+            "n": 256,
+            "shifts": [tv15.tolist()],
+            "other": 0.0,
+            "failing": 0.10,
+            "reps": reps(300),
+            "seed": 400,
+        }
+    )
     # inside the indifference zone (eta 0.03 … tolerance 0.1): either verdict is allowed there
-    cases.append({"label": "three change points: TV 0.06, TV 0.12, gross, N = 256", "n": 256,
-                  "shifts": [shifted(0.06).tolist(), shifted(0.12, along=0.06).tolist(), GROSS.tolist()],
-                  "other": 0.0, "reps": reps(300), "seed": 500})
-    cases.append({"label": "5% stray outcome on every commit, one TV 0.15 defect, N = 256", "n": 256,
-                  "shifts": [tv15.tolist()], "other": 0.05, "reps": reps(300), "seed": 600})
+    cases.append(
+        {
+            "label": "three change points: TV 0.06, TV 0.12, gross, N = 256",
+            "n": 256,
+            "shifts": [shifted(0.06).tolist(), shifted(0.12, along=0.06).tolist(), GROSS.tolist()],
+            "other": 0.0,
+            "reps": reps(300),
+            "seed": 500,
+        }
+    )
+    cases.append(
+        {
+            "label": "5% stray outcome on every commit, one TV 0.15 defect, N = 256",
+            "n": 256,
+            "shifts": [tv15.tolist()],
+            "other": 0.05,
+            "reps": reps(300),
+            "seed": 600,
+        }
+    )
     for case in cases:
         case["tvs"] = [cond_tv(c, case["other"]) for c in case["shifts"]]
         case["base_tv"] = cond_tv(P_COND, case["other"])
@@ -205,17 +283,27 @@ def summarise(case: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, 
     statuses: dict[str, int] = {}
     for r in results:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    return {"label": case["label"], "n": n, "first": first, "later": later, "nothing": nothing,
-            "unnamed": unnamed, "wrong": len(bad), "confident_wrong": confident_wrong, "min_conf": conf,
-            "zone": case.get("zone", False),
-            "mean_conf": float(np.mean([r["confidence"] for r in named])) if named else 0.0,
-            "runs": float(np.mean([r["runs"] for r in results])),
-            "builds": float(np.mean([r["builds"] for r in results])),
-            "cost": float(np.mean([r["runs"] + sb.BUILD_COST * r["builds"] for r in results])),
-            "llama_s": float(np.mean([r.get("llama_s", 0.0) for r in results])),
-            "demo_s": float(np.mean([r.get("demo_s", 0.0) for r in results])),
-            "seconds": float(np.mean([r["seconds"] for r in results])), "statuses": statuses,
-            "strategies": sorted({r["strategy"] for r in results})}
+    return {
+        "label": case["label"],
+        "n": n,
+        "first": first,
+        "later": later,
+        "nothing": nothing,
+        "unnamed": unnamed,
+        "wrong": len(bad),
+        "confident_wrong": confident_wrong,
+        "min_conf": conf,
+        "zone": case.get("zone", False),
+        "mean_conf": float(np.mean([r["confidence"] for r in named])) if named else 0.0,
+        "runs": float(np.mean([r["runs"] for r in results])),
+        "builds": float(np.mean([r["builds"] for r in results])),
+        "cost": float(np.mean([r["runs"] + sb.BUILD_COST * r["builds"] for r in results])),
+        "llama_s": float(np.mean([r.get("llama_s", 0.0) for r in results])),
+        "demo_s": float(np.mean([r.get("demo_s", 0.0) for r in results])),
+        "seconds": float(np.mean([r["seconds"] for r in results])),
+        "statuses": statuses,
+        "strategies": sorted({r["strategy"] for r in results}),
+    }
 
 
 def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
@@ -231,19 +319,27 @@ def client_for(args: argparse.Namespace) -> Any:
 
     if args.scheduler:
         return Client(args.scheduler)
-    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=40)
+    cluster = LocalCluster(
+        n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    )
     return Client(cluster)
 
 
-def run_bisects(client: Any, cases: list[dict[str, Any]], max_runs: int | None, costs: str = "llama",
-                strategy: str = "auto", chunk: int = 10) -> dict[str, list[dict[str, Any]]]:
+def run_bisects(
+    client: Any,
+    cases: list[dict[str, Any]],
+    max_runs: int | None,
+    costs: str = "llama",
+    strategy: str = "auto",
+    chunk: int = 10,
+) -> dict[str, list[dict[str, Any]]]:
     futures = []
     for case in cases:
         for start in range(0, case["reps"], chunk):
             reps = list(range(start, min(case["reps"], start + chunk)))
-            futures.append((case["label"], client.submit(bisect_task, case, reps, max_runs, costs, strategy,
-                                                         pure=False)))
+            futures.append(
+                (case["label"], client.submit(bisect_task, case, reps, max_runs, costs, strategy, pure=False))
+            )
     out: dict[str, list[dict[str, Any]]] = {c["label"]: [] for c in cases}
     for label, fut in futures:
         out[label].extend(fut.result())
@@ -256,15 +352,22 @@ def baseline(rev: str, cases: list[dict[str, Any]], args: argparse.Namespace) ->
     workers' (and checks that they used it)."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True, capture_output=True
+        )
         # its bisectbot comes first on the path, but the bench modules must be ours (the same
         # histories): the worktree's own bench/ would shadow them
         shutil.rmtree(tree / "bench", ignore_errors=True)
         try:
             env = {**os.environ, "BISECTBOT_TREE": str(tree)}
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--child-cases", repr(cases),
-                   "--workers", str(args.workers)]
+            cmd = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--child-cases",
+                repr(cases),
+                "--workers",
+                str(args.workers),
+            ]
             if args.scheduler:
                 cmd += ["--scheduler", args.scheduler]
             if args.baseline_minutes:
@@ -303,8 +406,11 @@ def child(cases_text: str, args: argparse.Namespace) -> None:
 
     cases = eval(cases_text)  # written by baseline() above
     client = client_for(args)
-    futures = [(case["label"], client.submit(bisect_task, case, [rep], 4000, pure=False))
-               for case in cases for rep in range(case["reps"])]
+    futures = [
+        (case["label"], client.submit(bisect_task, case, [rep], 4000, pure=False))
+        for case in cases
+        for rep in range(case["reps"])
+    ]
     try:
         wait([f for _, f in futures], timeout=60 * args.baseline_minutes if args.baseline_minutes else None)
     except TimeoutError:
@@ -325,14 +431,33 @@ def child(cases_text: str, args: argparse.Namespace) -> None:
 def bisect_table(summaries: list[dict[str, Any]], setting: str) -> str:
     rows = []
     for s in summaries:
-        rows.append((s["label"] + (" [zone]" if s["zone"] else ""), rate_down(s["first"], s["n"]),
-                     rate_up(s["confident_wrong"], s["n"]), rate_up(s["wrong"], s["n"]),
-                     rate_up(s["unnamed"], s["n"]), f"{s['min_conf']:.4f}",
-                     f"{s['runs']:,.0f} / {s['builds']:.1f}", f"{s[setting + '_s']:,.0f} s",
-                     ",".join(s["strategies"])))
-    return table(("history", "first departure named", "wrong, stated confidence ≥ 0.99", "wrong (any)",
-                  "nothing named", "min stated confidence", "mean runs / builds", f"mean wall ({setting} costs)",
-                  "strategy"), rows)
+        rows.append(
+            (
+                s["label"] + (" [zone]" if s["zone"] else ""),
+                rate_down(s["first"], s["n"]),
+                rate_up(s["confident_wrong"], s["n"]),
+                rate_up(s["wrong"], s["n"]),
+                rate_up(s["unnamed"], s["n"]),
+                f"{s['min_conf']:.4f}",
+                f"{s['runs']:,.0f} / {s['builds']:.1f}",
+                f"{s[setting + '_s']:,.0f} s",
+                ",".join(s["strategies"]),
+            )
+        )
+    return table(
+        (
+            "history",
+            "first departure named",
+            "wrong, stated confidence ≥ 0.99",
+            "wrong (any)",
+            "nothing named",
+            "min stated confidence",
+            "mean runs / builds",
+            f"mean wall ({setting} costs)",
+            "strategy",
+        ),
+        rows,
+    )
 
 
 def main() -> None:
@@ -340,18 +465,38 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a tenth of the repetitions")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler")
-    ap.add_argument("--costs", choices=["llama", "demo", "both"], default="both",
-                    help="the cost settings the strategy is chosen under (seconds per build and per run)")
-    ap.add_argument("--strategy", default="auto", choices=["auto", "reference", "plain", "sticky"],
-                    help="the strategy the bisects are asked for (default auto: chosen by the costs)")
-    ap.add_argument("--baseline", metavar="REV", help="also run every case through bisectbot at REV, on the same "
-                    "histories, and compare the wall time at llama.cpp's costs")
-    ap.add_argument("--baseline-reps", type=int, help="how many histories of each case the baseline bisects "
-                    "(default: all of them)")
-    ap.add_argument("--baseline-cache", metavar="FILE", help="keep the baseline's results here and reuse them when "
-                    "the same revision already ran the same cases")
-    ap.add_argument("--baseline-minutes", type=float, help="stop the baseline after this long and compare the "
-                    "histories it finished (its slow ones are the costly ones, so this favours the baseline)")
+    ap.add_argument(
+        "--costs",
+        choices=["llama", "demo", "both"],
+        default="both",
+        help="the cost settings the strategy is chosen under (seconds per build and per run)",
+    )
+    ap.add_argument(
+        "--strategy",
+        default="auto",
+        choices=["auto", "reference", "plain", "sticky"],
+        help="the strategy the bisects are asked for (default auto: chosen by the costs)",
+    )
+    ap.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run every case through bisectbot at REV, on the same "
+        "histories, and compare the wall time at llama.cpp's costs",
+    )
+    ap.add_argument(
+        "--baseline-reps", type=int, help="how many histories of each case the baseline bisects (default: all of them)"
+    )
+    ap.add_argument(
+        "--baseline-cache",
+        metavar="FILE",
+        help="keep the baseline's results here and reuse them when the same revision already ran the same cases",
+    )
+    ap.add_argument(
+        "--baseline-minutes",
+        type=float,
+        help="stop the baseline after this long and compare the "
+        "histories it finished (its slow ones are the costly ones, so this favours the baseline)",
+    )
     ap.add_argument("--only", help="run only the cases whose label contains this")
     ap.add_argument("--no-verdicts", action="store_true", help="skip the single-verdict rates")
     ap.add_argument("--child-cases", help=argparse.SUPPRESS)
@@ -365,33 +510,61 @@ def main() -> None:
     vres: dict[str, dict[str, Any]] = {}
     if not args.no_verdicts:
         # verdicts: false BAD at good commits (exact, and with a 2% stray outcome), gross BAD speed
-        verdicts = [("exact reference", P_COND, 0.0), ("reference + 2% stray outcome", P_COND, 0.02),
-                    ("gross (1, 0, 0)", GROSS.tolist(), 0.0)]
+        verdicts = [
+            ("exact reference", P_COND, 0.0),
+            ("reference + 2% stray outcome", P_COND, 0.02),
+            ("gross (1, 0, 0)", GROSS.tolist(), 0.0),
+        ]
         total = int(20_000 * scale)
         vfut = []
         for name, cond, other in verdicts:
             paths = total if name != "gross (1, 0, 0)" else max(1000, total // 10)
             budget = 4000 if name != "gross (1, 0, 0)" else 100
             for i, start in enumerate(range(0, paths, 1000)):
-                vfut.append(client.submit(verdict_task, name, cond, other, ETA, min(1000, paths - start), budget,
-                                          7_000 + 31 * len(vfut) + i, pure=False))
+                vfut.append(
+                    client.submit(
+                        verdict_task,
+                        name,
+                        cond,
+                        other,
+                        ETA,
+                        min(1000, paths - start),
+                        budget,
+                        7_000 + 31 * len(vfut) + i,
+                        pure=False,
+                    )
+                )
         for fut in vfut:
             r = fut.result()
             acc = vres.setdefault(r["name"], {"paths": 0, "bad": 0, "good": 0, "bad_runs": []})
             for k in ("paths", "bad", "good"):
                 acc[k] += r[k]
             acc["bad_runs"] += r["bad_runs"]
-        print(f"# bisectbot statistics bench — defaults: eta {ETA:g}, tolerance {TOL:g}; "
-              f"verdicts at alpha = beta = {ALPHA:g}\n")
+        print(
+            f"# bisectbot statistics bench — defaults: eta {ETA:g}, tolerance {TOL:g}; "
+            f"verdicts at alpha = beta = {ALPHA:g}\n"
+        )
         rows = []
         for name, acc in vres.items():
             if name.startswith("gross"):
                 runs = np.array(acc["bad_runs"])
-                rows.append((name, "BAD", rate_down(acc["bad"], acc["paths"]),
-                             f"mean {runs.mean():.1f} runs, p95 {np.percentile(runs, 95):.0f} (target ≤ 16)"))
+                rows.append(
+                    (
+                        name,
+                        "BAD",
+                        rate_down(acc["bad"], acc["paths"]),
+                        f"mean {runs.mean():.1f} runs, p95 {np.percentile(runs, 95):.0f} (target ≤ 16)",
+                    )
+                )
             else:
-                rows.append((name, "false BAD (budget 4,000)", rate_up(acc["bad"], acc["paths"]),
-                             f"target ≤ alpha = {ALPHA:g}; GOOD {pct(acc['good'] / acc['paths'])}"))
+                rows.append(
+                    (
+                        name,
+                        "false BAD (budget 4,000)",
+                        rate_up(acc["bad"], acc["paths"]),
+                        f"target ≤ alpha = {ALPHA:g}; GOOD {pct(acc['good'] / acc['paths'])}",
+                    )
+                )
         print(table(("commit", "verdict", "rate (reps; 95% bound)", "note"), rows), flush=True)
 
     cases = [c for c in bisect_cases(scale) if not args.only or args.only in c["label"]]
@@ -400,9 +573,11 @@ def main() -> None:
     for setting in settings:
         now[setting] = run_bisects(client, cases, max_runs=None, costs=setting, strategy=args.strategy)
         build, run = sb.COSTS[setting]
-        print(f"\n# bisects through run_bisect, {setting} costs (a build {build:g} s, a run {run:g} s); "
-              f"{EQUIVALENT:.0%} of commits cannot change the binary; [zone]: something between eta {ETA:g} "
-              f"and tolerance {TOL:g}\n")
+        print(
+            f"\n# bisects through run_bisect, {setting} costs (a build {build:g} s, a run {run:g} s); "
+            f"{EQUIVALENT:.0%} of commits cannot change the binary; [zone]: something between eta {ETA:g} "
+            f"and tolerance {TOL:g}\n"
+        )
         summaries = [summarise(c, now[setting][c["label"]]) for c in cases]
         print(bisect_table(summaries, setting))
         for s in summaries:
@@ -410,13 +585,18 @@ def main() -> None:
         clean = [s for s in summaries if not s["zone"]]
         k, n = sum(s["first"] for s in clean), sum(s["n"] for s in clean)
         kw, nw = sum(s["confident_wrong"] for s in summaries), sum(s["n"] for s in summaries)
-        print(f"  every change below eta or beyond tolerance: first departure named {rate_down(k, n)}; "
-              f"everywhere: wrong with stated confidence ≥ 0.99 {rate_up(kw, nw)}", flush=True)
+        print(
+            f"  every change below eta or beyond tolerance: first departure named {rate_down(k, n)}; "
+            f"everywhere: wrong with stated confidence ≥ 0.99 {rate_up(kw, nw)}",
+            flush=True,
+        )
     if args.baseline:
         picked = [{**c, "reps": min(c["reps"], args.baseline_reps or c["reps"])} for c in cases]
         then = cached_baseline(args.baseline, picked, args)
-        print(f"\n# side by side on the same histories: bisectbot at {args.baseline} (then) and now, wall seconds "
-              f"at llama.cpp's costs (a build {sb.COSTS['llama'][0]:g} s, a run {sb.COSTS['llama'][1]:g} s)\n")
+        print(
+            f"\n# side by side on the same histories: bisectbot at {args.baseline} (then) and now, wall seconds "
+            f"at llama.cpp's costs (a build {sb.COSTS['llama'][0]:g} s, a run {sb.COSTS['llama'][1]:g} s)\n"
+        )
         rows, pooled_then, pooled_now = [], [], []
         for case in picked:
             old = then.get(case["label"], [])
@@ -427,17 +607,41 @@ def main() -> None:
             so, sn = summarise(case, old), summarise(case, new)
             pooled_then += [r["llama_s"] for r in old]
             pooled_now += [r["llama_s"] for r in new]
-            rows.append((case["label"], str(len(old)), rate_down(so["first"], so["n"]), rate_down(sn["first"], sn["n"]),
-                         rate_up(so["confident_wrong"], so["n"]), rate_up(sn["confident_wrong"], sn["n"]),
-                         f"{so['llama_s']:,.0f} s ({so['builds']:.1f} b, {so['runs']:,.0f} r)",
-                         f"{sn['llama_s']:,.0f} s ({sn['builds']:.1f} b, {sn['runs']:,.0f} r)",
-                         f"{sn['llama_s'] / so['llama_s']:.2f}"))
-        print(table(("history", "histories", "first named then", "first named now", "confident wrong then",
-                     "confident wrong now", "mean wall then", "mean wall now", "ratio"), rows))
+            rows.append(
+                (
+                    case["label"],
+                    str(len(old)),
+                    rate_down(so["first"], so["n"]),
+                    rate_down(sn["first"], sn["n"]),
+                    rate_up(so["confident_wrong"], so["n"]),
+                    rate_up(sn["confident_wrong"], sn["n"]),
+                    f"{so['llama_s']:,.0f} s ({so['builds']:.1f} b, {so['runs']:,.0f} r)",
+                    f"{sn['llama_s']:,.0f} s ({sn['builds']:.1f} b, {sn['runs']:,.0f} r)",
+                    f"{sn['llama_s'] / so['llama_s']:.2f}",
+                )
+            )
+        print(
+            table(
+                (
+                    "history",
+                    "histories",
+                    "first named then",
+                    "first named now",
+                    "confident wrong then",
+                    "confident wrong now",
+                    "mean wall then",
+                    "mean wall now",
+                    "ratio",
+                ),
+                rows,
+            )
+        )
         if pooled_then:
             ratio = float(np.mean(pooled_now) / np.mean(pooled_then))
-            print(f"\n  all {len(pooled_then)} histories: mean wall {np.mean(pooled_then):,.0f} s then, "
-                  f"{np.mean(pooled_now):,.0f} s now: ratio {ratio:.2f} (target ≤ 0.8)")
+            print(
+                f"\n  all {len(pooled_then)} histories: mean wall {np.mean(pooled_then):,.0f} s then, "
+                f"{np.mean(pooled_now):,.0f} s now: ratio {ratio:.2f} (target ≤ 0.8)"
+            )
     print(f"\n(bench took {time.time() - t0:.0f} s on {len(client.scheduler_info()['workers'])} workers)")
     client.close()
 

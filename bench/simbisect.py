@@ -126,9 +126,14 @@ class History:
         stands: dict[str, tuple[str, ...]] = {}
         for a, b in zip(kept, kept[1:]):
             if b - a > 1:
-                stands[shas[a]] = tuple(shas[a + 1:b])
-        return Narrowed(tuple(shas[i] for i in kept), tuple(shas), stands,
-                        {shas[i]: "simulated input" for i in kept[1:-1]}, "simulated")
+                stands[shas[a]] = tuple(shas[a + 1 : b])
+        return Narrowed(
+            tuple(shas[i] for i in kept),
+            tuple(shas),
+            stands,
+            {shas[i]: "simulated input" for i in kept[1:-1]},
+            "simulated",
+        )
 
 
 class _Info:
@@ -146,8 +151,14 @@ class SimStream:
     """A commit's runs over its seeds: each outcome from the commit's distribution and the
     seed's uniform (the same uniform for every commit); a share `failing` of seeds crash."""
 
-    def __init__(self, cdf: np.ndarray, seeds: list[int], salt: int, failing: float = 0.0,
-                 keep: dict[int, RunRecord] | None = None):
+    def __init__(
+        self,
+        cdf: np.ndarray,
+        seeds: list[int],
+        salt: int,
+        failing: float = 0.0,
+        keep: dict[int, RunRecord] | None = None,
+    ):
         self._cdf, self._seeds, self._salt = cdf, iter(seeds), salt
         self._failing = failing
         self._keep = keep if keep is not None else {}
@@ -207,8 +218,10 @@ class SimRunner:
             count = rest[0] if rest and rest[0] else run.max_runs
             return run.commit_seeds(sha, block, count)
         (block,) = args
-        return [run.seed(i) for i in range(run.first_seed + block * run.max_runs,
-                                           run.first_seed + (block + 1) * run.max_runs)]
+        return [
+            run.seed(i)
+            for i in range(run.first_seed + block * run.max_runs, run.first_seed + (block + 1) * run.max_runs)
+        ]
 
     def prepare(self, sha: str) -> Prepared:
         build = BuildRecord(sha, "ok", {"binary": "/sim"}, "", 0.0)
@@ -242,7 +255,7 @@ class Outcome:
     """One simulated bisect, as the report gave it."""
 
     status: str
-    named: int | None          # position of the named commit (None: nothing named)
+    named: int | None  # position of the named commit (None: nothing named)
     confidence: float
     runs: int
     builds: int
@@ -270,12 +283,20 @@ def run_one(cfg: Config, history: History, strategy: str = "auto", costs: str = 
         return Outcome("endpoint-error", None, 0.0, 0, 0, strategy, str(exc)[:200])
     line = history.shas
     named = line.index(report.first_bad) if report.first_bad else None
-    return Outcome(report.status.value, named, report.confidence, report.runs, report.builds,
-                   report.strategy, "" if named is not None else report.message[:200])
+    return Outcome(
+        report.status.value,
+        named,
+        report.confidence,
+        report.runs,
+        report.builds,
+        report.strategy,
+        "" if named is not None else report.message[:200],
+    )
 
 
-def run_report(cfg: Config, history: History, strategy: str = "auto", costs: str = "llama",
-               find: Find = Find.BAD) -> Any:
+def run_report(
+    cfg: Config, history: History, strategy: str = "auto", costs: str = "llama", find: Find = Find.BAD
+) -> Any:
     """The whole BisectReport of one simulated bisect (EndpointError propagates); the plan is
     narrowed as pipeline.narrow does when the history has equivalent commits."""
     events = Events()
@@ -286,10 +307,20 @@ def run_report(cfg: Config, history: History, strategy: str = "auto", costs: str
     line = narrowed.line if narrowed is not None else tuple(history.shas)
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
     plan = bisect.BisectPlan("sim", line, "good", "bad", find, strategy, level, "sim.yaml", narrowed=narrowed)
-    context = bisect.ReportContext(resolved.summary(cfg), ConfigSummary("sim", "", "sim.yaml"),
-                                   Environment("", "", [], "", "", "", ""))
+    context = bisect.ReportContext(
+        resolved.summary(cfg), ConfigSummary("sim", "", "sim.yaml"), Environment("", "", [], "", "", "", "")
+    )
     return bisect.run_bisect(plan, tester, events, context)
 
 
-__all__ = ["History", "Outcome", "SimRunner", "joint", "reference_joint", "run_one", "run_report", "sim_config",
-           "Verdict"]
+__all__ = [
+    "History",
+    "Outcome",
+    "SimRunner",
+    "joint",
+    "reference_joint",
+    "run_one",
+    "run_report",
+    "sim_config",
+    "Verdict",
+]

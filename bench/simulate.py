@@ -26,8 +26,9 @@ def ref_29975() -> S.Reference:
     return S.Reference.from_probs(P_29975, CONDITION_29975)
 
 
-def joint(cond_probs: Sequence[float], condition_prob: float | None = CONDITION_29975,
-          other: float = 0.0) -> np.ndarray:
+def joint(
+    cond_probs: Sequence[float], condition_prob: float | None = CONDITION_29975, other: float = 0.0
+) -> np.ndarray:
     """Category probabilities (support…, OTHER, MISSED) for a conditional outcome distribution."""
     cp = np.append(np.asarray(cond_probs, dtype=float) * (1 - other), other)
     return cp if condition_prob is None else np.append(cp * condition_prob, 1 - condition_prob)
@@ -63,8 +64,7 @@ class Outcomes:
         return float(np.percentile(self.runs, 95))
 
 
-def _decide(bad_idx: np.ndarray, good_idx: np.ndarray, budget: int,
-            both: np.ndarray | None = None) -> Outcomes:
+def _decide(bad_idx: np.ndarray, good_idx: np.ndarray, budget: int, both: np.ndarray | None = None) -> Outcomes:
     inf = np.iinfo(np.int64).max
     b = np.where(bad_idx >= 0, bad_idx, inf)
     g = np.where(good_idx >= 0, good_idx, inf)
@@ -77,9 +77,19 @@ def _decide(bad_idx: np.ndarray, good_idx: np.ndarray, budget: int,
     return Outcomes(dec, runs)
 
 
-def simulate_generic(rng: np.random.Generator, ref: S.Reference, q: np.ndarray, *, alpha: float,
-                     beta: float, tolerance: float, max_runs: int, paths: int, eta: float = 0.0,
-                     chunk: int = 200) -> Outcomes:
+def simulate_generic(
+    rng: np.random.Generator,
+    ref: S.Reference,
+    q: np.ndarray,
+    *,
+    alpha: float,
+    beta: float,
+    tolerance: float,
+    max_runs: int,
+    paths: int,
+    eta: float = 0.0,
+    chunk: int = 200,
+) -> Outcomes:
     """test_against_reference called after every run, for `paths` sequences from q."""
     lb, lg = math.log(1 / alpha), math.log(1 / beta)
     decs, runs = [], []
@@ -111,8 +121,9 @@ class RunSource:
         return self.buf.pop()
 
 
-def calibrate_bad(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray,
-                  max_runs: int = 100_000, block: int = 50) -> tuple[np.ndarray, int]:
+def calibrate_bad(
+    rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, max_runs: int = 100_000, block: int = 50
+) -> tuple[np.ndarray, int]:
     """Measure the bad endpoint until stats.bad_endpoint_enough. Returns (q̂, runs used)."""
     counts = np.zeros(q_bad.size)
     runs = 0
@@ -125,13 +136,18 @@ def calibrate_bad(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray,
     return np.asarray(S.kt_smooth(counts)), runs
 
 
-def bisect_sticky(rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, n: int,
-                  culprit: int, confidence: float,
-                  calibrated: tuple[np.ndarray, int] | None = None) -> tuple[int, int, int]:
+def bisect_sticky(
+    rng: np.random.Generator,
+    ref: S.Reference,
+    q_bad: np.ndarray,
+    n: int,
+    culprit: int,
+    confidence: float,
+    calibrated: tuple[np.ndarray, int] | None = None,
+) -> tuple[int, int, int]:
     """One sticky Bayesian bisect; the bad endpoint is measured as for the two-point mode."""
     q_hat, runs = calibrated or calibrate_bad(rng, ref, q_bad)
     bad_counts = np.round(q_hat * (runs + q_hat.size / 2) - 0.5)  # undo kt_smooth
     good, bad = RunSource(rng, ref.p), RunSource(rng, q_bad)
-    res = S.sticky_bisect(n, lambda i: bad() if i >= culprit else good(), ref.p, bad_counts,
-                          confidence=confidence)
+    res = S.sticky_bisect(n, lambda i: bad() if i >= culprit else good(), ref.p, bad_counts, confidence=confidence)
     return res.culprit, runs + res.runs, len(res.tested)

@@ -18,8 +18,8 @@ import os
 import re
 import sys
 import time
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import click
@@ -43,10 +43,19 @@ from bisectbot.pipeline.terminal import COLOR_MODES, Terminal, print_summary, su
 from bisectbot.report_text import replayed_line, state_line
 
 EXIT_OK, EXIT_BAD, EXIT_INPUT, EXIT_UNDECIDED, EXIT_ENDPOINT, EXIT_GITHUB = 0, 1, 2, 3, 4, 5
-TEST_EXIT = {Verdict.GOOD: EXIT_OK, Verdict.BAD: EXIT_BAD, Verdict.INCONCLUSIVE: EXIT_UNDECIDED,
-             Verdict.UNLIKE: EXIT_UNDECIDED, Verdict.SKIP: EXIT_ENDPOINT}
-BISECT_EXIT = {BisectStatus.FOUND: EXIT_OK, BisectStatus.AMBIGUOUS: EXIT_UNDECIDED,
-               BisectStatus.UNCONFIRMED: EXIT_UNDECIDED, BisectStatus.STOPPED: EXIT_UNDECIDED}
+TEST_EXIT = {
+    Verdict.GOOD: EXIT_OK,
+    Verdict.BAD: EXIT_BAD,
+    Verdict.INCONCLUSIVE: EXIT_UNDECIDED,
+    Verdict.UNLIKE: EXIT_UNDECIDED,
+    Verdict.SKIP: EXIT_ENDPOINT,
+}
+BISECT_EXIT = {
+    BisectStatus.FOUND: EXIT_OK,
+    BisectStatus.AMBIGUOUS: EXIT_UNDECIDED,
+    BisectStatus.UNCONFIRMED: EXIT_UNDECIDED,
+    BisectStatus.STOPPED: EXIT_UNDECIDED,
+}
 
 
 def default_state_dir(cfg: Config) -> Path:
@@ -72,9 +81,11 @@ def _warn_uncommitted(cfg: Config) -> None:
     history, so a user who edited the tree and tests HEAD would otherwise think the edits ran."""
     if changed := uncommitted_changes(cfg.repo_source):
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        click.echo(f"bisectbot: warning: {cfg.repo_source} has uncommitted changes ({shown}): they are not "
-                   "tested, only committed commits are (HEAD as committed); commit them to test them",
-                   err=True)
+        click.echo(
+            f"bisectbot: warning: {cfg.repo_source} has uncommitted changes ({shown}): they are not "
+            "tested, only committed commits are (HEAD as committed); commit them to test them",
+            err=True,
+        )
 
 
 def _reset_state() -> bool:
@@ -87,8 +98,11 @@ def _open_state(root: Path) -> StateDir:
     """The state directory, its unusable database moved aside first when --reset-state asks."""
     state = StateDir(root, reset=_reset_state())
     if state.store.moved_aside is not None:
-        click.echo(f"bisectbot: {state.store.path} could not be used: moved aside to "
-                   f"{state.store.moved_aside}; started a fresh state database", err=True)
+        click.echo(
+            f"bisectbot: {state.store.path} could not be used: moved aside to "
+            f"{state.store.moved_aside}; started a fresh state database",
+            err=True,
+        )
     return state
 
 
@@ -159,8 +173,11 @@ def _announce_state(terminal: Terminal, session: jobs.Session, shas: Sequence[st
     commits (runs under any run key, builds under this config's build key). Returns the commits
     whose builds were stored, to tell afterwards which builds were replayed."""
     stored = session.state.store.stored(session.runner.builder.key(session.cfg.build), shas)
-    terminal.line(state_line(session.state.root, stored.runs, stored.builds, stored.runs_here,
-                             len(stored.builds_here), len(set(shas))))
+    terminal.line(
+        state_line(
+            session.state.root, stored.runs, stored.builds, stored.runs_here, len(stored.builds_here), len(set(shas))
+        )
+    )
     return stored.builds_here
 
 
@@ -220,9 +237,13 @@ def _write_json(path: str | None, data: dict[str, Any]) -> None:
             Path(path).write_text(text)
 
 
-_state_dir_option = click.option("--state", "state_dir", type=click.Path(), metavar="DIR",
-                                 help="State directory (database, clone, builds). Default: "
-                                      "~/.cache/bisectbot/<config name>-<repo hash>.")
+_state_dir_option = click.option(
+    "--state",
+    "state_dir",
+    type=click.Path(),
+    metavar="DIR",
+    help="State directory (database, clone, builds). Default: ~/.cache/bisectbot/<config name>-<repo hash>.",
+)
 
 
 def _remember_reset(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
@@ -232,28 +253,51 @@ def _remember_reset(ctx: click.Context, _param: click.Parameter, value: bool) ->
 
 
 _reset_state_option = click.option(
-    "--reset-state", is_flag=True, expose_value=False, callback=_remember_reset,
+    "--reset-state",
+    is_flag=True,
+    expose_value=False,
+    callback=_remember_reset,
     help="If the state database is empty, damaged, not bisectbot's or of a newer schema, move it "
-         "aside (renamed <name>.bak-<time>, never deleted) and start a fresh one.")
+    "aside (renamed <name>.bak-<time>, never deleted) and start a fresh one.",
+)
 
 
 def state_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--state DIR and --reset-state, on every command that keeps state."""
     return _state_dir_option(_reset_state_option(fn))
 
-repo_option = click.option("--repo", type=click.Path(exists=True, file_okay=False),
-                           help="Use this checkout or clone of the project instead of the config's repo.")
-json_option = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True),
-                           help="Write the JSON report here ('-' for stdout).")
+
+repo_option = click.option(
+    "--repo",
+    type=click.Path(exists=True, file_okay=False),
+    help="Use this checkout or clone of the project instead of the config's repo.",
+)
+json_option = click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Write the JSON report here ('-' for stdout).",
+)
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output.")
-color_option = click.option("--color", type=click.Choice(COLOR_MODES), default="auto", show_default=True,
-                            help="Colour the verdict words: auto (on a terminal, unless NO_COLOR is set or "
-                                 "TERM=dumb), always or never.")
-markdown_option = click.option("--markdown", "md_path", type=click.Path(dir_okay=False, allow_dash=True),
-                               help="Also write the Markdown summary here ('-': on stdout instead of "
-                                    "the plain-text summary).")
-arms_option = click.option("--arms/--no-arms", default=True, show_default=True,
-                           help="Also test the config's cross-check arms (each builds and starts a server).")
+color_option = click.option(
+    "--color",
+    type=click.Choice(COLOR_MODES),
+    default="auto",
+    show_default=True,
+    help="Colour the verdict words: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never.",
+)
+markdown_option = click.option(
+    "--markdown",
+    "md_path",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Also write the Markdown summary here ('-': on stdout instead of the plain-text summary).",
+)
+arms_option = click.option(
+    "--arms/--no-arms",
+    default=True,
+    show_default=True,
+    help="Also test the config's cross-check arms (each builds and starts a server).",
+)
 
 
 # Parameters naming a file a command writes its output to: checked before the command starts.
@@ -287,8 +331,9 @@ class _Group(click.Group):
 
     group_class = type  # subgroups (fixtures) are _Groups too
 
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.exceptions.NoArgsIsHelpError:
@@ -315,43 +360,85 @@ def main() -> None:
 @click.argument("config", type=click.Path())
 @click.option("--good", required=True, help="A commit (ref) where the property holds.")
 @click.option("--bad", required=True, help="A later commit (ref) where it does not.")
-@click.option("--find", type=click.Choice(["bad", "fixed"]), default="bad", show_default=True,
-              help="Find the first bad commit, or (fixed) the first commit where a bug went away: "
-                   "then --good is the old broken ref and --bad the new working one.")
-@click.option("--strategy", type=click.Choice(["auto", "reference", "plain", "sticky"]), default="auto",
-              show_default=True,
-              help="reference: binary search, each step a test against the reference (GOOD = within "
-                   "tolerance of it). plain: quick steps, BAD against the reference or GOOD-SIDE once a "
-                   "commit is unlike the bad end (cheap when builds are cheap; a milder form of the bug "
-                   "makes the search walk back). sticky: Bayesian bisection that stays on a commit until "
-                   "its side is clear. auto: reference or plain, whichever the build and run times this "
-                   "state directory measured make faster.")
-@click.option("--paths", multiple=True, metavar="PATH",
-              help="Search only commits touching these paths (a file, a directory or a glob; "
-                   "repeatable), as `git bisect start -- <paths>`.")
-@click.option("--also", multiple=True, metavar="PATH",
-              help="Paths that always count as inputs of the binary (e.g. data the program reads "
-                   "from the tree); repeatable.")
-@click.option("--all-commits", is_flag=True,
-              help="Search every commit, also those whose changes cannot reach the binary.")
-@click.option("--skip", "skip", multiple=True, metavar="REF",
-              help="Never build or test this commit (or A..B: the commits after A up to B), as "
-                   "`git bisect skip`; a boundary next to it stays a range. Repeatable.")
-@click.option("--exclude", "exclude", multiple=True, metavar="REF",
-              help="The same as --skip (mozregression's name for it). Repeatable.")
-@click.option("--workers", type=click.IntRange(min=1),
-              help="Build and test this many commits at once on a local Dask cluster (worker processes).")
-@click.option("--scheduler", metavar="ADDRESS",
-              help="Build and test on the workers of this Dask scheduler (tcp://host:8786).")
-@click.option("--worker-state", type=click.Path(file_okay=False),
-              help="Where workers keep their clones and builds (default: <state>/workers; with "
-                   "--scheduler, a path every worker can write).")
-@click.option("--max-builds", type=click.IntRange(min=0), metavar="N",
-              help="Build at most N commits in this run, then stop between steps with the range so far "
-                   "(status stopped, exit 3); the same command again resumes and may build N more.")
-@click.option("--deadline", metavar="DURATION", callback=lambda _c, _p, v: _duration(v),
-              help="Stop between steps once this much time has passed (90m, 2h, 1h30m, 45s or seconds), "
-                   "with the range so far (status stopped, exit 3); the same command again resumes.")
+@click.option(
+    "--find",
+    type=click.Choice(["bad", "fixed"]),
+    default="bad",
+    show_default=True,
+    help="Find the first bad commit, or (fixed) the first commit where a bug went away: "
+    "then --good is the old broken ref and --bad the new working one.",
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(["auto", "reference", "plain", "sticky"]),
+    default="auto",
+    show_default=True,
+    help="reference: binary search, each step a test against the reference (GOOD = within "
+    "tolerance of it). plain: quick steps, BAD against the reference or GOOD-SIDE once a "
+    "commit is unlike the bad end (cheap when builds are cheap; a milder form of the bug "
+    "makes the search walk back). sticky: Bayesian bisection that stays on a commit until "
+    "its side is clear. auto: reference or plain, whichever the build and run times this "
+    "state directory measured make faster.",
+)
+@click.option(
+    "--paths",
+    multiple=True,
+    metavar="PATH",
+    help="Search only commits touching these paths (a file, a directory or a glob; "
+    "repeatable), as `git bisect start -- <paths>`.",
+)
+@click.option(
+    "--also",
+    multiple=True,
+    metavar="PATH",
+    help="Paths that always count as inputs of the binary (e.g. data the program reads from the tree); repeatable.",
+)
+@click.option(
+    "--all-commits", is_flag=True, help="Search every commit, also those whose changes cannot reach the binary."
+)
+@click.option(
+    "--skip",
+    "skip",
+    multiple=True,
+    metavar="REF",
+    help="Never build or test this commit (or A..B: the commits after A up to B), as "
+    "`git bisect skip`; a boundary next to it stays a range. Repeatable.",
+)
+@click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="REF",
+    help="The same as --skip (mozregression's name for it). Repeatable.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Build and test this many commits at once on a local Dask cluster (worker processes).",
+)
+@click.option(
+    "--scheduler", metavar="ADDRESS", help="Build and test on the workers of this Dask scheduler (tcp://host:8786)."
+)
+@click.option(
+    "--worker-state",
+    type=click.Path(file_okay=False),
+    help="Where workers keep their clones and builds (default: <state>/workers; with "
+    "--scheduler, a path every worker can write).",
+)
+@click.option(
+    "--max-builds",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Build at most N commits in this run, then stop between steps with the range so far "
+    "(status stopped, exit 3); the same command again resumes and may build N more.",
+)
+@click.option(
+    "--deadline",
+    metavar="DURATION",
+    callback=lambda _c, _p, v: _duration(v),
+    help="Stop between steps once this much time has passed (90m, 2h, 1h30m, 45s or seconds), "
+    "with the range so far (status stopped, exit 3); the same command again resumes.",
+)
 @repo_option
 @json_option
 @state_option
@@ -359,12 +446,30 @@ def main() -> None:
 @arms_option
 @quiet_option
 @color_option
-def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tuple[str, ...],
-           also: tuple[str, ...], all_commits: bool, skip: tuple[str, ...], exclude: tuple[str, ...],
-           workers: int | None, scheduler: str | None,
-           worker_state: str | None, max_builds: int | None, deadline: tuple[float, str] | None, repo: str | None,
-           json_path: str | None, state_dir: str | None, md_path: str | None, arms: bool, quiet: bool,
-           color: str) -> None:
+def bisect(
+    config: str,
+    good: str,
+    bad: str,
+    find: str,
+    strategy: str,
+    paths: tuple[str, ...],
+    also: tuple[str, ...],
+    all_commits: bool,
+    skip: tuple[str, ...],
+    exclude: tuple[str, ...],
+    workers: int | None,
+    scheduler: str | None,
+    worker_state: str | None,
+    max_builds: int | None,
+    deadline: tuple[float, str] | None,
+    repo: str | None,
+    json_path: str | None,
+    state_dir: str | None,
+    md_path: str | None,
+    arms: bool,
+    quiet: bool,
+    color: str,
+) -> None:
     """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
 
     Both endpoints are tested first; the culprit is confirmed against its parent on fresh seeds.
@@ -384,18 +489,26 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
         _one_stdout(json_path, md_path)
         terminal = Terminal(quiet=quiet, color=color)
         with _state(cfg, state_dir) as state, _cluster(workers, scheduler) as client:
-            session = jobs.Session(cfg, state, Events(terminal), config_path=config, cluster=client,
-                                   worker_root=Path(worker_state).resolve() if worker_state else None)
+            session = jobs.Session(
+                cfg,
+                state,
+                Events(terminal),
+                config_path=config,
+                cluster=client,
+                worker_root=Path(worker_state).resolve() if worker_state else None,
+            )
             how = Narrowing(enabled=not all_commits, paths=tuple(paths), also=tuple(also))
-            plan = jobs.plan_bisect(session, good, bad, find=Find(find), strategy=strategy, narrowing=how,
-                                    skip=skip, exclude=exclude)
+            plan = jobs.plan_bisect(
+                session, good, bad, find=Find(find), strategy=strategy, narrowing=how, skip=skip, exclude=exclude
+            )
             stored = _announce_state(terminal, session, plan.line)
             seconds, written = deadline or (None, "")
             limits = BudgetLimits(max_builds, seconds, written, since=started)
             report = jobs.run_bisect(session, plan, limits=limits)
             tested = {v.sha for v in report.verdicts if v.arm == "main"}
-            if line := replayed_line(report.runs, report.runs_executed, report.builds,
-                                     _replayed_builds(session, stored, tested)):
+            if line := replayed_line(
+                report.runs, report.runs_executed, report.builds, _replayed_builds(session, stored, tested)
+            ):
                 terminal.line(line)
         if json_path != "-":
             _summary(terminal, bisect_text(report, summary_width()), bisect_markdown(report), md_path, color)
@@ -410,8 +523,14 @@ def bisect(config: str, good: str, bad: str, find: str, strategy: str, paths: tu
 
 
 # `git bisect run` reads 0 as good, 125 as skip, 1..127 as bad and anything else as "stop".
-GIT_BISECT_EXIT = {Verdict.GOOD: 0, Verdict.BAD: 1, Verdict.SKIP: 125, Verdict.INCONCLUSIVE: 125,
-                   Verdict.UNLIKE: 125, Verdict.NOT_APPLICABLE: 125}
+GIT_BISECT_EXIT = {
+    Verdict.GOOD: 0,
+    Verdict.BAD: 1,
+    Verdict.SKIP: 125,
+    Verdict.INCONCLUSIVE: 125,
+    Verdict.UNLIKE: 125,
+    Verdict.NOT_APPLICABLE: 125,
+}
 GIT_BISECT_ABORT = 128  # bad input or an internal error: git bisect run stops instead of marking BAD
 
 
@@ -463,12 +582,26 @@ def _git_bisect_guard(fn: Callable[[], int]) -> None:
 @arms_option
 @quiet_option
 @color_option
-@click.option("--git-bisect", "git_bisect", is_flag=True,
-              help="Be the script of `git bisect run`: test HEAD of the checkout in the current "
-                   "directory (unless --commit / --repo say otherwise) and exit 0 GOOD, 1 BAD, 125 "
-                   "SKIP / INCONCLUSIVE / UNLIKE (git skips it), 128 on bad input or an error (git stops).")
-def test(config: str, ref: str | None, repo: str | None, json_path: str | None, md_path: str | None,
-         state_dir: str | None, arms: bool, quiet: bool, color: str, git_bisect: bool) -> None:
+@click.option(
+    "--git-bisect",
+    "git_bisect",
+    is_flag=True,
+    help="Be the script of `git bisect run`: test HEAD of the checkout in the current "
+    "directory (unless --commit / --repo say otherwise) and exit 0 GOOD, 1 BAD, 125 "
+    "SKIP / INCONCLUSIVE / UNLIKE (git skips it), 128 on bad input or an error (git stops).",
+)
+def test(
+    config: str,
+    ref: str | None,
+    repo: str | None,
+    json_path: str | None,
+    md_path: str | None,
+    state_dir: str | None,
+    arms: bool,
+    quiet: bool,
+    color: str,
+    git_bisect: bool,
+) -> None:
     """Build one commit and give its verdict: GOOD, BAD, INCONCLUSIVE or SKIP."""
     from bisectbot.report import test_markdown
     from bisectbot.report_text import test_text
@@ -491,8 +624,12 @@ def test(config: str, ref: str | None, repo: str | None, json_path: str | None, 
             stored = _announce_state(terminal, session, [plan.sha])
             report = jobs.run_test(session, plan)
             verdicts = [report.detail, *report.arms.values()]
-            if line := replayed_line(sum(v.runs for v in verdicts), sum(v.executed for v in verdicts), 1,
-                                     _replayed_builds(session, stored, [plan.sha])):
+            if line := replayed_line(
+                sum(v.runs for v in verdicts),
+                sum(v.executed for v in verdicts),
+                1,
+                _replayed_builds(session, stored, [plan.sha]),
+            ):
                 terminal.line(line)
         if json_path != "-":
             _summary(terminal, test_text(report, summary_width()), test_markdown(report), md_path, color)
@@ -519,9 +656,12 @@ def log_command(config: str, state_dir: str | None, json_path: str | None) -> No
         cfg = load_config(config)
         with _state(cfg, state_dir) as state:
             store = state.store
-            entries = [logged_job(row.id, row.kind, row.status, row.args, row.result, created, updated,
-                                  store.verdict_log(row.id))
-                       for row, created, updated in store.job_log()]
+            entries = [
+                logged_job(
+                    row.id, row.kind, row.status, row.args, row.result, created, updated, store.verdict_log(row.id)
+                )
+                for row, created, updated in store.job_log()
+            ]
             root = state.root
         if json_path != "-":
             click.echo(log_text(entries, shutil.get_terminal_size((80, 24)).columns), nl=False)
@@ -538,6 +678,7 @@ def log_command(config: str, state_dir: str | None, json_path: str | None) -> No
 @state_option
 def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) -> None:
     """Print the kept build log of a commit (e.g. one the bisect skipped)."""
+
     def body() -> int:
         cfg = _load(config, repo)
         with _state(cfg, state_dir) as state:
@@ -551,11 +692,15 @@ def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) ->
             if rec is None:
                 raise BisectbotError(f"no build of {sha[:12]} is recorded in {state.root}")
             notes = f" ({rec.notes})" if rec.notes else ""
-            click.echo(f"# {sha} build {rec.status} (build variant {rec.variant}) in {rec.seconds:.1f} s "
-                       f"{rec.reason}{notes}".rstrip())
+            click.echo(
+                f"# {sha} build {rec.status} (build variant {rec.variant}) in {rec.seconds:.1f} s "
+                f"{rec.reason}{notes}".rstrip()
+            )
             if not Path(rec.log).is_file():
-                raise BisectbotError(f"the build log of {sha[:12]}, {rec.log}, is gone (removed by `bisectbot gc` "
-                                     "or by hand); build the commit again with `bisectbot test` to get a new one")
+                raise BisectbotError(
+                    f"the build log of {sha[:12]}, {rec.log}, is gone (removed by `bisectbot gc` "
+                    "or by hand); build the commit again with `bisectbot test` to get a new one"
+                )
             click.echo(Path(rec.log).read_text(errors="replace"))
         return 0
 
@@ -564,11 +709,19 @@ def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) ->
 
 @main.command()
 @click.argument("config", type=click.Path())
-@click.option("--keep-binaries", type=click.IntRange(min=0), metavar="N",
-              help="Keep the N most recently used kept binaries (overrides storage.max_binaries).")
-@click.option("--max-size", metavar="SIZE", callback=lambda _c, _p, v: _size(v),
-              help="Keep kept binaries, build directories and logs within SIZE in all (500M, 10G; "
-                   "overrides storage.max_size_mb).")
+@click.option(
+    "--keep-binaries",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Keep the N most recently used kept binaries (overrides storage.max_binaries).",
+)
+@click.option(
+    "--max-size",
+    metavar="SIZE",
+    callback=lambda _c, _p, v: _size(v),
+    help="Keep kept binaries, build directories and logs within SIZE in all (500M, 10G; "
+    "overrides storage.max_size_mb).",
+)
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @state_option
 def gc(config: str, keep_binaries: int | None, max_size: int | None, dry_run: bool, state_dir: str | None) -> None:
@@ -598,20 +751,42 @@ def gc(config: str, keep_binaries: int | None, max_size: int | None, dry_run: bo
 
 
 @main.command()
-@click.option("--commits", default=100, show_default=True, type=click.IntRange(min=DEMO_MIN_COMMITS),
-              help=f"Commits in the generated history (at least {DEMO_MIN_COMMITS}).")
+@click.option(
+    "--commits",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=DEMO_MIN_COMMITS),
+    help=f"Commits in the generated history (at least {DEMO_MIN_COMMITS}).",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed that places the planted culprit.")
-@click.option("--outside", default=0.5, show_default=True, type=click.FloatRange(0, 1),
-              help="Share of ordinary commits that touch only files the build never compiles (CI, a "
-                   "CUDA file, scripts, docs), as most of llama.cpp's do; the bisect skips them.")
-@click.option("--dir", "workdir", type=click.Path(file_okay=False),
-              help="Where to generate the demo (default: a new temporary directory).")
+@click.option(
+    "--outside",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Share of ordinary commits that touch only files the build never compiles (CI, a "
+    "CUDA file, scripts, docs), as most of llama.cpp's do; the bisect skips them.",
+)
+@click.option(
+    "--dir",
+    "workdir",
+    type=click.Path(file_okay=False),
+    help="Where to generate the demo (default: a new temporary directory).",
+)
 @json_option
 @markdown_option
 @quiet_option
 @color_option
-def demo(commits: int, seed: int, outside: float, workdir: str | None, json_path: str | None,
-         md_path: str | None, quiet: bool, color: str) -> None:
+def demo(
+    commits: int,
+    seed: int,
+    outside: float,
+    workdir: str | None,
+    json_path: str | None,
+    md_path: str | None,
+    quiet: bool,
+    color: str,
+) -> None:
     """Generate a C++ speculative sampler with a planted defect in its history, and bisect it."""
     import tempfile
 
@@ -635,9 +810,11 @@ def demo(commits: int, seed: int, outside: float, workdir: str | None, json_path
             _announce_state(terminal, session, plan.line)
             report = jobs.run_bisect(session, plan)
         found = report.first_bad == history.culprit
-        outcome = (f"planted culprit {history.culprit[:12]}: "
-                   f"{'found' if found else 'NOT found'} with {report.builds} builds "
-                   f"(bound {report.builds_bound}) and {report.runs} runs")
+        outcome = (
+            f"planted culprit {history.culprit[:12]}: "
+            f"{'found' if found else 'NOT found'} with {report.builds} builds "
+            f"(bound {report.builds_bound}) and {report.runs} runs"
+        )
         if json_path != "-":
             _summary(terminal, bisect_text(report, summary_width()), bisect_markdown(report), md_path, color)
             click.echo(outcome)
@@ -651,11 +828,13 @@ def demo(commits: int, seed: int, outside: float, workdir: str | None, json_path
     _guard(body)
 
 
-
 @main.command("doctor")
 @click.argument("config", type=click.Path(), required=False)
-@click.option("--repo", type=click.Path(file_okay=False),
-              help="Also check that git can read this checkout (safe.directory, ownership).")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False),
+    help="Also check that git can read this checkout (safe.directory, ownership).",
+)
 def doctor_command(config: str | None, repo: str | None) -> None:
     """Check that this machine has what bisectbot needs: cmake, make, compilers, git, ccache.
 
@@ -663,6 +842,7 @@ def doctor_command(config: str | None, repo: str | None) -> None:
     its cmake generator (make or ninja) and its local repository are checked too. Exit 0 when
     everything required is there, 2 otherwise (optional pieces only warn).
     """
+
     def body() -> int:
         cfg = load_config(config) if config else None
         where = Path(repo) if repo else (Path(cfg.repo_source) if cfg and cfg.repo.path else None)
@@ -680,8 +860,9 @@ def doctor_command(config: str | None, repo: str | None) -> None:
 
 
 # -- GitHub: watch, serve, check, publish -------------------------------------------------------
-issue_option = click.option("--issue", type=click.IntRange(min=1),
-                            help="Issue number (default: github.issue in the config).")
+issue_option = click.option(
+    "--issue", type=click.IntRange(min=1), help="Issue number (default: github.issue in the config)."
+)
 
 
 def _bot(config: str, state_dir: str | None, quiet: bool) -> tuple[Config, Path, Any, Terminal]:
@@ -706,18 +887,19 @@ def _issue(cfg: Config, issue: int | None, required: bool) -> int | None:
 @click.argument("config", type=click.Path())
 @issue_option
 @click.option("--once", is_flag=True, help="Poll once, handle what is new, and exit.")
-@click.option("--interval", type=click.FloatRange(min=1), help="Seconds between polls "
-              "(default: github.poll_interval).")
+@click.option("--interval", type=click.FloatRange(min=1), help="Seconds between polls (default: github.poll_interval).")
 @state_option
 @quiet_option
-def watch(config: str, issue: int | None, once: bool, interval: float | None, state_dir: str | None,
-          quiet: bool) -> None:
+def watch(
+    config: str, issue: int | None, once: bool, interval: float | None, state_dir: str | None, quiet: bool
+) -> None:
     """Poll an issue for /bisect, /check and /cancel comments and run them, one at a time.
 
     The last seen comment is remembered in the state database; a command is claimed before it
     runs, so a restarted watch resumes an interrupted job instead of running it again.
     """
-    from bisectbot.github.bot import Bot, watch as run_watch
+    from bisectbot.github.bot import Bot
+    from bisectbot.github.bot import watch as run_watch
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
@@ -739,8 +921,13 @@ def watch(config: str, issue: int | None, once: bool, interval: float | None, st
 @main.command()
 @click.argument("config", type=click.Path())
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
-              help="Port to listen on (0: any free port, printed on start).")
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: any free port, printed on start).",
+)
 @state_option
 @quiet_option
 def serve(config: str, host: str, port: int, state_dir: str | None, quiet: bool) -> None:
@@ -780,8 +967,9 @@ def serve(config: str, host: str, port: int, state_dir: str | None, quiet: bool)
 @json_option
 @state_option
 @quiet_option
-def check(config: str, ref: str | None, issue: int | None, json_path: str | None,
-          state_dir: str | None, quiet: bool) -> None:
+def check(
+    config: str, ref: str | None, issue: int | None, json_path: str | None, state_dir: str | None, quiet: bool
+) -> None:
     """Check that a fix still holds at REF (e.g. scheduled on master).
 
     GOOD: REF is recorded as the last known good commit and the issue's status comment is
@@ -847,14 +1035,20 @@ def publish(config: str, state_dir: str | None, quiet: bool) -> None:
 
     _guard(body)
 
+
 @main.group()
 def fixtures() -> None:
     """Generate test fixtures (the tiny GGUF models of llama.cpp #29975)."""
 
 
 @fixtures.command("tiny-llama")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Directory to write target.gguf and draft.gguf into.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory to write target.gguf and draft.gguf into.",
+)
 @click.option("--seed", default=132, show_default=True, help="Generator seed (132 made the committed files).")
 def tiny_llama(out_dir: str, seed: int) -> None:
     """Write a tiny random Llama target (2 layers, F32, vocab a..h, EOS h) and a noisy draft.
@@ -875,15 +1069,25 @@ def tiny_llama(out_dir: str, seed: int) -> None:
 
 @main.command()
 @click.argument("config", type=click.Path())
-@click.option("--method", type=click.Choice(["config", "numpy", "server"]),
-              help="Override how the reference is obtained (default: as the config says).")
+@click.option(
+    "--method",
+    type=click.Choice(["config", "numpy", "server"]),
+    help="Override how the reference is obtained (default: as the config says).",
+)
 @click.option("--commit", "ref", help="With --method server: the commit whose llama-server to build and ask.")
 @repo_option
 @json_option
 @state_option
 @quiet_option
-def reference(config: str, method: str | None, ref: str | None, repo: str | None,
-              json_path: str | None, state_dir: str | None, quiet: bool) -> None:
+def reference(
+    config: str,
+    method: str | None,
+    ref: str | None,
+    repo: str | None,
+    json_path: str | None,
+    state_dir: str | None,
+    quiet: bool,
+) -> None:
     """Print the reference distribution the tests compare against (computing it if configured)."""
     from dataclasses import asdict
 
@@ -891,8 +1095,9 @@ def reference(config: str, method: str | None, ref: str | None, repo: str | None
         cfg = _load(config, repo)
         if method and method != "config":
             if cfg.reference.compute is None:
-                raise BisectbotError(f"{config}: reference.compute is not set, so --method {method} "
-                                     "has no model and prompt to work from")
+                raise BisectbotError(
+                    f"{config}: reference.compute is not set, so --method {method} has no model and prompt to work from"
+                )
             update: dict[str, Any] = {"method": method}
             if ref:
                 update["commit"] = ref

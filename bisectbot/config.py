@@ -67,8 +67,8 @@ def _check_binaries(value: dict[str, list[str]] | None) -> dict[str, list[str]] 
 # Indices stay below 2^29 + SEED_BLOCK, far from the control sample's (from 10^9 on).
 SEED_BLOCK = 2**14
 COMMON_BLOCK = 2**29  # past every commit's own blocks
-MODEL_RUNS = 4000       # test.model_runs default
-SEARCH_RUNS = 40000     # test.search_runs default
+MODEL_RUNS = 4000  # test.model_runs default
+SEARCH_RUNS = 40000  # test.search_runs default
 
 
 def commit_seed_index(sha: str, block: int, i: int, first_seed: int = 1) -> int:
@@ -99,8 +99,9 @@ class BuildVariant(_Strict):
         return [a[2:].split("=", 1)[0].split(":", 1)[0] for a in self.cmake_args if a.startswith("-D")]
 
 
-def _build_choices(targets: list[str] | None, binaries: dict[str, list[str]] | None,
-                   variants: list[BuildVariant] | None, *names: str) -> list[BuildVariant]:
+def _build_choices(
+    targets: list[str] | None, binaries: dict[str, list[str]] | None, variants: list[BuildVariant] | None, *names: str
+) -> list[BuildVariant]:
     """The build variants of a section that gives one `targets` + `binaries` or a `variants`
     list. With `names` (the keys as the section spells them) also checks that shape: one way,
     not both, and the same binary placeholders in every variant."""
@@ -248,17 +249,17 @@ class ComputedReference(_Strict):
     """
 
     method: Literal["numpy", "server"]
-    model: str                                    # path; may use {fixtures} and {config_dir}
+    model: str  # path; may use {fixtures} and {config_dir}
     prompt: str
     top_k: int = 40
     top_p: float = 1.0
     min_p: float = 0.0
     temp: float = 1.0
     samplers: str = "penalties;top_k;top_p;min_p;temperature"
-    commit: str | None = None                     # server: the commit to build it at
-    target: str = "llama-server"                  # server: cmake target
+    commit: str | None = None  # server: the commit to build it at
+    target: str = "llama-server"  # server: cmake target
     binary: list[str] = Field(default_factory=lambda: ["bin/llama-server", "bin/server"])
-    timeout: float = Field(default=300, gt=0)     # server: start-up and query
+    timeout: float = Field(default=300, gt=0)  # server: start-up and query
 
     @model_validator(mode="after")
     def _server_commit(self) -> "ComputedReference":
@@ -369,13 +370,13 @@ class UntrustedConfig(_Strict):
     """Limits for untrusted code (a pull request's head, `check --ref pull/<N>/head`), built and
     run under bubblewrap in a throwaway box (edges.sandbox)."""
 
-    cpu_seconds: int = Field(default=1800, gt=0)    # CPU time per process (RLIMIT_CPU)
-    memory_mb: int = Field(default=8192, gt=0)      # address space per process (RLIMIT_AS)
-    file_size_mb: int = Field(default=1024, gt=0)   # largest file a process may write (RLIMIT_FSIZE)
-    processes: int = Field(default=1024, gt=0)      # processes and threads of the sandbox's uid (RLIMIT_NPROC)
-    disk_mb: int = Field(default=8192, gt=0)        # the whole box (tree, build, binaries, run files)
-    output_mb: int = Field(default=16, gt=0)        # what is read back of one process's output
-    scratch: Path | None = None                  # where boxes are made (default: the temp directory)
+    cpu_seconds: int = Field(default=1800, gt=0)  # CPU time per process (RLIMIT_CPU)
+    memory_mb: int = Field(default=8192, gt=0)  # address space per process (RLIMIT_AS)
+    file_size_mb: int = Field(default=1024, gt=0)  # largest file a process may write (RLIMIT_FSIZE)
+    processes: int = Field(default=1024, gt=0)  # processes and threads of the sandbox's uid (RLIMIT_NPROC)
+    disk_mb: int = Field(default=8192, gt=0)  # the whole box (tree, build, binaries, run files)
+    output_mb: int = Field(default=16, gt=0)  # what is read back of one process's output
+    scratch: Path | None = None  # where boxes are made (default: the temp directory)
 
 
 class StorageConfig(_Strict):
@@ -384,10 +385,10 @@ class StorageConfig(_Strict):
     removed binary is rebuilt when needed; the database's builds, runs and verdicts stay).
     Unset: no cap."""
 
-    max_binaries: int | None = Field(default=None, ge=0)      # kept per-commit binary directories
-    max_build_dirs: int | None = Field(default=None, ge=0)    # persistent cmake build directories
-    max_log_mb: float | None = Field(default=None, ge=0)      # build and server logs, in all
-    max_size_mb: float | None = Field(default=None, ge=0)     # binaries + build directories + logs
+    max_binaries: int | None = Field(default=None, ge=0)  # kept per-commit binary directories
+    max_build_dirs: int | None = Field(default=None, ge=0)  # persistent cmake build directories
+    max_log_mb: float | None = Field(default=None, ge=0)  # build and server logs, in all
+    max_size_mb: float | None = Field(default=None, ge=0)  # binaries + build directories + logs
 
     @property
     def any(self) -> bool:
@@ -408,15 +409,15 @@ class ArmConfig(_Strict):
     # argv; placeholders: binaries, {port}, {fixtures}, {config_dir}
     serve: list[str] | None = Field(default=None, min_length=1)
     serve_variants: list[Variant] | None = Field(default=None, min_length=1)
-    help_args: list[str] | None = None        # default ["--help"]
+    help_args: list[str] | None = None  # default ["--help"]
     health: str = "/health"
     startup_timeout: float = Field(default=180, gt=0)
     path: str = "/completion"
-    body: dict[str, Any]                      # JSON request; the string "{seed}" becomes the seed
-    field: str = "content"                    # the generated text in the JSON response
+    body: dict[str, Any]  # JSON request; the string "{seed}" becomes the seed
+    field: str = "content"  # the generated text in the JSON response
     parse: ParseConfig = ParseConfig()
     timeout: float = Field(default=60, gt=0)  # per request
-    jobs: int = Field(default=1, ge=1)        # requests in flight
+    jobs: int = Field(default=1, ge=1)  # requests in flight
 
     _names = field_validator("binaries")(classmethod(lambda cls, v: _check_binaries(v)))
 
@@ -431,7 +432,9 @@ class ArmConfig(_Strict):
             for i, arg in enumerate(variant.argv):
                 for name in placeholders_in(arg, f"{where}[{i}]"):
                     if name not in known:
-                        raise ValueError(f"{where}[{i}]: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})")
+                        raise ValueError(
+                            f"{where}[{i}]: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})"
+                        )
         return self
 
     @property
@@ -469,8 +472,10 @@ class Config(_Strict):
         if self.reference.compute is not None:
             cond, out = self.statistic.condition, self.statistic.outcome.position
             if not ((cond is None and out == 0) or (cond is not None and cond.position == 0 and out == 1)):
-                raise ValueError("reference.compute needs the outcome right after the prompt "
-                                 "(outcome 0) or after the condition token (condition 0, outcome 1)")
+                raise ValueError(
+                    "reference.compute needs the outcome right after the prompt "
+                    "(outcome 0) or after the condition token (condition 0, outcome 1)"
+                )
         return self
 
     @model_validator(mode="after")
@@ -482,8 +487,7 @@ class Config(_Strict):
                 for name in placeholders_in(arg, f"{where}[{i}]"):
                     if name not in known:
                         raise ValueError(
-                            f"{where}[{i}]: unknown placeholder {{{name}}} "
-                            f"(known: {', '.join(sorted(known))})"
+                            f"{where}[{i}]: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})"
                         )
         return self
 
@@ -652,9 +656,15 @@ def read_config_text(path: Path) -> str:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
-                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
-                    else "not a regular file")
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(info.st_mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(info.st_mode)
+                else "a device"
+                if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "not a regular file"
+            )
             raise ConfigError(f"{path}: cannot read config: it is {kind}, not a regular file")
         with os.fdopen(os.dup(fd), "rb") as fh:
             data = fh.read(CONFIG_MAX_BYTES + 1)

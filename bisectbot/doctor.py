@@ -33,11 +33,11 @@ class Tool:
     is needed (said when it is missing, so the user can judge an optional one)."""
 
     name: str
-    commands: tuple[str, ...]    # any of these on PATH will do
-    apt: str                     # Debian/Ubuntu package
+    commands: tuple[str, ...]  # any of these on PATH will do
+    apt: str  # Debian/Ubuntu package
     required: bool
     why: str
-    env: str | None = None       # a variable that names the program instead (CC, CXX), as cmake reads it
+    env: str | None = None  # a variable that names the program instead (CC, CXX), as cmake reads it
 
     @property
     def install(self) -> str:
@@ -46,17 +46,31 @@ class Tool:
 
 GIT = Tool("git", ("git",), "git", True, "clones the project, lists and checks out its commits")
 CMAKE = Tool("cmake", ("cmake",), "cmake", True, "configures and builds every commit")
-MAKE = Tool("make", ("make",), "make", True,
-            "cmake's default generator (Unix Makefiles) runs it; Debian's cmake only recommends it")
+MAKE = Tool(
+    "make",
+    ("make",),
+    "make",
+    True,
+    "cmake's default generator (Unix Makefiles) runs it; Debian's cmake only recommends it",
+)
 NINJA = Tool("ninja", ("ninja",), "ninja-build", True, "the config asks cmake for the Ninja generator")
 CXX = Tool("C++ compiler", ("c++", "g++", "clang++"), "g++", True, "compiles the project", env="CXX")
 CC = Tool("C compiler", ("cc", "gcc", "clang"), "gcc", True, "compiles the project's C sources", env="CC")
-CCACHE = Tool("ccache", ("ccache",), "ccache", False,
-              "without it each commit's build compiles everything again")
-BWRAP = Tool("bwrap", ("bwrap",), "bubblewrap", False,
-             "pull-request checks (check --ref pull/<N>/head) build and run untrusted code under it")
-PRLIMIT = Tool("prlimit", ("prlimit",), "util-linux", False,
-               "sets the limits of untrusted code (pull-request checks are refused without it)")
+CCACHE = Tool("ccache", ("ccache",), "ccache", False, "without it each commit's build compiles everything again")
+BWRAP = Tool(
+    "bwrap",
+    ("bwrap",),
+    "bubblewrap",
+    False,
+    "pull-request checks (check --ref pull/<N>/head) build and run untrusted code under it",
+)
+PRLIMIT = Tool(
+    "prlimit",
+    ("prlimit",),
+    "util-linux",
+    False,
+    "sets the limits of untrusted code (pull-request checks are refused without it)",
+)
 
 # Python packages the pipeline imports lazily (so a broken install shows up only halfway through
 # a run): name, minimum version, what needs it.
@@ -105,11 +119,14 @@ def find(tool: Tool, environ: Mapping[str, str] | None = None) -> str | None:
 
 def missing_line(missing: Sequence[Tool], environ: Mapping[str, str]) -> str:
     """One line for the tools a command lacks, with the one apt-get line that installs them all."""
-    names = ", ".join(t.name + (f" (${t.env}={environ[t.env]})" if t.env and environ.get(t.env) else "")
-                      for t in missing)
+    names = ", ".join(
+        t.name + (f" (${t.env}={environ[t.env]})" if t.env and environ.get(t.env) else "") for t in missing
+    )
     packages = " ".join(dict.fromkeys(t.apt for t in missing))
-    return (f"{names} not found on PATH: install with `apt-get install {packages}` (Debian/Ubuntu; "
-            f"as a user: sudo apt-get …); `bisectbot doctor` checks everything")
+    return (
+        f"{names} not found on PATH: install with `apt-get install {packages}` (Debian/Ubuntu; "
+        f"as a user: sudo apt-get …); `bisectbot doctor` checks everything"
+    )
 
 
 def preflight(cmake_args: Iterable[str] = ()) -> None:
@@ -150,8 +167,7 @@ def tool_check(tool: Tool) -> Check:
     if where is None:
         named = os.environ.get(tool.env, "") if tool.env else ""
         what = f"${tool.env}={named!r} is not on PATH" if named else "not found on PATH"
-        return Check(tool.name, "missing" if tool.required else "warning",
-                     f"{what}; {tool.why}: {tool.install}")
+        return Check(tool.name, "missing" if tool.required else "warning", f"{what}; {tool.why}: {tool.install}")
     version = _version(where)
     return Check(tool.name, "ok", f"{version} ({where})" if version else where)
 
@@ -178,6 +194,7 @@ def _older(version: str, minimum: str) -> bool:
                 break
             parts.append(int(digits))
         return tuple(parts)
+
     return key(version) < key(minimum)
 
 
@@ -222,5 +239,4 @@ def checks(cmake_args: Iterable[str] = (), repo: Path | None = None) -> list[Che
 
 def platform_line() -> str:
     """The machine, as the README's supported-platforms list names it."""
-    return (f"{platform.system()} {platform.machine()}, Python {platform.python_version()} "
-            f"({sys.executable})")
+    return f"{platform.system()} {platform.machine()}, Python {platform.python_version()} ({sys.executable})"

@@ -59,16 +59,21 @@ def role_label(v: CommitVerdict, find: Find = Find.BAD) -> str:
     return role if v.arm == "main" else f"{role} [{v.arm}]"
 
 
-def verdict_table(verdicts: Sequence[CommitVerdict], reference: ReferenceSummary,
-                  link: str | None = None, find: Find = Find.BAD) -> str:
-    rows = ["| commit | subject | role | verdict | runs | observed (vs reference) | evidence |",
-            "|---|---|---|---|---|---|---|"]
+def verdict_table(
+    verdicts: Sequence[CommitVerdict], reference: ReferenceSummary, link: str | None = None, find: Find = Find.BAD
+) -> str:
+    rows = [
+        "| commit | subject | role | verdict | runs | observed (vs reference) | evidence |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for v in verdicts:
         sha = f"[`{v.sha[:12]}`]({link.format(sha=v.sha)})" if link else f"`{v.sha[:12]}`"
         observed = _cell(observed_vs_reference(v.counts, reference)) if v.counts else "–"
         runs = f"{v.runs} ({v.cut_rate:.0%} cut)" if v.retried else f"{v.runs}"
-        rows.append(f"| {sha} | {_cell(v.subject)[:70]} | {role_label(v, find)} | **{v.verdict.value.upper()}** | "
-                    f"{runs} | {observed} | {_cell(evidence_cell(v))} |")
+        rows.append(
+            f"| {sha} | {_cell(v.subject)[:70]} | {role_label(v, find)} | **{v.verdict.value.upper()}** | "
+            f"{runs} | {observed} | {_cell(evidence_cell(v))} |"
+        )
     return "\n".join(rows)
 
 
@@ -111,16 +116,24 @@ def change_point_lines(r: BisectReport) -> list[str]:
     for cp in r.change_points:
         mark = "**first departure**" if cp.get("first") else "later change point"
         subject = f" {cp['subject']}" if cp.get("subject") else ""
-        out.append(f"- `{cp['commit'][:12]}`{subject} — {mark}: before "
-                   f"{observed_vs_reference(cp.get('before', {}), r.reference) or '–'}; after "
-                   f"{observed_vs_reference(cp.get('after', {}), r.reference) or '–'}")
+        out.append(
+            f"- `{cp['commit'][:12]}`{subject} — {mark}: before "
+            f"{observed_vs_reference(cp.get('before', {}), r.reference) or '–'}; after "
+            f"{observed_vs_reference(cp.get('after', {}), r.reference) or '–'}"
+        )
     return out
 
 
 def assumption_lines(r: BisectReport) -> list[str]:
     """What the stated confidence rests on (from the report), one bullet each."""
-    zone = (f"- BAD means farther than eta {r.eta:g} from the reference, GOOD within tolerance "
-            f"{r.tolerance:g} (total variation)") if r.eta is not None and r.tolerance is not None else None
+    zone = (
+        (
+            f"- BAD means farther than eta {r.eta:g} from the reference, GOOD within tolerance "
+            f"{r.tolerance:g} (total variation)"
+        )
+        if r.eta is not None and r.tolerance is not None
+        else None
+    )
     return [*([zone] if zone else []), *(f"- {a}" for a in r.assumptions)]
 
 
@@ -155,13 +168,17 @@ def cost_line(r: BisectReport) -> str | None:
     if not cost or not cost.get("actual"):
         return None
     actual, unit = cost["actual"], cost["unit"]
-    text = (f"cost: {actual['builds']} builds + {actual['runs']:,} runs ≈ {_duration(actual['seconds'])} at "
-            f"{_duration(unit['build_seconds'])} a build and {unit['run_seconds']:.3g} s a run")
+    text = (
+        f"cost: {actual['builds']} builds + {actual['runs']:,} runs ≈ {_duration(actual['seconds'])} at "
+        f"{_duration(unit['build_seconds'])} a build and {unit['run_seconds']:.3g} s a run"
+    )
     estimate = cost.get("estimate")
     if estimate:
         others = ", ".join(f"{a['strategy']} {_duration(a['seconds'])}" for a in cost.get("alternatives", []))
-        text += (f"; forecast with {estimate['strategy']} steps: {estimate['builds']:.0f} builds + "
-                 f"{estimate['runs']:,} runs ≈ {_duration(estimate['seconds'])}" + (f" ({others})" if others else ""))
+        text += (
+            f"; forecast with {estimate['strategy']} steps: {estimate['builds']:.0f} builds + "
+            f"{estimate['runs']:,} runs ≈ {_duration(estimate['seconds'])}" + (f" ({others})" if others else "")
+        )
     return text
 
 
@@ -180,15 +197,22 @@ def outputs_lines(r: BisectReport) -> list[str]:
     if not out or not out.get("rows"):
         return []
     label = out.get("culprit_label", r.find.what)
-    lines = ["", f"<details><summary>First runs of the parent and the {label} commit (fresh seeds)</summary>", "",
-             f"| run | parent `{out['parent'][:12]}`: seed | output | outcome | {label} `{out['culprit'][:12]}`: seed "
-             "| output | outcome |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        f"<details><summary>First runs of the parent and the {label} commit (fresh seeds)</summary>",
+        "",
+        f"| run | parent `{out['parent'][:12]}`: seed | output | outcome | {label} `{out['culprit'][:12]}`: seed "
+        "| output | outcome |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in out["rows"]:
         cells = [str(row["run"])]
         for side in ("parent", "culprit"):
-            cells += [str(row[f"{side}_seed"]), f"`{_cell(row[side])}`" if row[side] else "–",
-                      OTHER_LABELS.get(row[f"{side}_outcome"], row[f"{side}_outcome"]) or "–"]
+            cells += [
+                str(row[f"{side}_seed"]),
+                f"`{_cell(row[side])}`" if row[side] else "–",
+                OTHER_LABELS.get(row[f"{side}_outcome"], row[f"{side}_outcome"]) or "–",
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, "", "</details>"]
 
@@ -200,9 +224,14 @@ def rerun_lines(r: BisectReport) -> list[str]:
     if not again:
         return []
     binaries = ", ".join(f"`{p}`" for p in again.get("binaries", {}).values())
-    return ["", f"One seed ({again['seed']}) of the {out.get('culprit_label', r.find.what)} commit by hand, "
-                f"on its kept binary {binaries} (build directory `{again['build_dir']}`):",
-            "```", again["command"], "```"]
+    return [
+        "",
+        f"One seed ({again['seed']}) of the {out.get('culprit_label', r.find.what)} commit by hand, "
+        f"on its kept binary {binaries} (build directory `{again['build_dir']}`):",
+        "```",
+        again["command"],
+        "```",
+    ]
 
 
 def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str) -> str:
@@ -248,14 +277,22 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     if r.skip_blocks:
         lines += ["", "Skipped in blocks (commits that fail the same way):", *skip_block_lines(r.skip_blocks)]
     if r.user_skipped:
-        lines += ["", "Skipped by the user (--skip/--exclude; never built or tested): "
-                  + ", ".join(f"`{c[:12]}`" for c in r.user_skipped)]
+        lines += [
+            "",
+            "Skipped by the user (--skip/--exclude; never built or tested): "
+            + ", ".join(f"`{c[:12]}`" for c in r.user_skipped),
+        ]
     if r.skipped_equivalent:
-        lines += ["", f"Commits that cannot change the binary ({r.input_rule}): {r.skipped_equivalent} skipped as "
-                      f"equivalent to their parent, N' = {r.searched} searched."]
+        lines += [
+            "",
+            f"Commits that cannot change the binary ({r.input_rule}): {r.skipped_equivalent} skipped as "
+            f"equivalent to their parent, N' = {r.searched} searched.",
+        ]
         if r.boundary_skipped:
-            lines.append(f"Skipped between the last good and the {r.find.value} commit (presumed to build the last "
-                         f"good commit's binary): " + ", ".join(f"`{c[:12]}`" for c in r.boundary_skipped))
+            lines.append(
+                f"Skipped between the last good and the {r.find.value} commit (presumed to build the last "
+                f"good commit's binary): " + ", ".join(f"`{c[:12]}`" for c in r.boundary_skipped)
+            )
     if changes := change_point_lines(r):
         lines += ["", "### Change points crossed", *changes]
     if r.assumptions:
@@ -293,14 +330,17 @@ def test_markdown(r: TestReport) -> str:
         f"Why: {v.reason}",
     ]
     for name, av in r.arms.items():
-        lines += ["", f"Arm **{name}**: **{av.verdict.value.upper()}** after {av.runs} runs — {av.reason}",
-                  "", verdict_table([av], r.reference)]
+        lines += [
+            "",
+            f"Arm **{name}**: **{av.verdict.value.upper()}** after {av.runs} runs — {av.reason}",
+            "",
+            verdict_table([av], r.reference),
+        ]
     if v.failures:
         lines.append("Failed runs: " + ", ".join(f"{k} {n}" for k, n in v.failures.items()))
     if v.retried:
         lines.append(f"Reruns of incomplete output: {v.retried}")
     if notes := build_and_run_notes([v]):
         lines += ["", "Built and run with:", *notes]
-    lines += ["", "### Reproduce", "```", r.reproduce, "```", "", "### Environment",
-              *environment_lines(r.environment)]
+    lines += ["", "### Reproduce", "```", r.reproduce, "```", "", "### Environment", *environment_lines(r.environment)]
     return "\n".join(lines) + "\n"

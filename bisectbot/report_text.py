@@ -26,13 +26,12 @@ def cut(text: str, width: int) -> str:
     """`text` on one line of at most `width` characters, an ellipsis marking a cut (its spacing,
     which may align columns, is kept)."""
     text = text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
-    return text if len(text) <= width else text[:max(0, width - 1)].rstrip() + "…"
+    return text if len(text) <= width else text[: max(0, width - 1)].rstrip() + "…"
 
 
 def wrap(text: str, width: int, indent: str = "") -> list[str]:
     """Prose wrapped to `width` (continuation lines indented by `indent`)."""
-    return textwrap.wrap(" ".join(text.split()), width, subsequent_indent=indent,
-                         break_on_hyphens=False) or [""]
+    return textwrap.wrap(" ".join(text.split()), width, subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
 def shell_lines(command: str, width: int) -> list[str]:
@@ -51,8 +50,8 @@ def shell_lines(command: str, width: int) -> list[str]:
             lines.append(cur + " \\")
             cur = INDENT + word
         while len(cur) + 2 > width:  # a word no line holds: split it
-            lines.append(cur[:width - 1] + "\\")
-            cur = cur[width - 1:]
+            lines.append(cur[: width - 1] + "\\")
+            cur = cur[width - 1 :]
     return [*lines, cur]
 
 
@@ -90,8 +89,9 @@ def _p(x: float) -> str:
     return f"{x:.2f}".lstrip("0")
 
 
-def verdict_rows(verdicts: Sequence[CommitVerdict], reference: ReferenceSummary, width: int,
-                 find: Find = Find.BAD) -> list[str]:
+def verdict_rows(
+    verdicts: Sequence[CommitVerdict], reference: ReferenceSummary, width: int, find: Find = Find.BAD
+) -> list[str]:
     """The tested commits as aligned columns: commit, role, verdict, runs, subject; under each
     row, indented, the observed frequencies vs the reference (or why it was skipped)."""
     roles = [role_label(v, find) for v in verdicts]
@@ -103,8 +103,9 @@ def verdict_rows(verdicts: Sequence[CommitVerdict], reference: ReferenceSummary,
     lines = [cut(head, width)]
     for v, role, n in zip(verdicts, roles, runs):
         left = f"{v.sha[:12]:<12}  {role:<{role_w}}  {v.verdict.value.upper():<{verdict_w}}  {n:>{runs_w}}  "
-        lines.append(left + cut(v.subject, max(8, width - len(left))) if len(left) < width - 8
-                     else cut(left + v.subject, width))
+        lines.append(
+            left + cut(v.subject, max(8, width - len(left))) if len(left) < width - 8 else cut(left + v.subject, width)
+        )
         if v.counts and v.verdict.value != "skip":
             detail = f"observed/reference: {short_observed(v.counts, reference)}"
         else:
@@ -115,9 +116,11 @@ def verdict_rows(verdicts: Sequence[CommitVerdict], reference: ReferenceSummary,
 
 
 def environment_text(env: Environment, width: int) -> list[str]:
-    return [cut(f"compiler: {env.compiler}", width),
-            cut(f"cmake: {env.cmake}; arguments: {' '.join(env.cmake_args) or '(none)'}", width),
-            cut(f"host: {env.host} ({env.platform}), Python {env.python}, bisectbot {env.bisectbot}", width)]
+    return [
+        cut(f"compiler: {env.compiler}", width),
+        cut(f"cmake: {env.cmake}; arguments: {' '.join(env.cmake_args) or '(none)'}", width),
+        cut(f"host: {env.host} ({env.platform}), Python {env.python}, bisectbot {env.bisectbot}", width),
+    ]
 
 
 def bisect_text(r: BisectReport, width: int = 80) -> str:
@@ -140,7 +143,10 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
         f"{r.status.value.upper()} · {r.commits} commits {_ref(r.good, r.good_ref)} .. {_ref(r.bad, r.bad_ref)}"
         f"{searched} · {r.builds} builds (bound {r.builds_bound}) · {r.runs} runs "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
-        f"(per-step error ≤ {r.step_alpha:.1e})", width, INDENT)
+        f"(per-step error ≤ {r.step_alpha:.1e})",
+        width,
+        INDENT,
+    )
     if (cost := cost_line(r)) is not None:
         lines += wrap(cost, width, INDENT)
     lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
@@ -156,9 +162,14 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
             mark = "first departure" if cp.get("first") else "later change point"
             lines.append(cut(f"- {cp['commit'][:12]} {mark}: {cp.get('subject') or ''}", width))
     lines += outputs_text(r.outputs, width)
-    lines += ["", "reproduce:", *shell_lines(r.reproduce, width), "",
-              *environment_text(r.environment, width),
-              cut(f"config: {r.config.name} (digest {r.config.digest})", width)]
+    lines += [
+        "",
+        "reproduce:",
+        *shell_lines(r.reproduce, width),
+        "",
+        *environment_text(r.environment, width),
+        cut(f"config: {r.config.name} (digest {r.config.digest})", width),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -167,8 +178,14 @@ def outputs_text(outputs: dict | None, width: int) -> list[str]:
     that reruns one seed by hand (the JSON's `outputs`; nothing when there are none)."""
     if not outputs or not outputs.get("rows"):
         return []
-    lines = ["", *wrap(f"first runs, parent {outputs['parent'][:12]} vs {outputs['culprit_label']} "
-                       f"{outputs['culprit'][:12]}:", width, INDENT)]
+    lines = [
+        "",
+        *wrap(
+            f"first runs, parent {outputs['parent'][:12]} vs {outputs['culprit_label']} {outputs['culprit'][:12]}:",
+            width,
+            INDENT,
+        ),
+    ]
     for row in outputs["rows"]:
         for side in ("parent", "culprit"):
             named = row.get(side + "_outcome")
@@ -176,8 +193,10 @@ def outputs_text(outputs: dict | None, width: int) -> list[str]:
             lines.append(cut(f"  {row['run']:>2} {side:<7} seed {row[side + '_seed']}: {row[side]}{outcome}", width))
     rerun = outputs.get("rerun")
     if rerun and rerun.get("command"):
-        lines += [*wrap(f"rerun seed {rerun['seed']} of {outputs['culprit'][:12]} by hand:", width, INDENT),
-                  *shell_lines(rerun["command"], width)]
+        lines += [
+            *wrap(f"rerun seed {rerun['seed']} of {outputs['culprit'][:12]} by hand:", width, INDENT),
+            *shell_lines(rerun["command"], width),
+        ]
     return lines
 
 
@@ -185,8 +204,10 @@ def test_text(r: TestReport, width: int = 80) -> str:
     """The terminal summary of `bisectbot test`: every line at most `width` (≥ 50) characters."""
     width = max(MIN_WIDTH, width)
     v = r.detail
-    lines = [cut(f"bisectbot: {r.commit[:12]} is {v.verdict.value.upper()} after {v.runs} runs — {v.subject}",
-                 width), ""]
+    lines = [
+        cut(f"bisectbot: {r.commit[:12]} is {v.verdict.value.upper()} after {v.runs} runs — {v.subject}", width),
+        "",
+    ]
     lines += wrap(f"why: {v.reason}", width, INDENT)
     lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
     lines += ["", *verdict_rows([v, *r.arms.values()], r.reference, width)]
@@ -196,8 +217,9 @@ def test_text(r: TestReport, width: int = 80) -> str:
     return "\n".join(lines) + "\n"
 
 
-def state_line(root: object, runs: int, builds: int, runs_here: int = 0, builds_here: int = 0,
-               commits: int | None = None) -> str:
+def state_line(
+    root: object, runs: int, builds: int, runs_here: int = 0, builds_here: int = 0, commits: int | None = None
+) -> str:
     """'state: DIR (new)', or what it holds (`runs`, `builds`) and how much of that is at the
     `commits` commits the job is about, which it can replay (None: not known yet, e.g. a check
     before it resolves its ref)."""
@@ -218,8 +240,10 @@ def replayed_line(runs: int, runs_executed: int, builds: int, builds_replayed: i
     runs_replayed = max(0, runs - runs_executed)
     if not runs_replayed and not builds_replayed:
         return None
-    return (f"from state: {runs_replayed:,} of {runs:,} runs and {builds_replayed:,} of {builds:,} builds "
-            "(replayed, not run again)")
+    return (
+        f"from state: {runs_replayed:,} of {runs:,} runs and {builds_replayed:,} of {builds:,} builds "
+        "(replayed, not run again)"
+    )
 
 
 test_text.__test__ = False  # type: ignore[attr-defined]  # not a pytest test

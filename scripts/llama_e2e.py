@@ -55,8 +55,10 @@ TARGET_FILE = "examples/speculative/speculative.cpp"
 DEFAULT_VERSION = "0.3.36"
 
 GIT_ID = {
-    "GIT_AUTHOR_NAME": "bisectbot e2e", "GIT_AUTHOR_EMAIL": "e2e@bisectbot.invalid",
-    "GIT_COMMITTER_NAME": "bisectbot e2e", "GIT_COMMITTER_EMAIL": "e2e@bisectbot.invalid",
+    "GIT_AUTHOR_NAME": "bisectbot e2e",
+    "GIT_AUTHOR_EMAIL": "e2e@bisectbot.invalid",
+    "GIT_COMMITTER_NAME": "bisectbot e2e",
+    "GIT_COMMITTER_EMAIL": "e2e@bisectbot.invalid",
 }
 BASE_DATE = 1_767_225_600  # 2026-01-01T00:00:00Z; commit i is dated BASE_DATE + 3600 * i
 
@@ -72,8 +74,21 @@ def fetch_sdist(version: str = DEFAULT_VERSION, cache: Path | None = None) -> Pa
     if (dest / name).is_file():
         return dest / name
     dest.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                    f"llama-cpp-python=={version}", "-d", str(dest)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"llama-cpp-python=={version}",
+            "-d",
+            str(dest),
+        ],
+        check=True,
+    )
     if not (dest / name).is_file():
         raise SystemExit(f"pip download did not produce {dest / name}")
     return dest / name
@@ -112,12 +127,20 @@ def prepare_tree(dest: Path, version: str = DEFAULT_VERSION, cache: Path | None 
         git_pointer.unlink()
     _git(dest, "init", "-q", "-b", "master")
     _git(dest, "add", "-A")
-    _git(dest, "commit", "-q", "--no-verify", "-m",
-         f"llama.cpp as vendored by llama-cpp-python {version}", date=BASE_DATE)
+    _git(
+        dest,
+        "commit",
+        "-q",
+        "--no-verify",
+        "-m",
+        f"llama.cpp as vendored by llama-cpp-python {version}",
+        date=BASE_DATE,
+    )
     return _git(dest, "rev-parse", "HEAD")
 
 
 # --- the local history -----------------------------------------------------------------------------
+
 
 def _append(path: Path, text: str) -> None:
     with open(path, "a", encoding="utf-8") as fh:
@@ -155,8 +178,15 @@ def build_history(repo: Path, seed: int, *, n_commits: int = 12, defect: str = "
     commits = []
     date = BASE_DATE + 3600
     _apply(repo, FIX_PATCH)
-    _git(repo, "commit", "-q", "--no-verify", "-am",
-         "speculative : sample the draft token and compute the residual by token id (#29975)", date=date)
+    _git(
+        repo,
+        "commit",
+        "-q",
+        "--no-verify",
+        "-am",
+        "speculative : sample the draft token and compute the residual by token id (#29975)",
+        date=date,
+    )
     commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": "fix", "subject": "fix"})
     target = repo / TARGET_FILE
     for p in range(1, n_commits + 1):
@@ -167,8 +197,11 @@ def build_history(repo: Path, seed: int, *, n_commits: int = 12, defect: str = "
             subject = f"speculative : simplify draft bookkeeping ({defect})"
         elif kind == "break":
             text = target.read_text()
-            target.write_text(text.replace('#include "arg.h"\n',
-                                           '#include "arg.h"\n#error "bisectbot e2e: deliberately broken build"\n', 1))
+            target.write_text(
+                text.replace(
+                    '#include "arg.h"\n', '#include "arg.h"\n#error "bisectbot e2e: deliberately broken build"\n', 1
+                )
+            )
             subject = "speculative : work in progress (does not build)"
         elif kind == "repair":
             text = target.read_text()
@@ -199,13 +232,49 @@ def build_history(repo: Path, seed: int, *, n_commits: int = 12, defect: str = "
 
 # --- measuring a binary ------------------------------------------------------------------------------
 
+
 def speculative_argv(binary: Path, fixtures: Path, seed: int) -> list[str]:
-    return [str(binary), "-m", str(fixtures / "target.gguf"), "-md", str(fixtures / "draft.gguf"),
-            "-p", "bcdbc", "-n", "4", "--spec-draft-n-max", "3", "-c", "64", "-t", "1",
-            "--cache-type-k", "f32", "--cache-type-v", "f32", "-fa", "off",
-            "--samplers", "penalties;top_k;top_p;min_p;temperature", "-np", "1", "--temp", "1.0",
-            "--top-k", "3", "--top-p", "1.0", "--min-p", "0.0", "--repeat-penalty", "1.0",
-            "--repeat-last-n", "64", "-s", str(seed)]
+    return [
+        str(binary),
+        "-m",
+        str(fixtures / "target.gguf"),
+        "-md",
+        str(fixtures / "draft.gguf"),
+        "-p",
+        "bcdbc",
+        "-n",
+        "4",
+        "--spec-draft-n-max",
+        "3",
+        "-c",
+        "64",
+        "-t",
+        "1",
+        "--cache-type-k",
+        "f32",
+        "--cache-type-v",
+        "f32",
+        "-fa",
+        "off",
+        "--samplers",
+        "penalties;top_k;top_p;min_p;temperature",
+        "-np",
+        "1",
+        "--temp",
+        "1.0",
+        "--top-k",
+        "3",
+        "--top-p",
+        "1.0",
+        "--min-p",
+        "0.0",
+        "--repeat-penalty",
+        "1.0",
+        "--repeat-last-n",
+        "64",
+        "-s",
+        str(seed),
+    ]
 
 
 def run_seed(binary: Path, fixtures: Path, seed: int, retries: int = 5) -> tuple[str | None, int]:
@@ -216,7 +285,7 @@ def run_seed(binary: Path, fixtures: Path, seed: int, retries: int = 5) -> tuple
         res = subprocess.run(speculative_argv(binary, fixtures, seed), capture_output=True, timeout=60)
         out = res.stdout.decode(errors="replace")
         if res.returncode == 0 and out.endswith("\n\n\n\n") and out.strip().startswith("bcdbc"):
-            return out.strip()[len("bcdbc"):], attempt
+            return out.strip()[len("bcdbc") :], attempt
     return None, retries
 
 
@@ -242,7 +311,11 @@ def measure(binary: Path, fixtures: Path, seeds: int, jobs: int = 0, hashed: boo
     m = sum(t1.values())
     ref = next_token_probs(fixtures / "target.gguf", [1, 2, 3, 1, 2, 5])
     return {
-        "binary": str(binary), "seeds": seeds, "hashed_seeds": hashed, "complete": len(texts), "cut_runs_rerun": cut_runs,
+        "binary": str(binary),
+        "seeds": seeds,
+        "hashed_seeds": hashed,
+        "complete": len(texts),
+        "cut_runs_rerun": cut_runs,
         "p_token0_f": t0["f"] / max(1, len(texts)),
         "p_token0_f_reference": condition_prob(fixtures / "target.gguf", [1, 2, 3, 1, 2], "f"),
         "runs_with_f": m,
@@ -256,8 +329,9 @@ def _bisectbot(*args: str) -> tuple[int, dict]:
     """Run the real CLI; returns its exit code and JSON report (progress goes to our stderr)."""
     out = Path(tempfile.mkstemp(suffix=".json")[1])
     try:
-        proc = subprocess.run([sys.executable, "-m", "bisectbot.cli", *args, "--json", str(out)],
-                              stdout=subprocess.PIPE, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "bisectbot.cli", *args, "--json", str(out)], stdout=subprocess.PIPE, text=True
+        )
         print(proc.stdout, flush=True)
         data = json.loads(out.read_text()) if out.stat().st_size else {}
     finally:
@@ -277,15 +351,21 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
     unpatched = prepare_tree(tree)
     hist = build_history(tree, seed, n_commits=n_commits)
     planted = hist["bad"]
-    print(f"e2e: history of {len(hist['commits'])} commits, planted defect at {planted[:12]}, "
-          f"build break at {hist['broken'][:12]}", flush=True)
+    print(
+        f"e2e: history of {len(hist['commits'])} commits, planted defect at {planted[:12]}, "
+        f"build break at {hist['broken'][:12]}",
+        flush=True,
+    )
     config = str(REPO_ROOT / "configs" / "llama-cpp-29975.yaml")
     common = ["--repo", str(tree), "--state", str(work / "state")]
     failures = []
 
     code, res = _bisectbot("test", config, "--commit", unpatched, *common)
-    print(f"e2e: unpatched 0.3.36 tree: {res.get('verdict', '?').upper()} after {res.get('runs')} runs "
-          f"(exit {code}); counts {res.get('counts')}", flush=True)
+    print(
+        f"e2e: unpatched 0.3.36 tree: {res.get('verdict', '?').upper()} after {res.get('runs')} runs "
+        f"(exit {code}); counts {res.get('counts')}",
+        flush=True,
+    )
     if res.get("verdict") != "bad":
         failures.append(f"unpatched tree tested {res.get('verdict')}, expected bad")
     # The report's second path (speculative decoding inside llama-server) kept the distribution.
@@ -294,15 +374,21 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
         if arm["verdict"] != "good":
             failures.append(f"arm {name} on the unpatched tree tested {arm['verdict']}, expected good")
     code, res = _bisectbot("test", config, "--commit", hist["good"], *common)
-    print(f"e2e: patched tree: {res.get('verdict', '?').upper()} after {res.get('runs')} runs "
-          f"(exit {code}); counts {res.get('counts')}", flush=True)
+    print(
+        f"e2e: patched tree: {res.get('verdict', '?').upper()} after {res.get('runs')} runs "
+        f"(exit {code}); counts {res.get('counts')}",
+        flush=True,
+    )
     if res.get("verdict") != "good":
         failures.append(f"patched tree tested {res.get('verdict')}, expected good")
 
     code, rep = _bisectbot("bisect", config, "--good", hist["good"], "--bad", hist["head"], *common)
-    print(f"e2e: bisect: {rep.get('status')} first_bad {str(rep.get('first_bad'))[:12]} "
-          f"(planted {planted[:12]}), {rep.get('builds')} builds, {rep.get('runs')} runs, "
-          f"{rep.get('retried')} reruns of cut output (exit {code})", flush=True)
+    print(
+        f"e2e: bisect: {rep.get('status')} first_bad {str(rep.get('first_bad'))[:12]} "
+        f"(planted {planted[:12]}), {rep.get('builds')} builds, {rep.get('runs')} runs, "
+        f"{rep.get('retried')} reruns of cut output (exit {code})",
+        flush=True,
+    )
     if rep.get("first_bad") != planted:
         failures.append(f"bisect named {rep.get('first_bad')}, planted {planted}")
     if os.environ.get("BISECTBOT_E2E_CLUSTER", "1") != "0":
@@ -310,9 +396,12 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
         # build in their own directories; ccache is shared)
         cluster = ["--repo", str(tree), "--state", str(work / "state-cluster"), "--workers", "2"]
         code, crep = _bisectbot("bisect", config, "--good", hist["good"], "--bad", hist["head"], *cluster)
-        print(f"e2e: bisect on 2 workers: {crep.get('status')} first_bad {str(crep.get('first_bad'))[:12]}, "
-              f"{crep.get('rounds')} rounds (serial: {rep.get('rounds')}), {crep.get('builds')} builds, "
-              f"N' {crep.get('searched')} of {crep.get('commits')} (exit {code})", flush=True)
+        print(
+            f"e2e: bisect on 2 workers: {crep.get('status')} first_bad {str(crep.get('first_bad'))[:12]}, "
+            f"{crep.get('rounds')} rounds (serial: {rep.get('rounds')}), {crep.get('builds')} builds, "
+            f"N' {crep.get('searched')} of {crep.get('commits')} (exit {code})",
+            flush=True,
+        )
         if crep.get("first_bad") != rep.get("first_bad"):
             failures.append(f"the cluster named {crep.get('first_bad')}, the serial path {rep.get('first_bad')}")
         if (crep.get("rounds") or 0) > (rep.get("rounds") or 0):
@@ -330,17 +419,24 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
         cfg_server = cfg.model_copy(update={"reference": cfg.reference.model_copy(update={"compute": comp})})
         with StateDir(work / "state") as state:
             server_ref = Session(cfg_server, state).reference
-        gap = max([abs(numpy_ref.probs.get(k, 0) - server_ref.probs.get(k, 0))
-                   for k in set(numpy_ref.probs) | set(server_ref.probs)]
-                  + [abs((numpy_ref.condition_prob or 0) - (server_ref.condition_prob or 0))])
+        gap = max(
+            [
+                abs(numpy_ref.probs.get(k, 0) - server_ref.probs.get(k, 0))
+                for k in set(numpy_ref.probs) | set(server_ref.probs)
+            ]
+            + [abs((numpy_ref.condition_prob or 0) - (server_ref.condition_prob or 0))]
+        )
         print(f"e2e: reference numpy {numpy_ref.probs} P(f)={numpy_ref.condition_prob:.10f}", flush=True)
         print(f"e2e: reference server {server_ref.probs} P(f)={server_ref.condition_prob:.10f}", flush=True)
         print(f"e2e: largest difference {gap:.2e} (must be <= 1e-3)", flush=True)
         if gap > 1e-3:
             failures.append(f"references differ by {gap:.2e}")
 
-    print(f"e2e: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
-          f"in {time.monotonic() - start:.0f} s", flush=True)
+    print(
+        f"e2e: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
+        f"in {time.monotonic() - start:.0f} s",
+        flush=True,
+    )
     return 1 if failures else 0
 
 

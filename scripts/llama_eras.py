@@ -70,8 +70,11 @@ def upstream_commit(version: str) -> tuple[str, int]:
     gitdir = f"llama_cpp_python-{version}/.git/modules/vendor/llama.cpp/"
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(fetch_sdist(version)) as tar:
         tar.extractall(tmp, members=[m for m in tar.getmembers() if m.name.startswith(gitdir)], filter="data")
-        res = subprocess.run(["git", "--git-dir", str(Path(tmp) / gitdir), "--work-tree", tmp,
-                              "log", "-1", "--format=%h %ct"], capture_output=True, text=True)
+        res = subprocess.run(
+            ["git", "--git-dir", str(Path(tmp) / gitdir), "--work-tree", tmp, "log", "-1", "--format=%h %ct"],
+            capture_output=True,
+            text=True,
+        )
     if res.returncode != 0 or not res.stdout.strip():
         raise SystemExit(f"llama-cpp-python {version}: no upstream commit recorded ({res.stderr.strip()})")
     sha, when = res.stdout.split()
@@ -145,18 +148,24 @@ def build_history(repo: Path, eras: list[tuple[str, str, list[str]]] = ERAS) -> 
             subject = _change(repo, kind, n)
             _git(repo, "add", "-A")
             _git(repo, "commit", "-q", "--no-verify", "-m", subject, date=when + 3600 * hour)
-            commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": kind, "subject": subject,
-                            "tree": version})
+            commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": kind, "subject": subject, "tree": version})
     first_bad = next((imports[v] for v, verdict, _a in eras if verdict == "bad"), None)
-    return {"commits": commits, "imports": imports, "first_bad": first_bad,
-            "good": commits[0]["sha"], "head": commits[-1]["sha"]}
+    return {
+        "commits": commits,
+        "imports": imports,
+        "first_bad": first_bad,
+        "good": commits[0]["sha"],
+        "head": commits[-1]["sha"],
+    }
 
 
 def _describe(res: dict) -> str:
     detail = res.get("detail") or {}
-    return (f"{str(res.get('verdict', '?')).upper()} after {res.get('runs')} runs, build variant "
-            f"{detail.get('build_variant')}, run variant {detail.get('variant')}; counts {res.get('counts')}"
-            + (f"; {detail.get('reason')}" if detail.get("reason") else ""))
+    return (
+        f"{str(res.get('verdict', '?')).upper()} after {res.get('runs')} runs, build variant "
+        f"{detail.get('build_variant')}, run variant {detail.get('variant')}; counts {res.get('counts')}"
+        + (f"; {detail.get('reason')}" if detail.get("reason") else "")
+    )
 
 
 def e2e(work: Path) -> int:
@@ -166,9 +175,11 @@ def e2e(work: Path) -> int:
         shutil.rmtree(work)
     work.mkdir(parents=True)
     hist = build_history(work / "llama.cpp")
-    print(f"eras: history of {len(hist['commits'])} commits over the trees "
-          f"{', '.join(v for v, *_ in ERAS)}; first bad {hist['first_bad'][:12]} (the 0.2.85 import)",
-          flush=True)
+    print(
+        f"eras: history of {len(hist['commits'])} commits over the trees "
+        f"{', '.join(v for v, *_ in ERAS)}; first bad {hist['first_bad'][:12]} (the 0.2.85 import)",
+        flush=True,
+    )
     config = str(REPO_ROOT / "configs" / "llama-cpp-29975.yaml")
     common = ["--repo", str(work / "llama.cpp"), "--state", str(work / "state")]
     failures = []
@@ -186,12 +197,18 @@ def e2e(work: Path) -> int:
                 failures.append(f"arm {name} on the {version} tree: {arm['verdict']}, expected not-applicable")
 
     code, rep = _bisectbot("bisect", config, "--good", hist["good"], "--bad", hist["head"], *common, "--no-arms")
-    print(f"eras: bisect over {len(hist['commits'])} commits: {rep.get('status')} first_bad "
-          f"{str(rep.get('first_bad'))[:12]} (expected {hist['first_bad'][:12]}), {rep.get('builds')} builds, "
-          f"{rep.get('runs')} runs (exit {code})", flush=True)
+    print(
+        f"eras: bisect over {len(hist['commits'])} commits: {rep.get('status')} first_bad "
+        f"{str(rep.get('first_bad'))[:12]} (expected {hist['first_bad'][:12]}), {rep.get('builds')} builds, "
+        f"{rep.get('runs')} runs (exit {code})",
+        flush=True,
+    )
     for v in rep.get("verdicts", []):
-        print(f"eras:   {v['role']:>15} {v['commit'][:12]} {v['verdict']:<5} build variant {v.get('build_variant')} "
-              f"run variant {v.get('variant')} {v.get('subject', '')[:60]}", flush=True)
+        print(
+            f"eras:   {v['role']:>15} {v['commit'][:12]} {v['verdict']:<5} build variant {v.get('build_variant')} "
+            f"run variant {v.get('variant')} {v.get('subject', '')[:60]}",
+            flush=True,
+        )
     if rep.get("first_bad") != hist["first_bad"]:
         failures.append(f"bisect named {rep.get('first_bad')}, expected {hist['first_bad']}")
     if rep.get("status") != "found":
@@ -199,16 +216,23 @@ def e2e(work: Path) -> int:
     searched = rep.get("searched") or len(hist["commits"])
     bound = math.ceil(math.log2(searched)) + 2
     if (rep.get("builds") or 0) > bound:
-        failures.append(f"bisect built {rep.get('builds')} commits, more than ⌈log2 N'⌉ + 2 = {bound} (N' = {searched})")
+        failures.append(
+            f"bisect built {rep.get('builds')} commits, more than ⌈log2 N'⌉ + 2 = {bound} (N' = {searched})"
+        )
     strategies = (rep.get("extra") or {}).get("strategies", [])
     if len(strategies) > 1 or len(rep.get("change_points") or []) > 1:
-        failures.append(f"bisect searched {len(strategies)} times ({', '.join(strategies)}): a boundary was ruled out "
-                        "and the search walked back")
+        failures.append(
+            f"bisect searched {len(strategies)} times ({', '.join(strategies)}): a boundary was ruled out "
+            "and the search walked back"
+        )
     cost = rep.get("cost") or {}
     if cost.get("text"):
         print(f"eras: {cost['text']}", flush=True)
-    print(f"eras: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
-          f"in {time.monotonic() - start:.0f} s", flush=True)
+    print(
+        f"eras: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
+        f"in {time.monotonic() - start:.0f} s",
+        flush=True,
+    )
     return 1 if failures else 0
 
 
@@ -226,8 +250,11 @@ def survey(work: Path, versions: list[str]) -> int:
         print(f"survey: {commit['subject']}: {_describe(res)} (exit {code})", flush=True)
         if res.get("verdict") in (None, "skip"):
             skipped.append(commit["tree"])
-    print(f"survey: {len(versions) - len(skipped)} of {len(versions)} trees testable"
-          + (f"; SKIP: {', '.join(skipped)}" if skipped else ""), flush=True)
+    print(
+        f"survey: {len(versions) - len(skipped)} of {len(versions)} trees testable"
+        + (f"; SKIP: {', '.join(skipped)}" if skipped else ""),
+        flush=True,
+    )
     return 1 if skipped else 0
 
 

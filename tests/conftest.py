@@ -16,8 +16,14 @@ from bisectbot.demo import DemoHistory, generate_demo
 # skip, or one for a Python dependency that cannot be imported, fails the session instead.
 MISSING_TOOL = "missing tool:"
 TOOLS: dict[str, doctor.Tool] = {
-    "git": doctor.GIT, "cmake": doctor.CMAKE, "make": doctor.MAKE, "c++": doctor.CXX, "cc": doctor.CC,
-    "ccache": doctor.CCACHE, "bwrap": doctor.BWRAP, "prlimit": doctor.PRLIMIT,
+    "git": doctor.GIT,
+    "cmake": doctor.CMAKE,
+    "make": doctor.MAKE,
+    "c++": doctor.CXX,
+    "cc": doctor.CC,
+    "ccache": doctor.CCACHE,
+    "bwrap": doctor.BWRAP,
+    "prlimit": doctor.PRLIMIT,
     "setpriv": doctor.Tool("setpriv", ("setpriv",), "util-linux", False, "runs a child as another user"),
     "tmux": doctor.Tool("tmux", ("tmux",), "tmux", False, "an 80-column terminal for the demo"),
     "ps": doctor.Tool("ps", ("ps",), "procps", False, "lists the processes a test's sandbox may have left"),
@@ -70,7 +76,7 @@ def _sources(item: pytest.Item) -> list[str]:
 
     funcs = [getattr(item, "function", None)]
     info = getattr(item, "_fixtureinfo", None)
-    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+    for defs in info.name2fixturedefs.values() if info is not None else ():
         funcs += [d.func for d in defs]
     out = []
     for fn in funcs:
@@ -128,16 +134,18 @@ def small_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
 def crash_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
     """A history whose binary aborts from commit 6 on."""
     require(*TOOLCHAIN)
-    return generate_demo(tmp_path_factory.mktemp("crash"), n_commits=10, culprit_index=3,
-                         break_index=1, crash_index=6, seed=2)
+    return generate_demo(
+        tmp_path_factory.mktemp("crash"), n_commits=10, culprit_index=3, break_index=1, crash_index=6, seed=2
+    )
 
 
 @pytest.fixture(scope="session")
 def hang_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
     """A history whose binary sleeps forever from commit 6 on."""
     require(*TOOLCHAIN)
-    return generate_demo(tmp_path_factory.mktemp("hang"), n_commits=10, culprit_index=3,
-                         break_index=1, hang_index=6, seed=2)
+    return generate_demo(
+        tmp_path_factory.mktemp("hang"), n_commits=10, culprit_index=3, break_index=1, hang_index=6, seed=2
+    )
 
 
 def bisectbot_argv(*args: str) -> list[str]:

@@ -15,24 +15,35 @@ from typing import Any
 import yaml
 
 from bisectbot import demo
-from bisectbot.demo import (CONDITION_TOKEN, N_PREDICT, PROMPT, _BROKEN_HELPER, _git, _git_env, _render,
-                            _State, _templates, condition_prob, reference_probs)
+from bisectbot.demo import (
+    _BROKEN_HELPER,
+    CONDITION_TOKEN,
+    N_PREDICT,
+    PROMPT,
+    _git,
+    _git_env,
+    _render,
+    _State,
+    _templates,
+    condition_prob,
+    reference_probs,
+)
 
 
 @dataclass(frozen=True)
 class Era:
-    target: str = "prog"              # the cmake target; its binary is bin/<target>
-    option: str = "NEW_FAST"          # the one cmake option the tree declares
-    output: str = "new"               # new: "\n\nab<tokens>\n\n\n\n" on stdout; old: prompt on stderr, tokens alone
+    target: str = "prog"  # the cmake target; its binary is bin/<target>
+    option: str = "NEW_FAST"  # the one cmake option the tree declares
+    output: str = "new"  # new: "\n\nab<tokens>\n\n\n\n" on stdout; old: prompt on stderr, tokens alone
     draft_flag: str = "--draft-max"
     crash_on_cache_f32: bool = False  # `--cache f32` fails at run time (after an error line, SIGSEGV)
-    crash: bool = False               # every run fails that way
-    defect: bool = False              # the draft takes its top candidate (the distribution is wrong)
-    mild_defect: bool = False         # ... at every other draft only (a milder change of the distribution)
-    glitch: bool = False              # 2% of seeds print a stray token ('z') where the statistic reads
-    broken: bool = False              # does not compile
-    writes_cache: bool = False        # sets a cache variable naming a source only this tree has
-    reads_cache: bool = False         # uses that variable when a reused build directory has it
+    crash: bool = False  # every run fails that way
+    defect: bool = False  # the draft takes its top candidate (the distribution is wrong)
+    mild_defect: bool = False  # ... at every other draft only (a milder change of the distribution)
+    glitch: bool = False  # 2% of seeds print a stray token ('z') where the statistic reads
+    broken: bool = False  # does not compile
+    writes_cache: bool = False  # sets a cache variable naming a source only this tree has
+    reads_cache: bool = False  # uses that variable when a reused build directory has it
 
 
 @dataclass(frozen=True)
@@ -43,11 +54,12 @@ class EraHistory:
 
     def first(self, **want: Any) -> str:
         """The first commit whose era has all these attributes."""
-        return next(sha for sha, era in zip(self.commits, self.eras)
-                    if all(getattr(era, k) == v for k, v in want.items()))
+        return next(
+            sha for sha, era in zip(self.commits, self.eras) if all(getattr(era, k) == v for k, v in want.items())
+        )
 
 
-MAIN = r'''#include "sampling.h"
+MAIN = r"""#include "sampling.h"
 #include "speculative.h"
 #include "util.h"
 #include "version.h"
@@ -94,22 +106,24 @@ int main(int argc, char ** argv) {
 @@OUTPUT@@
     return 0;
 }
-'''
+"""
 
 NEW_OUTPUT = '    std::printf("\\n\\n%s%s\\n\\n\\n\\n", prompt.c_str(), generated.c_str());'
 OLD_OUTPUT = '    std::fprintf(stderr, "%s", prompt.c_str());\n    std::printf("%s", generated.c_str());'
 
-CMAKE = '''cmake_minimum_required(VERSION 3.16)
+CMAKE = """cmake_minimum_required(VERSION 3.16)
 project(specdemo VERSION 0.1 LANGUAGES CXX)
 set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 option(@@OPTION@@ "an option of this era" OFF)
 add_executable(@@TARGET@@ src/main.cpp src/speculative.cpp src/sampling.cpp src/util.cpp)
 @@CACHE@@
-'''
-WRITES = 'set(PROG_EXTRA ${CMAKE_SOURCE_DIR}/src/extra.cpp CACHE FILEPATH "a source only this tree has")\n' \
-         'target_sources(@@TARGET@@ PRIVATE ${PROG_EXTRA})'
-READS = 'if(PROG_EXTRA)\n    target_sources(@@TARGET@@ PRIVATE ${PROG_EXTRA})\nendif()'
+"""
+WRITES = (
+    'set(PROG_EXTRA ${CMAKE_SOURCE_DIR}/src/extra.cpp CACHE FILEPATH "a source only this tree has")\n'
+    "target_sources(@@TARGET@@ PRIVATE ${PROG_EXTRA})"
+)
+READS = "if(PROG_EXTRA)\n    target_sources(@@TARGET@@ PRIVATE ${PROG_EXTRA})\nendif()"
 
 
 def _files(era: Era, serial: int) -> dict[str, str]:
@@ -117,14 +131,20 @@ def _files(era: Era, serial: int) -> dict[str, str]:
     files = _render(_templates(), state)
     if era.mild_defect and not era.defect:
         files["src/speculative.cpp"] = files["src/speculative.cpp"].replace(
-            demo._DRAFT_PICK_OK, "            const int id = rng() % 2 ? argmax(q, N_VOCAB) : sample_categorical(q, N_VOCAB, rng);")
+            demo._DRAFT_PICK_OK,
+            "            const int id = rng() % 2 ? argmax(q, N_VOCAB) : sample_categorical(q, N_VOCAB, rng);",
+        )
     crash = "true" if era.crash else ('cache == "f32"' if era.crash_on_cache_f32 else "false")
-    files["src/main.cpp"] = (MAIN.replace("@@DRAFT@@", era.draft_flag).replace("@@CRASH@@", crash)
-                             .replace("@@GLITCH@@", "true" if era.glitch else "false")
-                             .replace("@@OUTPUT@@", NEW_OUTPUT if era.output == "new" else OLD_OUTPUT))
+    files["src/main.cpp"] = (
+        MAIN.replace("@@DRAFT@@", era.draft_flag)
+        .replace("@@CRASH@@", crash)
+        .replace("@@GLITCH@@", "true" if era.glitch else "false")
+        .replace("@@OUTPUT@@", NEW_OUTPUT if era.output == "new" else OLD_OUTPUT)
+    )
     cache = WRITES if era.writes_cache else READS if era.reads_cache else ""
-    files["CMakeLists.txt"] = (CMAKE.replace("@@CACHE@@", cache).replace("@@TARGET@@", era.target)
-                               .replace("@@OPTION@@", era.option))
+    files["CMakeLists.txt"] = (
+        CMAKE.replace("@@CACHE@@", cache).replace("@@TARGET@@", era.target).replace("@@OPTION@@", era.option)
+    )
     if era.writes_cache:
         files["src/extra.cpp"] = "// a translation unit only this era has\nint extra_unit() { return 1; }\n"
     return files
@@ -146,8 +166,15 @@ def write_history(dest: Path, eras: list[Era], *, subjects: list[str] | None = N
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(text, encoding="utf-8", newline="\n")
         date = f"{1709283600 + i * 86400} +0000"
-        cenv = dict(env, GIT_AUTHOR_NAME="Era", GIT_AUTHOR_EMAIL="era@example.com", GIT_AUTHOR_DATE=date,
-                    GIT_COMMITTER_NAME="Era", GIT_COMMITTER_EMAIL="era@example.com", GIT_COMMITTER_DATE=date)
+        cenv = dict(
+            env,
+            GIT_AUTHOR_NAME="Era",
+            GIT_AUTHOR_EMAIL="era@example.com",
+            GIT_AUTHOR_DATE=date,
+            GIT_COMMITTER_NAME="Era",
+            GIT_COMMITTER_EMAIL="era@example.com",
+            GIT_COMMITTER_DATE=date,
+        )
         _git(repo, "add", "--all", ".", env=cenv)
         subject = subjects[i] if subjects else f"commit {i} ({era.target}, {era.option}, {era.output} output)"
         _git(repo, "commit", "-q", "--allow-empty", "--no-verify", "-m", subject, env=cenv)
@@ -163,8 +190,16 @@ def command(draft_flag: str = "--draft-max", *extra: str) -> list[str]:
     return ["{binary}", "--seed", "{seed}", "--prompt", PROMPT, "-n", str(N_PREDICT), draft_flag, "3", *extra]
 
 
-def config(history: EraHistory, dest: Path, *, build: dict[str, Any], run: dict[str, Any],
-           parse: dict[str, Any] | None = None, name: str = "eras.yaml", **more: Any) -> Path:
+def config(
+    history: EraHistory,
+    dest: Path,
+    *,
+    build: dict[str, Any],
+    run: dict[str, Any],
+    parse: dict[str, Any] | None = None,
+    name: str = "eras.yaml",
+    **more: Any,
+) -> Path:
     """A bisectbot config for an era history (the demo's statistic and exact reference)."""
     data = {
         "name": "eras",
@@ -184,11 +219,24 @@ def config(history: EraHistory, dest: Path, *, build: dict[str, Any], run: dict[
 
 def both_targets(new_option: str = "NEW_FAST", old_option: str = "OLD_FAST") -> dict[str, Any]:
     """Build variants for the renamed target and option: the new spelling first."""
-    return {"variants": [
-        {"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}, "cmake_args": [f"-D{new_option}=ON"]},
-        {"targets": ["oldprog"], "binaries": {"binary": ["bin/oldprog"]}, "cmake_args": [f"-D{old_option}=ON"]},
-    ]}
+    return {
+        "variants": [
+            {"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}, "cmake_args": [f"-D{new_option}=ON"]},
+            {"targets": ["oldprog"], "binaries": {"binary": ["bin/oldprog"]}, "cmake_args": [f"-D{old_option}=ON"]},
+        ]
+    }
 
 
-__all__ = ["Era", "EraHistory", "write_history", "config", "command", "both_targets", "NEW_PARSE", "OLD_PARSE",
-           "replace", "field", "demo"]
+__all__ = [
+    "Era",
+    "EraHistory",
+    "write_history",
+    "config",
+    "command",
+    "both_targets",
+    "NEW_PARSE",
+    "OLD_PARSE",
+    "replace",
+    "field",
+    "demo",
+]

@@ -240,7 +240,9 @@ class GitHubStandIn:
             self.add_user(login)
             self.repos[repo].members.add(login)
 
-    def add_issue(self, repo: str, number: int, title: str = "Distribution changed", login: str | None = None) -> IssueRec:
+    def add_issue(
+        self, repo: str, number: int, title: str = "Distribution changed", login: str | None = None
+    ) -> IssueRec:
         with self.lock:
             r = self.repos[repo]
             login = login or r.owner
@@ -257,14 +259,30 @@ class GitHubStandIn:
             self.comments[cid] = CommentRec(cid, repo, issue, login, body, now, now)
             return cid
 
-    def enable_app(self, app_id: str, public_key_pem: bytes, installation_id: int, slug: str = "bisectbot", token_ttl: float = 3600.0) -> None:
+    def enable_app(
+        self,
+        app_id: str,
+        public_key_pem: bytes,
+        installation_id: int,
+        slug: str = "bisectbot",
+        token_ttl: float = 3600.0,
+    ) -> None:
         """Accept GitHub App JWTs signed by the matching private key."""
         with self.lock:
             self.app = AppRec(str(app_id), public_key_pem, installation_id, slug, token_ttl)
             self.add_user(f"{slug}[bot]", "Bot")
 
     # ---------------------------------------------------------------- faults & records
-    def fail(self, method: str, path: str, kind: str, times: int = 1, retry_after: int = 1, reset_in: float = 1.0, hang_for: float = 1.0) -> None:
+    def fail(
+        self,
+        method: str,
+        path: str,
+        kind: str,
+        times: int = 1,
+        retry_after: int = 1,
+        reset_in: float = 1.0,
+        hang_for: float = 1.0,
+    ) -> None:
         """Fail the next ``times`` requests for METHOD and path regex (full match)."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}")
@@ -289,7 +307,9 @@ class GitHubStandIn:
 
     def comments_on(self, repo: str, issue: int) -> list[CommentRec]:
         with self.lock:
-            return sorted((c for c in self.comments.values() if c.repo == repo and c.issue == issue), key=lambda c: c.id)
+            return sorted(
+                (c for c in self.comments.values() if c.repo == repo and c.issue == issue), key=lambda c: c.id
+            )
 
     # ---------------------------------------------------------------- JSON shapes
     def user_json(self, login: str) -> dict[str, Any]:
@@ -321,9 +341,20 @@ class GitHubStandIn:
         u = self.users[login]
         data = self.user_json(login)
         data.update(
-            name=login, company=None, blog="", location=None, email=None, hireable=None,
-            bio=None, twitter_username=None, public_repos=1, public_gists=0, followers=0,
-            following=0, created_at=iso(u.created_at), updated_at=iso(u.created_at),
+            name=login,
+            company=None,
+            blog="",
+            location=None,
+            email=None,
+            hireable=None,
+            bio=None,
+            twitter_username=None,
+            public_repos=1,
+            public_gists=0,
+            followers=0,
+            following=0,
+            created_at=iso(u.created_at),
+            updated_at=iso(u.created_at),
         )
         return data
 
@@ -347,38 +378,90 @@ class GitHubStandIn:
         api = f"{self.base_url}/repos/{r.full_name}"
         stamp = iso(datetime(2023, 3, 10, tzinfo=timezone.utc))
         data: dict[str, Any] = {
-            "id": r.id, "node_id": f"R_{r.id}", "name": r.name, "full_name": r.full_name,
-            "private": False, "owner": self.user_json(r.owner),
-            "html_url": f"{self.html_root}/{r.full_name}", "description": "LLM inference in C/C++",
-            "fork": False, "url": api, "homepage": "", "language": "C++", "size": 1,
-            "created_at": stamp, "updated_at": stamp, "pushed_at": stamp,
-            "git_url": f"git://127.0.0.1/{r.full_name}.git", "ssh_url": f"git@127.0.0.1:{r.full_name}.git",
-            "clone_url": f"{self.html_root}/{r.full_name}.git", "svn_url": f"{self.html_root}/{r.full_name}",
-            "mirror_url": None, "archived": False, "disabled": False, "default_branch": "master",
-            "has_issues": True, "has_projects": True, "has_wiki": True, "has_pages": False,
-            "has_downloads": True, "has_discussions": True, "forks_count": 0, "stargazers_count": 0,
-            "watchers_count": 0, "watchers": 0, "forks": 0, "open_issues_count": len(r.issues),
-            "open_issues": len(r.issues), "network_count": 0, "subscribers_count": 0,
-            "visibility": "public", "topics": [], "license": None, "allow_forking": True,
-            "is_template": False, "web_commit_signoff_required": False,
+            "id": r.id,
+            "node_id": f"R_{r.id}",
+            "name": r.name,
+            "full_name": r.full_name,
+            "private": False,
+            "owner": self.user_json(r.owner),
+            "html_url": f"{self.html_root}/{r.full_name}",
+            "description": "LLM inference in C/C++",
+            "fork": False,
+            "url": api,
+            "homepage": "",
+            "language": "C++",
+            "size": 1,
+            "created_at": stamp,
+            "updated_at": stamp,
+            "pushed_at": stamp,
+            "git_url": f"git://127.0.0.1/{r.full_name}.git",
+            "ssh_url": f"git@127.0.0.1:{r.full_name}.git",
+            "clone_url": f"{self.html_root}/{r.full_name}.git",
+            "svn_url": f"{self.html_root}/{r.full_name}",
+            "mirror_url": None,
+            "archived": False,
+            "disabled": False,
+            "default_branch": "master",
+            "has_issues": True,
+            "has_projects": True,
+            "has_wiki": True,
+            "has_pages": False,
+            "has_downloads": True,
+            "has_discussions": True,
+            "forks_count": 0,
+            "stargazers_count": 0,
+            "watchers_count": 0,
+            "watchers": 0,
+            "forks": 0,
+            "open_issues_count": len(r.issues),
+            "open_issues": len(r.issues),
+            "network_count": 0,
+            "subscribers_count": 0,
+            "visibility": "public",
+            "topics": [],
+            "license": None,
+            "allow_forking": True,
+            "is_template": False,
+            "web_commit_signoff_required": False,
             "permissions": {"admin": False, "maintain": False, "push": True, "triage": True, "pull": True},
         }
         for name, tail in [
-            ("archive_url", "/{archive_format}{/ref}"), ("assignees_url", "/assignees{/user}"),
-            ("blobs_url", "/git/blobs{/sha}"), ("branches_url", "/branches{/branch}"),
-            ("collaborators_url", "/collaborators{/collaborator}"), ("comments_url", "/comments{/number}"),
-            ("commits_url", "/commits{/sha}"), ("compare_url", "/compare/{base}...{head}"),
-            ("contents_url", "/contents/{+path}"), ("contributors_url", "/contributors"),
-            ("deployments_url", "/deployments"), ("downloads_url", "/downloads"), ("events_url", "/events"),
-            ("forks_url", "/forks"), ("git_commits_url", "/git/commits{/sha}"), ("git_refs_url", "/git/refs{/sha}"),
-            ("git_tags_url", "/git/tags{/sha}"), ("hooks_url", "/hooks"),
-            ("issue_comment_url", "/issues/comments{/number}"), ("issue_events_url", "/issues/events{/number}"),
-            ("issues_url", "/issues{/number}"), ("keys_url", "/keys{/key_id}"), ("labels_url", "/labels{/name}"),
-            ("languages_url", "/languages"), ("merges_url", "/merges"), ("milestones_url", "/milestones{/number}"),
-            ("notifications_url", "/notifications{?since,all,participating}"), ("pulls_url", "/pulls{/number}"),
-            ("releases_url", "/releases{/id}"), ("stargazers_url", "/stargazers"), ("statuses_url", "/statuses/{sha}"),
-            ("subscribers_url", "/subscribers"), ("subscription_url", "/subscription"), ("tags_url", "/tags"),
-            ("teams_url", "/teams"), ("trees_url", "/git/trees{/sha}"),
+            ("archive_url", "/{archive_format}{/ref}"),
+            ("assignees_url", "/assignees{/user}"),
+            ("blobs_url", "/git/blobs{/sha}"),
+            ("branches_url", "/branches{/branch}"),
+            ("collaborators_url", "/collaborators{/collaborator}"),
+            ("comments_url", "/comments{/number}"),
+            ("commits_url", "/commits{/sha}"),
+            ("compare_url", "/compare/{base}...{head}"),
+            ("contents_url", "/contents/{+path}"),
+            ("contributors_url", "/contributors"),
+            ("deployments_url", "/deployments"),
+            ("downloads_url", "/downloads"),
+            ("events_url", "/events"),
+            ("forks_url", "/forks"),
+            ("git_commits_url", "/git/commits{/sha}"),
+            ("git_refs_url", "/git/refs{/sha}"),
+            ("git_tags_url", "/git/tags{/sha}"),
+            ("hooks_url", "/hooks"),
+            ("issue_comment_url", "/issues/comments{/number}"),
+            ("issue_events_url", "/issues/events{/number}"),
+            ("issues_url", "/issues{/number}"),
+            ("keys_url", "/keys{/key_id}"),
+            ("labels_url", "/labels{/name}"),
+            ("languages_url", "/languages"),
+            ("merges_url", "/merges"),
+            ("milestones_url", "/milestones{/number}"),
+            ("notifications_url", "/notifications{?since,all,participating}"),
+            ("pulls_url", "/pulls{/number}"),
+            ("releases_url", "/releases{/id}"),
+            ("stargazers_url", "/stargazers"),
+            ("statuses_url", "/statuses/{sha}"),
+            ("subscribers_url", "/subscribers"),
+            ("subscription_url", "/subscription"),
+            ("tags_url", "/tags"),
+            ("teams_url", "/teams"),
+            ("trees_url", "/git/trees{/sha}"),
         ]:
             data[name] = api + tail
         return data
@@ -391,16 +474,35 @@ class GitHubStandIn:
         api = f"{self.base_url}/repos/{r.full_name}/issues/{i.number}"
         n_comments = sum(1 for c in self.comments.values() if c.repo == r.full_name and c.issue == i.number)
         data: dict[str, Any] = {
-            "url": api, "repository_url": f"{self.base_url}/repos/{r.full_name}",
-            "labels_url": f"{api}/labels{{/name}}", "comments_url": f"{api}/comments",
-            "events_url": f"{api}/events", "html_url": f"{self.html_root}/{r.full_name}/issues/{i.number}",
-            "id": i.id, "node_id": f"I_{i.id}", "number": i.number, "title": i.title,
-            "user": self.user_json(i.login), "labels": [], "state": i.state, "locked": False,
-            "assignee": None, "assignees": [], "milestone": None, "comments": n_comments,
-            "created_at": iso(i.created_at), "updated_at": iso(i.created_at), "closed_at": None,
-            "author_association": self.association(r, i.login), "active_lock_reason": None,
-            "body": i.body, "closed_by": None, "reactions": self._reactions_json(f"{api}/reactions", {}),
-            "timeline_url": f"{api}/timeline", "performed_via_github_app": None, "state_reason": None,
+            "url": api,
+            "repository_url": f"{self.base_url}/repos/{r.full_name}",
+            "labels_url": f"{api}/labels{{/name}}",
+            "comments_url": f"{api}/comments",
+            "events_url": f"{api}/events",
+            "html_url": f"{self.html_root}/{r.full_name}/issues/{i.number}",
+            "id": i.id,
+            "node_id": f"I_{i.id}",
+            "number": i.number,
+            "title": i.title,
+            "user": self.user_json(i.login),
+            "labels": [],
+            "state": i.state,
+            "locked": False,
+            "assignee": None,
+            "assignees": [],
+            "milestone": None,
+            "comments": n_comments,
+            "created_at": iso(i.created_at),
+            "updated_at": iso(i.created_at),
+            "closed_at": None,
+            "author_association": self.association(r, i.login),
+            "active_lock_reason": None,
+            "body": i.body,
+            "closed_by": None,
+            "reactions": self._reactions_json(f"{api}/reactions", {}),
+            "timeline_url": f"{api}/timeline",
+            "performed_via_github_app": None,
+            "state_reason": None,
         }
         _add_body_variants(data, i.body, accept)
         return data
@@ -412,9 +514,13 @@ class GitHubStandIn:
             "url": api,
             "html_url": f"{self.html_root}/{c.repo}/issues/{c.issue}#issuecomment-{c.id}",
             "issue_url": f"{self.base_url}/repos/{c.repo}/issues/{c.issue}",
-            "id": c.id, "node_id": f"IC_{c.id}", "user": self.user_json(c.login),
-            "created_at": iso(c.created_at), "updated_at": iso(c.updated_at),
-            "author_association": self.association(r, c.login), "body": c.body,
+            "id": c.id,
+            "node_id": f"IC_{c.id}",
+            "user": self.user_json(c.login),
+            "created_at": iso(c.created_at),
+            "updated_at": iso(c.updated_at),
+            "author_association": self.association(r, c.login),
+            "body": c.body,
             "reactions": self._reactions_json(f"{api}/reactions", c.reactions),
             "performed_via_github_app": None,
         }
@@ -464,7 +570,7 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
             split = urlsplit(self.path)
             path = split.path
             if gh.prefix and path.startswith(gh.prefix + "/"):
-                path = path[len(gh.prefix):]
+                path = path[len(gh.prefix) :]
             elif gh.prefix:
                 path = "/__outside_prefix__" + path
             rec = Recorded(method, path, parse_qs(split.query), dict(self.headers.items()), body)
@@ -527,7 +633,9 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 "X-RateLimit-Resource": "core",
             }
 
-        def _send(self, status: int, payload: Any, extra: dict[str, str] | None = None, raw: bytes | None = None) -> None:
+        def _send(
+            self, status: int, payload: Any, extra: dict[str, str] | None = None, raw: bytes | None = None
+        ) -> None:
             data = raw if raw is not None else (b"" if payload is None else json.dumps(payload).encode())
             self.send_response(status)
             headers = {
@@ -561,7 +669,14 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
             if f.kind == "forbidden":
                 return self._send(403, {"message": "Resource not accessible by integration", "documentation_url": DOCS})
             if f.kind == "422":
-                return self._send(422, {"message": "Validation Failed", "errors": [{"resource": "IssueComment", "code": "invalid", "field": "body"}], "documentation_url": DOCS})
+                return self._send(
+                    422,
+                    {
+                        "message": "Validation Failed",
+                        "errors": [{"resource": "IssueComment", "code": "invalid", "field": "body"}],
+                        "documentation_url": DOCS,
+                    },
+                )
             if f.kind == "not_found":
                 return self._send(404, {"message": "Not Found", "documentation_url": DOCS})
             raise AssertionError(f.kind)
@@ -582,7 +697,9 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 import jwt  # PyJWT, a github3.py dependency
 
                 try:
-                    claims = jwt.decode(value, gh.app.public_key_pem, algorithms=["RS256"], options={"require": ["iat", "exp", "iss"]})
+                    claims = jwt.decode(
+                        value, gh.app.public_key_pem, algorithms=["RS256"], options={"require": ["iat", "exp", "iss"]}
+                    )
                 except jwt.PyJWTError:
                     return None
                 if str(claims["iss"]) != gh.app.app_id or not isinstance(claims["iss"], str):
@@ -591,12 +708,19 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
             return None
 
         # ------------------------------------------------------------ routes
-        def _route(self, method: str, path: str, query: dict[str, list[str]], body: bytes) -> tuple[int, Any, dict[str, str]]:
+        def _route(
+            self, method: str, path: str, query: dict[str, list[str]], body: bytes
+        ) -> tuple[int, Any, dict[str, str]]:
             accept = self.headers.get("Accept", "application/vnd.github+json")
             with gh.lock:
                 gh.rate_remaining = max(0, gh.rate_remaining - 1)
                 if method == "GET" and path == "/rate_limit":
-                    core = {"limit": 5000, "remaining": gh.rate_remaining, "reset": int(time.time()) + 3600, "used": 5000 - gh.rate_remaining}
+                    core = {
+                        "limit": 5000,
+                        "remaining": gh.rate_remaining,
+                        "reset": int(time.time()) + 3600,
+                        "used": 5000 - gh.rate_remaining,
+                    }
                     return 200, {"resources": {"core": core, "search": dict(core, limit=30)}, "rate": core}, {}
                 who = self._auth()
                 if who is None:
@@ -609,20 +733,38 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                     token = "ghs_" + secrets.token_hex(18)
                     expires = gh.clock() + timedelta(seconds=gh.app.token_ttl)
                     gh.add_token(token, f"{gh.app.slug}[bot]", expires)
-                    out = {"token": token, "expires_at": iso(expires), "permissions": {"issues": "write", "metadata": "read"}, "repository_selection": "selected"}
+                    out = {
+                        "token": token,
+                        "expires_at": iso(expires),
+                        "permissions": {"issues": "write", "metadata": "read"},
+                        "repository_selection": "selected",
+                    }
                     return 201, out, {}
                 if method == "GET" and path == "/app":
                     if kind != "jwt" or gh.app is None:
                         return 401, {"message": "A JSON web token could not be decoded", "documentation_url": DOCS}, {}
                     owner = gh.user_json(OWNER) if OWNER in gh.users else gh.user_json(next(iter(gh.users)))
-                    app_json = {"id": int(gh.app.app_id), "slug": gh.app.slug, "node_id": "A_1", "name": gh.app.slug,
-                                "owner": owner, "description": "", "external_url": f"{gh.html_root}/apps/{gh.app.slug}",
-                                "html_url": f"{gh.html_root}/apps/{gh.app.slug}", "created_at": "2024-01-01T00:00:00Z",
-                                "updated_at": "2024-01-01T00:00:00Z", "permissions": {"issues": "write", "metadata": "read"},
-                                "events": ["issue_comment"]}
+                    app_json = {
+                        "id": int(gh.app.app_id),
+                        "slug": gh.app.slug,
+                        "node_id": "A_1",
+                        "name": gh.app.slug,
+                        "owner": owner,
+                        "description": "",
+                        "external_url": f"{gh.html_root}/apps/{gh.app.slug}",
+                        "html_url": f"{gh.html_root}/apps/{gh.app.slug}",
+                        "created_at": "2024-01-01T00:00:00Z",
+                        "updated_at": "2024-01-01T00:00:00Z",
+                        "permissions": {"issues": "write", "metadata": "read"},
+                        "events": ["issue_comment"],
+                    }
                     return 200, app_json, {}
                 if kind == "jwt":
-                    return 401, {"message": "A JSON web token cannot be used for this endpoint", "documentation_url": DOCS}, {}
+                    return (
+                        401,
+                        {"message": "A JSON web token cannot be used for this endpoint", "documentation_url": DOCS},
+                        {},
+                    )
                 login = subject
                 if method == "GET" and path == "/user":
                     if login.endswith("[bot]"):
@@ -635,7 +777,16 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 rest = m.group(3) or ""
                 return self._repo_route(method, repo, rest, query, body, login, accept)
 
-        def _repo_route(self, method: str, repo: RepoRec, rest: str, query: dict[str, list[str]], body: bytes, login: str, accept: str) -> tuple[int, Any, dict[str, str]]:
+        def _repo_route(
+            self,
+            method: str,
+            repo: RepoRec,
+            rest: str,
+            query: dict[str, list[str]],
+            body: bytes,
+            login: str,
+            accept: str,
+        ) -> tuple[int, Any, dict[str, str]]:
             not_found = (404, {"message": "Not Found", "documentation_url": DOCS}, {})
             if method == "GET" and rest == "":
                 return 200, gh.repo_json(repo), {}
@@ -651,9 +802,30 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 if method == "POST":
                     text = _json_body(body).get("body")
                     if not isinstance(text, str) or not text:
-                        return 422, {"message": "Validation Failed", "errors": [{"resource": "IssueComment", "code": "missing_field", "field": "body"}]}, {}
+                        return (
+                            422,
+                            {
+                                "message": "Validation Failed",
+                                "errors": [{"resource": "IssueComment", "code": "missing_field", "field": "body"}],
+                            },
+                            {},
+                        )
                     if len(text) > 65536:
-                        return 422, {"message": "Validation Failed", "errors": [{"resource": "IssueComment", "code": "custom", "field": "body", "message": "body is too long (maximum is 65536 characters)"}]}, {}
+                        return (
+                            422,
+                            {
+                                "message": "Validation Failed",
+                                "errors": [
+                                    {
+                                        "resource": "IssueComment",
+                                        "code": "custom",
+                                        "field": "body",
+                                        "message": "body is too long (maximum is 65536 characters)",
+                                    }
+                                ],
+                            },
+                            {},
+                        )
                     cid = gh.add_comment(repo.full_name, number, login, text)
                     c = gh.comments[cid]
                     return 201, gh.comment_json(c, accept), {"Location": gh.comment_json(c, accept)["url"]}
@@ -675,7 +847,14 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                         return 403, {"message": "Must have admin rights to Repository.", "documentation_url": DOCS}, {}
                     text = _json_body(body).get("body")
                     if not isinstance(text, str) or not text or len(text) > 65536:
-                        return 422, {"message": "Validation Failed", "errors": [{"resource": "IssueComment", "code": "invalid", "field": "body"}]}, {}
+                        return (
+                            422,
+                            {
+                                "message": "Validation Failed",
+                                "errors": [{"resource": "IssueComment", "code": "invalid", "field": "body"}],
+                            },
+                            {},
+                        )
                     c.body = text
                     c.updated_at = gh.clock()
                     return 200, gh.comment_json(c, accept), {}
@@ -689,22 +868,52 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                     return not_found
                 content = _json_body(body).get("content")
                 if content not in REACTION_CONTENTS:
-                    return 422, {"message": "Validation Failed", "errors": [{"resource": "Reaction", "code": "invalid", "field": "content"}]}, {}
+                    return (
+                        422,
+                        {
+                            "message": "Validation Failed",
+                            "errors": [{"resource": "Reaction", "code": "invalid", "field": "content"}],
+                        },
+                        {},
+                    )
                 who = c.reactions.setdefault(content, set())
                 status = 200 if login in who else 201
                 who.add(login)
                 rid = abs(hash((c.id, content, login))) % 10**9
-                return status, {"id": rid, "node_id": f"REA_{rid}", "user": gh.user_json(login), "content": content, "created_at": iso(gh.clock())}, {}
+                return (
+                    status,
+                    {
+                        "id": rid,
+                        "node_id": f"REA_{rid}",
+                        "user": gh.user_json(login),
+                        "content": content,
+                        "created_at": iso(gh.clock()),
+                    },
+                    {},
+                )
             if m := re.fullmatch(r"/collaborators/([^/]+)/permission", rest):
                 user = m.group(1)
                 if method != "GET" or user not in gh.users:
                     return not_found
                 perm = gh.permission(repo, user)
                 role = {"admin": "admin", "write": "write", "read": "read", "none": "read"}[perm]
-                return 200, {"permission": perm, "role_name": role, "user": dict(gh.user_json(user), permissions={"admin": perm == "admin", "push": perm in ("admin", "write"), "pull": True})}, {}
+                return (
+                    200,
+                    {
+                        "permission": perm,
+                        "role_name": role,
+                        "user": dict(
+                            gh.user_json(user),
+                            permissions={"admin": perm == "admin", "push": perm in ("admin", "write"), "pull": True},
+                        ),
+                    },
+                    {},
+                )
             return not_found
 
-        def _paginate(self, pool: list[CommentRec], query: dict[str, list[str]], accept: str, path: str) -> tuple[int, Any, dict[str, str]]:
+        def _paginate(
+            self, pool: list[CommentRec], query: dict[str, list[str]], accept: str, path: str
+        ) -> tuple[int, Any, dict[str, str]]:
             since_raw = query.get("since", [None])[0]
             if since_raw is not None:
                 try:
@@ -712,7 +921,16 @@ def _make_handler(gh: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                     if since.tzinfo is None:
                         raise ValueError
                 except ValueError:
-                    return 422, {"message": "Validation Failed", "errors": [{"resource": "IssueComment", "field": "since", "code": "invalid", "value": since_raw}]}, {}
+                    return (
+                        422,
+                        {
+                            "message": "Validation Failed",
+                            "errors": [
+                                {"resource": "IssueComment", "field": "since", "code": "invalid", "value": since_raw}
+                            ],
+                        },
+                        {},
+                    )
                 pool = [c for c in pool if c.updated_at >= since]
             pool.sort(key=lambda c: c.id)
             try:

@@ -6,32 +6,61 @@ from __future__ import annotations
 from bisectbot import __version__
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
-from bisectbot.core.reports import (BisectReport, BisectStatus, ConfigSummary, Environment,
-                                    ReferenceSummary, TestReport)
+from bisectbot.core.reports import BisectReport, BisectStatus, ConfigSummary, Environment, ReferenceSummary, TestReport
 
 CULPRIT = "60488cfca65a3397efe863d5a17de27690693113"
 PARENT = "2d5528afbae2786560f2830e76f49dbba90ef99b"
 GOOD = "eb9e4f74679b1d6ff1ef8b47ef1a6ff05bc711f0"
 BAD = "bbf3fb5a170220952c75da96fceb76a89ba18c13"
 REFERENCE = ReferenceSummary(
-    probs={"a": 0.1, "b": 0.2, "c": 0.05, "d": 0.3, "e": 0.25, "f": 0.1}, condition_prob=0.4,
-    source="config", categories=["a", "b", "c", "d", "e", "f", "<other>", "<missed>"],
+    probs={"a": 0.1, "b": 0.2, "c": 0.05, "d": 0.3, "e": 0.25, "f": 0.1},
+    condition_prob=0.4,
+    source="config",
+    categories=["a", "b", "c", "d", "e", "f", "<other>", "<missed>"],
     category_probs=[0.04, 0.08, 0.02, 0.12, 0.1, 0.04, 0.0, 0.6],
-    condition={"position": 0, "token": "c"}, outcome={"position": 1})
-ENVIRONMENT = Environment(compiler="c++ (Debian 12.2.0) 12.2.0", cmake="cmake version 3.25.1",
-                          cmake_args=["-DCMAKE_BUILD_TYPE=Release"], host="h", platform="p",
-                          python="3.11", bisectbot=__version__)
+    condition={"position": 0, "token": "c"},
+    outcome={"position": 1},
+)
+ENVIRONMENT = Environment(
+    compiler="c++ (Debian 12.2.0) 12.2.0",
+    cmake="cmake version 3.25.1",
+    cmake_args=["-DCMAKE_BUILD_TYPE=Release"],
+    host="h",
+    platform="p",
+    python="3.11",
+    bisectbot=__version__,
+)
 BAD_COUNTS = {"a": 0, "b": 8, "c": 0, "d": 3, "e": 0, "f": 1, "<other>": 0, "<missed>": 1}
 GOOD_COUNTS = {"a": 56, "b": 118, "c": 25, "d": 177, "e": 141, "f": 64, "<other>": 0, "<missed>": 810}
 
 
-def verdict(sha: str, role: str, v: Verdict, counts: dict[str, int], subject: str = "x (#1)",
-            seeds: tuple[int, int] | None = (1, 13)) -> CommitVerdict:
-    return CommitVerdict(sha=sha, subject=subject, role=role, verdict=v, runs=sum(counts.values()),
-                         counts=counts, failures={}, retried=0,
-                         log_e_bad=9.0 if v is Verdict.BAD else -8.0,
-                         log_e_good=-8.0 if v is Verdict.BAD else 8.0, reason="decided",
-                         mode="reference", alpha=5e-4, beta=5e-4, seeds=seeds, build="ok", build_seconds=1.0)
+def verdict(
+    sha: str,
+    role: str,
+    v: Verdict,
+    counts: dict[str, int],
+    subject: str = "x (#1)",
+    seeds: tuple[int, int] | None = (1, 13),
+) -> CommitVerdict:
+    return CommitVerdict(
+        sha=sha,
+        subject=subject,
+        role=role,
+        verdict=v,
+        runs=sum(counts.values()),
+        counts=counts,
+        failures={},
+        retried=0,
+        log_e_bad=9.0 if v is Verdict.BAD else -8.0,
+        log_e_good=-8.0 if v is Verdict.BAD else 8.0,
+        reason="decided",
+        mode="reference",
+        alpha=5e-4,
+        beta=5e-4,
+        seeds=seeds,
+        build="ok",
+        build_seconds=1.0,
+    )
 
 
 def bisect_report(n_extra: int = 0) -> BisectReport:
@@ -39,31 +68,82 @@ def bisect_report(n_extra: int = 0) -> BisectReport:
         verdict(BAD, "bad-endpoint", Verdict.BAD, BAD_COUNTS, "docs: note output format (#1045)"),
         verdict(GOOD, "good-endpoint", Verdict.GOOD, GOOD_COUNTS, "specdemo: demo (#1003)", (1, 1391)),
         *[verdict(PARENT, "step", Verdict.GOOD, GOOD_COUNTS, "pipes | in subject") for _ in range(n_extra)],
-        verdict(CULPRIT, "retest-culprit", Verdict.BAD, BAD_COUNTS,
-                "speculative: take top draft candidate (#1032)", (6001, 6022)),
-        verdict(PARENT, "retest-parent", Verdict.GOOD, GOOD_COUNTS, "build: bump version to 0.1.2 (#1028)",
-                (6001, 6006)),
+        verdict(
+            CULPRIT,
+            "retest-culprit",
+            Verdict.BAD,
+            BAD_COUNTS,
+            "speculative: take top draft candidate (#1032)",
+            (6001, 6022),
+        ),
+        verdict(
+            PARENT, "retest-parent", Verdict.GOOD, GOOD_COUNTS, "build: bump version to 0.1.2 (#1028)", (6001, 6006)
+        ),
     ]
     return BisectReport(
-        job="bisect-0123456789ab", status=BisectStatus.FOUND, find=Find.BAD, first_bad=CULPRIT,
-        first_bad_subject="speculative: take top draft candidate (#1032)", last_good=PARENT,
-        candidates=[CULPRIT], good=GOOD, bad=BAD, good_ref=GOOD, bad_ref="main", commits=12, builds=6,
-        builds_bound=7, runs=1460, runs_executed=1460, retried=0, confidence=0.996, step_alpha=5e-4,
-        message="first bad commit is x", verdicts=verdicts, reference=REFERENCE,
-        config=ConfigSummary("specdemo", "ad81a2d7a2ee4f1a", "c.yaml", "e"), environment=ENVIRONMENT,
+        job="bisect-0123456789ab",
+        status=BisectStatus.FOUND,
+        find=Find.BAD,
+        first_bad=CULPRIT,
+        first_bad_subject="speculative: take top draft candidate (#1032)",
+        last_good=PARENT,
+        candidates=[CULPRIT],
+        good=GOOD,
+        bad=BAD,
+        good_ref=GOOD,
+        bad_ref="main",
+        commits=12,
+        builds=6,
+        builds_bound=7,
+        runs=1460,
+        runs_executed=1460,
+        retried=0,
+        confidence=0.996,
+        step_alpha=5e-4,
+        message="first bad commit is x",
+        verdicts=verdicts,
+        reference=REFERENCE,
+        config=ConfigSummary("specdemo", "ad81a2d7a2ee4f1a", "c.yaml", "e"),
+        environment=ENVIRONMENT,
         reproduce=f"bisectbot bisect c.yaml --good {GOOD} --bad {BAD}",
         change_points=[
-            {"commit": CULPRIT, "subject": "speculative: take top draft candidate (#1032)", "first": True,
-             "before": {"e": 2, "b": 2, "d": 1}, "after": {"e": 14}, "text": "the first departure"},
-            {"commit": BAD, "subject": "docs: note output format (#1045)", "first": False,
-             "before": {"e": 9, "b": 1}, "after": {"e": 20}, "text": "a later change point"}],
-        assumptions=["the bound counts the 2 re-tests on fresh seeds against the reference",
-                     "1 later change point(s) crossed on the way: listed in change_points"],
-        posterior=None, eta=0.03, tolerance=0.1)
+            {
+                "commit": CULPRIT,
+                "subject": "speculative: take top draft candidate (#1032)",
+                "first": True,
+                "before": {"e": 2, "b": 2, "d": 1},
+                "after": {"e": 14},
+                "text": "the first departure",
+            },
+            {
+                "commit": BAD,
+                "subject": "docs: note output format (#1045)",
+                "first": False,
+                "before": {"e": 9, "b": 1},
+                "after": {"e": 20},
+                "text": "a later change point",
+            },
+        ],
+        assumptions=[
+            "the bound counts the 2 re-tests on fresh seeds against the reference",
+            "1 later change point(s) crossed on the way: listed in change_points",
+        ],
+        posterior=None,
+        eta=0.03,
+        tolerance=0.1,
+    )
 
 
 def a_test_report(v: Verdict) -> TestReport:
-    return TestReport(job="test-x", commit=BAD, ref="master",
-                      detail=verdict(BAD, "test", v, GOOD_COUNTS, "docs: note output format (#1045)"),
-                      arms={}, builds=1, reference=REFERENCE, config=ConfigSummary("s", "d", "c.yaml"),
-                      environment=ENVIRONMENT, reproduce=f"bisectbot test c.yaml --commit {BAD}")
+    return TestReport(
+        job="test-x",
+        commit=BAD,
+        ref="master",
+        detail=verdict(BAD, "test", v, GOOD_COUNTS, "docs: note output format (#1045)"),
+        arms={},
+        builds=1,
+        reference=REFERENCE,
+        config=ConfigSummary("s", "d", "c.yaml"),
+        environment=ENVIRONMENT,
+        reproduce=f"bisectbot test c.yaml --commit {BAD}",
+    )

@@ -28,7 +28,7 @@ MILD = tuple(round(x, 6) for x in hardest_tv_shift(REFERENCE, 0.15))
 GROSS = (1.0, 0.0, 0.0)
 STRAY = 0.02
 
-MAIN = r'''#include <stdio.h>
+MAIN = r"""#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "table.h"
@@ -47,13 +47,13 @@ int main(int argc, char ** argv) {
     printf("%c\n", LETTERS[N_OUTCOMES - 1]);
     return 0;
 }
-'''
+"""
 
-UTIL_H = '''#pragma once
+UTIL_H = """#pragma once
 double uniform01(unsigned long long seed, unsigned long long stream);
-'''
+"""
 
-UTIL_C = '''#include "util.h"
+UTIL_C = """#include "util.h"
 /* splitmix64: a uniform in [0, 1) fixed by (seed, stream) */
 double uniform01(unsigned long long seed, unsigned long long stream) {
     unsigned long long z = seed * 0x9E3779B97F4A7C15ULL + stream * 0xBF58476D1CE4E5B9ULL + 0x94D049BB133111EBULL;
@@ -63,26 +63,28 @@ double uniform01(unsigned long long seed, unsigned long long stream) {
     return (double)(z >> 11) / 9007199254740992.0;
 }
 /* revision @@REV@@ */
-'''
+"""
 
-CMAKE = '''cmake_minimum_required(VERSION 3.16)
+CMAKE = """cmake_minimum_required(VERSION 3.16)
 project(staged VERSION 0.1 LANGUAGES C)
 set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 add_executable(prog src/main.c src/util.c)
-'''
+"""
 
 
 def _table(probs: tuple[float, ...], stray: float) -> str:
     values = ", ".join(repr(float(p)) for p in probs)
-    return (f"#pragma once\n#define N_OUTCOMES {len(probs)}\nstatic const double PROBS[N_OUTCOMES] = {{{values}}};\n"
-            f"static const char LETTERS[] = \"{LETTERS}\";\nstatic const double STRAY = {stray!r};\n")
+    return (
+        f"#pragma once\n#define N_OUTCOMES {len(probs)}\nstatic const double PROBS[N_OUTCOMES] = {{{values}}};\n"
+        f'static const char LETTERS[] = "{LETTERS}";\nstatic const double STRAY = {stray!r};\n'
+    )
 
 
 @dataclass(frozen=True)
 class Staged:
     repo: Path
     commits: tuple[str, ...]
-    kinds: tuple[str, ...]     # first | src | docs | mild | gross, one per commit
+    kinds: tuple[str, ...]  # first | src | docs | mild | gross, one per commit
 
     @property
     def mild(self) -> str:
@@ -128,17 +130,28 @@ def write_staged(dest: Path, seed: int, *, stray: bool = False, n: int = 24) -> 
             rev += 1
         elif kind == "docs":
             notes += 1
-        files = {"CMakeLists.txt": CMAKE, "src/main.c": MAIN, "src/util.h": UTIL_H,
-                 "src/util.c": UTIL_C.replace("@@REV@@", str(rev)),
-                 "src/table.h": _table(probs, STRAY if stray else 0.0),
-                 "README.md": "# staged\n" + "".join(f"- note {k}\n" for k in range(notes))}
+        files = {
+            "CMakeLists.txt": CMAKE,
+            "src/main.c": MAIN,
+            "src/util.h": UTIL_H,
+            "src/util.c": UTIL_C.replace("@@REV@@", str(rev)),
+            "src/table.h": _table(probs, STRAY if stray else 0.0),
+            "README.md": "# staged\n" + "".join(f"- note {k}\n" for k in range(notes)),
+        }
         for rel, text in files.items():
             out = repo / rel
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(text, encoding="utf-8", newline="\n")
         date = f"{1709283600 + i * 3600} +0000"
-        cenv = dict(env, GIT_AUTHOR_NAME="Staged", GIT_AUTHOR_EMAIL="staged@example.com", GIT_AUTHOR_DATE=date,
-                    GIT_COMMITTER_NAME="Staged", GIT_COMMITTER_EMAIL="staged@example.com", GIT_COMMITTER_DATE=date)
+        cenv = dict(
+            env,
+            GIT_AUTHOR_NAME="Staged",
+            GIT_AUTHOR_EMAIL="staged@example.com",
+            GIT_AUTHOR_DATE=date,
+            GIT_COMMITTER_NAME="Staged",
+            GIT_COMMITTER_EMAIL="staged@example.com",
+            GIT_COMMITTER_DATE=date,
+        )
         _git(repo, "add", "--all", ".", env=cenv)
         _git(repo, "commit", "-q", "--allow-empty", "--no-verify", "-m", f"{kind} ({i})", env=cenv)
         shas.append(_git(repo, "rev-parse", "HEAD", env=cenv))
@@ -150,8 +163,12 @@ def config(history: Staged, dest: Path, **test: Any) -> Path:
     data = {
         "name": "staged",
         "repo": {"path": str(history.repo)},
-        "build": {"cmake_args": ["-DCMAKE_BUILD_TYPE=Release"], "targets": ["prog"],
-                  "binaries": {"binary": ["bin/prog"]}, "timeout": 300},
+        "build": {
+            "cmake_args": ["-DCMAKE_BUILD_TYPE=Release"],
+            "targets": ["prog"],
+            "binaries": {"binary": ["bin/prog"]},
+            "timeout": 300,
+        },
         "run": {"argv": ["{binary}", "{seed}"], "max_runs": 4000, "timeout": 10, "jobs": 0},
         "parse": {"split": "chars", "expect_tokens": 1},
         "statistic": {"outcome": {"position": 0}},

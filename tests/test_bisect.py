@@ -16,8 +16,16 @@ from bisectbot.edges.storage import StateDir
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline import bisect
 from bisectbot.pipeline.bisect import BisectPlan, reproduce_line, steps_estimate
-from bisectbot.pipeline.events import (BisectStarted, Confirming, EndpointStarted, Event, Events, StepStarted,
-                                       StrategyChosen, VerdictReached)
+from bisectbot.pipeline.events import (
+    BisectStarted,
+    Confirming,
+    EndpointStarted,
+    Event,
+    Events,
+    StepStarted,
+    StrategyChosen,
+    VerdictReached,
+)
 from bisectbot.pipeline.jobs import Session, plan_bisect
 
 LINE = tuple(f"{i:040x}" for i in range(10))
@@ -35,8 +43,9 @@ def test_the_plan_knows_which_end_is_broken() -> None:
     ask = bad.ask("step", mode="two-point", q_bad=(0.5, 0.5))
     assert (ask.alpha, ask.beta, ask.mode, ask.block) == (1e-3, 1e-3, "two-point", 0)
     assert steps_estimate(2) == 1 and steps_estimate(10) == 4 and steps_estimate(4097) == 12
-    assert reproduce_line(fixed, "sticky") == (f"bisectbot bisect c.yaml --good {LINE[0]} --bad {LINE[-1]} "
-                                               "--find fixed --strategy sticky")
+    assert reproduce_line(fixed, "sticky") == (
+        f"bisectbot bisect c.yaml --good {LINE[0]} --bad {LINE[-1]} --find fixed --strategy sticky"
+    )
 
 
 @pytest.fixture
@@ -51,7 +60,9 @@ def test_the_stages_run_in_order_and_the_report_rests_on_their_verdicts(small_de
     s, seen = session
     p = plan_bisect(s, small_demo.good, "main")
     report = bisect.run_bisect(p, s.tester, s.events, s.report_context())
-    lines = [e for e in seen if isinstance(e, (BisectStarted, EndpointStarted, StrategyChosen, StepStarted, Confirming))]
+    lines = [
+        e for e in seen if isinstance(e, (BisectStarted, EndpointStarted, StrategyChosen, StepStarted, Confirming))
+    ]
     kinds = [type(e) for e in lines]
     assert kinds[:4] == [BisectStarted, EndpointStarted, EndpointStarted, StrategyChosen]
     assert [e.name for e in lines if isinstance(e, EndpointStarted)] == ["bad", "good"]
@@ -75,7 +86,10 @@ def test_the_stages_run_in_order_and_the_report_rests_on_their_verdicts(small_de
 def test_a_good_endpoint_that_tests_bad_stops_the_bisect(small_demo: DemoHistory, session) -> None:
     s, seen = session
     p = plan_bisect(s, small_demo.culprit, "main")
-    with pytest.raises(EndpointError, match=rf"good ref {small_demo.culprit} \({small_demo.culprit[:12]}\) "
-                                            r"tests BAD, expected GOOD"):
+    with pytest.raises(
+        EndpointError,
+        match=rf"good ref {small_demo.culprit} \({small_demo.culprit[:12]}\) "
+        r"tests BAD, expected GOOD",
+    ):
         bisect.run_bisect(p, s.tester, s.events, s.report_context())
     assert not [e for e in seen if isinstance(e, StepStarted)]  # the search never started

@@ -39,18 +39,25 @@ ONE_COMMENT = r"/repos/ggml-org/llama\.cpp/issues/comments/\d+"
 def demo12(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
     """12 commits: good at 0, build break at 3 (fixed at 4), culprit at 8, HEAD (main) bad."""
     require(*TOOLCHAIN)
-    return generate_demo(tmp_path_factory.mktemp("bot-demo"), n_commits=12, culprit_index=8,
-                         break_index=3, seed=1)
+    return generate_demo(tmp_path_factory.mktemp("bot-demo"), n_commits=12, culprit_index=8, break_index=3, seed=1)
 
 
-def write_config(tmp_path: Path, demo: DemoHistory, gh: GitHubStandIn, name: str = "bot.yaml",
-                 **github: Any) -> Path:
+def write_config(tmp_path: Path, demo: DemoHistory, gh: GitHubStandIn, name: str = "bot.yaml", **github: Any) -> Path:
     data = yaml.safe_load(demo.config.read_text())
     data["repo"]["path"] = str(demo.repo)
     data["github"] = {
-        "repo": FULL_NAME, "api_url": gh.base_url, "html_url": gh.html_root, "token_env": TOKEN_ENV,
-        "bot_login": BOT_LOGIN, "issue": ISSUE, "progress_interval": 0, "poll_interval": 1,
-        "retry_give_up_after": 10, "retry_backoff": 0.01, "retry_max_wait": 0.05, **github,
+        "repo": FULL_NAME,
+        "api_url": gh.base_url,
+        "html_url": gh.html_root,
+        "token_env": TOKEN_ENV,
+        "bot_login": BOT_LOGIN,
+        "issue": ISSUE,
+        "progress_interval": 0,
+        "poll_interval": 1,
+        "retry_give_up_after": 10,
+        "retry_backoff": 0.01,
+        "retry_max_wait": 0.05,
+        **github,
     }
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -65,8 +72,13 @@ def open_bot(config: Path, state_dir: Path, env: dict[str, str] | None = None) -
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(bisectbot_argv(*args), capture_output=True, text=True, timeout=timeout,
-                          env=subprocess_env(CI="1", **(env if env is not None else {TOKEN_ENV: BOT_TOKEN})))
+    return subprocess.run(
+        bisectbot_argv(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=subprocess_env(CI="1", **(env if env is not None else {TOKEN_ENV: BOT_TOKEN})),
+    )
 
 
 def bot_comments(gh: GitHubStandIn) -> list[str]:
@@ -94,7 +106,8 @@ def db_rows(state_dir: Path, sql: str) -> list[tuple[Any, ...]]:
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
 def test_comment_bisect_one_comment_with_culprit_despite_failing_writes(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server)
     cmd_id = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good[:10]} bad=main")
     # GitHub fails the first writes: creates fail (one after writing), edits fail
@@ -124,13 +137,18 @@ def test_comment_bisect_one_comment_with_culprit_despite_failing_writes(
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
 def test_watch_killed_mid_bisect_resumes_without_rerunning_or_posting_twice(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server)
     gh_server.add_comment(FULL_NAME, ISSUE, "collab", f"/bisect good={demo12.good} bad=main")
     state_dir = tmp_path / "st"
     args = ["watch", str(config), "--issue", str(ISSUE), "--once", "--state", str(state_dir)]
-    proc = subprocess.Popen(bisectbot_argv(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=subprocess_env(CI="1", **{TOKEN_ENV: BOT_TOKEN}))
+    proc = subprocess.Popen(
+        bisectbot_argv(*args),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=subprocess_env(CI="1", **{TOKEN_ENV: BOT_TOKEN}),
+    )
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline and proc.poll() is None:  # kill once the search started
@@ -174,7 +192,8 @@ def test_watch_killed_mid_bisect_resumes_without_rerunning_or_posting_twice(
 
 
 def test_unauthorised_and_unsafe_commands_are_refused_before_anything_runs(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     configs = tmp_path / "configs"
     configs.mkdir()
@@ -182,26 +201,29 @@ def test_unauthorised_and_unsafe_commands_are_refused_before_anything_runs(
     config = write_config(tmp_path, demo12, gh_server, configs_dir="configs")
     good = demo12.good
     cases = {
-        gh_server.add_comment(FULL_NAME, ISSUE, "stranger", f"/bisect good={good} bad=main"):
-            "only repository owners, members and collaborators",
-        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/bisect good=$(touch x) bad=main"):
-            "it contains '$'",
-        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good=--upload-pack=touch{os.sep}x bad={good}"):
-            "it starts with '-'",
-        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/bisect good=no-such-branch bad=main"):
-            "`no-such-branch` does not resolve",
-        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={good} bad=main config=../secret"):
-            "config name `../secret` is not allowed",
-        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={good} bad=main config=secret"):
-            "there is no config `secret`",
-        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/cancel"):
-            "nothing to cancel",
+        gh_server.add_comment(
+            FULL_NAME, ISSUE, "stranger", f"/bisect good={good} bad=main"
+        ): "only repository owners, members and collaborators",
+        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/bisect good=$(touch x) bad=main"): "it contains '$'",
+        gh_server.add_comment(
+            FULL_NAME, ISSUE, "maintainer", f"/bisect good=--upload-pack=touch{os.sep}x bad={good}"
+        ): "it starts with '-'",
+        gh_server.add_comment(
+            FULL_NAME, ISSUE, "maintainer", "/bisect good=no-such-branch bad=main"
+        ): "`no-such-branch` does not resolve",
+        gh_server.add_comment(
+            FULL_NAME, ISSUE, "maintainer", f"/bisect good={good} bad=main config=../secret"
+        ): "config name `../secret` is not allowed",
+        gh_server.add_comment(
+            FULL_NAME, ISSUE, "maintainer", f"/bisect good={good} bad=main config=secret"
+        ): "there is no config `secret`",
+        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/cancel"): "nothing to cancel",
         # a right-to-left override is shown, not obeyed, in the reply that echoes it
-        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/bisect good=v1\u202egood bad=main"):
-            "v1<U+202E>good",
+        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/bisect good=v1\u202egood bad=main"): "v1<U+202E>good",
         # a member quoting the bot's hidden marker is still heard (the bot is known by its login)
-        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "<!-- bisectbot:job=x -->\n/bisect good=gone bad=main"):
-            "`gone` does not resolve",
+        gh_server.add_comment(
+            FULL_NAME, ISSUE, "maintainer", "<!-- bisectbot:job=x -->\n/bisect good=gone bad=main"
+        ): "`gone` does not resolve",
     }
     gh_server.add_comment(FULL_NAME, ISSUE, "stranger", "thanks, this is just a comment")
     state_dir = tmp_path / "st"
@@ -228,24 +250,38 @@ def test_unauthorised_and_unsafe_commands_are_refused_before_anything_runs(
 # --------------------------------------------------------------------------- webhooks
 
 
-def deliver(port: int, payload: dict[str, Any], *, delivery: str | None = None, secret: bytes = SECRET,
-            signature: str | None = None) -> requests.Response:
+def deliver(
+    port: int,
+    payload: dict[str, Any],
+    *,
+    delivery: str | None = None,
+    secret: bytes = SECRET,
+    signature: str | None = None,
+) -> requests.Response:
     body = json.dumps(payload).encode()
-    headers = {"Content-Type": "application/json", "X-GitHub-Event": "issue_comment",
-               "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-               "X-Hub-Signature-256": signature if signature is not None else sign(secret, body)}
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "issue_comment",
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": signature if signature is not None else sign(secret, body),
+    }
     return requests.post(f"http://127.0.0.1:{port}/", data=body, headers=headers, timeout=10)
 
 
 def comment_payload(gh: GitHubStandIn, login: str, body: str) -> dict[str, Any]:
     cid = gh.add_comment(FULL_NAME, ISSUE, login, body)
     assoc = gh.association(gh.repos[FULL_NAME], login)
-    return {"action": "created", "issue": {"number": ISSUE}, "repository": {"full_name": FULL_NAME},
-            "comment": {"id": cid, "body": body, "author_association": assoc,
-                        "user": {"login": login, "type": "User"}}}
+    return {
+        "action": "created",
+        "issue": {"number": ISSUE},
+        "repository": {"full_name": FULL_NAME},
+        "comment": {"id": cid, "body": body, "author_association": assoc, "user": {"login": login, "type": "User"}},
+    }
 
 
-def test_webhook_forged_replayed_and_unauthorised(gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+def test_webhook_forged_replayed_and_unauthorised(
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server)
     cfg = load_config(config)
     state_dir = tmp_path / "st"
@@ -302,7 +338,9 @@ def test_webhook_forged_replayed_and_unauthorised(gh_server: GitHubStandIn, demo
 # --------------------------------------------------------------------------- token hygiene
 
 
-def test_token_never_reaches_build_or_run_subprocesses(gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+def test_token_never_reaches_build_or_run_subprocesses(
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     dumps = tmp_path / "env-dumps"
     dumps.mkdir()
     spy = tmp_path / "envspy.py"
@@ -311,10 +349,11 @@ def test_token_never_reaches_build_or_run_subprocesses(gh_server: GitHubStandIn,
         "import json, os, sys, uuid\n"
         f"path = os.path.join({str(dumps)!r}, sys.argv[1] + '-' + uuid.uuid4().hex + '.json')\n"
         "open(path, 'w').write(json.dumps(dict(os.environ)))\n"
-        "os.execv(sys.argv[2], sys.argv[2:])\n")
+        "os.execv(sys.argv[2], sys.argv[2:])\n"
+    )
     spy.chmod(0o755)
     launcher = tmp_path / "cxx-launcher"
-    launcher.write_text(f"#!/bin/sh\nexec {spy} build \"$@\"\n")
+    launcher.write_text(f'#!/bin/sh\nexec {spy} build "$@"\n')
     launcher.chmod(0o755)
     config = write_config(tmp_path, demo12, gh_server, token_env="GITHUB_TOKEN")
     data = yaml.safe_load(config.read_text())
@@ -322,10 +361,15 @@ def test_token_never_reaches_build_or_run_subprocesses(gh_server: GitHubStandIn,
     data["run"]["argv"] = [str(spy), "run", *data["run"]["argv"]]
     data["run"]["max_runs"] = 60
     config.write_text(yaml.safe_dump(data, sort_keys=False))
-    secrets = {"GITHUB_TOKEN": BOT_TOKEN, "GH_TOKEN": BOT_TOKEN, "BISECTBOT_GITHUB_TOKEN": BOT_TOKEN,
-               TOKEN_ENV: BOT_TOKEN}
-    proc = cli("check", str(config), "--ref", "main", "--issue", str(ISSUE), "--state", str(tmp_path / "st"),
-               env=secrets)
+    secrets = {
+        "GITHUB_TOKEN": BOT_TOKEN,
+        "GH_TOKEN": BOT_TOKEN,
+        "BISECTBOT_GITHUB_TOKEN": BOT_TOKEN,
+        TOKEN_ENV: BOT_TOKEN,
+    }
+    proc = cli(
+        "check", str(config), "--ref", "main", "--issue", str(ISSUE), "--state", str(tmp_path / "st"), env=secrets
+    )
     assert proc.returncode == 1, proc.stderr  # BAD: the alarm was posted with the token
     assert any("no longer holds" in b for b in bot_comments(gh_server))
     seen = {kind: [json.loads(p.read_text()) for p in dumps.glob(f"{kind}-*.json")] for kind in ("build", "run")}
@@ -340,7 +384,9 @@ def test_token_never_reaches_build_or_run_subprocesses(gh_server: GitHubStandIn,
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
-def test_check_still_fixed_then_alarm_and_culprit(gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+def test_check_still_fixed_then_alarm_and_culprit(
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server)
     state = ["--state", str(tmp_path / "st")]
     fixed = cli("check", str(config), "--ref", demo12.good, *state)
@@ -366,7 +412,8 @@ def test_check_still_fixed_then_alarm_and_culprit(gh_server: GitHubStandIn, demo
 
 
 def test_result_survives_github_outage_and_publish_posts_it_later(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server, retry_give_up_after=0.3)
     gh_server.fail("POST", COMMENTS, "500", times=10_000)
     state = ["--state", str(tmp_path / "st")]
@@ -388,7 +435,8 @@ def test_result_survives_github_outage_and_publish_posts_it_later(
 
 
 def test_dry_run_without_credentials_writes_what_it_would_post(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server, dry_run_file="dry-run.md")
     proc = cli("check", str(config), "--ref", "main", "--state", str(tmp_path / "st"), env={})
     assert proc.returncode == 1, proc.stderr
@@ -419,7 +467,8 @@ def test_workflow_examples_are_safe() -> None:
 
 
 def test_cancel_stops_the_running_job_and_says_so_in_its_comment(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server)
     gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
     cancel_id = gh_server.add_comment(FULL_NAME, ISSUE, "collab", "/cancel")

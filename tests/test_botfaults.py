@@ -12,12 +12,12 @@ import pytest
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory
 from bisectbot.edges.storage import StateDir
+from bisectbot.errors import GitHubError
 from bisectbot.github.bot import Bot, watch
 from bisectbot.github.client import GitHubClient, RetryPolicy
 from bisectbot.github.commands import BisectCommand
 from bisectbot.github.outbox import Outbox
 from bisectbot.pipeline.events import Syncing
-from bisectbot.errors import GitHubError
 
 from conftest import bisectbot_argv
 from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401
@@ -34,7 +34,8 @@ def replies_to(gh: GitHubStandIn, comment_id: int) -> list[str]:
 
 
 def test_an_unreadable_config_is_answered_and_the_next_command_goes_on(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     configs = tmp_path / "configs"
     configs.mkdir()
@@ -64,12 +65,14 @@ class BuggyBot(Bot):
 
 
 def test_an_unforeseen_exception_is_a_reply_and_a_failed_command(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server)
     broken = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
     after = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/cancel")
     cfg = load_config(config)
     from bisectbot.github.client import make_client
+
     with StateDir(tmp_path / "st") as state:
         bot = BuggyBot(cfg, str(config), state, make_client(cfg, {"BISECTBOT_TEST_GH_TOKEN": BOT_TOKEN}))
         watch(bot, ISSUE, once=True, interval=1)
@@ -78,11 +81,14 @@ def test_an_unforeseen_exception_is_a_reply_and_a_failed_command(
     assert len(answer) == 1 and "internal error: KeyError" in answer[0]
     assert len(replies_to(gh_server, after)) == 1
     assert db_rows(tmp_path / "st", "SELECT comment_id, status, raises FROM bot_commands ORDER BY comment_id") == [
-        (broken, "failed", 1), (after, "done", 0)]
+        (broken, "failed", 1),
+        (after, "done", 0),
+    ]
 
 
 def test_a_command_whose_handling_raised_twice_is_not_resumed_a_third_time(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server)
     cid = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
     with open_bot(config, tmp_path / "st") as bot:
@@ -113,14 +119,20 @@ class ThreadRecordingClient(GitHubClient):
 
 
 def test_a_write_outage_does_not_slow_the_job_and_the_result_is_posted_once_after(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, demo12, gh_server, retry_give_up_after=0.5)
     cmd = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
     for method, path in (("POST", COMMENTS), ("PATCH", ONE_COMMENT), ("POST", r".*/reactions")):
         gh_server.fail(method, path, "502", times=100_000)
     cfg = load_config(config)
-    client = ThreadRecordingClient(FULL_NAME, api_url=gh_server.base_url, token=BOT_TOKEN, bot_login=BOT_LOGIN,
-                                   retry=RetryPolicy(give_up_after=0.5, backoff_base=0.01, max_wait=0.05))
+    client = ThreadRecordingClient(
+        FULL_NAME,
+        api_url=gh_server.base_url,
+        token=BOT_TOKEN,
+        bot_login=BOT_LOGIN,
+        retry=RetryPolicy(give_up_after=0.5, backoff_base=0.01, max_wait=0.05),
+    )
     seen: list[int] = []  # how many calls were made at each of the job's events
     # The command is claimed on the issue (one POST, one GET, bounded by CLAIM_BUDGET) after the
     # refs are synced and before the job starts: the job is what must not wait on GitHub.
@@ -136,7 +148,7 @@ def test_a_write_outage_does_not_slow_the_job_and_the_result_is_posted_once_afte
         job_thread = threading.current_thread().name
         assert db_rows(tmp_path / "st", "SELECT kind, status FROM jobs") == [("bisect", "done")]
         assert bot_comments(gh_server) == []  # nothing got through
-        during = client.calls[seen[0]:seen[-1]]  # from the job's first event to its last
+        during = client.calls[seen[0] : seen[-1]]  # from the job's first event to its last
         assert during and not [c for c in during if c[0] == job_thread]  # none on the job's thread
         assert any(m in ("POST", "PATCH") for t, m in client.calls if t == "bisectbot-outbox")
         gh_server.faults.clear()  # GitHub answers again: the outbox's next attempt gets through
@@ -162,6 +174,7 @@ def test_outbox_coalesces_by_key_and_waits_out_retry_after() -> None:
         def send() -> None:
             gate.wait(10)
             sent.append(text)
+
         return send
 
     def once_refused() -> None:
@@ -204,7 +217,8 @@ def test_outbox_drops_what_retrying_cannot_change() -> None:
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
 def test_two_bots_with_separate_state_directories_never_run_the_same_bisect(
-        gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path) -> None:
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
     import subprocess
 
     from conftest import subprocess_env
@@ -212,8 +226,10 @@ def test_two_bots_with_separate_state_directories_never_run_the_same_bisect(
 
     config = write_config(tmp_path, demo12, gh_server)
     gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
-    argv = [bisectbot_argv("watch", str(config), "--issue", str(ISSUE), "--once", "--state", str(tmp_path / s))
-            for s in ("a", "b")]
+    argv = [
+        bisectbot_argv("watch", str(config), "--issue", str(ISSUE), "--once", "--state", str(tmp_path / s))
+        for s in ("a", "b")
+    ]
     env = subprocess_env(CI="1", **{TOKEN_ENV: BOT_TOKEN})
     procs = [subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env) for a in argv]
     for proc in procs:
@@ -242,4 +258,5 @@ def test_a_claim_race_is_won_by_the_earliest_comment(gh_server: GitHubStandIn) -
     gh_server.add_comment(FULL_NAME, ISSUE, BOT_LOGIN, "<!-- bisectbot:job=bisect-xyz by=bbbb -->\nqueued")
     assert not b.claim_job(ISSUE, "bisect-xyz", "bbbb", "queued")
     assert [c.body.split("\n")[0] for c in gh_server.comments_on(FULL_NAME, ISSUE)][1:] == [
-        "<!-- bisectbot:job=bisect-xyz by=aaaa -->"]
+        "<!-- bisectbot:job=bisect-xyz by=aaaa -->"
+    ]

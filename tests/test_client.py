@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.errors import GitHubError
 from bisectbot.config import load_config
-from bisectbot.github.comment import BODY_LIMIT
+from bisectbot.errors import GitHubError
 from bisectbot.github.client import (
     AppCredentials,
     DryRunClient,
@@ -20,6 +19,7 @@ from bisectbot.github.client import (
     format_since,
     make_client,
 )
+from bisectbot.github.comment import BODY_LIMIT
 
 try:  # tests/ is on sys.path when it is not a package (pytest's default "prepend" import mode)
     from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server, make_standard_server  # noqa: F401
@@ -65,7 +65,9 @@ def test_comment_created_once_then_edited_in_place(gh_server: GitHubStandIn) -> 
     first = p.upsert_job_comment(ISSUE, "job-7", "| commit | verdict |\n|---|---|\n| abc | good |")
     second = p.upsert_job_comment(ISSUE, "job-7", "| commit | verdict |\n|---|---|\n| abc | bad |")
     assert first == second
-    assert job_comments(gh_server, "job-7") == ["<!-- bisectbot:job=job-7 -->\n| commit | verdict |\n|---|---|\n| abc | bad |"]
+    assert job_comments(gh_server, "job-7") == [
+        "<!-- bisectbot:job=job-7 -->\n| commit | verdict |\n|---|---|\n| abc | bad |"
+    ]
     assert gh_server.count("POST", COMMENTS) == 1
     assert gh_server.count("PATCH", ONE_COMMENT) == 1
     # every request carried the token, and the server's urls point back at itself
@@ -86,7 +88,9 @@ def test_marker_in_someone_elses_comment_is_not_ours(gh_server: GitHubStandIn) -
     cid = p.upsert_job_comment(ISSUE, "job-1", "real")
     mine = gh_server.comments[cid]
     assert mine.login == BOT_LOGIN and mine.body.endswith("real")
-    assert [c.body for c in gh_server.comments_on(FULL_NAME, ISSUE) if c.login == "collab"] == ["<!-- bisectbot:job=job-1 -->\nquoted"]
+    assert [c.body for c in gh_server.comments_on(FULL_NAME, ISSUE) if c.login == "collab"] == [
+        "<!-- bisectbot:job=job-1 -->\nquoted"
+    ]
 
 
 def test_comment_deleted_by_a_human_is_recreated(gh_server: GitHubStandIn) -> None:
@@ -144,13 +148,17 @@ def test_list_comments_since_id_and_timestamp(gh_server: GitHubStandIn) -> None:
     assert [c.id for c in p.comments(ISSUE, None)] == [old, new]
     # an aware datetime (github3 4.0.1 would send "...+00:00Z", which GitHub rejects)
     got = p.comments(ISSUE, t0 + timedelta(minutes=30))
-    assert [(c.id, c.author, c.author_association, c.issue_number) for c in got] == [(new, "maintainer", "MEMBER", ISSUE)]
+    assert [(c.id, c.author, c.author_association, c.issue_number) for c in got] == [
+        (new, "maintainer", "MEMBER", ISSUE)
+    ]
     assert gh_server.matching("GET", COMMENTS)[-1].query["since"] == ["2024-05-01T12:30:00Z"]
     assert got[0].created_at == t0 + timedelta(hours=1)
 
 
 def test_format_since() -> None:
-    assert format_since(datetime(2024, 1, 2, 3, 4, 5, 999, tzinfo=timezone(timedelta(hours=2)))) == "2024-01-02T01:04:05Z"
+    assert (
+        format_since(datetime(2024, 1, 2, 3, 4, 5, 999, tzinfo=timezone(timedelta(hours=2)))) == "2024-01-02T01:04:05Z"
+    )
     assert format_since(datetime(2024, 1, 2, 3, 4, 5)) == "2024-01-02T03:04:05Z"
     with pytest.raises(ValueError):
         format_since("2024-01-02T03:04:05+00:00Z")
@@ -340,7 +348,9 @@ def _rsa_pair(tmp_path: Path) -> tuple[Path, bytes]:
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption())
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
     pub = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     path = tmp_path / "app.pem"
     path.write_bytes(pem)
@@ -399,10 +409,15 @@ def test_dry_run_writes_what_would_be_posted(tmp_path: Path) -> None:
 
 def github_config(tmp_path: Path, gh: GitHubStandIn, **github: object) -> Path:
     """A minimal valid config whose github section talks to the stand-in."""
-    data = {"name": "t", "repo": {"path": "."}, "build": {"targets": ["x"], "binaries": {"binary": ["x"]}},
-            "run": {"argv": ["{binary}", "{seed}"]}, "statistic": {"outcome": {"position": 0}},
-            "reference": {"probs": {"a": 1.0}},
-            "github": {"repo": FULL_NAME, "api_url": gh.base_url, "token_env": "BISECTBOT_TEST_TOKEN", **github}}
+    data = {
+        "name": "t",
+        "repo": {"path": "."},
+        "build": {"targets": ["x"], "binaries": {"binary": ["x"]}},
+        "run": {"argv": ["{binary}", "{seed}"]},
+        "statistic": {"outcome": {"position": 0}},
+        "reference": {"probs": {"a": 1.0}},
+        "github": {"repo": FULL_NAME, "api_url": gh.base_url, "token_env": "BISECTBOT_TEST_TOKEN", **github},
+    }
     path = tmp_path / "gh.yaml"
     path.write_text(json.dumps(data))  # JSON is YAML
     return path

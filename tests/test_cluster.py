@@ -27,6 +27,7 @@ from bisectbot.errors import ClusterError
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.cluster import connect
 from bisectbot.pipeline.events import Event, Events, RoundStarted, WorkerDone
+
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
 
 # Dask clusters of real worker processes building the demo: minutes, so after the default suite.
@@ -36,8 +37,9 @@ pytestmark = pytest.mark.heavy
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
     require(*TOOLCHAIN)
-    return generate_demo(tmp_path_factory.mktemp("cluster"), n_commits=30, culprit_index=17, break_index=4,
-                         seed=1, outside=0.5)
+    return generate_demo(
+        tmp_path_factory.mktemp("cluster"), n_commits=30, culprit_index=17, break_index=4, seed=1, outside=0.5
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,8 @@ def client() -> Iterator[Any]:
 
 
 def test_two_workers_name_the_same_commit_as_the_serial_path_in_fewer_rounds(
-        history: DemoHistory, client: Any, tmp_path: Path) -> None:
+    history: DemoHistory, client: Any, tmp_path: Path
+) -> None:
     cfg = load_config(history.config)
     reports = {}
     seen: list[Event] = []
@@ -88,7 +91,8 @@ def test_a_worker_with_another_compiler_is_refused(history: DemoHistory, client:
 
 
 def test_a_build_the_coordinator_never_recorded_is_found_on_its_worker(
-        history: DemoHistory, client: Any, tmp_path: Path) -> None:
+    history: DemoHistory, client: Any, tmp_path: Path
+) -> None:
     """A coordinator killed while a round ran never recorded what the workers built: the next
     run asks the workers' own databases and sends each commit to the worker that holds it."""
     cfg = load_config(history.config)
@@ -97,8 +101,10 @@ def test_a_build_the_coordinator_never_recorded_is_found_on_its_worker(
         tester = jobs.Session(cfg, state, cluster=client).tester
         first = tester.build_many(shas)  # type: ignore[attr-defined]
         assert all(b.ok for b in first)
-        hosts = {sha: state.store.build(tester.cluster_build_key(), sha).host  # type: ignore[attr-defined,union-attr]
-                 for sha in shas}
+        hosts = {
+            sha: state.store.build(tester.cluster_build_key(), sha).host  # type: ignore[attr-defined,union-attr]
+            for sha in shas
+        }
         assert set(hosts.values()) == {"0", "1"}  # both workers built some
         for sha in shas:  # as if the coordinator had died before the results came back
             state.store.forget_build(tester.cluster_build_key(), sha)  # type: ignore[attr-defined]
@@ -107,7 +113,7 @@ def test_a_build_the_coordinator_never_recorded_is_found_on_its_worker(
         again = tester.build_many(shas[::-1])  # type: ignore[attr-defined]  # not placed as before by chance
     assert [b.sha for b in again] == shas[::-1] and all(b.ok for b in again)
     assert {e.sha: e.worker for e in seen} == hosts  # each went back to its builder...
-    assert not any(e.built for e in seen)            # ...which reused its build
+    assert not any(e.built for e in seen)  # ...which reused its build
     assert sum(_count_worker_builds(tmp_path / "st" / "workers").values()) == len(shas)
 
 
@@ -124,8 +130,9 @@ def test_a_worker_killed_mid_build_has_the_build_redone_elsewhere(history: DemoH
             tester = session.tester
             out: dict[str, Any] = {}
             sha = history.commits[9]
-            t = threading.Thread(target=lambda: out.update(v=tester.verdict(sha, Ask(role="test", alpha=1e-3,
-                                                                                     beta=1e-3))))
+            t = threading.Thread(
+                target=lambda: out.update(v=tester.verdict(sha, Ask(role="test", alpha=1e-3, beta=1e-3)))
+            )
             t.start()
             deadline = time.monotonic() + 60
             while not (logs := _worker_logs(session.worker_root, sha)) and time.monotonic() < deadline:
@@ -157,10 +164,28 @@ def _count_worker_builds(root: Path) -> dict[str, int]:
 
 def test_a_coordinator_killed_mid_round_resumes(history: DemoHistory, tmp_path: Path) -> None:
     state = tmp_path / "st"
-    args = ["bisect", str(history.config), "--good", history.good, "--bad", "main", "--workers", "2",
-            "--state", str(state), "--json", str(tmp_path / "r.json"), "-q"]
-    proc = subprocess.Popen(bisectbot_argv(*args), env=subprocess_env(CI="1"), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    args = [
+        "bisect",
+        str(history.config),
+        "--good",
+        history.good,
+        "--bad",
+        "main",
+        "--workers",
+        "2",
+        "--state",
+        str(state),
+        "--json",
+        str(tmp_path / "r.json"),
+        "-q",
+    ]
+    proc = subprocess.Popen(
+        bisectbot_argv(*args),
+        env=subprocess_env(CI="1"),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     db = state / "state.sqlite3"
     deadline = time.monotonic() + 300
     killed = False
@@ -182,8 +207,9 @@ def test_a_coordinator_killed_mid_round_resumes(history: DemoHistory, tmp_path: 
     assert killed, f"the bisect ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"  # type: ignore[union-attr]
     before = _count_worker_builds(state / "workers")
     runs_before = sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    done = subprocess.run(bisectbot_argv(*args), env=subprocess_env(CI="1"), capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        bisectbot_argv(*args), env=subprocess_env(CI="1"), capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["status"] == "found" and report["first_bad"] == history.culprit
@@ -196,11 +222,24 @@ def test_a_coordinator_killed_mid_round_resumes(history: DemoHistory, tmp_path: 
 
 def test_cluster_options_fail_in_one_line(history: DemoHistory, tmp_path: Path) -> None:
     base = ["bisect", str(history.config), "--good", history.good, "--bad", "main", "--state", str(tmp_path / "st")]
-    both = subprocess.run(bisectbot_argv(*base, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"),
-                          capture_output=True, text=True, env=subprocess_env(CI="1"), timeout=120)
+    both = subprocess.run(
+        bisectbot_argv(*base, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"),
+        capture_output=True,
+        text=True,
+        env=subprocess_env(CI="1"),
+        timeout=120,
+    )
     assert both.returncode == 2 and "not both" in both.stderr
-    gone = subprocess.run(bisectbot_argv(*base, "--scheduler", "tcp://127.0.0.1:9"),
-                          capture_output=True, text=True, env=subprocess_env(CI="1"), timeout=120)
+    gone = subprocess.run(
+        bisectbot_argv(*base, "--scheduler", "tcp://127.0.0.1:9"),
+        capture_output=True,
+        text=True,
+        env=subprocess_env(CI="1"),
+        timeout=120,
+    )
     assert gone.returncode == 2, gone.stderr
-    assert gone.stderr.strip().splitlines()[-1].startswith("bisectbot: error: cannot reach the Dask scheduler at "
-                                                           "tcp://127.0.0.1:9")
+    assert (
+        gone.stderr.strip()
+        .splitlines()[-1]
+        .startswith("bisectbot: error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+    )

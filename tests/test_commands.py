@@ -27,7 +27,10 @@ from bisectbot.github.commands import (
     [
         ("/bisect good=b4000 bad=b4100", BisectCommand("b4000", "b4100")),
         ("/bisect bad=master good=v1.2.3 config=cpu-q4_0.yaml", BisectCommand("v1.2.3", "master", "cpu-q4_0.yaml")),
-        ("Please try this:\n\n  /bisect good=0123abcd bad=origin/master\n\nthanks", BisectCommand("0123abcd", "origin/master")),
+        (
+            "Please try this:\n\n  /bisect good=0123abcd bad=origin/master\n\nthanks",
+            BisectCommand("0123abcd", "origin/master"),
+        ),
         ("/BISECT GOOD=a1b2c3d BAD=refs/tags/b5000", BisectCommand("a1b2c3d", "refs/tags/b5000")),
         ("/check", CheckCommand()),
         ("/check ref=feature/sampler+fix", CheckCommand("feature/sampler+fix")),
@@ -43,7 +46,9 @@ def test_authorised_associations(association: str) -> None:
     assert parse_comment("/cancel", association) == CancelCommand()
 
 
-@pytest.mark.parametrize("association", ["CONTRIBUTOR", "FIRST_TIMER", "FIRST_TIME_CONTRIBUTOR", "MANNEQUIN", "NONE", "", None])
+@pytest.mark.parametrize(
+    "association", ["CONTRIBUTOR", "FIRST_TIMER", "FIRST_TIME_CONTRIBUTOR", "MANNEQUIN", "NONE", "", None]
+)
 def test_unauthorised_author_is_refused_politely(association: str | None) -> None:
     got = parse_comment("/bisect good=$(touch x) bad=b2", association, author="stranger")
     assert isinstance(got, Refusal)
@@ -133,7 +138,20 @@ def test_sha_range_only_where_allowed() -> None:
     assert validate_ref("abc1234..def5678") is not None
 
 
-@pytest.mark.parametrize("ref", ["b4567", "master", "origin/master", "refs/tags/v1.0", "0" * 40, "a" * 64, "release/2024.05", "user-branch_1", "pr/123/head"])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "b4567",
+        "master",
+        "origin/master",
+        "refs/tags/v1.0",
+        "0" * 40,
+        "a" * 64,
+        "release/2024.05",
+        "user-branch_1",
+        "pr/123/head",
+    ],
+)
 def test_valid_refs(ref: str) -> None:
     assert validate_ref(ref) is None
 

@@ -15,16 +15,33 @@ from bisectbot import __version__
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.errors import GitHubError
 from bisectbot.github.bot import CommentObserver, ProgressPoster, fixture_hashes
-from bisectbot.github.comment import (BODY_LIMIT, Code, Collapsed, CommentContext, Document, commit_ref,
-                                     render_alarm, render_bisect, render_status)
-from bisectbot.pipeline.events import (BisectStarted, Building, Built, CancelToken, EndpointStarted,
-                                       RunsProgress, StepStarted)
-
+from bisectbot.github.comment import (
+    BODY_LIMIT,
+    Code,
+    Collapsed,
+    CommentContext,
+    Document,
+    commit_ref,
+    render_alarm,
+    render_bisect,
+    render_status,
+)
+from bisectbot.pipeline.events import (
+    BisectStarted,
+    Building,
+    Built,
+    CancelToken,
+    EndpointStarted,
+    RunsProgress,
+    StepStarted,
+)
 from sample_reports import BAD, CULPRIT, GOOD, PARENT, a_test_report, bisect_report
 
+
 def ctx(fixtures: dict[str, str] | None = None) -> CommentContext:
-    return CommentContext(repo="ggml-org/llama.cpp", html_url="https://github.com",
-                          fixtures=fixtures or {}, first_seed=1, max_runs=6000)
+    return CommentContext(
+        repo="ggml-org/llama.cpp", html_url="https://github.com", fixtures=fixtures or {}, first_seed=1, max_runs=6000
+    )
 
 
 def test_culprit_is_linked_with_subject_and_pr() -> None:
@@ -59,7 +76,7 @@ def test_table_chart_and_reproduction_footer(tmp_path: Path) -> None:
     assert "<details>" not in body[:table_at]
     assert "**BAD**" in body and "b 8 (0.67 vs 0.20)" in body
     # mermaid chart inside <details>: reference bars, observed lines, categories quoted
-    chart = body[body.index("```mermaid"):]
+    chart = body[body.index("```mermaid") :]
     assert body.rindex("<details>", 0, body.index("```mermaid")) > table_at
     assert "xychart-beta" in chart and 'x-axis ["a", "b", "c", "d", "e", "f", "<other>"]' in chart
     assert "bar [0.1, 0.2, 0.05, 0.3, 0.25, 0.1, 0.0]" in chart
@@ -68,14 +85,23 @@ def test_table_chart_and_reproduction_footer(tmp_path: Path) -> None:
     # (581 runs each); the parent comes first
     assert f"good side `{PARENT[:12]}` (n=581)" in body
     # footer: repo, range, digest, cmake args, compiler, fixture hash, seeds, version
-    footer = body[body.index("<summary>Reproduce</summary>"):]
-    for needle in ("ggml-org/llama.cpp", f"`{GOOD[:12]}`", "ad81a2d7a2ee4f1a", "-DCMAKE_BUILD_TYPE=Release",
-                   "c++ (Debian 12.2.0) 12.2.0", hashes["models/draft.gguf"], "seeds 6001–6022",
-                   "at most 6000 runs", f"bisectbot {__version__}", "bisectbot bisect c.yaml"):
+    footer = body[body.index("<summary>Reproduce</summary>") :]
+    for needle in (
+        "ggml-org/llama.cpp",
+        f"`{GOOD[:12]}`",
+        "ad81a2d7a2ee4f1a",
+        "-DCMAKE_BUILD_TYPE=Release",
+        "c++ (Debian 12.2.0) 12.2.0",
+        hashes["models/draft.gguf"],
+        "seeds 6001–6022",
+        "at most 6000 runs",
+        f"bisectbot {__version__}",
+        "bisectbot bisect c.yaml",
+    ):
         assert needle in footer, needle
     # the change points crossed, and what the confidence rests on (collapsed)
     assert "Change points crossed (the distribution changed more than once):" in body
-    rests = body[body.index("<summary>What the confidence rests on</summary>"):]
+    rests = body[body.index("<summary>What the confidence rests on</summary>") :]
     assert "BAD means farther than eta 0.03" in rests and rests.index("re-tests") < rests.index("</details>")
 
 
@@ -90,7 +116,9 @@ def test_huge_report_fits_github_limit_and_keeps_the_head() -> None:
 
 
 # -- fitting a document to GitHub's limit ----------------------------------------------------------
-TABLE = "| commit | p-value | verdict |\n|---|---|---|\n" + "".join(f"| {i:07x} | 0.{i:04d} | good |\n" for i in range(40))
+TABLE = "| commit | p-value | verdict |\n|---|---|---|\n" + "".join(
+    f"| {i:07x} | 0.{i:04d} | good |\n" for i in range(40)
+)
 
 
 def test_fit_cuts_the_largest_collapsed_part_first_and_keeps_the_table() -> None:
@@ -102,8 +130,8 @@ def test_fit_cuts_the_largest_collapsed_part_first_and_keeps_the_table() -> None
     assert TABLE in out and small.render() in out and out.endswith("_footer_\n")
     assert "<summary>build log</summary>" in out and "characters cut to fit" in out
     assert out.count("```") == 4 and out.count("</details>") == 2
-    log = out[out.index("<summary>build log"):].splitlines()
-    kept = log[log.index("```") + 1:next(i for i, ln in enumerate(log) if "characters cut" in ln)]
+    log = out[out.index("<summary>build log") :].splitlines()
+    kept = log[log.index("```") + 1 : next(i for i, ln in enumerate(log) if "characters cut" in ln)]
     assert kept[0].startswith("line 0 ") and all(ln == f"line {i} " + "x" * 60 for i, ln in enumerate(kept))
 
 
@@ -228,8 +256,14 @@ def test_the_comment_says_which_variants_commits_needed_and_names_skip_blocks() 
     r = bisect_report()
     assert "variants for their era" not in render_bisect(r, ctx()).text()
     old = replace(r.verdicts[1], build_variant=3, variant=6)
-    block = {"first": PARENT, "last": CULPRIT, "commits": 4, "tried": 2, "signature": "s",
-             "text": "4 commits 2024-06-01 … 2024-06-04 (2 tried): runs crash: killed by SIGSEGV"}
+    block = {
+        "first": PARENT,
+        "last": CULPRIT,
+        "commits": 4,
+        "tried": 2,
+        "signature": "s",
+        "text": "4 commits 2024-06-01 … 2024-06-04 (2 tried): runs crash: killed by SIGSEGV",
+    }
     body = render_bisect(replace(r, verdicts=[r.verdicts[0], old, *r.verdicts[2:]], skip_blocks=[block]), ctx()).text()
     assert f"- `{old.sha[:12]}`: build variant 3; command variant 6" in body
     assert "Skipped in blocks (commits that fail the same way):\n- 4 commits 2024-06-01" in body

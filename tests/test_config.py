@@ -107,20 +107,28 @@ def test_hashed_seeds_are_distinct_and_scattered() -> None:
     assert len({mix31(i) for i in range(1 << 16)}) == 1 << 16
 
 
-@pytest.mark.parametrize("section, key, hint", [
-    ("github", {"repo": "o/r", "isue": 3}, "github.isue: unknown key (did you mean issue?)"),
-    ("arms", {"srv": {"targets": ["s"], "binaries": {"s": ["s"]}, "serv": ["{s}"], "body": {}}},
-     "arms.srv.serv: unknown key (did you mean serve?)"),
-    ("run", {"variants": [{"agrv": ["{binary}"]}]}, "run.variants[0].agrv: unknown key (did you mean argv?)"),
-])
-def test_misspelt_keys_get_a_hint_in_optional_sections_dicts_and_lists(tmp_path: Path, section: str,
-                                                                       key: dict, hint: str) -> None:
+@pytest.mark.parametrize(
+    "section, key, hint",
+    [
+        ("github", {"repo": "o/r", "isue": 3}, "github.isue: unknown key (did you mean issue?)"),
+        (
+            "arms",
+            {"srv": {"targets": ["s"], "binaries": {"s": ["s"]}, "serv": ["{s}"], "body": {}}},
+            "arms.srv.serv: unknown key (did you mean serve?)",
+        ),
+        ("run", {"variants": [{"agrv": ["{binary}"]}]}, "run.variants[0].agrv: unknown key (did you mean argv?)"),
+    ],
+)
+def test_misspelt_keys_get_a_hint_in_optional_sections_dicts_and_lists(
+    tmp_path: Path, section: str, key: dict, hint: str
+) -> None:
     assert f": {hint}" in error_of(tmp_path, dict(GOOD, **{section: key}))
 
 
 def test_secrets_a_config_names_are_known_to_it(tmp_path: Path) -> None:
-    cfg = load_config(write(tmp_path, dict(GOOD, github={"repo": "o/r", "token_env": "BOT_PAT",
-                                                         "webhook_secret_env": "HOOK"})))
+    cfg = load_config(
+        write(tmp_path, dict(GOOD, github={"repo": "o/r", "token_env": "BOT_PAT", "webhook_secret_env": "HOOK"}))
+    )
     assert cfg.secret_env_names == ("BOT_PAT", "HOOK")
     assert load_config(write(tmp_path, GOOD)).secret_env_names == ()
 
@@ -131,8 +139,13 @@ def test_build_variants_shape_errors_name_their_keys(tmp_path: Path) -> None:
     assert "give build.targets and build.binaries, or build.variants" in error_of(tmp_path, both)
     other_names = {**GOOD, "build": {"variants": [variant, {**variant, "binaries": {"other": ["bin/x"]}}]}}
     assert "every build variant must name the same binaries" in error_of(tmp_path, other_names)
-    arm = {"targets": ["srv"], "binaries": {"server": ["bin/srv"]}, "build_variants": [variant],
-           "serve": ["{server}", "{port}"], "body": {"seed": "{seed}"}}
+    arm = {
+        "targets": ["srv"],
+        "binaries": {"server": ["bin/srv"]},
+        "build_variants": [variant],
+        "serve": ["{server}", "{port}"],
+        "body": {"seed": "{seed}"},
+    }
     assert "give targets and binaries, or build_variants" in error_of(tmp_path, {**GOOD, "arms": {"a": arm}})
 
 

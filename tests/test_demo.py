@@ -81,7 +81,6 @@ def simulate(prompt: str, n: int, rng: random.Random, *, draft_max: int = DRAFT_
     return prompt + "".join(VOCAB[t] for t in out)
 
 
-
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
 
@@ -296,7 +295,9 @@ def test_cli_rejects_bad_arguments(built: dict[str, Path]) -> None:
     binary = str(built["good"])
     for argv in (["--seed", "x"], ["--prompt", "az"], ["--bogus", "1"], ["--seed"]):
         assert subprocess.run([binary, *argv], capture_output=True, timeout=10).returncode == 2
-    out = subprocess.run([binary, "--seed", "5", "--prompt", "f", "-n", "9", "--draft-max", "0"], capture_output=True, text=True)
+    out = subprocess.run(
+        [binary, "--seed", "5", "--prompt", "f", "-n", "9", "--draft-max", "0"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and len(out.stdout.strip()) == 10
 
 

@@ -30,8 +30,12 @@ def roles(report) -> list[str]:  # type: ignore[no-untyped-def]
 
 def claims(report) -> list:  # type: ignore[no-untyped-def]
     """What the stated confidence counts: every GOOD/BAD of a test, every change found."""
-    return [v for v in report.verdicts if v.mode in ("reference", "quick", "change")
-            and (v.verdict.value in ("good", "bad") or (v.role == "confirm-culprit" and v.verdict.value == "changed"))]
+    return [
+        v
+        for v in report.verdicts
+        if v.mode in ("reference", "quick", "change")
+        and (v.verdict.value in ("good", "bad") or (v.role == "confirm-culprit" and v.verdict.value == "changed"))
+    ]
 
 
 def only_tests_say_good(report) -> None:  # type: ignore[no-untyped-def]
@@ -124,10 +128,10 @@ def test_a_walk_back_keeps_what_passed_and_tries_built_commits_first() -> None:
     assert report.status.value == "found" and report.first_bad == line[60], report.message
     assert [c["commit"] for c in report.change_points] == [line[60], line[180]]
     order = [v.sha for v in report.verdicts if v.role == "step"]
-    first_pass = order[:order.index(line[180]) + 1]
-    walk = [sha for sha in order[len(first_pass):]]
+    first_pass = order[: order.index(line[180]) + 1]
+    walk = [sha for sha in order[len(first_pass) :]]
     built_before = [sha for sha in walk if sha in first_pass]
-    assert walk and walk[:len(built_before)] == built_before  # the built ones first
+    assert walk and walk[: len(built_before)] == built_before  # the built ones first
     only_tests_say_good(report)
 
 
@@ -147,6 +151,7 @@ def test_a_sticky_visit_that_does_not_settle_is_probed_against_the_reference(mon
 def test_two_commits_that_cannot_be_told_apart_are_not_named(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """When the change test shows no change between the boundary's commits, nothing is named:
     ambiguous, with both commits and their counts; the working end's zone check runs."""
+
     def never(*args, **kw):  # type: ignore[no-untyped-def]
         return S.Evidence(S.Verdict.INCONCLUSIVE, 2, 0.0, 0.0, "no change shown after 1 + 1 runs (budget 1 each)")
 
@@ -163,6 +168,7 @@ def test_a_working_end_in_the_indifference_zone_is_named_as_the_reason(monkeypat
     """A stray outcome in 6% of runs at every commit (TV 0.06: beyond eta 0.03, within tolerance):
     when the answer hinges on it, the report says that the working end itself departs, and
     bisectbot refuses rather than re-centres (README: How it decides)."""
+
     def never(*args, **kw):  # type: ignore[no-untyped-def]
         return S.Evidence(S.Verdict.INCONCLUSIVE, 2, 0.0, 0.0, "no change shown")
 

@@ -37,11 +37,11 @@ def path_without(where: Path, *programs: str) -> str:
     return str(where)
 
 
-def cli(*args: str, path: str | None = None, cwd: Path | None = None,
-        **env: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, path: str | None = None, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     extra = {"PATH": path} if path is not None else {}
-    return subprocess.run(bisectbot_argv(*args), capture_output=True, text=True, timeout=120, cwd=cwd,
-                          env=subprocess_env(**extra, **env))
+    return subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=120, cwd=cwd, env=subprocess_env(**extra, **env)
+    )
 
 
 # -- the checks as data -----------------------------------------------------------------------------
@@ -51,8 +51,13 @@ def test_the_generator_decides_between_make_and_ninja() -> None:
     assert doctor.generator_tool(["-GNinja Multi-Config"], {}) is doctor.NINJA
     assert doctor.generator_tool([], {"CMAKE_GENERATOR": "Ninja"}) is doctor.NINJA
     assert doctor.generator_tool(["-G", "Unix Makefiles"], {"CMAKE_GENERATOR": "Ninja"}) is doctor.MAKE
-    assert [t.name for t in doctor.build_tools(["-G", "Ninja"], {})] == ["git", "cmake", "ninja", "C++ compiler",
-                                                                        "C compiler"]
+    assert [t.name for t in doctor.build_tools(["-G", "Ninja"], {})] == [
+        "git",
+        "cmake",
+        "ninja",
+        "C++ compiler",
+        "C compiler",
+    ]
 
 
 def test_a_compiler_named_by_cxx_is_the_one_looked_for(tmp_path: Path) -> None:
@@ -70,8 +75,9 @@ def test_a_compiler_named_by_cxx_is_the_one_looked_for(tmp_path: Path) -> None:
 def test_one_line_names_every_missing_program_and_one_apt_get() -> None:
     line = doctor.missing_line([doctor.CMAKE, doctor.MAKE, doctor.BWRAP, doctor.PRLIMIT], {})
     assert "\n" not in line
-    assert line.startswith("cmake, make, bwrap, prlimit not found on PATH: "
-                           "install with `apt-get install cmake make bubblewrap util-linux`")
+    assert line.startswith(
+        "cmake, make, bwrap, prlimit not found on PATH: install with `apt-get install cmake make bubblewrap util-linux`"
+    )
 
 
 # -- bisectbot doctor -------------------------------------------------------------------------------
@@ -101,18 +107,24 @@ def test_doctor_runs_without_git_and_says_so(tmp_path: Path) -> None:
     """gitpython refuses to be imported without git; the CLI must still start to say what is missing."""
     proc = cli("doctor", path=path_without(tmp_path / "bin", "git"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "MISSING  git: not found on PATH; clones the project, lists and checks out its commits: " \
-           "apt-get install git" in proc.stdout
+    assert (
+        "MISSING  git: not found on PATH; clones the project, lists and checks out its commits: "
+        "apt-get install git" in proc.stdout
+    )
     assert "Traceback" not in proc.stderr
 
 
 def test_optional_programs_only_warn(tmp_path: Path) -> None:
     proc = cli("doctor", path=path_without(tmp_path / "bin", "ccache", "prlimit", "bwrap"))
     lines = proc.stdout.splitlines()
-    assert "warning  ccache: not found on PATH; without it each commit's build compiles everything again: " \
-           "apt-get install ccache" in lines
-    assert "warning  pull-request sandbox: bubblewrap (bwrap) is not installed (Debian: apt-get install " \
-           "bubblewrap); pull-request checks are refused" in lines, lines
+    assert (
+        "warning  ccache: not found on PATH; without it each commit's build compiles everything again: "
+        "apt-get install ccache" in lines
+    )
+    assert (
+        "warning  pull-request sandbox: bubblewrap (bwrap) is not installed (Debian: apt-get install "
+        "bubblewrap); pull-request checks are refused" in lines
+    ), lines
     assert not any(ln.startswith("MISSING") for ln in lines) or proc.returncode == 2
 
 
@@ -121,13 +133,17 @@ def test_doctor_checks_the_config_s_generator_and_repository(tmp_path: Path) -> 
     repo = tmp_path / "project"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     config = tmp_path / "ninja.yaml"
-    config.write_text(f"name: ninja\nrepo: {{path: {repo}}}\n"
-                      "build: {cmake_args: [-G, Ninja], targets: [prog], binaries: {prog: [prog]}}\n"
-                      "run: {argv: ['{prog}', '{seed}']}\nparse: {split: chars, expect_tokens: 1}\n"
-                      "statistic: {outcome: {position: 0}}\nreference: {probs: {a: 0.5, b: 0.5}}\n")
+    config.write_text(
+        f"name: ninja\nrepo: {{path: {repo}}}\n"
+        "build: {cmake_args: [-G, Ninja], targets: [prog], binaries: {prog: [prog]}}\n"
+        "run: {argv: ['{prog}', '{seed}']}\nparse: {split: chars, expect_tokens: 1}\n"
+        "statistic: {outcome: {position: 0}}\nreference: {probs: {a: 0.5, b: 0.5}}\n"
+    )
     proc = cli("doctor", str(config), path=path_without(tmp_path / "bin", "ninja"))
-    assert "MISSING  ninja: not found on PATH; the config asks cmake for the Ninja generator: " \
-           "apt-get install ninja-build" in proc.stdout, proc.stdout + proc.stderr
+    assert (
+        "MISSING  ninja: not found on PATH; the config asks cmake for the Ninja generator: "
+        "apt-get install ninja-build" in proc.stdout
+    ), proc.stdout + proc.stderr
     assert f"ok       repository {repo}: git can read it" in proc.stdout
     assert proc.returncode == 2
 
@@ -153,15 +169,25 @@ def test_demo_stops_before_generating_anything_without_cmake(tmp_path: Path) -> 
     out = tmp_path / "demo"
     proc = cli("demo", "--commits", "6", "--dir", str(out), "-q", path=path_without(tmp_path / "bin", "cmake"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr == ("bisectbot: error: cmake not found on PATH: install with `apt-get install cmake` "
-                           "(Debian/Ubuntu; as a user: sudo apt-get …); `bisectbot doctor` checks everything\n")
+    assert proc.stderr == (
+        "bisectbot: error: cmake not found on PATH: install with `apt-get install cmake` "
+        "(Debian/Ubuntu; as a user: sudo apt-get …); `bisectbot doctor` checks everything\n"
+    )
     assert not out.exists() or not any(out.iterdir())
 
 
 def test_test_names_a_missing_make_before_any_build(small_demo: DemoHistory, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    proc = cli("test", str(small_demo.config), "--commit", small_demo.good, "--state", str(state), "-q",
-               path=path_without(tmp_path / "bin", "make", "ccache"))
+    proc = cli(
+        "test",
+        str(small_demo.config),
+        "--commit",
+        small_demo.good,
+        "--state",
+        str(state),
+        "-q",
+        path=path_without(tmp_path / "bin", "make", "ccache"),
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith("bisectbot: error: make not found on PATH: install with `apt-get install make`")
     assert proc.stderr.count("\n") == 1 and not state.exists()
@@ -172,9 +198,11 @@ def test_a_skip_for_a_missing_program_fails_the_session_when_ci_requires_the_too
     suite = tmp_path / "suite"
     suite.mkdir()
     shutil.copy(ROOT / "tests" / "conftest.py", suite / "conftest.py")
-    (suite / "test_x.py").write_text("from conftest import needs\n\n\n@needs('ccache')\n"
-                                     "def test_uses_ccache() -> None:\n    pass\n\n\n"
-                                     "def test_plain() -> None:\n    pass\n")
+    (suite / "test_x.py").write_text(
+        "from conftest import needs\n\n\n@needs('ccache')\n"
+        "def test_uses_ccache() -> None:\n    pass\n\n\n"
+        "def test_plain() -> None:\n    pass\n"
+    )
     path = path_without(tmp_path / "bin", "ccache")
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
     env = subprocess_env(PATH=path)
@@ -182,7 +210,8 @@ def test_a_skip_for_a_missing_program_fails_the_session_when_ci_requires_the_too
     env.pop("PYTEST_ADDOPTS", None)  # the README's test block may be run with a selection in it
     relaxed = subprocess.run(argv, capture_output=True, text=True, cwd=suite, env=env, timeout=120)
     assert relaxed.returncode == 0 and "1 passed, 1 skipped" in relaxed.stdout, relaxed.stdout
-    strict = subprocess.run(argv, capture_output=True, text=True, cwd=suite, timeout=120,
-                            env={**env, "BISECTBOT_REQUIRE_TOOLS": "1"})
+    strict = subprocess.run(
+        argv, capture_output=True, text=True, cwd=suite, timeout=120, env={**env, "BISECTBOT_REQUIRE_TOOLS": "1"}
+    )
     assert strict.returncode == 1, strict.stdout
     assert "test_x.py::test_uses_ccache: missing tool: ccache (apt-get install ccache)" in strict.stdout

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from bisectbot.pipeline.events import (Built, CancelToken, Cancelled, Event, Events, RunsProgress, StepStarted)
+from bisectbot.pipeline.events import Built, Cancelled, CancelToken, Event, Events, RunsProgress, StepStarted
 from bisectbot.pipeline.terminal import Terminal
 
 SHA = "60488cfca65a3397efe863d5a17de27690693113"

@@ -8,16 +8,16 @@ on one small demo history through the real CLI, one state directory carried from
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import re
 import shlex
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bisectbot.core.reports import BisectReport
 from bisectbot.core.estimate import Timings, estimate, format_duration, parse_duration, search_builds
+from bisectbot.core.reports import BisectReport
 from bisectbot.core.retention import BINARIES, BUILD_DIR, LOG, Caps, Item, parse_size, to_remove
 from bisectbot.demo import DemoHistory, generate_demo
 from bisectbot.pipeline.budget import Budget, BudgetLimits, BudgetSpent
@@ -27,8 +27,9 @@ from conftest import bisectbot_argv, subprocess_env
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(bisectbot_argv(*args), capture_output=True, text=True, timeout=600,
-                          env=subprocess_env(CI="1"))
+    return subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1")
+    )
 
 
 def built(stderr: str) -> set[str]:
@@ -37,8 +38,10 @@ def built(stderr: str) -> set[str]:
 
 
 # -- pure: durations, estimate, retention, budget ------------------------------------------------
-@pytest.mark.parametrize("text, seconds", [("90m", 5400), ("2h", 7200), ("1h30m", 5400), ("45s", 45),
-                                           ("3600", 3600), ("1.5h", 5400), (" 10M ", 600)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("90m", 5400), ("2h", 7200), ("1h30m", 5400), ("45s", 45), ("3600", 3600), ("1.5h", 5400), (" 10M ", 600)],
+)
 def test_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
@@ -80,10 +83,16 @@ def test_sizes_parse() -> None:
 
 
 def _items() -> list[Item]:
-    return [Item(BINARIES, "kept/k/a", 10, used=1.0), Item(BINARIES, "kept/k/b", 10, used=3.0),
-            Item(BINARIES, "kept/k/c", 10, used=2.0), Item(BUILD_DIR, "build-x", 100, used=1.5),
-            Item(BUILD_DIR, "build-y", 100, used=4.0, held=True), Item(LOG, "logs/1", 5, used=0.5),
-            Item(LOG, "logs/2", 5, used=2.5), Item(LOG, "logs/3", 5, used=3.5)]
+    return [
+        Item(BINARIES, "kept/k/a", 10, used=1.0),
+        Item(BINARIES, "kept/k/b", 10, used=3.0),
+        Item(BINARIES, "kept/k/c", 10, used=2.0),
+        Item(BUILD_DIR, "build-x", 100, used=1.5),
+        Item(BUILD_DIR, "build-y", 100, used=4.0, held=True),
+        Item(LOG, "logs/1", 5, used=0.5),
+        Item(LOG, "logs/2", 5, used=2.5),
+        Item(LOG, "logs/3", 5, used=3.5),
+    ]
 
 
 def test_retention_keeps_the_most_recently_used_within_each_cap() -> None:
@@ -110,8 +119,9 @@ def test_retention_total_size_goes_least_recently_used_first_across_kinds() -> N
 def test_budget_counts_builds_and_time() -> None:
     now = [0.0]
     builds = [0]
-    budget = Budget(BudgetLimits(max_builds=2, deadline=60.0, deadline_text="1m"), lambda: builds[0],
-                    clock=lambda: now[0])
+    budget = Budget(
+        BudgetLimits(max_builds=2, deadline=60.0, deadline_text="1m"), lambda: builds[0], clock=lambda: now[0]
+    )
     budget.before_build()
     builds[0] = 2
     budget.before_step()  # a verdict of a built commit needs no build
@@ -144,8 +154,19 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def bisect(demo: DemoHistory, state: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
     out = state.parent / f"{state.name}.json"
-    proc = cli("bisect", str(demo.config), "--good", demo.good, "--bad", "main", "--state", str(state),
-               "--json", str(out), *extra)
+    proc = cli(
+        "bisect",
+        str(demo.config),
+        "--good",
+        demo.good,
+        "--bad",
+        "main",
+        "--state",
+        str(state),
+        "--json",
+        str(out),
+        *extra,
+    )
     return proc, json.loads(out.read_text()) if out.exists() and proc.returncode in (0, 3) else {}
 
 
@@ -177,8 +198,9 @@ def test_max_builds_stops_with_a_range_that_holds_the_culprit(stopped: tuple, de
     assert "estimate: ~" in proc.stderr and "no timings yet" in proc.stderr
 
 
-def test_the_same_command_without_the_limit_finishes_and_rebuilds_nothing(stopped: tuple, finished: tuple,
-                                                                          demo: DemoHistory) -> None:
+def test_the_same_command_without_the_limit_finishes_and_rebuilds_nothing(
+    stopped: tuple, finished: tuple, demo: DemoHistory
+) -> None:
     first, _ = stopped
     proc, report = finished
     assert proc.returncode == 0, proc.stderr
@@ -224,7 +246,8 @@ def test_gc_dry_run_removes_nothing(finished: tuple, demo: DemoHistory, state: P
 
 
 def test_gc_keeps_the_most_recently_used_binaries_and_a_later_bisect_rebuilds(
-        finished: tuple, demo: DemoHistory, state: Path) -> None:
+    finished: tuple, demo: DemoHistory, state: Path
+) -> None:
     kept = _kept(state)
     assert len(kept) >= 4
     newest = kept[-2:]
@@ -262,7 +285,9 @@ def test_deadline_stops_before_anything_is_built(demo: DemoHistory, tmp_path: Pa
     assert report["candidates"][-1] == demo.bad and demo.culprit in report["candidates"]
 
 
-@pytest.mark.parametrize("args, what", [(("--deadline", "soon"), "--deadline"), (("--max-builds", "-1"), "--max-builds")])
+@pytest.mark.parametrize(
+    "args, what", [(("--deadline", "soon"), "--deadline"), (("--max-builds", "-1"), "--max-builds")]
+)
 def test_bad_limits_are_refused(demo: DemoHistory, tmp_path: Path, args: tuple[str, ...], what: str) -> None:
     proc = cli("bisect", str(demo.config), "--good", demo.good, "--bad", "main", "--state", str(tmp_path / "st"), *args)
     assert proc.returncode == 2 and what in proc.stderr
@@ -272,4 +297,7 @@ def test_bad_limits_are_refused(demo: DemoHistory, tmp_path: Path, args: tuple[s
 def test_gc_of_a_missing_state_directory_is_one_line(demo: DemoHistory, tmp_path: Path) -> None:
     proc = cli("gc", str(demo.config), "--state", str(tmp_path / "none"), "--keep-binaries", "1")
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"bisectbot: error: state directory {tmp_path / 'none'} does not exist: nothing to collect"
+    assert (
+        proc.stderr.strip()
+        == f"bisectbot: error: state directory {tmp_path / 'none'} does not exist: nothing to collect"
+    )

@@ -28,8 +28,9 @@ CULPRIT, BREAK, N = 6, 1, 10
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(bisectbot_argv(*args), capture_output=True, text=True, timeout=timeout,
-                          env=subprocess_env(CI="1"), cwd=cwd)
+    return subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=timeout, env=subprocess_env(CI="1"), cwd=cwd
+    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -47,12 +48,14 @@ def built_commits(state: Path) -> set[str]:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
     require(*TOOLCHAIN)
-    return generate_demo(tmp_path_factory.mktemp("habits"), n_commits=N, culprit_index=CULPRIT,
-                         break_index=BREAK, seed=3)
+    return generate_demo(
+        tmp_path_factory.mktemp("habits"), n_commits=N, culprit_index=CULPRIT, break_index=BREAK, seed=3
+    )
 
 
-def bisect_json(history: DemoHistory, state: Path, *args: str,
-                config: Path | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:
+def bisect_json(
+    history: DemoHistory, state: Path, *args: str, config: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict]:
     proc = cli("bisect", str(config or history.config), "--state", str(state), "--json", "-", *args)
     return proc, (json.loads(proc.stdout) if proc.stdout.strip() else {})
 
@@ -72,8 +75,9 @@ def loose(history: DemoHistory) -> Path:
 def plain(history: DemoHistory, loose: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """The bisect without skips: which commits it builds."""
     state = tmp_path_factory.mktemp("plain-state")
-    proc, report = bisect_json(history, state, "--good", history.good, "--bad", "main",
-                               "--all-commits", "--strategy", "plain", config=loose)
+    proc, report = bisect_json(
+        history, state, "--good", history.good, "--bad", "main", "--all-commits", "--strategy", "plain", config=loose
+    )
     assert proc.returncode == 0, proc.stderr
     return state, report
 
@@ -89,7 +93,7 @@ def test_search_never_asks_a_skipped_position() -> None:
     found = bisect_search(10, oracle, skip=[4])
     assert 4 not in asked and found.exact and found.first_bad == 6
     around = bisect_search(10, oracle, skip=[6])
-    assert 6 not in asked[-len(around.asked):]
+    assert 6 not in asked[-len(around.asked) :]
     assert not around.exact and list(around.candidates) == [6, 7]
 
 
@@ -103,13 +107,25 @@ def test_narrowing_keeps_a_skipped_commit_that_cannot_change_the_binary() -> Non
 
 
 @pytest.mark.heavy  # a minute with the full bisect it compares with (CI runs -m heavy)
-def test_skip_an_unrelated_commit_still_finds_the_culprit(history: DemoHistory, plain: tuple[Path, dict],
-                                                          tmp_path: Path) -> None:
+def test_skip_an_unrelated_commit_still_finds_the_culprit(
+    history: DemoHistory, plain: tuple[Path, dict], tmp_path: Path
+) -> None:
     plain_state, first = plain
     probed = history.commits[4]
     assert probed in built_commits(plain_state)  # without --skip the search builds it
-    proc, report = bisect_json(history, tmp_path / "st", "--good", history.good, "--bad", "main",
-                               "--all-commits", "--strategy", "plain", "--skip", probed[:10])
+    proc, report = bisect_json(
+        history,
+        tmp_path / "st",
+        "--good",
+        history.good,
+        "--bad",
+        "main",
+        "--all-commits",
+        "--strategy",
+        "plain",
+        "--skip",
+        probed[:10],
+    )
     assert proc.returncode == 0, proc.stderr
     assert report["status"] == "found" and report["first_bad"] == history.culprit
     assert report["user_skipped"] == [probed]
@@ -121,9 +137,21 @@ def test_skip_an_unrelated_commit_still_finds_the_culprit(history: DemoHistory, 
 
 def test_skip_the_culprit_leaves_a_range_containing_it(history: DemoHistory, tmp_path: Path) -> None:
     md = tmp_path / "r.md"
-    proc, report = bisect_json(history, tmp_path / "st", "--good", history.good, "--bad", "main",
-                               "--all-commits", "--strategy", "plain", "--exclude", history.culprit,
-                               "--markdown", str(md))
+    proc, report = bisect_json(
+        history,
+        tmp_path / "st",
+        "--good",
+        history.good,
+        "--bad",
+        "main",
+        "--all-commits",
+        "--strategy",
+        "plain",
+        "--exclude",
+        history.culprit,
+        "--markdown",
+        str(md),
+    )
     assert proc.returncode == 3, proc.stderr
     assert report["status"] == "ambiguous" and report["first_bad"] is None
     assert history.culprit in report["candidates"] and len(report["candidates"]) >= 2
@@ -131,21 +159,34 @@ def test_skip_the_culprit_leaves_a_range_containing_it(history: DemoHistory, tmp
     assert report["user_skipped"] == [history.culprit]
     assert history.culprit not in built_commits(tmp_path / "st")
     assert all(v["commit"] != history.culprit for v in report["verdicts"])
-    assert f"Skipped by the user (--skip/--exclude; never built or tested): `{history.culprit[:12]}`" \
-        in md.read_text()
+    assert f"Skipped by the user (--skip/--exclude; never built or tested): `{history.culprit[:12]}`" in md.read_text()
 
 
 @pytest.mark.parametrize("option", ["--skip", "--exclude"])
-@pytest.mark.parametrize("skip, expected", [
-    ("no-such-ref", "'no-such-ref' does not resolve"),
-    ("main", "{option} main includes the --bad end"),
-    ("HEAD~9", "{option} HEAD~9 includes the --good end"),
-    ("HEAD~2..HEAD~5", "{option} HEAD~2..HEAD~5: HEAD~2 is not before"),
-])
-def test_bad_skips_are_one_line_errors(history: DemoHistory, tmp_path: Path, option: str, skip: str,
-                                       expected: str) -> None:
-    proc = cli("bisect", str(history.config), "--good", history.good, "--bad", "main",
-               "--state", str(tmp_path / "st"), option, skip)
+@pytest.mark.parametrize(
+    "skip, expected",
+    [
+        ("no-such-ref", "'no-such-ref' does not resolve"),
+        ("main", "{option} main includes the --bad end"),
+        ("HEAD~9", "{option} HEAD~9 includes the --good end"),
+        ("HEAD~2..HEAD~5", "{option} HEAD~2..HEAD~5: HEAD~2 is not before"),
+    ],
+)
+def test_bad_skips_are_one_line_errors(
+    history: DemoHistory, tmp_path: Path, option: str, skip: str, expected: str
+) -> None:
+    proc = cli(
+        "bisect",
+        str(history.config),
+        "--good",
+        history.good,
+        "--bad",
+        "main",
+        "--state",
+        str(tmp_path / "st"),
+        option,
+        skip,
+    )
     assert proc.returncode == 2, proc.stderr
     assert expected.format(option=option) in one_line_error(proc)  # names the option as typed
     assert not (tmp_path / "st" / "state.sqlite3").exists() or not built_commits(tmp_path / "st")
@@ -153,22 +194,33 @@ def test_bad_skips_are_one_line_errors(history: DemoHistory, tmp_path: Path, opt
 
 # -- git bisect run --------------------------------------------------------------------------------
 def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=900,
-                          env=subprocess_env(GIT_TERMINAL_PROMPT="0", CI="1"), check=False)
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=subprocess_env(GIT_TERMINAL_PROMPT="0", CI="1"),
+        check=False,
+    )
 
 
 def test_git_bisect_run_names_the_planted_culprit(history: DemoHistory, tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     assert subprocess.run(["git", "clone", "-q", str(history.repo), str(clone)], capture_output=True).returncode == 0
     assert git(clone, "bisect", "start", "main", history.good).returncode == 0
-    script = [*bisectbot_argv("test", str(history.config), "--state", str(tmp_path / "st"), "--git-bisect",
-                              "-q", "--no-arms")]
+    script = [
+        *bisectbot_argv("test", str(history.config), "--state", str(tmp_path / "st"), "--git-bisect", "-q", "--no-arms")
+    ]
     run = git(clone, "bisect", "run", *script)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"{history.culprit} is the first bad commit" in run.stdout, run.stdout
     # git checked out each commit it asked about, and bisectbot tested exactly that one
-    tested = {json.loads(r)["commit"] for (r,) in sqlite3.connect(tmp_path / "st" / "state.sqlite3").execute(
-        "SELECT result FROM jobs WHERE kind='test' AND status='done'")}
+    tested = {
+        json.loads(r)["commit"]
+        for (r,) in sqlite3.connect(tmp_path / "st" / "state.sqlite3").execute(
+            "SELECT result FROM jobs WHERE kind='test' AND status='done'"
+        )
+    }
     assert history.culprit in tested and tested <= set(history.commits)
 
 
@@ -195,15 +247,26 @@ def test_git_bisect_exit_codes(history: DemoHistory, tmp_path: Path) -> None:
 def replayed(history: DemoHistory, loose: Path, plain: tuple[Path, dict]) -> dict:
     """A second bisect in the first one's state, over a narrower range whose ends it tested."""
     state, _ = plain
-    proc, report = bisect_json(history, state, "--good", history.commits[4], "--bad", "main",
-                               "--all-commits", "--strategy", "plain", config=loose)
+    proc, report = bisect_json(
+        history,
+        state,
+        "--good",
+        history.commits[4],
+        "--bad",
+        "main",
+        "--all-commits",
+        "--strategy",
+        "plain",
+        config=loose,
+    )
     assert proc.returncode == 0, proc.stderr
     return report
 
 
 @pytest.mark.heavy
-def test_a_narrower_range_replays_stored_runs_at_its_own_levels(history: DemoHistory, plain: tuple[Path, dict],
-                                                                 replayed: dict) -> None:
+def test_a_narrower_range_replays_stored_runs_at_its_own_levels(
+    history: DemoHistory, plain: tuple[Path, dict], replayed: dict
+) -> None:
     _, first = plain
     assert replayed["first_bad"] == history.culprit and replayed["commits"] == N - 4
     # fewer steps: a looser per-step level, and every step and confirmation asked at it
@@ -228,9 +291,10 @@ def test_log_lists_each_job_with_its_commits(history: DemoHistory, plain: tuple[
     lines = proc.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     heads = [line for line in lines if line.startswith("bisect ")]
-    assert heads == [f"bisect {history.good[:12]}..{history.bad[:12]} (find bad) · done: found {history.culprit[:12]}",
-                     f"bisect {history.commits[4][:12]}..{history.bad[:12]} (find bad) · done: found "
-                     f"{history.culprit[:12]}"]
+    assert heads == [
+        f"bisect {history.good[:12]}..{history.bad[:12]} (find bad) · done: found {history.culprit[:12]}",
+        f"bisect {history.commits[4][:12]}..{history.bad[:12]} (find bad) · done: found {history.culprit[:12]}",
+    ]
     culprit_rows = [line for line in lines if line.startswith(f"  {history.culprit[:12]}  CHANGED")]
     assert len(culprit_rows) == 2
     as_json = json.loads(cli("log", str(history.config), "--state", str(state), "--json", "-").stdout)
@@ -248,18 +312,32 @@ def fixed_repo(history: DemoHistory, tmp_path_factory: pytest.TempPathFactory) -
     """The demo history and one more commit that fixes the defect (the first commit's tree)."""
     clone = tmp_path_factory.mktemp("fixed") / "repo"
     subprocess.run(["git", "clone", "-q", str(history.repo), str(clone)], check=True)
-    for args in (["rm", "-rq", "."], ["checkout", history.good, "--", "."],
-                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "speculative: sample the draft again"]):
+    for args in (
+        ["rm", "-rq", "."],
+        ["checkout", history.good, "--", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "speculative: sample the draft again"],
+    ):
         assert git(clone, *args).returncode == 0
     return clone
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
-def test_ends_the_other_way_round_suggest_find_fixed(history: DemoHistory, fixed_repo: Path,
-                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_ends_the_other_way_round_suggest_find_fixed(
+    history: DemoHistory, fixed_repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     state = tmp_path_factory.getbasetemp() / "fixed-state"
-    proc = cli("bisect", str(history.config), "--repo", str(fixed_repo), "--state", str(state),
-               "--good", "HEAD~1", "--bad", "HEAD")
+    proc = cli(
+        "bisect",
+        str(history.config),
+        "--repo",
+        str(fixed_repo),
+        "--state",
+        str(state),
+        "--good",
+        "HEAD~1",
+        "--bad",
+        "HEAD",
+    )
     assert proc.returncode == 4, proc.stderr
     line = one_line_error(proc)
     assert "--good HEAD~1" in line and "tests BAD" in line and "--bad HEAD" in line and "tests GOOD" in line
@@ -267,12 +345,29 @@ def test_ends_the_other_way_round_suggest_find_fixed(history: DemoHistory, fixed
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
-def test_find_fixed_names_the_ends_by_what_was_typed(history: DemoHistory, fixed_repo: Path,
-                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_find_fixed_names_the_ends_by_what_was_typed(
+    history: DemoHistory, fixed_repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     state = tmp_path_factory.getbasetemp() / "fixed-state"
     md = state.parent / "fixed.md"
-    proc = cli("bisect", str(history.config), "--repo", str(fixed_repo), "--state", str(state),
-               "--good", "HEAD~1", "--bad", "HEAD", "--find", "fixed", "--json", "-", "--markdown", str(md))
+    proc = cli(
+        "bisect",
+        str(history.config),
+        "--repo",
+        str(fixed_repo),
+        "--state",
+        str(state),
+        "--good",
+        "HEAD~1",
+        "--bad",
+        "HEAD",
+        "--find",
+        "fixed",
+        "--json",
+        "-",
+        "--markdown",
+        str(md),
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     fix = git(fixed_repo, "rev-parse", "HEAD").stdout.strip()

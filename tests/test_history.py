@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
 from eras import NEW_PARSE, OLD_PARSE, Era, both_targets, command, config, write_history
+
+from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
 
 pytestmark = needs(*TOOLCHAIN)  # every test builds a generated history
 
@@ -20,8 +21,13 @@ NEW = Era()
 
 
 def cli(*args: str, timeout: float = 600) -> tuple[int, dict, str]:
-    proc = subprocess.run(bisectbot_argv(*args, "--json", "-"), capture_output=True, text=True,
-                          timeout=timeout, env=subprocess_env(CI="1"))
+    proc = subprocess.run(
+        bisectbot_argv(*args, "--json", "-"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=subprocess_env(CI="1"),
+    )
     try:
         data = json.loads(proc.stdout)
     except ValueError:
@@ -54,16 +60,21 @@ def test_a_renamed_target_is_built_with_its_own_variant_and_never_a_stale_binary
 def test_a_misspelt_or_retired_option_moves_on_to_the_next_variant(tmp_path: Path) -> None:
     hist = write_history(tmp_path, [OLD, NEW])
     typo = both_targets(new_option="NEW_FASST")  # cmake would ignore it in silence
-    typo["variants"].insert(1, {"targets": ["prog"], "binaries": {"binary": ["bin/prog"]},
-                                "cmake_args": ["-DNEW_FAST=ON"]})
+    typo["variants"].insert(
+        1, {"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}, "cmake_args": ["-DNEW_FAST=ON"]}
+    )
     cfg = config(hist, tmp_path, build=typo, run={"argv": command()})
     state = tmp_path / "st"
     code, new, err = run_test(cfg, hist.commits[1], state)
     assert code == 0 and new["detail"]["build_variant"] == 1, err
     code, old, err = run_test(cfg, hist.commits[0], state)  # the new option is not used by the old tree
     assert code == 0 and old["detail"]["build_variant"] == 2, err
-    log = subprocess.run(bisectbot_argv("build-log", str(cfg), "--commit", hist.commits[0], "--state", str(state)),
-                         capture_output=True, text=True, env=subprocess_env(CI="1"))
+    log = subprocess.run(
+        bisectbot_argv("build-log", str(cfg), "--commit", hist.commits[0], "--state", str(state)),
+        capture_output=True,
+        text=True,
+        env=subprocess_env(CI="1"),
+    )
     assert "(build variant 2)" in log.stdout.splitlines()[0]
 
 
@@ -83,10 +94,16 @@ def test_changing_a_fixture_or_a_file_named_in_cmake_args_is_never_replayed(tmp_
     fixture.write_text("weights v1\n")
     include = tmp_path / "extra.cmake"
     include.write_text('message(STATUS "extra v1")\n')
-    cfg = config(hist, tmp_path,
-                 build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]},
-                        "cmake_args": ["-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_PROJECT_INCLUDE={config_dir}/extra.cmake"]},
-                 run={"argv": command("--draft-max", "--cache", "{config_dir}/model.txt")})
+    cfg = config(
+        hist,
+        tmp_path,
+        build={
+            "targets": ["prog"],
+            "binaries": {"binary": ["bin/prog"]},
+            "cmake_args": ["-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_PROJECT_INCLUDE={config_dir}/extra.cmake"],
+        },
+        run={"argv": command("--draft-max", "--cache", "{config_dir}/model.txt")},
+    )
     state = tmp_path / "st"
     assert run_test(cfg, "main", state)[0] == 0
     code, again, _ = run_test(cfg, "main", state)
@@ -106,8 +123,9 @@ def test_changing_a_fixture_or_a_file_named_in_cmake_args_is_never_replayed(tmp_
 # -- 4, 5, 6: runs that crash or do not parse -----------------------------------------------------
 def test_a_crash_names_its_signal_and_first_error_line(tmp_path: Path) -> None:
     hist = write_history(tmp_path, [Era(crash=True)])
-    cfg = config(hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}},
-                 run={"argv": command()})
+    cfg = config(
+        hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}}, run={"argv": command()}
+    )
     code, out, err = run_test(cfg, "main", tmp_path / "st")
     assert code == 4, err
     assert "killed by SIGSEGV: error: V cache quantization requires flash_attn" in out["reason"]
@@ -144,10 +162,12 @@ def test_a_variant_that_crashes_at_run_time_gives_way_to_the_next(tmp_path: Path
 def test_a_block_of_commits_that_crash_alike_is_jumped_and_reported(tmp_path: Path) -> None:
     eras = [NEW] * 5 + [Era(crash=True)] * 14 + [NEW] * 4 + [Era(defect=True)] * 5
     hist = write_history(tmp_path, eras)
-    cfg = config(hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}},
-                 run={"argv": command()})
-    code, report, err = cli("bisect", str(cfg), "--good", hist.commits[0], "--bad", "main",
-                            "--state", str(tmp_path / "st"))
+    cfg = config(
+        hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}}, run={"argv": command()}
+    )
+    code, report, err = cli(
+        "bisect", str(cfg), "--good", hist.commits[0], "--bad", "main", "--state", str(tmp_path / "st")
+    )
     assert code == 0, err
     assert report["first_bad"] == hist.first(defect=True)
     tried_in_block = [v for v in report["verdicts"] if v["verdict"] == "skip"]
@@ -161,10 +181,12 @@ def test_a_block_of_commits_that_crash_alike_is_jumped_and_reported(tmp_path: Pa
 def test_an_answer_at_a_block_names_the_block(tmp_path: Path) -> None:
     eras = [NEW] * 4 + [Era(crash=True)] * 8 + [Era(defect=True)] * 4
     hist = write_history(tmp_path, eras)
-    cfg = config(hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}},
-                 run={"argv": command()})
-    code, report, err = cli("bisect", str(cfg), "--good", hist.commits[0], "--bad", "main",
-                            "--state", str(tmp_path / "st"))
+    cfg = config(
+        hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}}, run={"argv": command()}
+    )
+    code, report, err = cli(
+        "bisect", str(cfg), "--good", hist.commits[0], "--bad", "main", "--state", str(tmp_path / "st")
+    )
     assert code == 3 and report["status"] == "ambiguous", err
     assert hist.first(defect=True) in report["candidates"]
     assert "commits 2024-03-" in report["message"] and "runs crash: killed by SIGSEGV" in report["message"]
@@ -173,13 +195,18 @@ def test_an_answer_at_a_block_names_the_block(tmp_path: Path) -> None:
 # -- 8: checkout and build directories ------------------------------------------------------------
 def test_a_commit_that_cannot_be_checked_out_is_skipped_with_git_s_reason(tmp_path: Path) -> None:
     hist = write_history(tmp_path, [NEW, Era(option="X_FAST")])
-    cfg = config(hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}},
-                 run={"argv": command()})
+    cfg = config(
+        hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}}, run={"argv": command()}
+    )
     state = tmp_path / "st"
     assert run_test(cfg, hist.commits[0], state)[0] == 0
     # the bot's clone loses the object of a file only the second commit has
-    blob = subprocess.run(["git", "-C", str(hist.repo), "rev-parse", f"{hist.commits[1]}:CMakeLists.txt"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    blob = subprocess.run(
+        ["git", "-C", str(hist.repo), "rev-parse", f"{hist.commits[1]}:CMakeLists.txt"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     obj = state / "src" / ".git" / "objects" / blob[:2] / blob[2:]
     assert obj.is_file()
     obj.unlink()
@@ -190,8 +217,9 @@ def test_a_commit_that_cannot_be_checked_out_is_skipped_with_git_s_reason(tmp_pa
 
 def test_a_build_that_fails_in_the_reused_directory_is_retried_clean(tmp_path: Path) -> None:
     hist = write_history(tmp_path, [Era(reads_cache=True), Era(writes_cache=True)])
-    cfg = config(hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}},
-                 run={"argv": command()})
+    cfg = config(
+        hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}}, run={"argv": command()}
+    )
     state = tmp_path / "st"
     assert run_test(cfg, hist.commits[1], state)[0] == 0  # the newer tree leaves its cache behind
     code, out, err = run_test(cfg, hist.commits[0], state)
@@ -212,11 +240,22 @@ def test_a_later_gross_change_is_never_named_over_an_earlier_mild_one(tmp_path: 
     here, and at llama.cpp's costs) are never fooled: one search, no boundary ruled out."""
     eras = [NEW] * 4 + [Era(mild_defect=True)] * 4 + [Era(defect=True)] * 4
     hist = write_history(tmp_path, eras)
-    cfg = config(hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}},
-                 run={"argv": command()})
+    cfg = config(
+        hist, tmp_path, build={"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}}, run={"argv": command()}
+    )
     mild = hist.first(mild_defect=True)
-    code, out, err = cli("bisect", str(cfg), "--good", hist.commits[0], "--bad", "main", "--strategy", "plain",
-                         "--state", str(tmp_path / "st"))
+    code, out, err = cli(
+        "bisect",
+        str(cfg),
+        "--good",
+        hist.commits[0],
+        "--bad",
+        "main",
+        "--strategy",
+        "plain",
+        "--state",
+        str(tmp_path / "st"),
+    )
     assert code == 0 and out["status"] == "found" and out["first_bad"] == mild, err
     first, *later = out["change_points"]
     assert first["commit"] == mild and first["first"] and later, out["change_points"]
@@ -224,8 +263,18 @@ def test_a_later_gross_change_is_never_named_over_an_earlier_mild_one(tmp_path: 
     assert any("ruled out on the way" in a for a in out["assumptions"])
     assert out["extra"]["strategies"] == ["plain"] * (len(later) + 1)  # walked back, never restarted
     assert all(v["mode"] == "reference" for v in out["verdicts"] if v["verdict"] == "good")
-    code, again, err = cli("bisect", str(cfg), "--good", hist.commits[0], "--bad", "main", "--strategy", "reference",
-                           "--state", str(tmp_path / "st2"))
+    code, again, err = cli(
+        "bisect",
+        str(cfg),
+        "--good",
+        hist.commits[0],
+        "--bad",
+        "main",
+        "--strategy",
+        "reference",
+        "--state",
+        str(tmp_path / "st2"),
+    )
     assert code == 0 and again["first_bad"] == mild and len(again["change_points"]) == 1, err
     assert again["extra"]["strategies"] == ["reference"]
 
@@ -245,7 +294,13 @@ def test_a_stray_token_on_every_commit_is_inside_the_indifference_zone(tmp_path:
     code, out, err = cli("bisect", str(cfg), "--good", hist.commits[0], "--bad", "main", "--state", str(state))
     assert code == 0 and out["first_bad"] == hist.first(defect=True), err
     assert any("stray outcome" in a for a in out["assumptions"])
-    strict = config(hist, tmp_path, build=build, run={"argv": command()}, name="strict.yaml",
-                    test={"alpha": 0.0005, "beta": 0.0005, "tolerance": 0.3, "eta": 0.0})
+    strict = config(
+        hist,
+        tmp_path,
+        build=build,
+        run={"argv": command()},
+        name="strict.yaml",
+        test={"alpha": 0.0005, "beta": 0.0005, "tolerance": 0.3, "eta": 0.0},
+    )
     code, bad, err = run_test(strict, hist.commits[0], state)
     assert code == 1 and "reference probability 0" in bad["reason"], err

@@ -24,36 +24,48 @@ from conftest import TOOLCHAIN, require
 
 # -- the rule ---------------------------------------------------------------------------------
 def test_depfiles_are_read_as_make_reads_them() -> None:
-    text = ("CMakeFiles/x.dir/a.cpp.o: ../src/a.cpp /usr/include/stdio.h \\\n"
-            " ../src/my\\ dir/b.h ../src/c$$.h\n")
+    text = "CMakeFiles/x.dir/a.cpp.o: ../src/a.cpp /usr/include/stdio.h \\\n ../src/my\\ dir/b.h ../src/c$$.h\n"
     assert parse_depfile(text) == ["../src/a.cpp", "/usr/include/stdio.h", "../src/my dir/b.h", "../src/c$.h"]
     assert parse_depfile("") == [] and parse_depfile("no rule here\n") == []
 
 
-RULE = InputRule(frozenset({"ggml/src/ggml.c", "ggml/include/ggml.h", "src/llama.cpp", "src/llama-impl.h",
-                            "examples/speculative/speculative.cpp"}), also=("models/ggml-vocab-*.gguf",))
+RULE = InputRule(
+    frozenset(
+        {
+            "ggml/src/ggml.c",
+            "ggml/include/ggml.h",
+            "src/llama.cpp",
+            "src/llama-impl.h",
+            "examples/speculative/speculative.cpp",
+        }
+    ),
+    also=("models/ggml-vocab-*.gguf",),
+)
 
 
-@pytest.mark.parametrize("change, counts", [
-    (Change("ggml/include/ggml.h", "M"), "an input"),
-    (Change("src/llama-impl.h", "M"), "an input"),                       # a header the target includes
-    (Change("ggml/src/ggml-cuda.cu", "M"), None),                        # beside inputs, never compiled
-    (Change("ggml/src/ggml-cuda/mmq.cuh", "M"), None),                   # a backend directory
-    (Change("ggml/src/ggml-metal.m", "M"), None),
-    (Change("examples/server/server.cpp", "M"), None),                   # another target
-    (Change("docs/build.md", "M"), None),
-    (Change(".github/workflows/build.yml", "M"), None),
-    (Change("gguf-py/gguf/constants.py", "M"), None),
-    (Change("ggml/src/ggml-vulkan.cpp", "M"), "a file beside inputs with an input's extension"),
-    (Change("src/llama-new.cpp", "A"), "a file added or deleted beside inputs"),  # a new file, compiled dir
-    (Change("src/notes.txt", "A"), "a file added or deleted beside inputs"),
-    (Change("src/old-unused.cpp", "D"), "a file added or deleted beside inputs"),
-    (Change("ggml/src/CMakeLists.txt", "M"), "a build file"),
-    (Change("cmake/build-info.cmake", "M"), "a build file"),
-    (Change("examples/server/CMakeLists.txt", "M"), "a build file"),     # conservative: any build file
-    (Change("kompute", "M", gitlink=True), "a submodule"),
-    (Change("models/ggml-vocab-llama.gguf", "M"), "a path named in the config or by --also"),
-])
+@pytest.mark.parametrize(
+    "change, counts",
+    [
+        (Change("ggml/include/ggml.h", "M"), "an input"),
+        (Change("src/llama-impl.h", "M"), "an input"),  # a header the target includes
+        (Change("ggml/src/ggml-cuda.cu", "M"), None),  # beside inputs, never compiled
+        (Change("ggml/src/ggml-cuda/mmq.cuh", "M"), None),  # a backend directory
+        (Change("ggml/src/ggml-metal.m", "M"), None),
+        (Change("examples/server/server.cpp", "M"), None),  # another target
+        (Change("docs/build.md", "M"), None),
+        (Change(".github/workflows/build.yml", "M"), None),
+        (Change("gguf-py/gguf/constants.py", "M"), None),
+        (Change("ggml/src/ggml-vulkan.cpp", "M"), "a file beside inputs with an input's extension"),
+        (Change("src/llama-new.cpp", "A"), "a file added or deleted beside inputs"),  # a new file, compiled dir
+        (Change("src/notes.txt", "A"), "a file added or deleted beside inputs"),
+        (Change("src/old-unused.cpp", "D"), "a file added or deleted beside inputs"),
+        (Change("ggml/src/CMakeLists.txt", "M"), "a build file"),
+        (Change("cmake/build-info.cmake", "M"), "a build file"),
+        (Change("examples/server/CMakeLists.txt", "M"), "a build file"),  # conservative: any build file
+        (Change("kompute", "M", gitlink=True), "a submodule"),
+        (Change("models/ggml-vocab-llama.gguf", "M"), "a path named in the config or by --also"),
+    ],
+)
 def test_which_changes_can_change_the_binary(change: Change, counts: str | None) -> None:
     assert RULE.why(change) == counts
 
@@ -67,10 +79,15 @@ def test_paths_match_as_git_bisect_paths_do() -> None:
 
 def test_the_line_keeps_its_ends_and_what_can_change_the_binary() -> None:
     full = [f"{i:040x}" for i in range(8)]
-    ch = {full[1]: [Change("docs/a.md", "M")], full[2]: [Change("src/llama.cpp", "M")],
-          full[3]: [Change("ggml/src/ggml-cuda.cu", "M")], full[4]: [Change("README.md", "M")],
-          full[5]: [Change("ggml/src/ggml.c", "M"), Change("docs/b.md", "M")], full[6]: [],
-          full[7]: [Change("README.md", "M")]}
+    ch = {
+        full[1]: [Change("docs/a.md", "M")],
+        full[2]: [Change("src/llama.cpp", "M")],
+        full[3]: [Change("ggml/src/ggml-cuda.cu", "M")],
+        full[4]: [Change("README.md", "M")],
+        full[5]: [Change("ggml/src/ggml.c", "M"), Change("docs/b.md", "M")],
+        full[6]: [],
+        full[7]: [Change("README.md", "M")],
+    }
     n = narrow(full, ch, RULE)
     assert n.line == (full[0], full[2], full[5], full[7]) and n.skipped == 4
     assert n.stands_for == {full[0]: (full[1],), full[2]: (full[3], full[4]), full[5]: (full[6],)}
@@ -87,10 +104,10 @@ def test_the_line_keeps_its_ends_and_what_can_change_the_binary() -> None:
 # -- a real cmake build ------------------------------------------------------------------------
 FILES = {
     "CMakeLists.txt": "cmake_minimum_required(VERSION 3.14)\nproject(p CXX)\nadd_subdirectory(lib)\n"
-                      "add_executable(app app/main.cpp)\ntarget_link_libraries(app core)\n"
-                      "add_executable(tool tools/tool.cpp)\n",
+    "add_executable(app app/main.cpp)\ntarget_link_libraries(app core)\n"
+    "add_executable(tool tools/tool.cpp)\n",
     "lib/CMakeLists.txt": "file(GLOB CORE_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)\n"
-                          "add_library(core STATIC ${CORE_SOURCES})\ntarget_include_directories(core PUBLIC include)\n",
+    "add_library(core STATIC ${CORE_SOURCES})\ntarget_include_directories(core PUBLIC include)\n",
     "lib/core.cpp": '#include "core.h"\nint core() { return detail() + 1; }\n',
     "lib/include/core.h": '#pragma once\n#include "detail.h"\nint core();\n',
     "lib/include/detail.h": "#pragma once\ninline int detail() { return 1; }\n",
@@ -104,19 +121,34 @@ FILES = {
 STEPS = [  # (what the commit does, files to write, expected: kept?)
     ("change a .cu file beside the sources", {"lib/core-gpu.cu": "// v2\n"}, False),
     ("change the docs", {"docs/README.md": "docs v2\n"}, False),
-    ("change a header included transitively", {"lib/include/detail.h": "#pragma once\ninline int detail() { return 1; } // v2\n"}, True),
+    (
+        "change a header included transitively",
+        {"lib/include/detail.h": "#pragma once\ninline int detail() { return 1; } // v2\n"},
+        True,
+    ),
     ("change another target's source", {"tools/tool.cpp": "int main() { return 1; }\n"}, False),
     ("change a .cu file in a backend directory", {"lib/gpu/kernels.cu": "// v2\n"}, False),
-    ("add a new file under a compiled directory (the glob picks it up)", {"lib/extra.cpp": "int extra() { return 3; }\n"}, True),
+    (
+        "add a new file under a compiled directory (the glob picks it up)",
+        {"lib/extra.cpp": "int extra() { return 3; }\n"},
+        True,
+    ),
     ("change a build file", {"lib/CMakeLists.txt": FILES["lib/CMakeLists.txt"] + "# v2\n"}, True),
     ("add a script", {"scripts/x.py": "print(1)\n"}, False),
 ]
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@e", "GIT_AUTHOR_DATE": "1700000000 +0000",
-           "GIT_COMMITTER_DATE": "1700000000 +0000", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@e",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@e",
+        "GIT_AUTHOR_DATE": "1700000000 +0000",
+        "GIT_COMMITTER_DATE": "1700000000 +0000",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(repo),
+    }
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -127,7 +159,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
     shas = []
-    for i, (subject, files, _) in enumerate([("start", FILES, True), *STEPS]):
+    for subject, files, _ in [("start", FILES, True), *STEPS]:
         for rel, text in files.items():
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)
             (repo / rel).write_text(text)
@@ -148,8 +180,12 @@ def test_a_build_records_what_its_target_was_compiled_from(history: tuple[Path, 
         ws = Workspace(str(repo), state.clone_dir)
         builder = Builder(state, ws, Events())
         first, last = builder.ensure(shas[0], cfg), builder.ensure(shas[-1], cfg)
-        assert first.ok and first.inputs == ("app/main.cpp", "lib/core.cpp", "lib/include/core.h",
-                                             "lib/include/detail.h")
+        assert first.ok and first.inputs == (
+            "app/main.cpp",
+            "lib/core.cpp",
+            "lib/include/core.h",
+            "lib/include/detail.h",
+        )
         assert last.ok and last.inputs is not None and "lib/extra.cpp" in last.inputs
         assert first.host and first.compiler  # who built it, with what
         assert state.store.build(builder.key(cfg), shas[0]) == first  # stored as it was made
@@ -167,13 +203,13 @@ def test_a_build_records_what_its_target_was_compiled_from(history: tuple[Path, 
 def mixed_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
     """The demo with half its filler commits outside the build (CI, a .cu file, scripts, docs)."""
     require(*TOOLCHAIN)
-    return generate_demo(tmp_path_factory.mktemp("mixed"), n_commits=16, culprit_index=11, break_index=4,
-                         seed=1, outside=0.5)
+    return generate_demo(
+        tmp_path_factory.mktemp("mixed"), n_commits=16, culprit_index=11, break_index=4, seed=1, outside=0.5
+    )
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
-def test_a_narrowed_bisect_names_the_same_commit_with_fewer_candidates(mixed_demo: DemoHistory,
-                                                                     tmp_path: Path) -> None:
+def test_a_narrowed_bisect_names_the_same_commit_with_fewer_candidates(mixed_demo: DemoHistory, tmp_path: Path) -> None:
     small_demo = mixed_demo
     cfg = load_config(small_demo.config)
     answers = {}

@@ -87,8 +87,14 @@ def test_sampler_chain_semantics():
     np.testing.assert_allclose(ref.apply_sampler_chain(logits, 0, 1.0, 0.0, 0.0), [0, 0, 0, 1])
 
 
-def speculative_outcome_probs(p_tgt: dict[str, float], p_dft: dict[str, float], *, vocab: list[str],
-                              draft_top: bool = False, residual_by_position: bool = False) -> dict[str, float]:
+def speculative_outcome_probs(
+    p_tgt: dict[str, float],
+    p_dft: dict[str, float],
+    *,
+    vocab: list[str],
+    draft_top: bool = False,
+    residual_by_position: bool = False,
+) -> dict[str, float]:
     """Distribution of a token that ``llama-speculative -np 1`` verifies against one drafted token,
     from the target's and draft's post-sampler distributions at that position.
 
@@ -127,9 +133,12 @@ def test_manifest_expectations_follow_from_the_analytic_model():
     r = MANIFEST["reference"]
     p, q = r["probs_after_bcdbcf"], r["draft_probs_after_bcdbcf"]
     expected = MANIFEST["expected_token1_given_f"]
-    cases = {"fixed": {}, "reintroduce_draft_top": {"draft_top": True},
-             "reintroduce_residual_by_position": {"residual_by_position": True},
-             "unpatched_0.3.36": {"draft_top": True, "residual_by_position": True}}
+    cases = {
+        "fixed": {},
+        "reintroduce_draft_top": {"draft_top": True},
+        "reintroduce_residual_by_position": {"residual_by_position": True},
+        "unpatched_0.3.36": {"draft_top": True, "residual_by_position": True},
+    }
     for name, flags in cases.items():
         got = speculative_outcome_probs(p, q, vocab=VOCAB, **flags)
         for t, v in expected[name].items():  # the manifest rounds to 4 or 10 decimals
@@ -143,8 +152,11 @@ def test_speculative_identity_and_defects():
     ok = speculative_outcome_probs(p, q, vocab=VOCAB)
     for t in VOCAB:
         assert abs(ok[t] - p.get(t, 0.0)) < 1e-8  # manifest figures are rounded to 1e-10
-    for flags in ({"draft_top": True}, {"residual_by_position": True},
-                  {"draft_top": True, "residual_by_position": True}):
+    for flags in (
+        {"draft_top": True},
+        {"residual_by_position": True},
+        {"draft_top": True, "residual_by_position": True},
+    ):
         bad = speculative_outcome_probs(p, q, vocab=VOCAB, **flags)
         assert math.isclose(sum(bad.values()), 1.0)
         assert max(abs(bad[t] - p.get(t, 0.0)) for t in VOCAB) > 0.1, flags
@@ -161,15 +173,26 @@ def test_rope_is_identity_at_position_zero():
 
 
 def test_parse_completion_probs():
-    body = {"completion_probabilities": [{"id": 6, "token": "g", "prob": 0.5, "top_probs": [
-        {"id": 6, "token": "g", "prob": 0.5}, {"id": 3, "token": "d", "prob": 0.3},
-        {"id": 4, "token": "e", "prob": 0.2}]}]}
+    body = {
+        "completion_probabilities": [
+            {
+                "id": 6,
+                "token": "g",
+                "prob": 0.5,
+                "top_probs": [
+                    {"id": 6, "token": "g", "prob": 0.5},
+                    {"id": 3, "token": "d", "prob": 0.3},
+                    {"id": 4, "token": "e", "prob": 0.2},
+                ],
+            }
+        ]
+    }
     assert srv.parse_completion_probs(body) == {"g": 0.5, "d": 0.3, "e": 0.2}
     with pytest.raises(BisectbotError):
         srv.parse_completion_probs({"content": "g"})
 
 
-FAKE_SERVER = textwrap.dedent('''\
+FAKE_SERVER = textwrap.dedent("""\
     #!{python}
     import json, sys
     from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -194,7 +217,7 @@ FAKE_SERVER = textwrap.dedent('''\
             self._send({{"completion_probabilities": [{{"top_probs": [
                 {{"token": "g", "prob": 0.6}}, {{"token": "d", "prob": 0.4}}]}}]}})
     HTTPServer(("127.0.0.1", port), H).serve_forever()
-''')
+""")
 
 
 def test_server_reference_against_fake_server(tmp_path):
@@ -221,8 +244,9 @@ def test_server_reference_reports_a_dead_server(tmp_path):
         srv.server_reference(server, TARGET, "bcdbcf", 8, timeout=30)
 
 
-@pytest.mark.skipif(not os.environ.get("BISECTBOT_LLAMA_SERVER"),
-                    reason="set BISECTBOT_LLAMA_SERVER to a llama-server binary")
+@pytest.mark.skipif(
+    not os.environ.get("BISECTBOT_LLAMA_SERVER"), reason="set BISECTBOT_LLAMA_SERVER to a llama-server binary"
+)
 @pytest.mark.slow
 def test_server_agrees_with_numpy():
     server = Path(os.environ["BISECTBOT_LLAMA_SERVER"])

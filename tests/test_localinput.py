@@ -45,10 +45,16 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
     return generate_demo(tmp_path_factory.mktemp("localinput"), n_commits=6, culprit_index=3, break_index=1, seed=1)
 
 
-def cli(*args: str, prefix: tuple[str, ...] | list[str] = (), env: dict[str, str] | None = None,
-        timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*prefix, *bisectbot_argv(*args)], capture_output=True, text=True, timeout=timeout,
-                          env=subprocess_env(CI="1", **(env or {})))
+def cli(
+    *args: str, prefix: tuple[str, ...] | list[str] = (), env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*prefix, *bisectbot_argv(*args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=subprocess_env(CI="1", **(env or {})),
+    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], *names: object) -> str:
@@ -93,7 +99,7 @@ def make_state(root: Path, runs: int = 600) -> Path:
 def overwrite_page(db: Path, page: int, fill: bytes = b"\xde\xad\xbe\xef") -> None:
     data = bytearray(db.read_bytes())
     assert len(data) >= page * PAGE
-    data[(page - 1) * PAGE:page * PAGE] = fill * (PAGE // len(fill))
+    data[(page - 1) * PAGE : page * PAGE] = fill * (PAGE // len(fill))
     db.write_bytes(bytes(data))
 
 
@@ -102,8 +108,9 @@ def can_mount(where: Path) -> str | None:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return "needs root and mount(8) for a tmpfs"
     where.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         return f"cannot mount a tmpfs: {proc.stderr.strip()}"
     subprocess.run(["umount", str(where)], check=True)
@@ -176,7 +183,7 @@ def test_a_stored_row_that_does_not_decode_is_one_line_when_read(demo: DemoHisto
         key = jobs.Session(cfg, state).runner.builder.key(cfg.build)
         state.store.put_build(key, BuildRecord(demo.good, "ok", {"binary": "/nowhere"}, "/nowhere.log", 1.0))
     con = sqlite3.connect(tmp_path / "st" / "state.sqlite3")
-    con.execute("UPDATE builds SET binaries = '{\"binary\": \"/nowh' WHERE sha = ?", (demo.good,))
+    con.execute('UPDATE builds SET binaries = \'{"binary": "/nowh\' WHERE sha = ?', (demo.good,))
     con.commit()
     con.close()
     proc = cli("build-log", str(demo.config), "--commit", demo.good, "--state", str(tmp_path / "st"))
@@ -278,8 +285,11 @@ def test_a_full_disk_when_the_built_binary_is_kept(demo: DemoHistory, tmp_path: 
     (state / "kept").mkdir(parents=True)
     with tmpfs(state / "kept", "64k") as kept:
         fill(kept)
-        args = argv_test(demo, state) if command == "test" else \
-            ["bisect", str(demo.config), "--good", demo.good, "--bad", demo.bad, "--state", str(state), "-q"]
+        args = (
+            argv_test(demo, state)
+            if command == "test"
+            else ["bisect", str(demo.config), "--good", demo.good, "--bad", demo.bad, "--state", str(state), "-q"]
+        )
         line = one_line_error(cli(*args), kept)
         assert "cannot keep the built" in line and "No space left on device" in line
     con = sqlite3.connect(state / "state.sqlite3")
@@ -388,7 +398,8 @@ NOT_OURS = {
 
 @pytest.mark.parametrize("kind", sorted(NOT_OURS))
 def test_a_database_that_is_not_ours_is_refused_then_moved_aside_with_reset_state(
-        demo: DemoHistory, tmp_path: Path, kind: str) -> None:
+    demo: DemoHistory, tmp_path: Path, kind: str
+) -> None:
     make, why = NOT_OURS[kind]
     st = tmp_path / "st"
     st.mkdir()

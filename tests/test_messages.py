@@ -33,9 +33,9 @@ from bisectbot.edges.workspace import Workspace, uncommitted_changes
 from bisectbot.errors import GitError
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.build import cmake_error
+from sample_reports import bisect_report
 
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
-from sample_reports import bisect_report
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +45,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoHistory:
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(bisectbot_argv(*args), capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env=subprocess_env(CI="1", **(env or {})))
+    return subprocess.run(
+        bisectbot_argv(*args),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=subprocess_env(CI="1", **(env or {})),
+    )
 
 
 def one_error_line(stderr: str) -> str:
@@ -61,7 +67,8 @@ def git(repo: Path, *args: str) -> str:
 
 # -- 1. git's reason, and a hint that works ------------------------------------------------------
 def test_dubious_ownership_names_gits_reason_and_the_commands_that_trust_it(
-        demo: DemoHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    demo: DemoHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = tmp_path / "their-repo"
     shutil.copytree(demo.repo, repo)
     git(repo, "checkout", "-q", "--detach")
@@ -101,7 +108,8 @@ def test_dubious_ownership_names_gits_reason_and_the_commands_that_trust_it(
 # -- 2. cmake's reason, and the whole log one command away ----------------------------------------
 # What cmake 3.25 prints (between the lines the build log keeps before and after).
 CMAKE_OUTPUTS = {
-    "compiler not found": ("""-- The CXX compiler identification is unknown
+    "compiler not found": (
+        """-- The CXX compiler identification is unknown
 CMake Error at CMakeLists.txt:2 (project):
   No CMAKE_CXX_COMPILER could be found.
 
@@ -111,8 +119,11 @@ CMake Error at CMakeLists.txt:2 (project):
 
 
 -- Configuring incomplete, errors occurred!
-""", "CMake Error at CMakeLists.txt:2 (project): No CMAKE_CXX_COMPILER could be found."),
-    "compiler not a path": ("""CMake Error at CMakeLists.txt:2 (project):
+""",
+        "CMake Error at CMakeLists.txt:2 (project): No CMAKE_CXX_COMPILER could be found.",
+    ),
+    "compiler not a path": (
+        """CMake Error at CMakeLists.txt:2 (project):
   The CMAKE_CXX_COMPILER:
 
     nosuchcxx
@@ -120,9 +131,12 @@ CMake Error at CMakeLists.txt:2 (project):
   is not a full path and was not found in the PATH.
 
   Tell CMake where to find the compiler by setting either the environment
-""", "CMake Error at CMakeLists.txt:2 (project): The CMAKE_CXX_COMPILER: nosuchcxx is not a full path "
-     "and was not found in the PATH."),
-    "fatal error with a call stack": ("""CMake Warning: an error-free warning
+""",
+        "CMake Error at CMakeLists.txt:2 (project): The CMAKE_CXX_COMPILER: nosuchcxx is not a full path "
+        "and was not found in the PATH.",
+    ),
+    "fatal error with a call stack": (
+        """CMake Warning: an error-free warning
 CMake Error at cmake/check.cmake:3 (message):
   this tree needs
   a newer toolchain
@@ -131,10 +145,15 @@ Call Stack (most recent call first):
 
 
 -- Configuring incomplete, errors occurred!
-""", "CMake Error at cmake/check.cmake:3 (message): this tree needs a newer toolchain"),
-    "one line": ("""CMake Error: The source directory "/x" does not exist.
+""",
+        "CMake Error at cmake/check.cmake:3 (message): this tree needs a newer toolchain",
+    ),
+    "one line": (
+        """CMake Error: The source directory "/x" does not exist.
 Specify --help for usage, or press the help button on the CMake GUI.
-""", 'CMake Error: The source directory "/x" does not exist.'),
+""",
+        'CMake Error: The source directory "/x" does not exist.',
+    ),
 }
 
 
@@ -168,8 +187,10 @@ def test_a_failed_configure_says_why_and_names_the_build_log_command(demo: DemoH
     assert error.startswith("bisectbot: error: ") and f"CMake Error at CMakeLists.txt:2 (project): {why}" in error
     command = f"bisectbot build-log {config} --commit {demo.bad} --state {state}"
     assert error.endswith(f"the whole build log: {command}"), error
-    assert any(ln.startswith("  build failed: ") and why in ln and command in ln  # the progress line too
-               for ln in proc.stderr.splitlines()), proc.stderr
+    assert any(
+        ln.startswith("  build failed: ") and why in ln and command in ln  # the progress line too
+        for ln in proc.stderr.splitlines()
+    ), proc.stderr
 
     shown = cli(*shlex.split(command)[1:])  # the command as printed, from another directory
     assert shown.returncode == 0, shown.stderr
@@ -186,8 +207,10 @@ def test_the_bot_names_no_local_command_in_what_it_posts(demo: DemoHistory, tmp_
     cfg = load_config(demo.config)
     with StateDir(tmp_path / "st") as state:
         mine = jobs.Session(cfg, state, config_path="my.yaml")
-        assert mine.runner.builder.log_command(demo.bad) == \
-            f"bisectbot build-log my.yaml --commit {demo.bad} --state {tmp_path / 'st'}"
+        assert (
+            mine.runner.builder.log_command(demo.bad)
+            == f"bisectbot build-log my.yaml --commit {demo.bad} --state {tmp_path / 'st'}"
+        )
         bot = Bot(cfg, str(demo.config), state, client=None)  # type: ignore[arg-type]  # no call reaches it
         assert bot.session(cfg, str(demo.config)).runner.builder.log_command(demo.bad) == ""
 
@@ -205,8 +228,13 @@ def output_cases(demo: DemoHistory, tmp: Path) -> list[tuple[list[str], Path]]:
     ]
 
 
-OUTPUT_OPTIONS = {"bisect": ("--json", "--markdown"), "test": ("--json", "--markdown"),
-                  "demo": ("--json", "--markdown"), "check": ("--json",), "reference": ("--json",)}
+OUTPUT_OPTIONS = {
+    "bisect": ("--json", "--markdown"),
+    "test": ("--json", "--markdown"),
+    "demo": ("--json", "--markdown"),
+    "check": ("--json",),
+    "reference": ("--json",),
+}
 
 
 def test_every_output_option_is_covered() -> None:
@@ -218,11 +246,15 @@ def test_every_output_option_is_covered() -> None:
 @pytest.mark.parametrize("where", ["missing directory", "a directory", "under a file"])
 @pytest.mark.parametrize("command, option", [(c, o) for c, opts in OUTPUT_OPTIONS.items() for o in opts])
 def test_a_bad_output_path_is_one_line_before_anything_runs(
-        demo: DemoHistory, tmp_path: Path, command: str, option: str, where: str) -> None:
+    demo: DemoHistory, tmp_path: Path, command: str, option: str, where: str
+) -> None:
     argv, made = next((a, m) for a, m in output_cases(demo, tmp_path) if a[0] == command)
     (tmp_path / "file").write_text("")
-    path = {"missing directory": tmp_path / "nowhere" / "out", "a directory": tmp_path,
-            "under a file": tmp_path / "file" / "out"}[where]
+    path = {
+        "missing directory": tmp_path / "nowhere" / "out",
+        "a directory": tmp_path,
+        "under a file": tmp_path / "file" / "out",
+    }[where]
     res = CliRunner().invoke(main, [*argv, option, str(path)])
     assert res.exit_code == 2, (res.output, res.exception)
     line = one_error_line(res.stderr)
@@ -230,11 +262,18 @@ def test_a_bad_output_path_is_one_line_before_anything_runs(
     assert not made.exists()  # refused before the state directory (or the demo) was made
 
 
-@pytest.mark.parametrize("path, problem", [
-    ("-", None), ("{tmp}/new.json", None), ("{tmp}/old.json", None),
-    ("{tmp}/nowhere/x.json", "directory {tmp}/nowhere does not exist"),
-    ("{tmp}", "is a directory"), ("{tmp}/new/", "is a directory"), ("", "an empty path"),
-])
+@pytest.mark.parametrize(
+    "path, problem",
+    [
+        ("-", None),
+        ("{tmp}/new.json", None),
+        ("{tmp}/old.json", None),
+        ("{tmp}/nowhere/x.json", "directory {tmp}/nowhere does not exist"),
+        ("{tmp}", "is a directory"),
+        ("{tmp}/new/", "is a directory"),
+        ("", "an empty path"),
+    ],
+)
 def test_output_problem(tmp_path: Path, path: str, problem: str | None) -> None:
     (tmp_path / "old.json").write_text("{}")
     found = output_problem(path.format(tmp=tmp_path))
@@ -256,8 +295,10 @@ BAD_INVOCATIONS = {
     "bad integer": (["demo", "--commits", "many"], "'many' is not a valid integer"),
     "too few demo commits": (["demo", "--commits", "3"], "3 is not in the range x>=5"),
     "missing config file": (["test", "{tmp}/missing.yaml", "--commit", "HEAD"], "missing.yaml"),
-    "bad --find": (["bisect", "{config}", "--good", "a", "--bad", "b", "--find", "sideways"],
-                   "'sideways' is not one of 'bad', 'fixed'"),
+    "bad --find": (
+        ["bisect", "{config}", "--good", "a", "--bad", "b", "--find", "sideways"],
+        "'sideways' is not one of 'bad', 'fixed'",
+    ),
     "missing --bad": (["bisect", "{config}", "--good", "a"], "Missing option '--bad'"),
     "missing CONFIG": (["bisect"], "Missing argument 'CONFIG'"),
     "unknown command": (["bisekt"], "No such command 'bisekt'"),
@@ -282,8 +323,7 @@ def test_a_bad_argument_is_one_line_and_exit_2(demo: DemoHistory, tmp_path: Path
 def test_the_real_entry_point_prints_one_line_too() -> None:
     proc = cli("bisect", "--good", "a")
     assert proc.returncode == 2
-    assert one_error_line(proc.stderr) == ("bisectbot: error: Missing argument 'CONFIG'. "
-                                           "(see bisectbot bisect --help)")
+    assert one_error_line(proc.stderr) == ("bisectbot: error: Missing argument 'CONFIG'. (see bisectbot bisect --help)")
 
 
 def test_a_bare_group_still_shows_its_help() -> None:
@@ -313,8 +353,17 @@ def test_demo_json_to_stdout_is_json_alone(tmp_path: Path, monkeypatch: pytest.M
 def test_uncommitted_changes_are_named_and_warned_about(demo: DemoHistory, tmp_path: Path) -> None:
     repo = tmp_path / "mine"
     subprocess.run(["git", "clone", "-q", str(demo.repo), str(repo)], check=True)
-    argv = ["test", str(demo.config), "--repo", str(repo), "--commit", "no-such-ref", "--state", str(tmp_path / "st"),
-            "-q"]
+    argv = [
+        "test",
+        str(demo.config),
+        "--repo",
+        str(repo),
+        "--commit",
+        "no-such-ref",
+        "--state",
+        str(tmp_path / "st"),
+        "-q",
+    ]
     clean = cli(*argv)  # a ref that does not resolve: ends right after the sync, whatever the tree
     assert clean.returncode == 2 and "warning" not in clean.stderr, clean.stderr
 

@@ -26,8 +26,9 @@ def test_dockerfile_lints_clean() -> None:
 
 def test_the_package_type_checks() -> None:
     """The records, reports and events are typed so that misuse is caught here, not in a report."""
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary"], cwd=ROOT, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -33,16 +33,18 @@ def simulate(most: int, machine: dict[int, tuple[float, float]], runs: int, seed
 
 
 # (cut chance per attempt, seconds per attempt) at each level
-LLAMA_2_CORES = {1: (0.0, 1.0), 2: (0.025, 1.1)}          # the measurement: 195/200 at 2
+LLAMA_2_CORES = {1: (0.0, 1.0), 2: (0.025, 1.1)}  # the measurement: 195/200 at 2
 OVERLOADED = {1: (0.0, 1.0), 2: (0.03, 1.1), 3: (0.35, 1.6), 4: (0.64, 2.2)}  # 109/300 at 4
-CUT_ALONE = {1: (0.6, 1.0), 2: (0.6, 1.05)}               # cut as often alone: parallel still pays
-CONTENDED = {1: (0.05, 1.0), 2: (0.7, 1.9)}               # two at once mostly cut: one at a time
+CUT_ALONE = {1: (0.6, 1.0), 2: (0.6, 1.05)}  # cut as often alone: parallel still pays
+CONTENDED = {1: (0.05, 1.0), 2: (0.7, 1.9)}  # two at once mostly cut: one at a time
 
 
-@pytest.mark.parametrize("most, machine, best", [
-    (2, LLAMA_2_CORES, 2), (4, OVERLOADED, 2), (2, CUT_ALONE, 2), (2, CONTENDED, 1)])
+@pytest.mark.parametrize(
+    "most, machine, best", [(2, LLAMA_2_CORES, 2), (4, OVERLOADED, 2), (2, CUT_ALONE, 2), (2, CONTENDED, 1)]
+)
 def test_the_throttle_settles_on_the_level_with_the_most_complete_runs_per_second(
-        most: int, machine: dict[int, tuple[float, float]], best: int) -> None:
+    most: int, machine: dict[int, tuple[float, float]], best: int
+) -> None:
     for seed in range(5):
         at = simulate(most, machine, 4000, seed)
         assert at[best] >= 0.75 * 4000, (seed, at)

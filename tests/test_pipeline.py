@@ -22,8 +22,9 @@ from conftest import bisectbot_argv, subprocess_env
 
 
 def cli(*args: str, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(bisectbot_argv(*args), capture_output=True, text=True,
-                          timeout=timeout, env=subprocess_env(CI="1"), cwd=cwd)
+    return subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=timeout, env=subprocess_env(CI="1"), cwd=cwd
+    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -36,8 +37,18 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
 def bisected(small_demo: DemoHistory, tmp_path_factory: pytest.TempPathFactory) -> dict:
     state = tmp_path_factory.mktemp("state-full")
     out = state / "report.json"
-    proc = cli("bisect", str(small_demo.config), "--good", small_demo.good, "--bad", "main",
-               "--state", str(state), "--json", str(out))
+    proc = cli(
+        "bisect",
+        str(small_demo.config),
+        "--good",
+        small_demo.good,
+        "--bad",
+        "main",
+        "--state",
+        str(state),
+        "--json",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     report["_stdout"] = proc.stdout
@@ -65,13 +76,20 @@ def test_bisect_names_the_planted_commit(bisected: dict, small_demo: DemoHistory
 
 def test_build_break_is_skipped_not_guessed(small_demo: DemoHistory, tmp_path: Path) -> None:
     out = tmp_path / "t.json"
-    proc = cli("test", str(small_demo.config), "--commit", small_demo.build_break,
-               "--state", str(tmp_path / "st"), "--json", str(out))
+    proc = cli(
+        "test",
+        str(small_demo.config),
+        "--commit",
+        small_demo.build_break,
+        "--state",
+        str(tmp_path / "st"),
+        "--json",
+        str(out),
+    )
     assert proc.returncode == 4, proc.stderr
     result = json.loads(out.read_text())
     assert result["verdict"] == "skip" and "build failed" in result["reason"]
-    log = cli("build-log", str(small_demo.config), "--commit", small_demo.build_break,
-              "--state", str(tmp_path / "st"))
+    log = cli("build-log", str(small_demo.config), "--commit", small_demo.build_break, "--state", str(tmp_path / "st"))
     assert log.returncode == 0 and "error" in log.stdout.lower()
 
 
@@ -98,12 +116,15 @@ def test_test_command_good_and_bad(small_demo: DemoHistory, tmp_path: Path) -> N
     assert json.loads(again.stdout)["builds"] == 0
 
 
-@pytest.mark.parametrize("args, expected", [
-    (("--good", "no-such-ref", "--bad", "main"), "'no-such-ref' does not resolve"),
-    (("--good", "main", "--bad", "main~3"), "not an ancestor"),
-    (("--good", "$(touch pwned)", "--bad", "main"), "does not resolve"),
-    (("--good", "--upload-pack=touch pwned", "--bad", "main"), "refusing ref"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("--good", "no-such-ref", "--bad", "main"), "'no-such-ref' does not resolve"),
+        (("--good", "main", "--bad", "main~3"), "not an ancestor"),
+        (("--good", "$(touch pwned)", "--bad", "main"), "does not resolve"),
+        (("--good", "--upload-pack=touch pwned", "--bad", "main"), "refusing ref"),
+    ],
+)
 def test_bad_refs_are_one_line_errors(small_demo: DemoHistory, tmp_path: Path, args: tuple, expected: str) -> None:
     proc = cli("bisect", str(small_demo.config), *args, "--state", str(tmp_path / "st"))
     assert proc.returncode == 2
@@ -113,8 +134,9 @@ def test_bad_refs_are_one_line_errors(small_demo: DemoHistory, tmp_path: Path, a
 
 def test_good_that_tests_bad_is_refused(small_demo: DemoHistory, tmp_path: Path) -> None:
     after_culprit = small_demo.commits[small_demo.commits.index(small_demo.culprit) + 1]
-    proc = cli("bisect", str(small_demo.config), "--good", after_culprit, "--bad", "main",
-               "--state", str(tmp_path / "st"))
+    proc = cli(
+        "bisect", str(small_demo.config), "--good", after_culprit, "--bad", "main", "--state", str(tmp_path / "st")
+    )
     assert proc.returncode == 4
     line = one_line_error(proc)
     assert "good ref" in line and "tests BAD" in line
@@ -139,8 +161,9 @@ def _config_with(history: DemoHistory, tmp_path: Path, **run: object) -> Path:
 
 def test_crashing_binary_is_skipped_with_reason(crash_demo: DemoHistory, tmp_path: Path) -> None:
     assert crash_demo.crash
-    proc = cli("test", str(crash_demo.config), "--commit", crash_demo.crash,
-               "--state", str(tmp_path / "st"), "--json", "-")
+    proc = cli(
+        "test", str(crash_demo.config), "--commit", crash_demo.crash, "--state", str(tmp_path / "st"), "--json", "-"
+    )
     assert proc.returncode == 4, proc.stderr
     result = json.loads(proc.stdout)
     assert result["verdict"] == "skip" and "crash" in result["reason"]
@@ -150,8 +173,9 @@ def test_crashing_binary_is_skipped_with_reason(crash_demo: DemoHistory, tmp_pat
 def test_hanging_binary_is_bounded_by_its_timeout(hang_demo: DemoHistory, tmp_path: Path) -> None:
     assert hang_demo.hang
     cfg = _config_with(hang_demo, tmp_path, timeout=0.5)
-    proc = cli("test", str(cfg), "--commit", hang_demo.hang, "--state", str(tmp_path / "st"),
-               "--json", "-", timeout=120)
+    proc = cli(
+        "test", str(cfg), "--commit", hang_demo.hang, "--state", str(tmp_path / "st"), "--json", "-", timeout=120
+    )
     assert proc.returncode == 4, proc.stderr
     result = json.loads(proc.stdout)
     assert result["verdict"] == "skip" and result["failures"]["timeout"] >= 5
@@ -170,13 +194,25 @@ def _snapshot(db: Path) -> tuple[dict, dict]:
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
 def test_sigkill_mid_bisect_resumes_without_redoing_work(
-        small_demo: DemoHistory, bisected: dict, tmp_path: Path) -> None:
+    small_demo: DemoHistory, bisected: dict, tmp_path: Path
+) -> None:
     state = tmp_path / "st"
     db = state / "state.sqlite3"
-    args = ["bisect", str(small_demo.config), "--good", small_demo.good, "--bad", "main",
-            "--state", str(state), "--json", str(tmp_path / "r.json")]
-    proc = subprocess.Popen(bisectbot_argv(*args), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=subprocess_env(CI="1"))
+    args = [
+        "bisect",
+        str(small_demo.config),
+        "--good",
+        small_demo.good,
+        "--bad",
+        "main",
+        "--state",
+        str(state),
+        "--json",
+        str(tmp_path / "r.json"),
+    ]
+    proc = subprocess.Popen(
+        bisectbot_argv(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=subprocess_env(CI="1")
+    )
     deadline = time.monotonic() + 300
     # kill once the endpoints are done and the search has started building
     while time.monotonic() < deadline and proc.poll() is None:
@@ -218,20 +254,28 @@ def _config_with_variants(history: DemoHistory, tmp_path: Path, variants: list) 
 
 def test_command_variant_is_picked_from_help(small_demo: DemoHistory, tmp_path: Path) -> None:
     tail = ["--seed", "{seed}", "--prompt", "ab", "-n", "4"]
-    cfg = _config_with_variants(small_demo, tmp_path, [
-        {"argv": ["{binary}", "--spec-draft-n-max", "3", *tail]},   # a newer spelling: not in --help
-        {"argv": ["{binary}", "--draft-max", "3", *tail]},
-    ])
+    cfg = _config_with_variants(
+        small_demo,
+        tmp_path,
+        [
+            {"argv": ["{binary}", "--spec-draft-n-max", "3", *tail]},  # a newer spelling: not in --help
+            {"argv": ["{binary}", "--draft-max", "3", *tail]},
+        ],
+    )
     proc = cli("test", str(cfg), "--commit", "main", "--state", str(tmp_path / "st"), "--json", "-")
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["detail"]["variant"] == 1
 
 
 def test_no_fitting_variant_skips_with_reason(small_demo: DemoHistory, tmp_path: Path) -> None:
-    cfg = _config_with_variants(small_demo, tmp_path, [
-        {"argv": ["{binary}", "--spec-draft-n-max", "3", "--seed", "{seed}"]},
-        {"argv": ["{binary}", "--draft", "3", "--seed", "{seed}"], "help_contains": ["[on|off]"]},
-    ])
+    cfg = _config_with_variants(
+        small_demo,
+        tmp_path,
+        [
+            {"argv": ["{binary}", "--spec-draft-n-max", "3", "--seed", "{seed}"]},
+            {"argv": ["{binary}", "--draft", "3", "--seed", "{seed}"], "help_contains": ["[on|off]"]},
+        ],
+    )
     proc = cli("test", str(cfg), "--commit", "main", "--state", str(tmp_path / "st"), "--json", "-")
     assert proc.returncode == 4, proc.stderr
     reason = json.loads(proc.stdout)["reason"]
@@ -239,7 +283,7 @@ def test_no_fitting_variant_skips_with_reason(small_demo: DemoHistory, tmp_path:
 
 
 # A tiny HTTP front for the demo binary: the cross-check arm's "server", started per commit.
-ARM_SERVER = '''
+ARM_SERVER = """
 import json, subprocess, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 binary, port = sys.argv[1], int(sys.argv[2])
@@ -257,7 +301,7 @@ class H(BaseHTTPRequestHandler):
                              capture_output=True, text=True).stdout
         self.reply(200, {"content": out.strip()[len(req["prompt"]):]})
 ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-'''
+"""
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
@@ -266,12 +310,17 @@ def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path:
     script.write_text(ARM_SERVER)
     data = yaml.safe_load(small_demo.config.read_text())
     data["repo"]["path"] = str(small_demo.repo)
-    data["arms"] = {"http": {
-        "targets": ["specdemo"], "binaries": {"front": ["specdemo", "bin/specdemo"]},
-        "serve": [sys.executable, str(script), "{front}", "{port}"],
-        "body": {"prompt": "ab", "seed": "{seed}"}, "field": "content",
-        "parse": {"min_tokens": 2}, "jobs": 2,
-    }}
+    data["arms"] = {
+        "http": {
+            "targets": ["specdemo"],
+            "binaries": {"front": ["specdemo", "bin/specdemo"]},
+            "serve": [sys.executable, str(script), "{front}", "{port}"],
+            "body": {"prompt": "ab", "seed": "{seed}"},
+            "field": "content",
+            "parse": {"min_tokens": 2},
+            "jobs": 2,
+        }
+    }
     cfg = tmp_path / "arms.yaml"
     cfg.write_text(yaml.safe_dump(data))
     state = str(tmp_path / "st")
@@ -292,8 +341,21 @@ def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path:
 @pytest.mark.heavy  # after the default suite (README: Tests)
 def test_sticky_strategy_finds_the_culprit(small_demo: DemoHistory, tmp_path: Path) -> None:
     # also: a relative --state works (cmake runs in other directories)
-    proc = cli("bisect", str(small_demo.config), "--good", small_demo.good, "--bad", "main",
-               "--strategy", "sticky", "--state", "st", "--json", "r.json", cwd=tmp_path)
+    proc = cli(
+        "bisect",
+        str(small_demo.config),
+        "--good",
+        small_demo.good,
+        "--bad",
+        "main",
+        "--strategy",
+        "sticky",
+        "--state",
+        "st",
+        "--json",
+        "r.json",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["strategy"] == "sticky" and report["first_bad"] == small_demo.culprit
@@ -321,7 +383,9 @@ def test_control_sample_serves_as_reference(small_demo: DemoHistory, tmp_path: P
     assert json.loads(good.stdout)["verdict"] == "good", good.stderr
     # the control runs' seeds never overlap the tested ones
     con = sqlite3.connect(tmp_path / "st" / "state.sqlite3")
-    control_seeds = {r[0] for r in con.execute("SELECT seed FROM runs WHERE sha=? AND seed >= 1000000000", (small_demo.good,))}
+    control_seeds = {
+        r[0] for r in con.execute("SELECT seed FROM runs WHERE sha=? AND seed >= 1000000000", (small_demo.good,))
+    }
     tested = {r[0] for r in con.execute("SELECT seed FROM runs WHERE seed < 1000000000")}
     con.close()
     assert len(control_seeds) == 10000 and not control_seeds & tested
@@ -330,7 +394,7 @@ def test_control_sample_serves_as_reference(small_demo: DemoHistory, tmp_path: P
 def test_build_timeout_is_enforced_and_skips(small_demo: DemoHistory, tmp_path: Path) -> None:
     data = yaml.safe_load(small_demo.config.read_text())
     data["repo"]["path"] = str(small_demo.repo)
-    data["build"]["timeout"] = 0.05   # no cmake configure finishes this fast
+    data["build"]["timeout"] = 0.05  # no cmake configure finishes this fast
     cfg = tmp_path / "slow-build.yaml"
     cfg.write_text(yaml.safe_dump(data))
     proc = cli("test", str(cfg), "--commit", "main", "--state", str(tmp_path / "st"), "--json", "-")
@@ -345,8 +409,9 @@ def test_build_timeout_is_enforced_and_skips(small_demo: DemoHistory, tmp_path: 
     assert proc.returncode == 1 and json.loads(proc.stdout)["verdict"] == "bad", proc.stderr
 
 
-@pytest.mark.parametrize("strategy", [pytest.param("plain", marks=pytest.mark.heavy),
-                                      pytest.param("sticky", marks=pytest.mark.heavy)])
+@pytest.mark.parametrize(
+    "strategy", [pytest.param("plain", marks=pytest.mark.heavy), pytest.param("sticky", marks=pytest.mark.heavy)]
+)
 def test_find_fixed_names_the_commit_that_removed_the_defect(tmp_path: Path, strategy: str) -> None:
     from bisectbot import demo
 
@@ -360,9 +425,22 @@ def test_find_fixed_names_the_commit_that_removed_the_defect(tmp_path: Path, str
     for i in range(3):
         (repo / "docs" / "NOTES.md").open("a").write(f"later note {i}\n")
         subprocess.run([*git, "commit", "-qam", f"docs: later note {i}"], check=True)
-    proc = cli("bisect", str(history.config), "--good", history.culprit, "--bad", "main",
-               "--find", "fixed", "--strategy", strategy, "--state", str(tmp_path / "st"),
-               "--json", str(tmp_path / "r.json"))
+    proc = cli(
+        "bisect",
+        str(history.config),
+        "--good",
+        history.culprit,
+        "--bad",
+        "main",
+        "--find",
+        "fixed",
+        "--strategy",
+        strategy,
+        "--state",
+        str(tmp_path / "st"),
+        "--json",
+        str(tmp_path / "r.json"),
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["find"] == "fixed" and report["first_bad"] == fix

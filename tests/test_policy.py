@@ -11,8 +11,17 @@ GROSS_COUNTS = [14, 0, 0, 0, 3]  # what the broken end's BAD took: 17 runs, all 
 
 
 def here(**kw: float) -> policy.Situation:
-    return policy.situation(1273, REF, eta=0.03, good_runs=kw.pop("good_runs", 650), bad_counts=GROSS_COUNTS,
-                            level=5e-4, max_runs=4000, model_budget=4000, **kw)  # type: ignore[arg-type]
+    return policy.situation(
+        1273,
+        REF,
+        eta=0.03,
+        good_runs=kw.pop("good_runs", 650),
+        bad_counts=GROSS_COUNTS,
+        level=5e-4,
+        max_runs=4000,
+        model_budget=4000,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_llama_cpp_costs_choose_reference_steps() -> None:
@@ -49,8 +58,10 @@ def test_the_forecast_grows_with_the_range_and_the_misplacement_odds() -> None:
     costs = policy.UnitCosts(75.0, 0.04, 10, 10)
     small, big = here(), policy.Situation(**{**here().__dict__, "commits": 100_000})
     assert policy.forecast("reference", big, costs).builds > policy.forecast("reference", small, costs).builds
-    odds = [policy.forecast("plain", policy.Situation(**{**here().__dict__, "third": t}), costs).seconds
-            for t in (0.0, 0.5, 1.0)]
+    odds = [
+        policy.forecast("plain", policy.Situation(**{**here().__dict__, "third": t}), costs).seconds
+        for t in (0.0, 0.5, 1.0)
+    ]
     assert odds == sorted(odds) and odds[0] < odds[-1]
     with pytest.raises(ValueError, match="no forecast"):
         policy.forecast("sticky", small, costs)

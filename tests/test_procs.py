@@ -79,8 +79,13 @@ def wait_for(cond: Callable[[], bool], what: str, tries: int = 1200) -> None:
 
 
 def start(script: Path, *args: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(script), *map(str, args)], env=subprocess_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), *map(str, args)],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def recorded_groups(state: Path) -> list[int]:
@@ -115,8 +120,9 @@ def test_a_record_whose_pid_was_recycled_kills_nothing(tmp_path: Path) -> None:
         assert now is not None
         (tmp_path / "procs").mkdir()
         # the record of an earlier process that had the same pid: another start time
-        (tmp_path / "procs" / f"{stranger.pid}.json").write_text(json.dumps(
-            {"pid": stranger.pid, "pgid": stranger.pid, "start": now.start - 1, "argv": ["cmake"]}))
+        (tmp_path / "procs" / f"{stranger.pid}.json").write_text(
+            json.dumps({"pid": stranger.pid, "pgid": stranger.pid, "start": now.start - 1, "argv": ["cmake"]})
+        )
         with StateDir(tmp_path):
             assert stranger.poll() is None and len(children.live_members(stranger.pid)) == 1
             assert recorded_groups(tmp_path) == []
@@ -197,8 +203,7 @@ def test_children_are_recorded_only_while_they_run(tmp_path: Path) -> None:
 
     seen: list[list[str]] = []
     with StateDir(tmp_path) as state:
-        res = run([sys.executable, "-c", f"import os; print(len(os.listdir({str(state.procs_dir)!r})))"],
-                  timeout=60)
+        res = run([sys.executable, "-c", f"import os; print(len(os.listdir({str(state.procs_dir)!r})))"], timeout=60)
         seen.append(os.listdir(state.procs_dir))
     assert res.stdout.strip() == "1" and seen == [[]]
     # no StateDir open: nothing recorded anywhere

@@ -29,11 +29,15 @@ from test_untrusted import _git
 
 pytestmark = needs("bwrap", "prlimit", "ps", *TOOLCHAIN)
 
-KEY_TEXT = "bisectbot-webhook-key-8c1f0e77"   # a key file of the bot's user (row 6)
-TOKEN = "ghp_" + "A1b2C3d4" * 5               # the bot's token, in its environment (row 9)
-SLEEPER = "3171"                              # `sleep 3171`: the process that must not outlive the check (row 10)
-DECOYS = {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "DATABASE_URL": "postgres://bot:pw@db/bot", "HF_TOKEN": "hf_x",
-          "SSH_AUTH_SOCK": "/run/ssh-agent.sock"}  # row 11
+KEY_TEXT = "bisectbot-webhook-key-8c1f0e77"  # a key file of the bot's user (row 6)
+TOKEN = "ghp_" + "A1b2C3d4" * 5  # the bot's token, in its environment (row 9)
+SLEEPER = "3171"  # `sleep 3171`: the process that must not outlive the check (row 10)
+DECOYS = {
+    "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+    "DATABASE_URL": "postgres://bot:pw@db/bot",
+    "HF_TOKEN": "hf_x",
+    "SSH_AUTH_SOCK": "/run/ssh-agent.sock",
+}  # row 11
 
 # What the pull request runs at configure time. Each probe prints LANDED or blocked.
 ATTACK = r"""
@@ -75,8 +79,9 @@ class Attacked:
 
 
 def _attack_script(state: Path, key: Path, home: Path, ccache: Path, sha: str, marks: Path) -> str:
-    return ATTACK.format(state=state, key=key, home=home, ccache=ccache, sha=sha, marks=marks, token=TOKEN,
-                         sleeper=SLEEPER)
+    return ATTACK.format(
+        state=state, key=key, home=home, ccache=ccache, sha=sha, marks=marks, token=TOKEN, sleeper=SLEEPER
+    )
 
 
 def _snapshot(state: Path) -> dict[str, object]:
@@ -84,9 +89,13 @@ def _snapshot(state: Path) -> dict[str, object]:
     kept = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in state.glob("kept/*/*/specdemo")}
     with sqlite3.connect(state / "state.sqlite3") as db:
         last_good = db.execute("SELECT config, sha, ref FROM last_good ORDER BY ref").fetchall()
-    return {"kept": kept, "last_good": last_good, "tags": _git(state / "src", "tag", "--list"),
-            "hooks": sorted(p.name for p in (state / "src" / ".git" / "hooks").iterdir() if not p.name.endswith(".sample")),
-            "objects": sorted(str(p.relative_to(state)) for p in state.glob("build-*/**/*.o"))}
+    return {
+        "kept": kept,
+        "last_good": last_good,
+        "tags": _git(state / "src", "tag", "--list"),
+        "hooks": sorted(p.name for p in (state / "src" / ".git" / "hooks").iterdir() if not p.name.endswith(".sample")),
+        "objects": sorted(str(p.relative_to(state)) for p in state.glob("build-*/**/*.o")),
+    }
 
 
 def _verdict(proc: subprocess.CompletedProcess[str]) -> str:
@@ -196,8 +205,11 @@ def test_row9_no_process_of_the_bot_is_visible(attacked: Attacked) -> None:
 
 def test_row10_nothing_it_starts_outlives_the_check(attacked: Attacked) -> None:
     assert _report(attacked)["r10"] == "started"
-    left = [ln for ln in subprocess.run(["ps", "-e", "-o", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
-            if f"sleep {SLEEPER}" in ln and not ln.strip().startswith("Z")]
+    left = [
+        ln
+        for ln in subprocess.run(["ps", "-e", "-o", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
+        if f"sleep {SLEEPER}" in ln and not ln.strip().startswith("Z")
+    ]
     assert left == [], left
 
 
@@ -252,8 +264,15 @@ def test_a_hook_planted_in_the_clone_never_runs(attacked: Attacked) -> None:
         (hooks / name).chmod(0o755)
     _git(attacked.state / "src", "config", "core.fsmonitor", str(hooks / "fsmonitor-watchman"))
     try:
-        proc = cli("test", str(attacked.config), "--commit", attacked.demo.commits[2], "--state", str(attacked.state),
-                   env=attacked.env)
+        proc = cli(
+            "test",
+            str(attacked.config),
+            "--commit",
+            attacked.demo.commits[2],
+            "--state",
+            str(attacked.state),
+            env=attacked.env,
+        )
         assert _verdict(proc) in ("GOOD", "BAD"), proc.stdout + proc.stderr
         assert list(attacked.marks.glob("planted-*")) == []
     finally:
@@ -266,8 +285,9 @@ def test_a_tag_planted_in_the_clone_does_not_publish_a_commit(attacked: Attacked
     """'Published' is what the source lists (ls-remote), not a ref of the writable clone."""
     _git(attacked.state / "src", "tag", "planted", attacked.pr)
     try:
-        proc = cli("test", str(attacked.config), "--commit", attacked.pr, "--state", str(attacked.state),
-                   env=attacked.env)
+        proc = cli(
+            "test", str(attacked.config), "--commit", attacked.pr, "--state", str(attacked.state), env=attacked.env
+        )
         assert proc.returncode == 2 and "on no branch or tag" in proc.stderr, proc.stdout + proc.stderr
     finally:
         _git(attacked.state / "src", "tag", "-d", "planted")
@@ -280,8 +300,9 @@ def test_a_tampered_kept_binary_is_rebuilt_not_run(attacked: Attacked) -> None:
     os.utime(kept, (kept.stat().st_atime, kept.stat().st_mtime - 3600))  # an old date changes nothing
     with sqlite3.connect(attacked.state / "state.sqlite3") as db:
         db.execute("DELETE FROM runs WHERE sha=?", (attacked.demo.bad,))  # force runs: the binary must execute
-    proc = cli("test", str(attacked.config), "--commit", attacked.demo.bad, "--state", str(attacked.state),
-               env=attacked.env)
+    proc = cli(
+        "test", str(attacked.config), "--commit", attacked.demo.bad, "--state", str(attacked.state), env=attacked.env
+    )
     assert _verdict(proc) == "BAD", proc.stdout + proc.stderr
     assert not (attacked.marks / "tampered-ran").exists()
     assert hashlib.sha256(kept.read_bytes()).hexdigest() == original  # built again
@@ -301,7 +322,8 @@ def test_a_file_dropped_into_a_trusted_build_directory_wipes_it(attacked: Attack
     cfg = load_config(attacked.config)
     with StateDir(attacked.state) as state:
         rec = Builder(state, Workspace(cfg.repo_source, state.clone_dir), Events()).ensure(
-            attacked.demo.commits[4], cfg.build)
+            attacked.demo.commits[4], cfg.build
+        )
     assert rec.ok, rec.reason
     assert not planted.exists()
     assert "is newer than the last trusted build there" in Path(rec.log).read_text()
@@ -314,15 +336,19 @@ def test_a_binary_that_is_a_link_out_of_the_build_tree_is_not_kept(attacked: Att
     repo = attacked.demo.repo
     _git(repo, "checkout", "-q", "--detach", attacked.demo.good)
     cmake = repo / "CMakeLists.txt"
-    cmake.write_text(cmake.read_text() + f"""
+    cmake.write_text(
+        cmake.read_text()
+        + f"""
 add_custom_command(TARGET specdemo POST_BUILD COMMAND ln -sf {attacked.key} $<TARGET_FILE:specdemo>)
-""")
+"""
+    )
     _git(repo, "commit", "-qam", "build: link the binary (#10)")
     sha = _git(repo, "rev-parse", "HEAD")
     _git(repo, "checkout", "-q", "main")
     _git(repo, "update-ref", "refs/pull/10/head", sha)
-    proc = cli("check", str(attacked.config), "--ref", "pull/10/head", "--state", str(tmp_path / "st"),
-               env=attacked.env)
+    proc = cli(
+        "check", str(attacked.config), "--ref", "pull/10/head", "--state", str(tmp_path / "st"), env=attacked.env
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4 and "build left no binary for {binary}" in out, out
     assert "a link out of the build directory is not kept" in out and KEY_TEXT not in out
@@ -341,16 +367,27 @@ def _pull(repo: Path, base: str, number: int, cmake_tail: str) -> str:
 
 
 @pytest.mark.heavy  # three checks of a minute in all: the sandbox-level tests cover the same caps quickly
-@pytest.mark.parametrize("number, tail, why", [
-    (11, 'execute_process(COMMAND sh -c "i=0; while true; do head -c 8000000 /dev/zero > f$i || true; i=$((i+1)); done")',
-     "stopped: its files passed 200 MB on disk"),
-    (12, 'execute_process(COMMAND bash -c "b() { b | b & }; b")', "exceeded the build timeout of 30 s"),
-    (13, 'file(WRITE ${CMAKE_BINARY_DIR}/yes.sh "#!/bin/sh\\nexec yes\\n")\n'
-         'add_custom_command(TARGET specdemo POST_BUILD COMMAND cp ${CMAKE_BINARY_DIR}/yes.sh $<TARGET_FILE:specdemo>)',
-     "stopped: its output passed 4 MB"),
-], ids=["fills-the-disk", "fork-bomb", "prints-gigabytes"])
-def test_a_pull_request_cannot_exhaust_the_machine(attacked: Attacked, tmp_path: Path, number: int, tail: str,
-                                                   why: str) -> None:
+@pytest.mark.parametrize(
+    "number, tail, why",
+    [
+        (
+            11,
+            'execute_process(COMMAND sh -c "i=0; while true; do head -c 8000000 /dev/zero > f$i || true; i=$((i+1)); done")',
+            "stopped: its files passed 200 MB on disk",
+        ),
+        (12, 'execute_process(COMMAND bash -c "b() { b | b & }; b")', "exceeded the build timeout of 30 s"),
+        (
+            13,
+            'file(WRITE ${CMAKE_BINARY_DIR}/yes.sh "#!/bin/sh\\nexec yes\\n")\n'
+            "add_custom_command(TARGET specdemo POST_BUILD COMMAND cp ${CMAKE_BINARY_DIR}/yes.sh $<TARGET_FILE:specdemo>)",
+            "stopped: its output passed 4 MB",
+        ),
+    ],
+    ids=["fills-the-disk", "fork-bomb", "prints-gigabytes"],
+)
+def test_a_pull_request_cannot_exhaust_the_machine(
+    attacked: Attacked, tmp_path: Path, number: int, tail: str, why: str
+) -> None:
     """Its configure fills the disk or forks without end, or its binary prints without end: the
     check stops it at the cap, says SKIP with the cap named, and leaves nothing behind."""
     import yaml
@@ -362,8 +399,7 @@ def test_a_pull_request_cannot_exhaust_the_machine(attacked: Attacked, tmp_path:
     config = attacked.config.with_name(f"tight-{number}.yaml")  # beside it: its paths are relative
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     boxes = set(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*"))
-    proc = cli("check", str(config), "--ref", f"pull/{number}/head", "--state", str(tmp_path / "st"),
-               env=attacked.env)
+    proc = cli("check", str(config), "--ref", f"pull/{number}/head", "--state", str(tmp_path / "st"), env=attacked.env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4 and why in out, out
     assert set(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*")) <= boxes

@@ -8,11 +8,11 @@ import pytest
 
 from bisectbot.config import load_config
 from bisectbot.edges.storage import StateDir
+from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import BisectbotError
 from bisectbot.pipeline.events import Events
-from bisectbot.pipeline.runner import CommitRunner
 from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
-from bisectbot.edges.workspace import Workspace
+from bisectbot.pipeline.runner import CommitRunner
 
 pytest.importorskip("gguf")
 

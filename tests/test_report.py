@@ -12,7 +12,6 @@ from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import SCHEMA_VERSION, BisectReport, BisectStatus, JobStop, TestReport, load_result
 from bisectbot.report import bisect_markdown, fmt_e, observed_vs_reference
 from bisectbot.report import test_markdown as markdown_of_test
-
 from sample_reports import BAD, CULPRIT, GOOD, PARENT, REFERENCE, a_test_report, bisect_report, verdict
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -28,15 +27,15 @@ def _names(text: str) -> set[str]:
 def test_bisect_json_has_exactly_the_documented_fields_and_reads_back() -> None:
     report = bisect_report()
     data = json.loads(json.dumps(report.to_json()))
-    section = README[README.index("## JSON report"):]
-    table = section[:section.index("Each verdict:")]
+    section = README[README.index("## JSON report") :]
+    table = section[: section.index("Each verdict:")]
     documented = set()
     for row in table.splitlines():
         if row.startswith("| `"):
             documented |= set(re.findall(r"`([a-z_]+)`", row.split("|")[1]))
     assert set(data) == documented
     assert list(data)[:2] == ["schema_version", "kind"] and data["schema_version"] == SCHEMA_VERSION == 1
-    each = section[section.index("Each verdict:"):section.index("`bisectbot test --json FILE`")]
+    each = section[section.index("Each verdict:") : section.index("`bisectbot test --json FILE`")]
     assert _names(each) <= set(data["verdicts"][0]) and data["verdicts"][0]["commit"] == data["verdicts"][0]["sha"]
     assert BisectReport.from_json(data) == report
 
@@ -44,8 +43,8 @@ def test_bisect_json_has_exactly_the_documented_fields_and_reads_back() -> None:
 def test_test_json_has_the_documented_fields_and_reads_back() -> None:
     report = a_test_report(Verdict.BAD)
     data = json.loads(json.dumps(report.to_json()))
-    section = README[README.index("`bisectbot test --json FILE`"):]
-    documented = _names(section[:section.index("`reference` holds")])
+    section = README[README.index("`bisectbot test --json FILE`") :]
+    documented = _names(section[: section.index("`reference` holds")])
     assert documented <= set(data)
     assert (data["verdict"], data["runs"], data["counts"]) == ("bad", report.detail.runs, report.detail.counts)
     assert TestReport.from_json(data) == report
@@ -61,7 +60,8 @@ def test_a_stored_result_without_new_fields_still_reads() -> None:
     back = BisectReport.from_json(data)
     assert back.strategy == "plain" and back.verdicts[0].block == 0
     assert load_result("bisect", "cancelled", {"status": "cancelled", "by": "maintainer"}) == JobStop(
-        "cancelled", "", "maintainer")
+        "cancelled", "", "maintainer"
+    )
 
 
 def test_found_bisect_markdown_names_culprit_parent_and_reproduction() -> None:
@@ -76,13 +76,13 @@ def test_found_bisect_markdown_names_culprit_parent_and_reproduction() -> None:
 
 def test_the_markdown_lists_change_points_and_what_the_confidence_rests_on() -> None:
     md = bisect_markdown(bisect_report())
-    changes = md[md.index("### Change points crossed"):md.index("### What the confidence rests on")]
+    changes = md[md.index("### Change points crossed") : md.index("### What the confidence rests on")]
     first, later = changes.strip().splitlines()[1:3]
     assert first.startswith(f"- `{CULPRIT[:12]}` speculative: take top draft candidate (#1032) — **first departure**")
     before, after = first.split(": before ")[1].split("; after ")
     assert "e 2 (0.40 vs 0.25)" in before and "e 14 (1.00 vs 0.25)" in after
     assert later.startswith(f"- `{BAD[:12]}`") and "later change point" in later
-    rests = md[md.index("### What the confidence rests on"):md.index("### Reproduce")]
+    rests = md[md.index("### What the confidence rests on") : md.index("### Reproduce")]
     assert "BAD means farther than eta 0.03 from the reference, GOOD within tolerance 0.1" in rests
     assert "- 1 later change point(s) crossed on the way" in rests
     # one change point (the usual case): no list, the culprit line says it all
@@ -91,13 +91,19 @@ def test_the_markdown_lists_change_points_and_what_the_confidence_rests_on() -> 
 
 
 def test_undecided_bisect_markdown_lists_the_candidates() -> None:
-    ambiguous = replace(bisect_report(), status=BisectStatus.AMBIGUOUS, first_bad=None,
-                        candidates=[PARENT, CULPRIT], message="2 candidates between a and b")
+    ambiguous = replace(
+        bisect_report(),
+        status=BisectStatus.AMBIGUOUS,
+        first_bad=None,
+        candidates=[PARENT, CULPRIT],
+        message="2 candidates between a and b",
+    )
     md = bisect_markdown(ambiguous)
     assert md.startswith("## bisectbot: first bad commit is one of 2")
     assert f"Candidates: `{PARENT[:12]}`, `{CULPRIT[:12]}`" in md and "2 candidates between a and b" in md
-    unconfirmed = bisect_markdown(replace(bisect_report(), status=BisectStatus.UNCONFIRMED,
-                                          message="re-test on fresh seeds disagrees"))
+    unconfirmed = bisect_markdown(
+        replace(bisect_report(), status=BisectStatus.UNCONFIRMED, message="re-test on fresh seeds disagrees")
+    )
     assert unconfirmed.startswith("## bisectbot: first bad commit not confirmed")
 
 
@@ -114,7 +120,8 @@ def test_test_markdown_shows_arms_failures_and_reruns() -> None:
 def test_observed_frequencies_are_among_runs_that_met_the_condition() -> None:
     assert observed_vs_reference({"b": 3, "d": 1, "<missed>": 6}, REFERENCE) == (
         "a 0 (0.00 vs 0.10) · b 3 (0.75 vs 0.20) · c 0 (0.00 vs 0.05) · d 1 (0.25 vs 0.30) · "
-        "e 0 (0.00 vs 0.25) · f 0 (0.00 vs 0.10) · missed 6")
+        "e 0 (0.00 vs 0.25) · f 0 (0.00 vs 0.10) · missed 6"
+    )
     assert "other 2" in observed_vs_reference({"<other>": 2}, REFERENCE)
     assert [fmt_e(x) for x in (float("inf"), 800.0, 0.0, 10.0)] == ["∞", "e^800", "1", "2.2e+04"]
 
@@ -123,13 +130,25 @@ def test_variants_clean_rebuilds_and_skip_blocks_are_in_the_markdown() -> None:
     plain = bisect_markdown(bisect_report())
     assert "variants for their era" not in plain and "Skipped in blocks" not in plain  # nothing to say
     r = bisect_report()
-    old = replace(r.verdicts[1], build_variant=2, variant=5,
-                  build_notes="built in a clean directory after the reused one failed: cmake build failed")
-    block = {"first": PARENT, "last": CULPRIT, "commits": 12, "tried": 3, "signature": "runs crash: …",
-             "text": "12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: killed by SIGSEGV"}
+    old = replace(
+        r.verdicts[1],
+        build_variant=2,
+        variant=5,
+        build_notes="built in a clean directory after the reused one failed: cmake build failed",
+    )
+    block = {
+        "first": PARENT,
+        "last": CULPRIT,
+        "commits": 12,
+        "tried": 3,
+        "signature": "runs crash: …",
+        "text": "12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: killed by SIGSEGV",
+    }
     md = bisect_markdown(replace(r, verdicts=[r.verdicts[0], old, *r.verdicts[2:]], skip_blocks=[block]))
-    assert (f"- `{old.sha[:12]}`: build variant 2; command variant 5; built in a clean directory after the "
-            "reused one failed") in md
+    assert (
+        f"- `{old.sha[:12]}`: build variant 2; command variant 5; built in a clean directory after the "
+        "reused one failed"
+    ) in md
     assert "- 12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: killed by SIGSEGV" in md
     one = markdown_of_test(replace(a_test_report(Verdict.BAD), detail=old))
     assert "Built and run with:\n- `" in one and "command variant 5" in one

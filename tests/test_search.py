@@ -117,7 +117,10 @@ def test_presumed_and_blocks() -> None:
     answers = [Verdict.SKIP, Verdict.SKIP, Verdict.SKIP, Verdict.GOOD]
     blocks = skip_blocks(asked, answers, {10: "a", 14: "a", 16: "b"})
     assert [(b.first, b.last, b.signature, b.tested) for b in blocks] == [
-        (10, 10, "a", (10,)), (14, 14, "a", (14,)), (16, 16, "b", (16,))]
+        (10, 10, "a", (10,)),
+        (14, 14, "a", (14,)),
+        (16, 16, "b", (16,)),
+    ]
     blocks = skip_blocks([10, 14], [Verdict.SKIP, Verdict.SKIP], {10: "a", 14: "a"})
     assert [(b.first, b.last, b.commits, b.tested) for b in blocks] == [(10, 14, 5, (10, 14))]
 

@@ -28,9 +28,26 @@ COUNT = int(os.environ.get("BISECTBOT_STAGED", STAGED_DEFAULT))
 def bisect(tmp_path: Path, seed: int, stray: bool, strategy: str = "auto") -> tuple[int, dict, str, object]:
     hist = write_staged(tmp_path, seed, stray=stray)
     cfg = config(hist, tmp_path)
-    proc = subprocess.run(bisectbot_argv("bisect", str(cfg), "--good", hist.commits[0], "--bad", "main",
-                                         "--state", str(tmp_path / "st"), "--json", "-", "--strategy", strategy),
-                          capture_output=True, text=True, timeout=1800, env=subprocess_env(CI="1"))
+    proc = subprocess.run(
+        bisectbot_argv(
+            "bisect",
+            str(cfg),
+            "--good",
+            hist.commits[0],
+            "--bad",
+            "main",
+            "--state",
+            str(tmp_path / "st"),
+            "--json",
+            "-",
+            "--strategy",
+            strategy,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=subprocess_env(CI="1"),
+    )
     try:
         out = json.loads(proc.stdout)
     except ValueError:

@@ -41,13 +41,16 @@ def test_reference_layout_and_index() -> None:
     assert plain.names == ("a", "b", S.OTHER) and plain.index("a", met_condition=False) is None
 
 
-@pytest.mark.parametrize("probs, cond, msg", [
-    ({"a": 0.5, "b": 0.4}, None, "sum to 0.9"),
-    ({"a": -0.1, "b": 1.1}, None, "≥ 0"),
-    ({}, None, "empty"),
-    ({"a": 1.0}, 0.0, "condition_prob"),
-    ({S.OTHER: 1.0}, None, "reserved"),
-])
+@pytest.mark.parametrize(
+    "probs, cond, msg",
+    [
+        ({"a": 0.5, "b": 0.4}, None, "sum to 0.9"),
+        ({"a": -0.1, "b": 1.1}, None, "≥ 0"),
+        ({}, None, "empty"),
+        ({"a": 1.0}, 0.0, "condition_prob"),
+        ({S.OTHER: 1.0}, None, "reserved"),
+    ],
+)
 def test_reference_validation(probs, cond, msg) -> None:
     with pytest.raises(ValueError, match=msg):
         S.Reference.from_probs(probs, cond)
@@ -64,8 +67,9 @@ ALPHA = 5e-3  # larger than the pipeline's so false alarms are frequent enough t
 
 
 def test_false_bad_rate_under_reference_is_at_most_alpha() -> None:
-    out = sim.simulate_generic(np.random.default_rng(11), REF, REF.p, alpha=ALPHA, beta=ALPHA,
-                               tolerance=0.1, max_runs=1000, paths=4000)
+    out = sim.simulate_generic(
+        np.random.default_rng(11), REF, REF.p, alpha=ALPHA, beta=ALPHA, tolerance=0.1, max_runs=1000, paths=4000
+    )
     false_bad = out.rate(sim.BAD)
     # Ville: ≤ α at any stopping time; allow 3 Monte Carlo standard errors.
     assert false_bad <= ALPHA + 3 * math.sqrt(ALPHA / 4000), false_bad
@@ -74,23 +78,26 @@ def test_false_bad_rate_under_reference_is_at_most_alpha() -> None:
 
 def test_false_good_rate_at_tolerance_boundary_is_at_most_beta() -> None:
     """Truth exactly at TV = tolerance (the hardest point of the GOOD null)."""
-    out = sim.simulate_generic(np.random.default_rng(12), REF, TV10, alpha=ALPHA, beta=ALPHA,
-                               tolerance=0.1, max_runs=1500, paths=1500)
+    out = sim.simulate_generic(
+        np.random.default_rng(12), REF, TV10, alpha=ALPHA, beta=ALPHA, tolerance=0.1, max_runs=1500, paths=1500
+    )
     assert out.rate(sim.GOOD) <= ALPHA + 3 * math.sqrt(ALPHA / 1500)
     assert out.rate(sim.BAD) >= 0.9
 
 
 def test_power_gross_bug() -> None:
-    out = sim.simulate_generic(np.random.default_rng(13), REF, GROSS, alpha=5e-4, beta=5e-4,
-                               tolerance=0.1, max_runs=200, paths=3000)
+    out = sim.simulate_generic(
+        np.random.default_rng(13), REF, GROSS, alpha=5e-4, beta=5e-4, tolerance=0.1, max_runs=200, paths=3000
+    )
     assert out.rate(sim.BAD) == 1.0
     assert out.mean_runs() <= 15.0  # acceptance: ≤ 15 runs at α = 5e-4 (measured ≈ 13.9)
 
 
 def test_with_eta_zero_an_unseen_token_is_bad_at_once() -> None:
     q = sim.joint(P_COND, other=0.02)
-    out = sim.simulate_generic(np.random.default_rng(14), REF, q, alpha=5e-4, beta=5e-4,
-                               tolerance=0.1, max_runs=2000, paths=500)
+    out = sim.simulate_generic(
+        np.random.default_rng(14), REF, q, alpha=5e-4, beta=5e-4, tolerance=0.1, max_runs=2000, paths=500
+    )
     assert out.rate(sim.BAD) == 1.0
 
 
@@ -105,8 +112,9 @@ def test_a_stray_outcome_in_2_percent_of_runs_is_not_bad() -> None:
     """Issue 10: a point null called such a commit BAD 95–99.8% of the time; inside the η ball
     it is in the null, so false BAD ≤ α, and GOOD still comes (the GOOD numerator bets on it)."""
     q = sim.joint(P_COND, other=0.02)
-    out = sim.simulate_generic(np.random.default_rng(21), REF, q, alpha=ALPHA, beta=ALPHA, tolerance=0.1,
-                               max_runs=2000, paths=2000, eta=ETA)
+    out = sim.simulate_generic(
+        np.random.default_rng(21), REF, q, alpha=ALPHA, beta=ALPHA, tolerance=0.1, max_runs=2000, paths=2000, eta=ETA
+    )
     assert out.rate(sim.BAD) <= ALPHA + 3 * math.sqrt(ALPHA / 2000), out.rate(sim.BAD)
     assert out.rate(sim.GOOD) >= 0.9
 
@@ -119,17 +127,20 @@ def test_false_bad_at_the_edge_of_the_ball_is_at_most_alpha(where: str) -> None:
         q = sim.joint(S.hardest_tv_shift(P_COND, ETA))
     else:
         q = sim.joint(P_COND, condition_prob=sim.CONDITION_29975 + ETA)
-    out = sim.simulate_generic(np.random.default_rng(22), REF, q, alpha=ALPHA, beta=ALPHA, tolerance=0.1,
-                               max_runs=1000, paths=2000, eta=ETA)
+    out = sim.simulate_generic(
+        np.random.default_rng(22), REF, q, alpha=ALPHA, beta=ALPHA, tolerance=0.1, max_runs=1000, paths=2000, eta=ETA
+    )
     assert out.rate(sim.BAD) <= ALPHA + 3 * math.sqrt(ALPHA / 2000), out.rate(sim.BAD)
 
 
 def test_with_eta_a_gross_bug_is_still_bad_within_16_runs_and_tv_015_within_the_budget() -> None:
-    gross = sim.simulate_generic(np.random.default_rng(23), REF, GROSS, alpha=5e-4, beta=5e-4, tolerance=0.1,
-                                 max_runs=100, paths=2000, eta=ETA)
+    gross = sim.simulate_generic(
+        np.random.default_rng(23), REF, GROSS, alpha=5e-4, beta=5e-4, tolerance=0.1, max_runs=100, paths=2000, eta=ETA
+    )
     assert gross.rate(sim.BAD) == 1.0 and gross.mean_runs() <= 16.0, gross.mean_runs()
-    mild = sim.simulate_generic(np.random.default_rng(24), REF, TV15, alpha=5e-4, beta=5e-4, tolerance=0.1,
-                                max_runs=4000, paths=300, eta=ETA)
+    mild = sim.simulate_generic(
+        np.random.default_rng(24), REF, TV15, alpha=5e-4, beta=5e-4, tolerance=0.1, max_runs=4000, paths=300, eta=ETA
+    )
     assert mild.rate(sim.BAD) >= 0.99
 
 
@@ -171,10 +182,17 @@ def test_the_ball_maximum_is_never_underestimated() -> None:
         best = -math.inf
         for start in range(4):
             x0 = p if start == 0 else 0.5 * p + 0.5 * rng.dirichlet(np.ones(k))
-            res = minimize(lambda r: -(n * np.log(np.maximum(r, 1e-300))).sum(), x0, method="SLSQP",
-                           bounds=[(0, 1)] * k, options={"maxiter": 500, "ftol": 1e-12},
-                           constraints=[{"type": "eq", "fun": lambda r: r.sum() - 1},
-                                        {"type": "ineq", "fun": lambda r: eta - 0.5 * np.abs(r - p).sum()}])
+            res = minimize(
+                lambda r: -(n * np.log(np.maximum(r, 1e-300))).sum(),
+                x0,
+                method="SLSQP",
+                bounds=[(0, 1)] * k,
+                options={"maxiter": 500, "ftol": 1e-12},
+                constraints=[
+                    {"type": "eq", "fun": lambda r: r.sum() - 1},
+                    {"type": "ineq", "fun": lambda r: eta - 0.5 * np.abs(r - p).sum()},
+                ],
+            )
             if abs(res.x.sum() - 1) < 1e-6 and 0.5 * np.abs(res.x - p).sum() <= eta + 1e-7:
                 best = max(best, -float(res.fun))
         assert got >= best - 1e-4, (trial, n, p, eta, got, best)
@@ -195,16 +213,27 @@ def test_sticky_learns_the_good_side_around_a_tolerant_reference() -> None:
         def run(i: int) -> int:
             return int(np.searchsorted(cdf_bad if i >= culprit else cdf_good, rng.random(), side="right"))
 
-        res = S.sticky_bisect(45, run, good, bad_counts, confidence=0.999, max_runs=60_000,
-                              good_strength=S.STICKY_GOOD_STRENGTH)
+        res = S.sticky_bisect(
+            45, run, good, bad_counts, confidence=0.999, max_runs=60_000, good_strength=S.STICKY_GOOD_STRENGTH
+        )
         right += res.culprit == culprit
     assert right == 10
 
 
 # -- the change test, likeness seed for seed, and skips for failing runs --------------------------
 
-def _change_first_passage(rng: np.random.Generator, q_x: np.ndarray, q_y: np.ndarray, *, paths: int, runs: int,
-                          alpha: float, centres_x: list, centres_y: list) -> np.ndarray:
+
+def _change_first_passage(
+    rng: np.random.Generator,
+    q_x: np.ndarray,
+    q_y: np.ndarray,
+    *,
+    paths: int,
+    runs: int,
+    alpha: float,
+    centres_x: list,
+    centres_y: list,
+) -> np.ndarray:
     cx, cy = sim.draw_counts(rng, q_x, paths, runs), sim.draw_counts(rng, q_y, paths, runs)
     log_e = S.log_e_change_many(cx, cy, [REF.estimate, *centres_x], [REF.estimate, *centres_y])
     return sim.first_true(log_e >= math.log(1 / alpha))
@@ -217,15 +246,17 @@ def test_the_change_test_seldom_sees_a_change_where_there_is_none(where: str) ->
     q = {"reference": REF.p, "gross": GROSS, "stray 5%": sim.joint(P_COND, other=0.05)}[where]
     rng = np.random.default_rng({"reference": 31, "gross": 32, "stray 5%": 33}[where])
     wrong = np.asarray(S.kt_smooth([10, 1, 1, 1, 5]))
-    first = _change_first_passage(rng, q, q, paths=3000, runs=1500, alpha=ALPHA,
-                                  centres_x=[wrong], centres_y=[S.kt_smooth(list(GROSS * 100))])
+    first = _change_first_passage(
+        rng, q, q, paths=3000, runs=1500, alpha=ALPHA, centres_x=[wrong], centres_y=[S.kt_smooth(list(GROSS * 100))]
+    )
     assert (first >= 0).mean() <= ALPHA + 3 * math.sqrt(ALPHA / 3000)
 
 
 def test_the_change_test_finds_a_gross_change_fast_and_a_tv_015_one_within_the_budget() -> None:
     rng = np.random.default_rng(34)
-    gross = _change_first_passage(rng, GROSS, REF.p, paths=500, runs=200, alpha=5e-4,
-                                  centres_x=[S.kt_smooth(list(GROSS * 50))], centres_y=[])
+    gross = _change_first_passage(
+        rng, GROSS, REF.p, paths=500, runs=200, alpha=5e-4, centres_x=[S.kt_smooth(list(GROSS * 50))], centres_y=[]
+    )
     assert (gross >= 0).all() and np.median(gross) <= 30
     tv15 = sim.joint(S.hardest_tv_shift(P_COND, 0.15))
     q_hat = S.kt_smooth(list(sim.draw_counts(rng, tv15, 1, 500)[0, -1]))  # the commit's own search runs
@@ -276,10 +307,13 @@ def test_a_quick_step_never_says_good() -> None:
     # a milder defect is unlike the broken end too: placed GOOD-SIDE after a few runs, which is
     # why a placement never counts as GOOD (the confirmation tests the parent against the reference)
     mild = [round(x) for x in 20 * sim.joint(S.hardest_tv_shift(P_COND, 0.15))]
-    assert S.test_quick(mild, REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03).decision \
-        is S.Verdict.GOOD_SIDE
-    assert S.test_quick([60, 0, 0, 0, 10], REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03).decision \
+    assert (
+        S.test_quick(mild, REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03).decision is S.Verdict.GOOD_SIDE
+    )
+    assert (
+        S.test_quick([60, 0, 0, 0, 10], REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03).decision
         is S.Verdict.BAD
+    )
 
 
 def test_control_sample_mode() -> None:
@@ -288,14 +322,16 @@ def test_control_sample_mode() -> None:
     control = S.Reference.from_control(dict(zip(REF.names, m.tolist())), delta=1e-3)
     assert control.names == REF.names and S.control_radius(control) < 0.05
     runs = sim.draw_counts(rng, GROSS, 1, 60)[0]
-    first = next(i for i, c in enumerate(runs)
-                 if S.test_against_control(c, control, alpha=5e-4, beta=5e-4, tolerance=0.1,
-                                           max_runs=1000).decision is S.Verdict.BAD)
+    first = next(
+        i
+        for i, c in enumerate(runs)
+        if S.test_against_control(c, control, alpha=5e-4, beta=5e-4, tolerance=0.1, max_runs=1000).decision
+        is S.Verdict.BAD
+    )
     assert first < 40
     false_bad = 0
     for path in sim.draw_counts(rng, REF.p, 200, 300):
-        ev = S.test_against_control(path[-1], control, alpha=0.01, beta=0.01, tolerance=0.1,
-                                    max_runs=1000)
+        ev = S.test_against_control(path[-1], control, alpha=0.01, beta=0.01, tolerance=0.1, max_runs=1000)
         false_bad += ev.log_e_bad >= math.log(100)
     assert false_bad <= 6  # ≤ α + δ = 1.1% of 200, with margin
 
@@ -328,13 +364,11 @@ def test_wald_bounds_are_the_textbook_formula_and_no_test_beats_them() -> None:
     # a lower bound on E[N] for any test with these error rates: the real tests respect it
     rng = np.random.default_rng(7)
     for q, budget in ((GROSS, 200), (TV10, 4000)):
-        out = sim.simulate_generic(rng, REF, q, alpha=1e-3, beta=1e-3, tolerance=0.1, max_runs=budget,
-                                   paths=300)
+        out = sim.simulate_generic(rng, REF, q, alpha=1e-3, beta=1e-3, tolerance=0.1, max_runs=budget, paths=300)
         assert (out.decision == sim.BAD).mean() > 0.95
         wald = S.wald_bound(q, REF.p, 1e-3, 1e-3)
         assert wald <= out.mean_runs() <= 3 * wald, (wald, out.mean_runs())
-    good = sim.simulate_generic(rng, REF, REF.p, alpha=1e-3, beta=1e-3, tolerance=0.1, max_runs=5000,
-                                paths=200)
+    good = sim.simulate_generic(rng, REF, REF.p, alpha=1e-3, beta=1e-3, tolerance=0.1, max_runs=5000, paths=200)
     assert S.good_wald_bound(REF, 0.1, 1e-3, 1e-3) <= good.mean_runs()
 
 
@@ -346,8 +380,7 @@ def test_sequential_matches_vectorised() -> None:
         vb = S.log_e_depart_many(path.astype(float), REF, eta)
         vg = S.log_e_good_many(path.astype(float), REF, 0.1, eta=eta)
         for t in range(0, 400, 37):
-            ev = S.test_against_reference(path[t], REF, alpha=1e-9, beta=1e-9, tolerance=0.1, max_runs=10**6,
-                                          eta=eta)
+            ev = S.test_against_reference(path[t], REF, alpha=1e-9, beta=1e-9, tolerance=0.1, max_runs=10**6, eta=eta)
             assert ev.log_e_bad == pytest.approx(vb[t]) and ev.log_e_good == pytest.approx(vg[t])
 
 

@@ -52,15 +52,19 @@ def test_a_new_database_starts_at_the_current_schema(tmp_path: Path) -> None:
 OLD_COLUMNS = {
     "builds": "build_key, sha, status, binaries, log, seconds, reason, created",
     "runs": "{run}, sha, seed, status, tokens, exit_code, seconds, attempts, variant, detail, created",
-    "verdicts": "*", "jobs": "*", "bot_targets": "*", "webhook_deliveries": "*",
+    "verdicts": "*",
+    "jobs": "*",
+    "bot_targets": "*",
+    "webhook_deliveries": "*",
     "bot_commands": "comment_id, issue, author, association, body, status, job, created, updated",
 }
 
 
 def test_the_b6ae5a0_database_is_migrated_with_a_backup_and_nothing_lost(tmp_path: Path) -> None:
     root = old_state(tmp_path / "st")
-    before = {t: rows(root / "state.sqlite3", f"SELECT {c.format(run='experiment')} FROM {t}")
-              for t, c in OLD_COLUMNS.items()}
+    before = {
+        t: rows(root / "state.sqlite3", f"SELECT {c.format(run='experiment')} FROM {t}") for t, c in OLD_COLUMNS.items()
+    }
     kv = dict(rows(root / "state.sqlite3", "SELECT key, value FROM kv"))
     assert rows(root / "state.sqlite3", "PRAGMA user_version") == [(0,)]
     with StateDir(root) as state:
@@ -76,7 +80,12 @@ def test_the_b6ae5a0_database_is_migrated_with_a_backup_and_nothing_lost(tmp_pat
         # the old rows are read through the new code
         job = store.job(OLD_BISECT_JOB)
         assert job is not None and job.kind == "bisect" and job.status == "running"
-        assert [v.role for v in store.verdicts(OLD_BISECT_JOB)] == ["bad-endpoint", "good-endpoint", "bad-model", "step"]
+        assert [v.role for v in store.verdicts(OLD_BISECT_JOB)] == [
+            "bad-endpoint",
+            "good-endpoint",
+            "bad-model",
+            "step",
+        ]
         assert store.claimed_commands() == [901]
         assert not store.add_delivery_if_new("delivery-3f2a")
     tables = {name for (name,) in rows(root / "state.sqlite3", "SELECT name FROM sqlite_master WHERE type='table'")}
@@ -91,8 +100,9 @@ def test_the_b6ae5a0_database_is_migrated_with_a_backup_and_nothing_lost(tmp_pat
 
 def test_results_written_by_b6ae5a0_read_back_as_typed_reports(tmp_path: Path) -> None:
     with StateDir(old_state(tmp_path / "st")) as state:
-        done = [state.store.job(j) for (j,) in rows(state.root / "state.sqlite3",
-                                                     "SELECT id FROM jobs WHERE status='done'")]
+        done = [
+            state.store.job(j) for (j,) in rows(state.root / "state.sqlite3", "SELECT id FROM jobs WHERE status='done'")
+        ]
     reports = [load_result(j.kind, j.status, j.result) for j in done if j is not None]
     assert len(reports) == 2 and all(isinstance(r, TestReport) for r in reports)
     assert all(r.verdict is Verdict.GOOD and r.detail.runs > 0 for r in reports)  # type: ignore[union-attr]
@@ -108,11 +118,13 @@ def test_a_bisect_killed_under_b6ae5a0_is_resumed_after_the_migration(tmp_path: 
     root = old_state(tmp_path / "st")
     db = root / "state.sqlite3"
     old_runs = set(rows(db, "SELECT experiment, sha, seed, status, tokens, created FROM runs"))
-    assert {sha for (sha,) in rows(db, "SELECT DISTINCT sha FROM runs")} <= set(hist.commits), \
+    assert {sha for (sha,) in rows(db, "SELECT DISTINCT sha FROM runs")} <= set(hist.commits), (
         "the demo history no longer matches the fixture (generate_demo changed)"
+    )
     args = ["bisect", str(hist.config), "--good", hist.good, "--bad", "main", "--state", str(root), "--json", "-"]
-    proc = subprocess.run(bisectbot_argv(*args), capture_output=True, text=True, timeout=600,
-                          env=subprocess_env(CI="1"))
+    proc = subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1")
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["job"] == OLD_BISECT_JOB and report["first_bad"] == hist.culprit
@@ -123,8 +135,9 @@ def test_a_bisect_killed_under_b6ae5a0_is_resumed_after_the_migration(tmp_path: 
     assert new_keys and not new_keys & {key for key, *_ in old_runs}  # never replayed
     assert report["runs_executed"] >= report["runs"]
     # resumed again now: everything replays from the new keys
-    again = subprocess.run(bisectbot_argv(*args), capture_output=True, text=True, timeout=600,
-                           env=subprocess_env(CI="1"))
+    again = subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1")
+    )
     assert again.returncode == 0 and json.loads(again.stdout)["runs_executed"] == 0, again.stderr
 
 
@@ -165,8 +178,26 @@ def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
     for r in runs:
         store.put_run("exp", "a" * 40, r)
     assert store.runs("exp", "a" * 40) == {7: runs[0], 8: runs[1]} and store.runs("exp2", "a" * 40) == {}
-    v = CommitVerdict("a" * 40, "subject", "step", Verdict.BAD, 2, {"e": 1}, {"crash": 1}, 0, 3.0, -1.0,
-                      "why", "two-point", 1e-3, 1e-3, (7, 8), "ok", 1.5, arm="srv")
+    v = CommitVerdict(
+        "a" * 40,
+        "subject",
+        "step",
+        Verdict.BAD,
+        2,
+        {"e": 1},
+        {"crash": 1},
+        0,
+        3.0,
+        -1.0,
+        "why",
+        "two-point",
+        1e-3,
+        1e-3,
+        (7, 8),
+        "ok",
+        1.5,
+        arm="srv",
+    )
     store.put_verdict("job-1", v)
     assert store.verdicts("job-1") == [v]
     store.close()

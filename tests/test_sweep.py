@@ -41,18 +41,25 @@ def make_config(tmp_path: Path) -> tuple[Config, ProgramExecutor]:
     script = tmp_path / "flaky.py"
     script.write_text(FLAKY)
     (tmp_path / "tries").mkdir()
-    cfg = Config.model_validate({
-        "name": "flaky",
-        "repo": {"path": str(tmp_path)},
-        "build": {"targets": ["x"], "binaries": {"binary": ["x"]}},
-        "run": {"argv": [sys.executable, str(script), "{seed}", str(tmp_path / "tries")],
-                "timeout": 1.0, "retries": 3, "jobs": 4},
-        "parse": {"prefix": "bcdbc", "min_tokens": 2, "eos": "h", "complete_suffix": "\n\n\n\n"},
-        "statistic": {"condition": {"position": 0, "token": "f"}, "outcome": {"position": 1}},
-        "reference": {"probs": {"e": 0.5, "g": 0.5}},
-    })
-    executor = ProgramExecutor(cfg.run.argv or [], {}, run_cfg=cfg.run, parse_cfg=cfg.parse,
-                               workdir=tmp_path, env=clean_env())
+    cfg = Config.model_validate(
+        {
+            "name": "flaky",
+            "repo": {"path": str(tmp_path)},
+            "build": {"targets": ["x"], "binaries": {"binary": ["x"]}},
+            "run": {
+                "argv": [sys.executable, str(script), "{seed}", str(tmp_path / "tries")],
+                "timeout": 1.0,
+                "retries": 3,
+                "jobs": 4,
+            },
+            "parse": {"prefix": "bcdbc", "min_tokens": 2, "eos": "h", "complete_suffix": "\n\n\n\n"},
+            "statistic": {"condition": {"position": 0, "token": "f"}, "outcome": {"position": 1}},
+            "reference": {"probs": {"e": 0.5, "g": 0.5}},
+        }
+    )
+    executor = ProgramExecutor(
+        cfg.run.argv or [], {}, run_cfg=cfg.run, parse_cfg=cfg.parse, workdir=tmp_path, env=clean_env()
+    )
     return cfg, executor
 
 
@@ -90,7 +97,7 @@ def test_runs_come_in_seed_order_and_everything_is_stored(tmp_path: Path) -> Non
             if len(consumed) == 15:
                 break
     assert consumed == list(range(1, 16))
-    assert set(range(1, 16)) <= set(stored)          # in-flight runs are kept, not dropped
+    assert set(range(1, 16)) <= set(stored)  # in-flight runs are kept, not dropped
     assert stream.executed == len(stored) and stream.executed < 15 + 4
     assert stream.retried == sum(r.attempts - 1 for r in stored.values()) > 0
     # replay: everything comes from storage, nothing is executed, the same sequence
@@ -120,16 +127,17 @@ def test_children_never_see_credentials(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret1")
     monkeypatch.setenv("BISECTBOT_APP_PRIVATE_KEY", "secret2")
     monkeypatch.setenv("GH_ENTERPRISE_TOKEN", "secret3")
-    res = run([sys.executable, "-c", "import os; print(sorted(os.environ.items()))"],
-              env=clean_env(), timeout=30)
+    res = run([sys.executable, "-c", "import os; print(sorted(os.environ.items()))"], env=clean_env(), timeout=30)
     assert "secret" not in res.stdout and "PATH" in res.stdout
 
 
-def test_secrets_named_by_the_config_are_dropped_whatever_their_name(monkeypatch: pytest.MonkeyPatch,
-                                                                    tmp_path: Path) -> None:
+def test_secrets_named_by_the_config_are_dropped_whatever_their_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     cfg, _ = make_config(tmp_path)
-    cfg = Config.model_validate({**cfg.model_dump(), "github": {"repo": "o/r", "token_env": "LLAMA_BOT_PAT",
-                                                                "webhook_secret_env": "HOOK_WORD"}})
+    cfg = Config.model_validate(
+        {**cfg.model_dump(), "github": {"repo": "o/r", "token_env": "LLAMA_BOT_PAT", "webhook_secret_env": "HOOK_WORD"}}
+    )
     monkeypatch.setenv("LLAMA_BOT_PAT", "ghp_plainname")
     monkeypatch.setenv("HOOK_WORD", "plain")
     assert {"LLAMA_BOT_PAT", "HOOK_WORD"} <= set(clean_env())  # nothing in the names says "secret" ...

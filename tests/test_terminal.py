@@ -23,15 +23,15 @@ import pytest
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.stats import MISSED, OTHER
 from bisectbot.demo import DemoHistory
-from bisectbot.pipeline.events import Built, BuildPhase, RunsProgress, StepStarted, VerdictReached
+from bisectbot.pipeline.events import BuildPhase, Built, RunsProgress, StepStarted, VerdictReached
 from bisectbot.pipeline.terminal import Terminal, print_summary, wants_color
 from bisectbot.report_text import bisect_text, replayed_line, shell_lines, state_line, test_text
+from sample_reports import BAD_COUNTS, a_test_report, bisect_report, verdict
 
 from conftest import bisectbot_argv, needs
-from sample_reports import a_test_report, bisect_report, verdict, BAD_COUNTS
 
 SHA = "60488cfca65a3397efe863d5a17de27690693113"
-SGR = re.compile(r"\x1b\[[0-9;]*m")          # colour and style escapes
+SGR = re.compile(r"\x1b\[[0-9;]*m")  # colour and style escapes
 ESC = re.compile(r"\x1b")
 LONG_COUNTS = " ".join(f"{c}={i}" for i, c in enumerate("abcdefghijklmnopqrstuvw"))
 
@@ -59,7 +59,7 @@ def test_the_live_status_line_is_cut_to_columns_and_erased_before_the_summary() 
     assert status and all(len(p) <= 60 for p in status) and status[0].endswith("…")
     assert "[step 2/~4] 60488cfca65a (position 8 of 11)\n" in SGR.sub("", shown)
     assert shown.endswith("\x1b[2K")  # closing erased the status line (rich's transient Live)
-    assert "\x1b[?25h" in shown       # and showed the cursor again
+    assert "\x1b[?25h" in shown  # and showed the cursor again
 
 
 def test_kept_lines_are_wrapped_to_the_width_on_a_terminal_and_whole_in_a_pipe() -> None:
@@ -136,12 +136,32 @@ def test_the_culprits_runs_and_the_one_seed_command_are_on_the_terminal_too(widt
 
     report = bisect_report()
     cmd = "cd /tmp/state/run && env OMP_NUM_THREADS=1 /tmp/state/kept/abc/bin/llama-speculative --seed 17 -p bcdbc"
-    outputs = {"culprit": report.first_bad, "parent": report.last_good, "culprit_label": "first bad",
-               "rows": [{"run": 1, "parent_seed": 17, "parent": "f g", "parent_outcome": "g",
-                         "culprit_seed": 18, "culprit": "f e", "culprit_outcome": "e"},
-                        {"run": 2, "parent_seed": 19, "parent": "b", "parent_outcome": MISSED,
-                         "culprit_seed": 20, "culprit": "f", "culprit_outcome": OTHER}],
-               "rerun": {"seed": 18, "command": cmd}}
+    outputs = {
+        "culprit": report.first_bad,
+        "parent": report.last_good,
+        "culprit_label": "first bad",
+        "rows": [
+            {
+                "run": 1,
+                "parent_seed": 17,
+                "parent": "f g",
+                "parent_outcome": "g",
+                "culprit_seed": 18,
+                "culprit": "f e",
+                "culprit_outcome": "e",
+            },
+            {
+                "run": 2,
+                "parent_seed": 19,
+                "parent": "b",
+                "parent_outcome": MISSED,
+                "culprit_seed": 20,
+                "culprit": "f",
+                "culprit_outcome": OTHER,
+            },
+        ],
+        "rerun": {"seed": 18, "command": cmd},
+    }
     text = bisect_text(dataclasses.replace(report, outputs=outputs), width)
     assert max(len(ln) for ln in text.splitlines()) <= width
     assert "seed 17: f g → g" in text and "seed 18: f e → e" in text and "rerun seed 18 of" in text
@@ -182,8 +202,15 @@ def test_the_text_summary_fits_the_width_and_names_what_a_person_needs(width: in
 def test_the_test_summary_fits_and_a_long_shell_command_breaks_between_arguments() -> None:
     text = test_text(a_test_report(Verdict.INCONCLUSIVE), 60)
     assert max(len(ln) for ln in text.splitlines()) <= 60 and "INCONCLUSIVE" in text
-    words = ["bisectbot", "bisect", "/tmp/pytest-of-root/pytest-24/test_demo_in_an_80_column_tmux0/demo/specdemo.yaml",
-             "--good", "a" * 40, "--bad", "b" * 40]
+    words = [
+        "bisectbot",
+        "bisect",
+        "/tmp/pytest-of-root/pytest-24/test_demo_in_an_80_column_tmux0/demo/specdemo.yaml",
+        "--good",
+        "a" * 40,
+        "--bad",
+        "b" * 40,
+    ]
     for width in (50, 80):
         lines = shell_lines(" ".join(words), width)
         assert len(lines) > 2 and all(len(ln) <= width for ln in lines)
@@ -192,18 +219,23 @@ def test_the_test_summary_fits_and_a_long_shell_command_breaks_between_arguments
 
 def pasted(command: str) -> list[str]:
     """The words sh reads from `command` as pasted (its line continuations joined)."""
-    out = subprocess.run(["sh", "-c", "printf '%s\\n' " + command.split(" ", 1)[1], "sh"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        ["sh", "-c", "printf '%s\\n' " + command.split(" ", 1)[1], "sh"], capture_output=True, text=True, check=True
+    ).stdout
     return [command.split(" ", 1)[0], *out.splitlines()]
 
 
 def test_the_state_and_replay_lines_say_what_is_counted() -> None:
     assert state_line("/s", 0, 0, commits=12) == "state: /s (new)"
-    assert state_line("/s", 1571, 9, 361, 6, 12) == \
-        "state: /s (resuming: 361 runs and 6 builds stored at these 12 commits; 1,571 runs and 9 builds in all)"
+    assert (
+        state_line("/s", 1571, 9, 361, 6, 12)
+        == "state: /s (resuming: 361 runs and 6 builds stored at these 12 commits; 1,571 runs and 9 builds in all)"
+    )
     assert state_line("/s", 1571, 9, 0, 0, 1) == "state: /s (holds 1,571 runs and 9 builds, none at this commit)"
     assert state_line("/s", 5, 1) == "state: /s (holds 5 runs and 1 builds)"
-    assert replayed_line(1571, 1210, 9, 6) == "from state: 361 of 1,571 runs and 6 of 9 builds (replayed, not run again)"
+    assert (
+        replayed_line(1571, 1210, 9, 6) == "from state: 361 of 1,571 runs and 6 of 9 builds (replayed, not run again)"
+    )
     assert replayed_line(40, 40, 3, 0) is None
 
 
@@ -213,8 +245,13 @@ def test_test_prints_the_state_line_then_what_it_replayed(small_demo: DemoHistor
     # the culprit tests BAD (exit 1) within a few dozen runs: cheap to run twice
     argv = bisectbot_argv("test", str(small_demo.config), "--commit", small_demo.culprit, "--state", str(state))
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "COLUMNS", "BISECTBOT_GITHUB_TOKEN")}
-    first = subprocess.run([*argv, "--json", str(tmp_path / "first.json")], capture_output=True, text=True,
-                           env={**env, "CI": "1"}, timeout=120)
+    first = subprocess.run(
+        [*argv, "--json", str(tmp_path / "first.json")],
+        capture_output=True,
+        text=True,
+        env={**env, "CI": "1"},
+        timeout=120,
+    )
     assert first.returncode == 1, first.stderr
     runs = json.loads((tmp_path / "first.json").read_text())["runs"]
     assert f"state: {state} (new)" in first.stderr.splitlines()
@@ -222,19 +259,26 @@ def test_test_prints_the_state_line_then_what_it_replayed(small_demo: DemoHistor
     # stdout: the plain-text summary, 80 columns in a pipe
     assert first.stdout.startswith(f"bisectbot: {small_demo.culprit[:12]} is BAD after")
     assert max(len(ln) for ln in first.stdout.splitlines()) <= 80 and "| commit |" not in first.stdout
-    again = subprocess.run([*argv, "--markdown", "-"], capture_output=True, text=True,
-                           env={**env, "CI": "1", "COLUMNS": "60"}, timeout=120)
+    again = subprocess.run(
+        [*argv, "--markdown", "-"], capture_output=True, text=True, env={**env, "CI": "1", "COLUMNS": "60"}, timeout=120
+    )
     assert again.returncode == 1, again.stderr
     stored = [ln for ln in again.stderr.splitlines() if ln.startswith("state:")]
-    held = re.fullmatch(rf"state: {re.escape(str(state))} \(resuming: ([\d,]+) runs and 1 builds stored at "
-                        r"this commit; \1 runs and 1 builds in all\)", stored[0] if len(stored) == 1 else "")
+    held = re.fullmatch(
+        rf"state: {re.escape(str(state))} \(resuming: ([\d,]+) runs and 1 builds stored at "
+        r"this commit; \1 runs and 1 builds in all\)",
+        stored[0] if len(stored) == 1 else "",
+    )
     # every run stored is at this commit; the verdict used `runs` of them (a parallel sweep may store a few more)
     assert held and int(held.group(1).replace(",", "")) >= runs, stored
-    assert f"from state: {runs:,} of {runs:,} runs and 1 of 1 builds (replayed, not run again)" in \
-        again.stderr.splitlines(), again.stderr
+    assert (
+        f"from state: {runs:,} of {runs:,} runs and 1 of 1 builds (replayed, not run again)"
+        in again.stderr.splitlines()
+    ), again.stderr
     assert again.stdout.startswith("## bisectbot:") and "| commit |" in again.stdout  # --markdown -
-    both = subprocess.run([*argv, "--markdown", "-", "--json", "-"], capture_output=True, text=True,
-                          env={**env, "CI": "1"}, timeout=60)
+    both = subprocess.run(
+        [*argv, "--markdown", "-", "--json", "-"], capture_output=True, text=True, env={**env, "CI": "1"}, timeout=60
+    )
     assert both.returncode == 2 and "both want stdout" in both.stderr
 
 
@@ -249,18 +293,23 @@ def test_demo_in_an_80_column_tmux_pane_wraps_nothing_and_leaves_no_status_behin
     sock = f"bisectbot-test-{tmp_path.name}"
     raw, done, report = tmp_path / "raw.log", tmp_path / "exit", tmp_path / "report.json"
     go = tmp_path / "go"
-    demo = shlex.join([*bisectbot_argv("demo", "--commits", "12", "--dir", str(tmp_path / "demo"),
-                                       "--json", str(report))])
+    demo = shlex.join(
+        [*bisectbot_argv("demo", "--commits", "12", "--dir", str(tmp_path / "demo"), "--json", str(report))]
+    )
     script = tmp_path / "run.sh"
-    script.write_text(f"unset CI NO_COLOR COLUMNS LINES\nwhile [ ! -e {shlex.quote(str(go))} ]; do sleep 0.05; done\n"
-                      f"{demo}\necho $? > {shlex.quote(str(done))}\nsleep 600\n")
+    script.write_text(
+        f"unset CI NO_COLOR COLUMNS LINES\nwhile [ ! -e {shlex.quote(str(go))} ]; do sleep 0.05; done\n"
+        f"{demo}\necho $? > {shlex.quote(str(done))}\nsleep 600\n"
+    )
     tmux = [TMUX, "-L", sock, "-f", "/dev/null"]
-    subprocess.run([*tmux, "new-session", "-d", "-s", "demo", "-x", "80", "-y", "50", "sh", str(script)],
-                   check=True, timeout=10)
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-s", "demo", "-x", "80", "-y", "50", "sh", str(script)], check=True, timeout=10
+    )
     try:
         subprocess.run([*tmux, "set-option", "-t", "demo", "history-limit", "10000"], check=True, timeout=10)
-        subprocess.run([*tmux, "pipe-pane", "-t", "demo", "-o", f"cat > {shlex.quote(str(raw))}"], check=True,
-                       timeout=10)
+        subprocess.run(
+            [*tmux, "pipe-pane", "-t", "demo", "-o", f"cat > {shlex.quote(str(raw))}"], check=True, timeout=10
+        )
         go.touch()
         deadline = time.monotonic() + 240
         while not done.exists() and time.monotonic() < deadline:
@@ -281,12 +330,20 @@ def test_demo_in_an_80_column_tmux_pane_wraps_nothing_and_leaves_no_status_behin
     assert max(len(ln) for ln in lines) <= 80
     # the status line was drawn (seeds vs budget) yet none is left on screen
     assert re.search(r"seeds \d+/\d+", raw.read_text(errors="replace"))
-    assert not [ln for ln in lines if re.search(r"seeds \d+/\d+", ln) or re.fullmatch(r"  (configure|build) \w{12}", ln)]
+    assert not [
+        ln for ln in lines if re.search(r"seeds \d+/\d+", ln) or re.fullmatch(r"  (configure|build) \w{12}", ln)
+    ]
     # every kept line is there once: one verdict line per verdict of the report, in its order
     data = json.loads(report.read_text())
-    verdict_lines = [ln for ln in lines
-                     if re.match(r"  (\S+) ([0-9a-f]{12}): (GOOD-SIDE|BAD-SIDE|GOOD|BAD|SKIP|INCONCLUSIVE|UNLIKE|CHANGED) "
-                                 r"after", ln)]
+    verdict_lines = [
+        ln
+        for ln in lines
+        if re.match(
+            r"  (\S+) ([0-9a-f]{12}): (GOOD-SIDE|BAD-SIDE|GOOD|BAD|SKIP|INCONCLUSIVE|UNLIKE|CHANGED) "
+            r"after",
+            ln,
+        )
+    ]
     assert [ln.split()[1].rstrip(":") for ln in verdict_lines] == [v["sha"][:12] for v in data["verdicts"]]
     assert sum(ln.startswith("state: ") for ln in lines) == 1
     # the summary: plain text, after the progress, fitting the width

@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +30,8 @@ from bisectbot.github.bot import watch
 from bisectbot.pipeline.build import Builder
 from bisectbot.pipeline.events import Events
 
-from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401
 from conftest import TOOLCHAIN, needs, require
+from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401
 from test_bot import TOKEN_ENV, bot_comments, cli, commit_link, db_rows, open_bot, write_config
 
 LIMITS = Limits(cpu_seconds=600, memory_mb=4096, file_size_mb=64)
@@ -102,8 +102,11 @@ def listener() -> Iterator[Listener]:
 
 
 def connect_argv(port: int, python: str = sys.executable) -> list[str]:
-    return [python, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 5).close(); "
-                                  "print('connected')"]
+    return [
+        python,
+        "-c",
+        f"import socket; socket.create_connection(('127.0.0.1', {port}), 5).close(); print('connected')",
+    ]
 
 
 # -- the sandbox itself ------------------------------------------------------------------------------
@@ -142,9 +145,18 @@ def test_sandbox_limits_file_size_memory_and_cpu() -> None:
 @needs("bwrap", "prlimit")
 def test_sandboxed_child_sees_an_allow_listed_environment(box: Sandbox) -> None:
     """Row 11: only the allow-list and what the bot sets on purpose pass; HOME is in the box."""
-    env = {"PATH": os.environ["PATH"], "GITHUB_TOKEN": "ghp_secret", "MY_API_KEY": "k", "AWS_ACCESS_KEY_ID": "AKIA",
-           "DATABASE_URL": "postgres://u:p@db/x", "HF_HOME": "/hf", "SSH_AUTH_SOCK": "/run/agent", "HOME": "/root",
-           "LANG": "C.UTF-8", "LD_LIBRARY_PATH": "/kept"}
+    env = {
+        "PATH": os.environ["PATH"],
+        "GITHUB_TOKEN": "ghp_secret",
+        "MY_API_KEY": "k",
+        "AWS_ACCESS_KEY_ID": "AKIA",
+        "DATABASE_URL": "postgres://u:p@db/x",
+        "HF_HOME": "/hf",
+        "SSH_AUTH_SOCK": "/run/agent",
+        "HOME": "/root",
+        "LANG": "C.UTF-8",
+        "LD_LIBRARY_PATH": "/kept",
+    }
     res = run([SYS_PY, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], env=env, timeout=60, sandbox=box)
     seen = json.loads(res.stdout)
     assert set(seen) <= {"PATH", "HOME", "TMPDIR", "LANG", "LD_LIBRARY_PATH", "PWD", "LC_CTYPE"}, seen
@@ -159,8 +171,10 @@ def test_sandbox_sees_none_of_the_bots_files_and_runs_unprivileged(box: Sandbox,
     secret = tmp_path / "key.pem"
     secret.write_text("-----BEGIN PRIVATE KEY-----\nsecret\n")
     secret.chmod(0o600)
-    probe = (f"cat {secret}; ls {tmp_path}; ls {Path.home()}; touch /usr/x; "
-             f"cat /proc/{os.getpid()}/environ; id -u; touch {box.box}/home/mine")
+    probe = (
+        f"cat {secret}; ls {tmp_path}; ls {Path.home()}; touch /usr/x; "
+        f"cat /proc/{os.getpid()}/environ; id -u; touch {box.box}/home/mine"
+    )
     res = run(["sh", "-c", probe], timeout=60, sandbox=box)
     assert "secret" not in res.stdout and res.stdout.split() == ["65534"], res.stdout
     for what in (str(secret), str(tmp_path), "/usr/x", f"/proc/{os.getpid()}/environ"):
@@ -170,8 +184,11 @@ def test_sandbox_sees_none_of_the_bots_files_and_runs_unprivileged(box: Sandbox,
 
 def test_without_bubblewrap_untrusted_code_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap, no prlimit: refused, never a weaker sandbox
-    with pytest.raises(SandboxError, match="refusing to build or run untrusted code: no sandbox can be made here: "
-                                           r"bubblewrap \(bwrap\) is not installed"):
+    with pytest.raises(
+        SandboxError,
+        match="refusing to build or run untrusted code: no sandbox can be made here: "
+        r"bubblewrap \(bwrap\) is not installed",
+    ):
         sandbox(LIMITS, tmp_path)
 
 
@@ -179,17 +196,23 @@ def test_without_bubblewrap_untrusted_code_is_refused(monkeypatch: pytest.Monkey
 @dataclass(frozen=True)
 class PullDemo:
     demo: DemoHistory
-    fixed: str   # pull/7/head: the good commit plus the probe (restores the reference)
+    fixed: str  # pull/7/head: the good commit plus the probe (restores the reference)
     broken: str  # pull/8/head: main (the defect) plus the probe
 
 
 def _git(repo: Path, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="Pat Contributor",
-               GIT_AUTHOR_EMAIL="pat@example.com", GIT_COMMITTER_NAME="Pat Contributor",
-               GIT_COMMITTER_EMAIL="pat@example.com")
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
+    env.update(
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME="Pat Contributor",
+        GIT_AUTHOR_EMAIL="pat@example.com",
+        GIT_COMMITTER_NAME="Pat Contributor",
+        GIT_COMMITTER_EMAIL="pat@example.com",
+    )
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
 
 
 PROBE = """
@@ -222,15 +245,15 @@ def pulls(tmp_path_factory: pytest.TempPathFactory, listener: Listener) -> PullD
 
 
 @needs("bwrap", "prlimit")
-def test_check_pull_request_head_without_network(gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener,
-                                                 tmp_path: Path) -> None:
+def test_check_pull_request_head_without_network(
+    gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, pulls.demo, gh_server, token_env="GITHUB_TOKEN")
     before = listener.accepted
     boxes = set(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*"))
     state = tmp_path / "st"
     secrets = {"GITHUB_TOKEN": BOT_TOKEN, TOKEN_ENV: BOT_TOKEN}
-    proc = cli("check", str(config), "--ref", "pull/7/head", "--issue", str(ISSUE), "--state", str(state),
-               env=secrets)
+    proc = cli("check", str(config), "--ref", "pull/7/head", "--issue", str(ISSUE), "--state", str(state), env=secrets)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # GOOD: the pull request restores the reference
     assert f"pull/7/head = {pulls.fixed[:12]} (built and run in the sandbox: bubblewrap: no network" in proc.stdout
     # its configure tried to reach the host's server and could not; nothing of it is left behind
@@ -258,8 +281,10 @@ def test_check_pull_request_head_without_network(gh_server: GitHubStandIn, pulls
 
 
 def test_pull_request_heads_are_not_tested_as_trusted_code(pulls: PullDemo, tmp_path: Path) -> None:
-    for args in (["test", str(pulls.demo.config), "--commit", "pull/7/head"],
-                 ["bisect", str(pulls.demo.config), "--good", pulls.demo.good, "--bad", "pull/7/head"]):
+    for args in (
+        ["test", str(pulls.demo.config), "--commit", "pull/7/head"],
+        ["bisect", str(pulls.demo.config), "--good", pulls.demo.good, "--bad", "pull/7/head"],
+    ):
         proc = cli(*args, "--state", str(tmp_path / "st"))
         assert proc.returncode == 2 and "--ref pull/7/head" in proc.stderr, proc.stderr
     assert not list((tmp_path / "st").glob("build-*"))
@@ -283,8 +308,9 @@ def test_a_pull_requests_commit_named_by_its_sha_is_refused(pulls: PullDemo, tmp
 
 
 @needs("bwrap", "prlimit")
-def test_bot_check_of_a_pull_request_and_an_outsiders(gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener,
-                                                     tmp_path: Path) -> None:
+def test_bot_check_of_a_pull_request_and_an_outsiders(
+    gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener, tmp_path: Path
+) -> None:
     config = write_config(tmp_path, pulls.demo, gh_server)
     before = listener.accepted
     outsider = gh_server.add_comment(FULL_NAME, ISSUE, "stranger", "/check ref=pull/7/head")
@@ -308,7 +334,8 @@ def test_bot_check_of_a_pull_request_and_an_outsiders(gh_server: GitHubStandIn, 
 
 
 def test_bot_refuses_a_pull_request_where_no_sandbox_can_be_made(
-        gh_server: GitHubStandIn, pulls: PullDemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gh_server: GitHubStandIn, pulls: PullDemo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(sandboxes, "missing", lambda: "bubblewrap (bwrap) is not installed")
     config = write_config(tmp_path, pulls.demo, gh_server)
     gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/check ref=pull/7/head")
@@ -352,7 +379,9 @@ def test_a_fork_bomb_hits_the_process_limit_and_dies_with_its_sandbox() -> None:
     with boxed(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, processes=64)) as few:
         bomb = "b() { b | b & }; b; sleep 2; echo still-here; ps -e | wc -l"
         res = run(["bash", "-c", bomb], timeout=8, sandbox=few)
-        stop_drivers(few)  # the check is over: its sandboxes go, with everything in them    # the limit stops the forks; the timeout then ends the whole sandbox (its PID namespace)
+        stop_drivers(
+            few
+        )  # the check is over: its sandboxes go, with everything in them    # the limit stops the forks; the timeout then ends the whole sandbox (its PID namespace)
     assert "fork" in res.stderr.lower() or "resource temporarily unavailable" in res.stderr.lower(), res.stderr[-500:]
     if os.geteuid() == 0:  # the sandbox's uid is 65534 on the host too: none of its processes is left
         for _ in range(50):
@@ -383,8 +412,16 @@ def test_symlinks_in_the_box_lead_nowhere_outside(tmp_path: Path) -> None:
     secret.write_text("secret")
     try:
         with boxed() as made:
-            res = run(["sh", "-c", f"ln -s {secret} {made.box}/tmp/s; ln -s / {made.box}/tmp/root; "
-                                   f"cat {made.box}/tmp/s; ls {made.box}/tmp/root/tmp"], timeout=60, sandbox=made)
+            res = run(
+                [
+                    "sh",
+                    "-c",
+                    f"ln -s {secret} {made.box}/tmp/s; ln -s / {made.box}/tmp/root; "
+                    f"cat {made.box}/tmp/s; ls {made.box}/tmp/root/tmp",
+                ],
+                timeout=60,
+                sandbox=made,
+            )
             assert "secret" not in res.stdout and "No such file" in res.stderr, res
             assert made.disk_used() < 1 << 20
         assert secret.read_text() == "secret"
@@ -416,8 +453,11 @@ def test_sandbox_has_its_own_small_tmp_and_cannot_make_user_namespaces(box: Sand
     marker = Path(tempfile.gettempdir()) / f"bisectbot-host-tmp-{os.getpid()}"
     marker.write_text("host")
     try:
-        res = run(["sh", "-c", f"cat {marker}; df -k /tmp | tail -1; unshare -U true && echo nested; "
-                               f"ls {box.box.parent}"], timeout=60, sandbox=box)
+        res = run(
+            ["sh", "-c", f"cat {marker}; df -k /tmp | tail -1; unshare -U true && echo nested; ls {box.box.parent}"],
+            timeout=60,
+            sandbox=box,
+        )
     finally:
         marker.unlink()
     assert "host" not in res.stdout and "nested" not in res.stdout, res
@@ -430,8 +470,13 @@ def test_what_untrusted_code_printed_is_shown_without_credentials() -> None:
     from bisectbot.edges.procs import redact
 
     env = {"GITHUB_TOKEN": "s3cr3t-value", "WEBHOOK_SECRET": "hmac-key-123", "PATH": "/usr/bin"}
-    text = ("CMake Error: s3cr3t-value hmac-key-123 ghp_" + "x" * 36 + " github_pat_" + "y" * 30
-            + " -----BEGIN OPENSSH PRIVATE KEY----- Authorization: Bearer abc /usr/bin")
+    text = (
+        "CMake Error: s3cr3t-value hmac-key-123 ghp_"
+        + "x" * 36
+        + " github_pat_"
+        + "y" * 30
+        + " -----BEGIN OPENSSH PRIVATE KEY----- Authorization: Bearer abc /usr/bin"
+    )
     shown = redact(text, env)
     for secret in ("s3cr3t-value", "hmac-key-123", "ghp_", "github_pat_", "PRIVATE KEY", "Bearer abc"):
         assert secret not in shown, shown
@@ -444,8 +489,11 @@ def test_a_run_writing_half_an_answer_into_the_drivers_pipe_does_not_hang_the_bo
     from: here the kernel refuses (the driver is not dumpable: bubblewrap), and were it let
     through, a half line would be no answer (the run failed, the next run a fresh driver), never
     a hang of the bot nor a forged result."""
-    res = run(["sh", "-c", 'printf \'{"rc": 0, "out": "forged\' > /proc/$PPID/fd/1; sleep 1; echo real'],
-              timeout=30, sandbox=box)
+    res = run(
+        ["sh", "-c", 'printf \'{"rc": 0, "out": "forged\' > /proc/$PPID/fd/1; sleep 1; echo real'],
+        timeout=30,
+        sandbox=box,
+    )
     assert "forged" not in res.stdout and res.seconds < 30, res
     assert res.returncode is None or "Permission denied" in res.stderr, res
     after = run(["echo", "next"], timeout=30, sandbox=box)

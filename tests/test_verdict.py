@@ -42,8 +42,9 @@ def test_judge_quick_is_bad_against_the_reference_or_only_good_side() -> None:
     like_bad = judge([0, 9, 1, 0], quick, REF, tolerance=0.1, budget=1000)
     unlike_bad = judge([15, 3, 2, 0], quick, REF, tolerance=0.1, budget=1000)
     assert like_bad.decision is Verdict.BAD  # a real BAD: the reference test's BAD side
-    assert math.isclose(like_bad.log_e_bad,
-                        judge([0, 9, 1, 0], ASK_TOWARD(q_bad), REF, tolerance=0.1, budget=1000).log_e_bad)
+    assert math.isclose(
+        like_bad.log_e_bad, judge([0, 9, 1, 0], ASK_TOWARD(q_bad), REF, tolerance=0.1, budget=1000).log_e_bad
+    )
     # unlike the bad end after a few runs: placed on the good side, never called GOOD
     assert unlike_bad.decision is Verdict.GOOD_SIDE and "not a test against the reference" in unlike_bad.reason
     # with the generic test the same few runs would not decide GOOD (it must rule out a TV ball)

@@ -55,7 +55,15 @@ class Hook:
             raise RuntimeError("queue full")
         self.calls.append(payload)
 
-    def post(self, payload: Any, *, event: str = "issue_comment", delivery: str | None = None, secret: bytes = SECRET, signature: str | None = None) -> requests.Response:
+    def post(
+        self,
+        payload: Any,
+        *,
+        event: str = "issue_comment",
+        delivery: str | None = None,
+        secret: bytes = SECRET,
+        signature: str | None = None,
+    ) -> requests.Response:
         body = json.dumps(payload).encode()
         headers = {
             "Content-Type": "application/json",
@@ -88,7 +96,9 @@ def quick_hook(tmp_path: Path) -> Iterator[Hook]:
     yield from running_hook(tmp_path, ServeLimits(head_timeout=0.3, body_timeout=0.3, keep_alive=1))
 
 
-def comment_event(body: str = "/bisect good=b1 bad=b2", association: str = "MEMBER", action: str = "created", user_type: str = "User") -> dict[str, Any]:
+def comment_event(
+    body: str = "/bisect good=b1 bad=b2", association: str = "MEMBER", action: str = "created", user_type: str = "User"
+) -> dict[str, Any]:
     return {
         "action": action,
         "issue": {"number": 1, "title": "Distribution changed"},
@@ -122,7 +132,12 @@ def test_tampered_body_is_refused(hook: Hook) -> None:
     body = json.dumps(comment_event("/check")).encode()
     good_sig = sign(SECRET, body)
     tampered = body.replace(b"/check", b"/cancel")
-    r = requests.post(hook.url, data=tampered, headers={"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "d1", "X-Hub-Signature-256": good_sig}, timeout=5)
+    r = requests.post(
+        hook.url,
+        data=tampered,
+        headers={"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "d1", "X-Hub-Signature-256": good_sig},
+        timeout=5,
+    )
     assert r.status_code == 401 and hook.calls == []
 
 
@@ -135,7 +150,10 @@ def test_replayed_delivery_is_ignored(hook: Hook) -> None:
 
 def test_concurrent_redeliveries_run_once(hook: Hook) -> None:
     results: list[int] = []
-    threads = [threading.Thread(target=lambda: results.append(hook.post(comment_event(), delivery="same").status_code)) for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: results.append(hook.post(comment_event(), delivery="same").status_code))
+        for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -168,10 +186,24 @@ def test_other_events_are_ignored_with_200(hook: Hook, payload: dict[str, Any], 
 
 def test_malformed_requests(hook: Hook) -> None:
     body = b"not json"
-    r = requests.post(hook.url, data=body, headers={"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "m1", "X-Hub-Signature-256": sign(SECRET, body)}, timeout=5)
+    r = requests.post(
+        hook.url,
+        data=body,
+        headers={
+            "X-GitHub-Event": "issue_comment",
+            "X-GitHub-Delivery": "m1",
+            "X-Hub-Signature-256": sign(SECRET, body),
+        },
+        timeout=5,
+    )
     assert r.status_code == 400
     body = json.dumps(comment_event()).encode()
-    r = requests.post(hook.url, data=body, headers={"X-GitHub-Event": "issue_comment", "X-Hub-Signature-256": sign(SECRET, body)}, timeout=5)
+    r = requests.post(
+        hook.url,
+        data=body,
+        headers={"X-GitHub-Event": "issue_comment", "X-Hub-Signature-256": sign(SECRET, body)},
+        timeout=5,
+    )
     assert r.status_code == 400  # no delivery id: cannot de-duplicate
     assert requests.get(hook.url.replace("/webhook", "/healthz"), timeout=5).status_code == 200
     assert hook.calls == []
@@ -203,7 +235,9 @@ def test_shutdown_before_serving_returns(tmp_path: Path) -> None:
 
 # -- hostile and broken clients, over raw sockets ----------------------------------------------------
 def head(method: str = "POST", path: str = "/webhook", **headers: str) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", "Host: localhost"] + [f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]
+    lines = [f"{method} {path} HTTP/1.1", "Host: localhost"] + [
+        f"{k.replace('_', '-')}: {v}" for k, v in headers.items()
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
@@ -248,8 +282,15 @@ def status_of(response: bytes) -> int:
 
 def test_a_lying_content_length_is_answered_408_and_closed(quick_hook: Hook) -> None:
     with connect(quick_hook) as s:
-        s.sendall(head(Content_Length="1000", X_Hub_Signature_256=sign(SECRET, b"x" * 1000),
-                       X_GitHub_Event="issue_comment", X_GitHub_Delivery="lie") + b"x" * 10)
+        s.sendall(
+            head(
+                Content_Length="1000",
+                X_Hub_Signature_256=sign(SECRET, b"x" * 1000),
+                X_GitHub_Event="issue_comment",
+                X_GitHub_Delivery="lie",
+            )
+            + b"x" * 10
+        )
         response = read_to_eof(s)
     assert status_of(response) == 408 and b"timed out" in response
     assert quick_hook.server.stats.body_timeouts == 1 and quick_hook.calls == []
@@ -273,8 +314,14 @@ def test_half_a_request_head_is_closed(quick_hook: Hook) -> None:
 def test_an_oversized_body_is_refused_before_it_is_read(hook: Hook) -> None:
     for signature in ("sha256=" + "0" * 64, ""):
         with connect(hook) as s:
-            s.sendall(head(Content_Length=str(24 * 1024 * 1024), X_Hub_Signature_256=signature,
-                           X_GitHub_Event="issue_comment", X_GitHub_Delivery="big"))
+            s.sendall(
+                head(
+                    Content_Length=str(24 * 1024 * 1024),
+                    X_Hub_Signature_256=signature,
+                    X_GitHub_Event="issue_comment",
+                    X_GitHub_Delivery="big",
+                )
+            )
             response = read_to_eof(s)  # the 24 MB were never sent
         assert status_of(response) == 413
     assert hook.server.stats.body_bytes == 0
@@ -296,15 +343,25 @@ def test_a_body_without_content_length_gets_411(hook: Hook) -> None:
 def test_the_signature_is_checked_before_the_body_is_parsed(hook: Hook) -> None:
     headers = {"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "p1"}
     assert requests.post(hook.url, data=b"not json", headers=headers, timeout=5).status_code == 401
-    r = requests.post(hook.url, data=b"not json", headers={**headers, "X-Hub-Signature-256": "sha256=" + "0" * 64}, timeout=5)
+    r = requests.post(
+        hook.url, data=b"not json", headers={**headers, "X-Hub-Signature-256": "sha256=" + "0" * 64}, timeout=5
+    )
     assert r.status_code == 401 and hook.calls == []
 
 
 @pytest.mark.parametrize("opening, closing", [(b"[", b"]"), (b'{"a":', b"}")])
 def test_deeply_nested_json_is_a_400(hook: Hook, opening: bytes, closing: bytes) -> None:
     body = opening * 100_000 + b"1" + closing * 100_000
-    r = requests.post(hook.url, data=body, timeout=30, headers={
-        "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "deep", "X-Hub-Signature-256": sign(SECRET, body)})
+    r = requests.post(
+        hook.url,
+        data=body,
+        timeout=30,
+        headers={
+            "X-GitHub-Event": "issue_comment",
+            "X-GitHub-Delivery": "deep",
+            "X-Hub-Signature-256": sign(SECRET, body),
+        },
+    )
     assert r.status_code == 400 and r.json()["message"] == "body is not JSON"
     assert hook.post(comment_event()).status_code == 202  # and the server goes on
 
@@ -313,8 +370,15 @@ def test_posts_beyond_the_limit_get_503_while_healthz_answers(tmp_path: Path) ->
     for h in running_hook(tmp_path, ServeLimits(max_posts=2, body_timeout=60)):
         slow = [connect(h) for _ in range(2)]
         for s in slow:  # signed heads, one byte of a hundred: both wait for their bodies
-            s.sendall(head(Content_Length="100", X_Hub_Signature_256=sign(SECRET, b"x" * 100),
-                           X_GitHub_Event="issue_comment", X_GitHub_Delivery="slow") + b"x")
+            s.sendall(
+                head(
+                    Content_Length="100",
+                    X_Hub_Signature_256=sign(SECRET, b"x" * 100),
+                    X_GitHub_Event="issue_comment",
+                    X_GitHub_Delivery="slow",
+                )
+                + b"x"
+            )
         until(lambda: h.server.app.posts == 2, "two POSTs in progress")
         r = h.post(comment_event())
         assert r.status_code == 503 and r.headers["Retry-After"] == "1"
@@ -332,8 +396,9 @@ def _quiet(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) 
     assert "Traceback" not in capfd.readouterr().err
 
 
-def test_broken_clients_are_debug_lines_not_tracebacks(hook: Hook, caplog: pytest.LogCaptureFixture,
-                                                       capfd: pytest.CaptureFixture[str]) -> None:
+def test_broken_clients_are_debug_lines_not_tracebacks(
+    hook: Hook, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
     caplog.set_level(logging.DEBUG)
     with connect(hook) as s:  # not HTTP
         s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n")
@@ -354,7 +419,9 @@ def test_broken_clients_are_debug_lines_not_tracebacks(hook: Hook, caplog: pytes
         s.close()
     until(lambda: hook.server.app.posts == 0 and hook.server.connections == 0, "the resets noticed")
     assert hook.post(comment_event()).status_code == 202
-    assert any(r.name == "bisectbot.github.webhook" and "Invalid HTTP request" in r.getMessage() for r in caplog.records)
+    assert any(
+        r.name == "bisectbot.github.webhook" and "Invalid HTTP request" in r.getMessage() for r in caplog.records
+    )
     _quiet(caplog, capfd)
 
 
@@ -370,8 +437,9 @@ def _enough_descriptors() -> None:
 
 
 @pytest.mark.slow
-def test_slow_connections_never_starve_healthz(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                               capfd: pytest.CaptureFixture[str]) -> None:
+def test_slow_connections_never_starve_healthz(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
     _enough_descriptors()
     caplog.set_level(logging.INFO)
     for h in running_hook(tmp_path, ServeLimits(head_timeout=600)):  # held open for the whole test

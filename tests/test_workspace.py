@@ -16,8 +16,7 @@ pytestmark = needs("git")
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture()
@@ -118,7 +117,14 @@ def test_missing_pull_request_and_other_spellings_are_refused(upstream: Path, tm
         ws.resolve("pull/8/head")
     assert missing.value.unresolved == "pull/8/head"
     ws.resolve("pull/7/head")  # now refs/bisectbot/pull/7 exists in the clone
-    for ref in ("refs/pull/7/head", "pull/7/head~1", "pull/7/head^{commit}", "pull/7/merge",
-                "bisectbot/pull/7", "refs/bisectbot/pull/7", "pull/0/head"):
+    for ref in (
+        "refs/pull/7/head",
+        "pull/7/head~1",
+        "pull/7/head^{commit}",
+        "pull/7/merge",
+        "bisectbot/pull/7",
+        "refs/bisectbot/pull/7",
+        "pull/0/head",
+    ):
         with pytest.raises(RefError, match="only as pull/<N>/head"):
             ws.resolve(ref)

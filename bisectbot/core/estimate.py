@@ -15,6 +15,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
+
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 
@@ -72,9 +73,9 @@ class Estimate:
 
     commits: int
     builds: int
-    stored: int                     # of those commits, builds the state already has
-    tests: int                      # commit tests: every build, plus the re-tests of culprit and parent
-    parallel: int                   # runs at once
+    stored: int  # of those commits, builds the state already has
+    tests: int  # commit tests: every build, plus the re-tests of culprit and parent
+    parallel: int  # runs at once
     median_build: float | None
     runs_per_commit: float | None
     median_run: float | None
@@ -84,7 +85,7 @@ class Estimate:
         """'estimate: ~9 builds (⌈log2 1,571⌉ + 2 ends), ~40 min from what this state has seen
         (median build 2.1 min, 300 runs/commit at 0.40 s, 2 at once)'."""
         stored = f", {self.stored} already built" if self.stored else ""
-        head = (f"estimate: ~{self.builds} builds (⌈log2 {max(self.commits - 1, 2):,}⌉ + 2 ends{stored})")
+        head = f"estimate: ~{self.builds} builds (⌈log2 {max(self.commits - 1, 2):,}⌉ + 2 ends{stored})"
         if self.seconds is None:
             return f"{head}; no timings yet in this state directory (the first bisect here sets them)"
         parts = []

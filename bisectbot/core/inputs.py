@@ -38,7 +38,7 @@ class Change:
     """One path a commit changed relative to its first parent (renames are a delete and an add)."""
 
     path: str
-    status: str          # A added, D deleted, M modified, T type changed
+    status: str  # A added, D deleted, M modified, T type changed
     gitlink: bool = False
 
 
@@ -55,10 +55,10 @@ def parse_depfile(text: str) -> list[str]:
         # the first word(s) up to the one ending in ':' are targets
         for i, w in enumerate(words):
             if w.endswith(":"):
-                out.extend(x for x in words[i + 1:] if x)
+                out.extend(x for x in words[i + 1 :] if x)
                 break
             if w == ":":
-                out.extend(x for x in words[i + 1:] if x)
+                out.extend(x for x in words[i + 1 :] if x)
                 break
     return [w.replace("$$", "$") for w in out]
 
@@ -90,7 +90,7 @@ def is_build_file(path: str) -> bool:
 
 def _suffix(path: str) -> str:
     name = posixpath.basename(path)
-    return name[name.rfind("."):] if "." in name else ""
+    return name[name.rfind(".") :] if "." in name else ""
 
 
 def matches(path: str, specs: Iterable[str]) -> bool:
@@ -152,7 +152,7 @@ class Narrowed:
     full: tuple[str, ...]
     stands_for: Mapping[str, tuple[str, ...]]
     why: Mapping[str, str]
-    rule: str = ""           # the rule as applied, for the report
+    rule: str = ""  # the rule as applied, for the report
 
     @property
     def skipped(self) -> int:
@@ -162,14 +162,19 @@ class Narrowed:
         """The commits of the full line that the kept commits first … last stand for."""
         out: list[str] = []
         i, j = self.line.index(first), self.line.index(last)
-        for sha in self.line[i:j + 1]:
+        for sha in self.line[i : j + 1]:
             out.append(sha)
             out.extend(self.stands_for.get(sha, ()))
         return out
 
 
-def narrow(full: Sequence[str], changes: Mapping[str, Sequence[Change]], rule: InputRule | None,
-           restrict: Sequence[str] = (), keep: Collection[str] = ()) -> Narrowed:
+def narrow(
+    full: Sequence[str],
+    changes: Mapping[str, Sequence[Change]],
+    rule: InputRule | None,
+    restrict: Sequence[str] = (),
+    keep: Collection[str] = (),
+) -> Narrowed:
     """Keep the ends and the commits whose changes can change the binary.
 
     `changes` maps each commit after the first to its changes against its first parent; a

@@ -26,11 +26,17 @@ class LoggedCommit:
     verdict: str
     runs: int
     roles: tuple[str, ...]
-    when: float                    # Unix time of its last verdict
+    when: float  # Unix time of its last verdict
 
     def to_json(self) -> dict[str, Any]:
-        return {"commit": self.sha, "subject": self.subject, "verdict": self.verdict, "runs": self.runs,
-                "roles": list(self.roles), "when": _iso(self.when)}
+        return {
+            "commit": self.sha,
+            "subject": self.subject,
+            "verdict": self.verdict,
+            "runs": self.runs,
+            "roles": list(self.roles),
+            "when": _iso(self.when),
+        }
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,8 @@ class LoggedJob:
     """One job of the state directory and the commits it tested."""
 
     id: str
-    kind: str                      # bisect | test
-    status: str                    # running | done | failed | cancelled
+    kind: str  # bisect | test
+    status: str  # running | done | failed | cancelled
     args: dict[str, Any]
     result: dict[str, Any] | None
     created: float
@@ -53,8 +59,10 @@ class LoggedJob:
         if self.kind == "bisect":
             extra = "".join(f" --skip {s[:12]}" for s in a.get("skip", ()))
             extra += "".join(f" --paths {p}" for p in a.get("paths", ()))
-            return (f"bisect {str(a.get('good', '?'))[:12]}..{str(a.get('bad', '?'))[:12]} "
-                    f"(find {a.get('find', 'bad')}){extra}")
+            return (
+                f"bisect {str(a.get('good', '?'))[:12]}..{str(a.get('bad', '?'))[:12]} "
+                f"(find {a.get('find', 'bad')}){extra}"
+            )
         commit = str(a.get("commit", "?"))
         ref = a.get("ref")
         return f"test {ref} ({commit[:12]})" if ref and not commit.startswith(str(ref)) else f"test {commit[:12]}"
@@ -76,13 +84,29 @@ class LoggedJob:
         return self.status
 
     def to_json(self) -> dict[str, Any]:
-        return {"job": self.id, "kind": self.kind, "status": self.status, "title": self.title,
-                "outcome": self.outcome, "args": self.args, "created": _iso(self.created),
-                "updated": _iso(self.updated), "commits": [c.to_json() for c in self.commits]}
+        return {
+            "job": self.id,
+            "kind": self.kind,
+            "status": self.status,
+            "title": self.title,
+            "outcome": self.outcome,
+            "args": self.args,
+            "created": _iso(self.created),
+            "updated": _iso(self.updated),
+            "commits": [c.to_json() for c in self.commits],
+        }
 
 
-def logged_job(job_id: str, kind: str, status: str, args: dict[str, Any], result: dict[str, Any] | None,
-               created: float, updated: float, verdicts: Sequence[tuple[CommitVerdict, float]]) -> LoggedJob:
+def logged_job(
+    job_id: str,
+    kind: str,
+    status: str,
+    args: dict[str, Any],
+    result: dict[str, Any] | None,
+    created: float,
+    updated: float,
+    verdicts: Sequence[tuple[CommitVerdict, float]],
+) -> LoggedJob:
     """A job and its stored verdicts (with when each was reached) as one log entry."""
     find = Find(args.get("find", "bad")) if kind == "bisect" else Find.BAD
     by_sha: dict[str, list[tuple[CommitVerdict, float]]] = {}
@@ -93,8 +117,9 @@ def logged_job(job_id: str, kind: str, status: str, args: dict[str, Any], result
     for sha, seen in by_sha.items():
         last, when = seen[-1]
         roles = tuple(dict.fromkeys(find.role_label(v.role) for v, _ in seen))
-        commits.append(LoggedCommit(sha, last.subject, last.verdict.value, distinct_runs([v for v, _ in seen]),
-                                    roles, when))
+        commits.append(
+            LoggedCommit(sha, last.subject, last.verdict.value, distinct_runs([v for v, _ in seen]), roles, when)
+        )
     return LoggedJob(job_id, kind, status, dict(args), result, created, updated, tuple(commits))
 
 
@@ -117,7 +142,7 @@ def log_text(jobs: Sequence[LoggedJob], width: int = 80) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(1, width - 1)] + "…"
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
 def _local(when: float, fmt: str) -> str:

@@ -18,20 +18,24 @@ from enum import Enum
 class Verdict(str, Enum):
     GOOD = "good"
     BAD = "bad"
-    SKIP = "skip"                  # cannot be built or run (like `git bisect skip`)
+    SKIP = "skip"  # cannot be built or run (like `git bisect skip`)
     INCONCLUSIVE = "inconclusive"  # the test ran out of budget
-    UNLIKE = "unlike"              # like neither endpoint (two-point steps of older versions)
+    UNLIKE = "unlike"  # like neither endpoint (two-point steps of older versions)
     NOT_APPLICABLE = "not-applicable"  # a cross-check arm that does not exist at this commit
-    GOOD_SIDE = "good-side"        # placed on the good side by the search, not tested against the reference
-    BAD_SIDE = "bad-side"          # placed on the bad side by the search, not tested against the reference
-    CHANGED = "changed"            # its runs differ from its parent's (two-sample test, fresh seeds)
+    GOOD_SIDE = "good-side"  # placed on the good side by the search, not tested against the reference
+    BAD_SIDE = "bad-side"  # placed on the bad side by the search, not tested against the reference
+    CHANGED = "changed"  # its runs differ from its parent's (two-sample test, fresh seeds)
 
     @property
     def side(self) -> "Verdict | None":
         """Which side of the boundary a search reads: GOOD for GOOD and GOOD-SIDE, BAD for BAD
         and BAD-SIDE, None for the verdicts that place nothing."""
-        return {Verdict.GOOD: Verdict.GOOD, Verdict.GOOD_SIDE: Verdict.GOOD,
-                Verdict.BAD: Verdict.BAD, Verdict.BAD_SIDE: Verdict.BAD}.get(self)
+        return {
+            Verdict.GOOD: Verdict.GOOD,
+            Verdict.GOOD_SIDE: Verdict.GOOD,
+            Verdict.BAD: Verdict.BAD,
+            Verdict.BAD_SIDE: Verdict.BAD,
+        }.get(self)
 
     @property
     def informative(self) -> bool:
@@ -45,8 +49,12 @@ class Verdict(str, Enum):
 
     def flipped(self) -> "Verdict":
         """GOOD ↔ BAD and GOOD-SIDE ↔ BAD-SIDE; the others stay."""
-        return {Verdict.GOOD: Verdict.BAD, Verdict.BAD: Verdict.GOOD,
-                Verdict.GOOD_SIDE: Verdict.BAD_SIDE, Verdict.BAD_SIDE: Verdict.GOOD_SIDE}.get(self, self)
+        return {
+            Verdict.GOOD: Verdict.BAD,
+            Verdict.BAD: Verdict.GOOD,
+            Verdict.GOOD_SIDE: Verdict.BAD_SIDE,
+            Verdict.BAD_SIDE: Verdict.GOOD_SIDE,
+        }.get(self, self)
 
     def __str__(self) -> str:
         return self.value
@@ -106,8 +114,10 @@ class Find(str, Enum):
         """What BAD and GOOD mean in this search's report."""
         if self is Find.BAD:
             return "BAD = departs from the reference (shows the defect), GOOD = like the reference"
-        return ("BAD = departs from the reference (still shows the defect), GOOD = like the reference "
-                "(fixed); the --good (old) end is the broken one")
+        return (
+            "BAD = departs from the reference (still shows the defect), GOOD = like the reference "
+            "(fixed); the --good (old) end is the broken one"
+        )
 
     def search_verdict(self, verdict: Verdict) -> Verdict:
         """A commit's verdict as the search reads it ("broken side" = BAD)."""

@@ -42,9 +42,9 @@ class Throttle:
     """The number of runs to keep in flight, `level`, between 1 and `most`."""
 
     most: int
-    window: int = 40          # attempts per measurement
-    hold: int = 5             # windows to stay at the best level before measuring again
-    longest: int = 80         # the most windows a hold grows to
+    window: int = 40  # attempts per measurement
+    hold: int = 5  # windows to stay at the best level before measuring again
+    longest: int = 80  # the most windows a hold grows to
     level: int = field(init=False)
     measured: dict[int, LevelStats] = field(default_factory=dict)
     seen_cut: bool = False
@@ -52,7 +52,7 @@ class Throttle:
     _current: LevelStats = field(default_factory=LevelStats)
     _held: int = 0
     _best: int | None = None  # the level the last comparison chose
-    _streak: int = 0          # how many comparisons in a row chose it
+    _streak: int = 0  # how many comparisons in a row chose it
 
     def __post_init__(self) -> None:
         self.most = max(1, self.most)
@@ -86,4 +86,4 @@ class Throttle:
         self.level = max(self.measured, key=lambda k: (self.measured[k].goodput(k), -k))
         self._streak = self._streak + 1 if self.level == self._best else 0
         self._best = self.level
-        self._held = min(self.longest, self.hold * 2 ** self._streak)
+        self._held = min(self.longest, self.hold * 2**self._streak)

@@ -60,8 +60,11 @@ class UnitCosts:
         return builds * self.build + runs * self.run
 
     def text(self) -> str:
-        where = (f"measured in this state directory: {self.builds:,} builds, {self.runs:,} runs" if self.measured
-                 else "defaults: nothing measured yet")
+        where = (
+            f"measured in this state directory: {self.builds:,} builds, {self.runs:,} runs"
+            if self.measured
+            else "defaults: nothing measured yet"
+        )
         return f"a build ~{_dur(self.build)}, a run ~{self.run:.3g} s ({where})"
 
 
@@ -93,14 +96,14 @@ class Forecast:
 class Situation:
     """What the choice knows once the ends are tested."""
 
-    commits: int                    # positions left to search, ends included
-    good_runs: float                # runs the working end's GOOD took (a reference step's GOOD costs as much)
-    bad_runs: float                 # runs the broken end's BAD took
-    quick_runs: float               # runs a quick step needs to show a reference-like commit unlike the broken end
-    model_runs: float               # extra runs the quick steps' model of the broken end needs
-    change_runs: float              # runs of the change test at the named commit and its parent
-    third: float = THIRD            # probability that a quick step is misplaced somewhere in the range
-    alike_runs: float = 120.0       # runs that place a commit beside one that prints the same (stats.log_e_alike)
+    commits: int  # positions left to search, ends included
+    good_runs: float  # runs the working end's GOOD took (a reference step's GOOD costs as much)
+    bad_runs: float  # runs the broken end's BAD took
+    quick_runs: float  # runs a quick step needs to show a reference-like commit unlike the broken end
+    model_runs: float  # extra runs the quick steps' model of the broken end needs
+    change_runs: float  # runs of the change test at the named commit and its parent
+    third: float = THIRD  # probability that a quick step is misplaced somewhere in the range
+    alike_runs: float = 120.0  # runs that place a commit beside one that prints the same (stats.log_e_alike)
 
 
 @dataclass(frozen=True)
@@ -126,11 +129,19 @@ class Choice:
         others = "; ".join(f"{f.strategy}: {f.text()}" for f in self.forecasts if f.strategy != self.strategy)
         why = f", {self.why}" if self.why else ""
         third = self.situation.third
-        assumed = (f", a misplaced quick step assumed in {third:.0%} of ranges" if 0 < third < 1
-                   else ", a distribution quick steps misplace was found" if third >= 1 else "")
-        return (f"{self.strategy} steps{why}: {chosen.text()}" + (f" ({others}{assumed})" if others else "")
-                + f"; {self.costs.text()}; GOOD ~{self.situation.good_runs:,.0f} runs, "
-                  f"BAD ~{self.situation.bad_runs:,.0f}")
+        assumed = (
+            f", a misplaced quick step assumed in {third:.0%} of ranges"
+            if 0 < third < 1
+            else ", a distribution quick steps misplace was found"
+            if third >= 1
+            else ""
+        )
+        return (
+            f"{self.strategy} steps{why}: {chosen.text()}"
+            + (f" ({others}{assumed})" if others else "")
+            + f"; {self.costs.text()}; GOOD ~{self.situation.good_runs:,.0f} runs, "
+            f"BAD ~{self.situation.bad_runs:,.0f}"
+        )
 
 
 def search_steps(commits: int) -> int:
@@ -157,7 +168,7 @@ def forecast(strategy: str, s: Situation, costs: UnitCosts) -> Forecast:
     elif strategy == "plain":
         walk_back = steps / 2 * s.alike_runs + s.bad_runs + confirmation
         builds = steps + s.third * steps / 2
-        runs = (s.model_runs + steps / 2 * (s.quick_runs + s.bad_runs) + confirmation + s.third * walk_back)
+        runs = s.model_runs + steps / 2 * (s.quick_runs + s.bad_runs) + confirmation + s.third * walk_back
     else:
         raise ValueError(f"no forecast for strategy {strategy!r}")
     return Forecast(strategy, builds, runs, costs.seconds(builds, runs))
@@ -170,8 +181,18 @@ def choose(s: Situation, costs: UnitCosts, allowed: Sequence[str] = ("reference"
     return Choice(best.strategy, forecasts, costs, s, "least expected time" if len(allowed) > 1 else "as asked")
 
 
-def situation(commits: int, ref: stats.Reference, *, eta: float, good_runs: float, bad_counts: Sequence[int],
-              level: float, max_runs: int, model_budget: int, third: float = THIRD) -> Situation:
+def situation(
+    commits: int,
+    ref: stats.Reference,
+    *,
+    eta: float,
+    good_runs: float,
+    bad_counts: Sequence[int],
+    level: float,
+    max_runs: int,
+    model_budget: int,
+    third: float = THIRD,
+) -> Situation:
     """The figures a choice needs, from the ends' tests: the working end's GOOD took
     `good_runs`, the broken end's BAD `bad_counts` (its smoothed distribution q̂ prices the
     quick step, the model stage and the change test)."""
@@ -182,7 +203,9 @@ def situation(commits: int, ref: stats.Reference, *, eta: float, good_runs: floa
     sep = max(stats.kl(p, q), 1e-6)
     quick = min(max_runs, (log_level + math.log(1 / (1 - stats.UNLIKE_WEIGHT))) / sep + 1)
     used = int(((bad > 0) | (p > 0)).sum())
-    need_model = max(stats.BAD_ENDPOINT_MIN_RUNS, stats.BAD_ENDPOINT_NATS_PER_DF * max(used - 1, 1) / max(stats.kl(q, p), 1e-6))
+    need_model = max(
+        stats.BAD_ENDPOINT_MIN_RUNS, stats.BAD_ENDPOINT_NATS_PER_DF * max(used - 1, 1) / max(stats.kl(q, p), 1e-6)
+    )
     model = max(0.0, min(model_budget, need_model) - float(bad.sum()))
     mid = (p + q) / 2
     js2 = max(stats.kl(p, mid) + stats.kl(q, mid), 1e-6)  # 2·JS: what one pair of runs tells apart

@@ -18,16 +18,16 @@ from bisectbot.core.outcome import Verdict
 @dataclass(frozen=True)
 class BuildRecord:
     sha: str
-    status: str                    # ok | failed | timeout | no-binary | unsupported | checkout-failed
-    binaries: dict[str, str]       # placeholder -> kept path
-    log: str                       # path of the build log
+    status: str  # ok | failed | timeout | no-binary | unsupported | checkout-failed
+    binaries: dict[str, str]  # placeholder -> kept path
+    log: str  # path of the build log
     seconds: float
     reason: str = ""
-    variant: int = 0               # which build variant was built (or tried last)
-    notes: str = ""                # e.g. built in a clean directory after a failure in the reused one
+    variant: int = 0  # which build variant was built (or tried last)
+    notes: str = ""  # e.g. built in a clean directory after a failure in the reused one
     inputs: tuple[str, ...] | None = None  # repository files the targets were compiled from (None: unknown)
-    host: str = ""                 # the machine that built it
-    compiler: str = ""             # and its toolchain (build.toolchain_identity)
+    host: str = ""  # the machine that built it
+    compiler: str = ""  # and its toolchain (build.toolchain_identity)
     hashes: dict[str, str] = field(default_factory=dict)  # kept path -> sha256 when it was built
 
     @property
@@ -38,11 +38,11 @@ class BuildRecord:
 @dataclass(frozen=True)
 class RunRecord:
     seed: int
-    status: str                    # ok | incomplete | crash | timeout | unparsable
+    status: str  # ok | incomplete | crash | timeout | unparsable
     tokens: tuple[str, ...] | None
     exit_code: int | None
     seconds: float
-    attempts: int = 1              # 1 + reruns of a cut-short output
+    attempts: int = 1  # 1 + reruns of a cut-short output
     variant: int = 0
     detail: str = ""
 
@@ -58,11 +58,11 @@ class Tally:
     names: tuple[str, ...]
     counts: list[int] = field(init=False)
     failures: Counter[str] = field(default_factory=Counter)
-    consumed: int = 0                   # runs fed, failures included
-    retried: int = 0                    # reruns of cut-short outputs
-    first: int | None = None            # first and last seed fed
+    consumed: int = 0  # runs fed, failures included
+    retried: int = 0  # reruns of cut-short outputs
+    first: int | None = None  # first and last seed fed
     last: int | None = None
-    last_category: int | None = None    # category of the last run (None: failed or not counted)
+    last_category: int | None = None  # category of the last run (None: failed or not counted)
     last_failure: RunRecord | None = None
 
     def __post_init__(self) -> None:
@@ -128,15 +128,15 @@ _DIGITS = str.maketrans("0123456789", "##########")
 class Ask:
     """The question put to one commit: in which role, by which test, at which error levels."""
 
-    role: str                      # good-endpoint | bad-endpoint | bad-model | step | probe | sticky | retest-… | confirm-… | test
+    role: str  # good-endpoint | bad-endpoint | bad-model | step | probe | sticky | retest-… | confirm-… | test
     alpha: float
     beta: float
-    mode: str = "reference"        # reference | quick | depart | change | bad-model | sticky
+    mode: str = "reference"  # reference | quick | depart | change | bad-model | sticky
     q_bad: tuple[float, ...] | None = None  # the broken end's smoothed distribution (quick steps; BAD bets on it)
-    block: int = 0                 # seed block: 0 common to every commit (tests, the search), 1 the commit's own (fresh seeds)
-    arm: str = "main"              # "main", or a cross-check arm's name
-    budget: int | None = None      # runs before INCONCLUSIVE (default: run.max_runs)
-    start: int = 0                 # the first seed of the block to read (later ones are fresh)
+    block: int = 0  # seed block: 0 common to every commit (tests, the search), 1 the commit's own (fresh seeds)
+    arm: str = "main"  # "main", or a cross-check arm's name
+    budget: int | None = None  # runs before INCONCLUSIVE (default: run.max_runs)
+    start: int = 0  # the first seed of the block to read (later ones are fresh)
     # ends to compare with seed for seed: (GOOD or BAD: the side it stands for, its sha,
     # ((seed, category or −1 for an uncounted run), …)); a commit like one is placed beside it
     alike: tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...] = ()
@@ -148,10 +148,10 @@ class CommitVerdict:
     subject: str
     role: str
     verdict: Verdict
-    runs: int                      # runs consumed by the test (every seed, failures included)
-    counts: dict[str, int]         # category -> runs
-    failures: dict[str, int]       # crash / timeout / incomplete / unparsable -> runs
-    retried: int                   # reruns of incomplete outputs
+    runs: int  # runs consumed by the test (every seed, failures included)
+    counts: dict[str, int]  # category -> runs
+    failures: dict[str, int]  # crash / timeout / incomplete / unparsable -> runs
+    retried: int  # reruns of incomplete outputs
     log_e_bad: float
     log_e_good: float
     reason: str
@@ -159,35 +159,62 @@ class CommitVerdict:
     alpha: float
     beta: float
     seeds: tuple[int, int] | None  # first and last seed consumed
-    build: str                     # build status
+    build: str  # build status
     build_seconds: float
-    executed: int = 0              # runs executed by this call (0 when replayed)
+    executed: int = 0  # runs executed by this call (0 when replayed)
     build_log: str | None = None
     binaries: dict[str, str] = field(default_factory=dict)
-    variant: int | None = None     # which run.variants entry was used (0 with plain argv)
+    variant: int | None = None  # which run.variants entry was used (0 with plain argv)
     arm: str = "main"
     block: int = 0
     build_variant: int | None = None  # which build.variants entry was built
-    build_notes: str = ""          # e.g. built in a clean directory after the reused one failed
-    signature: str = ""            # skips: what the failure looks like (the same at commits failing alike)
+    build_notes: str = ""  # e.g. built in a clean directory after the reused one failed
+    signature: str = ""  # skips: what the failure looks like (the same at commits failing alike)
 
     @classmethod
-    def of(cls, sha: str, subject: str, ask: Ask, build: BuildRecord, tally: Tally | None,
-           verdict: Verdict, reason: str, *, evidence: tuple[float, float] = (0.0, 0.0),
-           executed: int = 0, variant: int | None = None, signature: str = "") -> "CommitVerdict":
+    def of(
+        cls,
+        sha: str,
+        subject: str,
+        ask: Ask,
+        build: BuildRecord,
+        tally: Tally | None,
+        verdict: Verdict,
+        reason: str,
+        *,
+        evidence: tuple[float, float] = (0.0, 0.0),
+        executed: int = 0,
+        variant: int | None = None,
+        signature: str = "",
+    ) -> "CommitVerdict":
         """The one constructor: what was asked, how the commit built, what its runs showed."""
         return cls(
-            sha=sha, subject=subject, role=ask.role, verdict=Verdict(verdict),
+            sha=sha,
+            subject=subject,
+            role=ask.role,
+            verdict=Verdict(verdict),
             runs=tally.consumed if tally else 0,
             counts=tally.by_name() if tally else {},
             failures=dict(tally.failures) if tally else {},
             retried=tally.retried if tally else 0,
-            log_e_bad=evidence[0], log_e_good=evidence[1], reason=reason, mode=ask.mode,
-            alpha=ask.alpha, beta=ask.beta, seeds=tally.seeds if tally else None,
-            build=build.status, build_seconds=build.seconds, executed=executed,
-            build_log=build.log, binaries=dict(build.binaries), variant=variant, arm=ask.arm,
-            block=ask.block, build_variant=build.variant if build.log else None,
-            build_notes=build.notes, signature=signature,
+            log_e_bad=evidence[0],
+            log_e_good=evidence[1],
+            reason=reason,
+            mode=ask.mode,
+            alpha=ask.alpha,
+            beta=ask.beta,
+            seeds=tally.seeds if tally else None,
+            build=build.status,
+            build_seconds=build.seconds,
+            executed=executed,
+            build_log=build.log,
+            binaries=dict(build.binaries),
+            variant=variant,
+            arm=ask.arm,
+            block=ask.block,
+            build_variant=build.variant if build.log else None,
+            build_notes=build.notes,
+            signature=signature,
         )
 
     @property

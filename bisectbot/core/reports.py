@@ -32,8 +32,8 @@ class ReferenceSummary:
     source: str
     categories: list[str]
     category_probs: list[float]
-    condition: dict[str, Any] | None     # {"position": 0, "token": "f"} or None
-    outcome: dict[str, Any]              # {"position": 1}
+    condition: dict[str, Any] | None  # {"position": 0, "token": "f"} or None
+    outcome: dict[str, Any]  # {"position": 1}
 
     @property
     def prob_of(self) -> dict[str, float]:
@@ -76,10 +76,10 @@ class Environment:
 
 
 class BisectStatus(str, Enum):
-    FOUND = "found"              # culprit named: parent GOOD, culprit BAD, and a change shown on fresh seeds
-    AMBIGUOUS = "ambiguous"      # undecidable commits leave a range of candidates
+    FOUND = "found"  # culprit named: parent GOOD, culprit BAD, and a change shown on fresh seeds
+    AMBIGUOUS = "ambiguous"  # undecidable commits leave a range of candidates
     UNCONFIRMED = "unconfirmed"  # the re-test disagreed, or the sticky posterior fell short
-    STOPPED = "stopped"          # --max-builds or --deadline reached: the range so far; rerun to resume
+    STOPPED = "stopped"  # --max-builds or --deadline reached: the range so far; rerun to resume
 
 
 @dataclass(frozen=True)
@@ -89,19 +89,19 @@ class BisectReport:
     job: str
     status: BisectStatus
     find: Find
-    first_bad: str | None          # the culprit (first bad, or first fixed with find=fixed)
+    first_bad: str | None  # the culprit (first bad, or first fixed with find=fixed)
     first_bad_subject: str | None
     last_good: str | None
-    candidates: list[str]          # possible culprits (one when found)
+    candidates: list[str]  # possible culprits (one when found)
     good: str
     bad: str
     good_ref: str
     bad_ref: str
-    commits: int                   # commits on the first-parent line, good and bad included
+    commits: int  # commits on the first-parent line, good and bad included
     builds: int
-    builds_bound: int              # ceil(log2 searched) + 3
+    builds_bound: int  # ceil(log2 searched) + 3
     runs: int
-    runs_executed: int             # runs executed by this invocation (0 when fully replayed)
+    runs_executed: int  # runs executed by this invocation (0 when fully replayed)
     retried: int
     confidence: float
     step_alpha: float
@@ -111,7 +111,7 @@ class BisectReport:
     config: ConfigSummary
     environment: Environment
     reproduce: str
-    strategy: str = "plain"        # reference | plain | sticky (the first used; `auto` picks by cost)
+    strategy: str = "plain"  # reference | plain | sticky (the first used; `auto` picks by cost)
     extra: dict[str, Any] = field(default_factory=dict)
     # consecutive commits that failed alike (tried, or presumed between two alike failures):
     # {first, last, commits, tried, signature, text}
@@ -120,7 +120,7 @@ class BisectReport:
     change_points: list[dict[str, Any]] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)  # what `confidence` rests on, as seen
     posterior: float | None = None  # the sticky search's posterior (not a bound)
-    eta: float | None = None        # BAD: departs by more than this (total variation)
+    eta: float | None = None  # BAD: departs by more than this (total variation)
     tolerance: float | None = None  # GOOD: within this
     # the commits that can change the binary (the search ran over these), the others skipped as
     # equivalent to their parent, those of them between last_good and first_bad, and the rule
@@ -128,8 +128,8 @@ class BisectReport:
     skipped_equivalent: int = 0
     boundary_skipped: list[str] = field(default_factory=list)
     input_rule: str = ""
-    rounds: int | None = None      # search rounds: steps, sticky visits, or on a cluster K commits at once
-    workers: int = 1               # commits built and tested at once (Dask workers)
+    rounds: int | None = None  # search rounds: steps, sticky visits, or on a cluster K commits at once
+    workers: int = 1  # commits built and tested at once (Dask workers)
     # status `stopped`: {by (max-builds | deadline), reason, last_good, first_bad (known so far),
     # commits_left, resume (the command that goes on)}; None otherwise
     stopped: dict[str, Any] | None = None
@@ -182,7 +182,7 @@ class TestReport:
     ref: str
     detail: CommitVerdict
     arms: dict[str, CommitVerdict]
-    builds: int                    # built by this invocation
+    builds: int  # built by this invocation
     reference: ReferenceSummary
     config: ConfigSummary
     environment: Environment
@@ -197,26 +197,40 @@ class TestReport:
     def to_json(self) -> dict[str, Any]:
         v = self.detail
         return {
-            "schema_version": self.schema_version, "kind": self.kind, "job": self.job,
-            "commit": self.commit, "ref": self.ref, "verdict": v.verdict.value, "runs": v.runs,
-            "counts": v.counts, "retried": v.retried, "failures": v.failures, "reason": v.reason,
-            "builds": self.builds, "detail": v.to_json(),
+            "schema_version": self.schema_version,
+            "kind": self.kind,
+            "job": self.job,
+            "commit": self.commit,
+            "ref": self.ref,
+            "verdict": v.verdict.value,
+            "runs": v.runs,
+            "counts": v.counts,
+            "retried": v.retried,
+            "failures": v.failures,
+            "reason": v.reason,
+            "builds": self.builds,
+            "detail": v.to_json(),
             "arms": {name: av.to_json() for name, av in self.arms.items()},
-            "reference": asdict(self.reference), "config": asdict(self.config),
-            "environment": asdict(self.environment), "reproduce": self.reproduce,
+            "reference": asdict(self.reference),
+            "config": asdict(self.config),
+            "environment": asdict(self.environment),
+            "reproduce": self.reproduce,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TestReport":
         return cls(
-            job=data["job"], commit=data["commit"], ref=data["ref"],
+            job=data["job"],
+            commit=data["commit"],
+            ref=data["ref"],
             detail=CommitVerdict.from_json(data["detail"]),
             arms={k: CommitVerdict.from_json(v) for k, v in data.get("arms", {}).items()},
             builds=int(data.get("builds", 0)),
             reference=ReferenceSummary.from_json(data["reference"]),
             config=ConfigSummary.from_json(data["config"]),
             environment=Environment.from_json(data.get("environment", {})),
-            reproduce=data.get("reproduce", ""), schema_version=data.get("schema_version", 1),
+            reproduce=data.get("reproduce", ""),
+            schema_version=data.get("schema_version", 1),
         )
 
 
@@ -224,7 +238,7 @@ class TestReport:
 class JobStop:
     """A job that ended without a report: failed (with why) or cancelled (by whom)."""
 
-    status: str                    # failed | cancelled
+    status: str  # failed | cancelled
     message: str = ""
     by: str | None = None
 

@@ -105,7 +105,9 @@ def next_probe(lo: int, hi: int, skipped: Mapping[int, str], prefer: Collection[
     return (best[0] + best[-1]) // 2
 
 
-def skip_blocks(asked: Sequence[int], answers: Sequence[Verdict], signatures: Mapping[int, str]) -> tuple[SkipBlock, ...]:
+def skip_blocks(
+    asked: Sequence[int], answers: Sequence[Verdict], signatures: Mapping[int, str]
+) -> tuple[SkipBlock, ...]:
     """The blocks of alike failures among the answers so far (tried and presumed positions)."""
     skipped = {p: signatures.get(p, "") for p, a in zip(asked, answers) if not a.informative}
     informative = [p for p, a in zip(asked, answers) if a.informative]
@@ -122,8 +124,13 @@ def skip_blocks(asked: Sequence[int], answers: Sequence[Verdict], signatures: Ma
     return tuple(blocks)
 
 
-def bisect_search(n: int, oracle: Callable[[int], Answer], skip: Iterable[int] = (),
-                  known: Mapping[int, Answer] | None = None, prefer: Collection[int] = ()) -> SearchResult:
+def bisect_search(
+    n: int,
+    oracle: Callable[[int], Answer],
+    skip: Iterable[int] = (),
+    known: Mapping[int, Answer] | None = None,
+    prefer: Collection[int] = (),
+) -> SearchResult:
     """Binary search over positions 0..n-1 (0 good, n-1 bad); at most one oracle call per
     position, none for the positions in `skip` (known to be untestable: the user skipped them)
     nor in `known` (answered before: a search that goes on after a failed confirmation)."""
@@ -156,9 +163,14 @@ def _answer(reply: Answer) -> tuple[Verdict, str]:
     return (Verdict(reply[0]), reply[1]) if isinstance(reply, tuple) else (Verdict(reply), "")
 
 
-def kary_search(n: int, k: int, oracle: Callable[[list[int]], Sequence[Answer]],
-                skip: Iterable[int] = (), known: Mapping[int, Answer] | None = None,
-                prefer: Collection[int] = ()) -> tuple[SearchResult, int]:
+def kary_search(
+    n: int,
+    k: int,
+    oracle: Callable[[list[int]], Sequence[Answer]],
+    skip: Iterable[int] = (),
+    known: Mapping[int, Answer] | None = None,
+    prefer: Collection[int] = (),
+) -> tuple[SearchResult, int]:
     """Binary search generalised to k probes per round (k machines building and testing at
     once): ⌈log_(k+1) n⌉ rounds instead of ⌈log2 n⌉ when every answer is decisive. The oracle
     gets a round's positions and answers them all. Returns the result and the rounds taken.

@@ -103,12 +103,13 @@ class Reference:
         values = np.array([float(v) for v in probs.values()])
         bad = [n for n, v in zip(names, values) if not math.isfinite(v) or v < 0]
         if bad:
-            raise ValueError(f"reference probability of {bad[0]!r} must be a finite number ≥ 0, "
-                             f"got {probs[bad[0]]!r}")
+            raise ValueError(f"reference probability of {bad[0]!r} must be a finite number ≥ 0, got {probs[bad[0]]!r}")
         total = float(values.sum())
         if abs(total - 1.0) > SUM_TOLERANCE:
-            raise ValueError(f"reference probabilities sum to {total:.6g}, not 1 (tolerance "
-                             f"{SUM_TOLERANCE:g}); give the full distribution of the outcome")
+            raise ValueError(
+                f"reference probabilities sum to {total:.6g}, not 1 (tolerance "
+                f"{SUM_TOLERANCE:g}); give the full distribution of the outcome"
+            )
         values = values / total
         out_names = list(names) + [OTHER]
         out = list(values) + [0.0]
@@ -118,8 +119,9 @@ class Reference:
                 raise ValueError(f"condition_prob must be in (0, 1], got {condition_prob!r}")
             out = [v * c for v in out] + [1.0 - c]
             out_names.append(MISSED)
-        return cls(tuple(out_names), tuple(float(v) for v in out),
-                   None if condition_prob is None else float(condition_prob))
+        return cls(
+            tuple(out_names), tuple(float(v) for v in out), None if condition_prob is None else float(condition_prob)
+        )
 
     @classmethod
     def from_control(cls, counts_by_name: Mapping[str, int], delta: float = 1e-3) -> "Reference":
@@ -142,8 +144,7 @@ class Reference:
         total = sum(counts)
         if total <= 0:
             raise ValueError("control sample is empty: run the good build on some seeds first")
-        return cls(tuple(names), tuple(c / total for c in counts), None,
-                   tuple(int(c) for c in counts), float(delta))
+        return cls(tuple(names), tuple(c / total for c in counts), None, tuple(int(c) for c in counts), float(delta))
 
     def index(self, outcome: str | None, met_condition: bool = True) -> int | None:
         """Category of one run. Unknown outcomes (and None: the run produced no outcome token)
@@ -222,8 +223,7 @@ class Evidence:
 
 
 @lru_cache(maxsize=64)
-def prior_matrix(p: tuple[float, ...],
-                 priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS) -> np.ndarray:
+def prior_matrix(p: tuple[float, ...], priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS) -> np.ndarray:
     """Dirichlet parameters a_j (J, K) on the categories with p_k > 0 (others get 0 and are
     never used: a zero-probability category that occurs decides BAD by itself)."""
     pa = np.asarray(p, dtype=float)
@@ -305,8 +305,7 @@ def log_sup_tv_null_many(counts: np.ndarray, p: np.ndarray, eps: float) -> np.nd
     with np.errstate(invalid="ignore", divide="ignore"):
         frac = np.where(tot > 0, ns / np.where(tot > 0, tot, 1.0), 0.0)
         t = np.minimum(np.maximum(ps + eps, frac), 1.0)  # p(S)+ε may round to 1+1e-16
-        ll = (xlogy(ns, t) + xlogy(nc, 1.0 - t) + _mle_within(n)[..., None]
-              - xlogy(ns, ns) - xlogy(nc, nc))
+        ll = xlogy(ns, t) + xlogy(nc, 1.0 - t) + _mle_within(n)[..., None] - xlogy(ns, ns) - xlogy(nc, nc)
     ll = np.where(ps + eps <= 1.0 + 1e-12, ll, -np.inf)
     return ll.max(-1)
 
@@ -330,10 +329,10 @@ def log_sup_tv_ball_many(counts: np.ndarray, p: np.ndarray, eta: float) -> np.nd
     mle = (xlogy(n, emp)).sum(-1)
     seen = n > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        b = np.where(seen, p / np.where(seen, n, 1.0), np.inf)      # breakpoints (..., K)
-        bn = b[..., :, None] * n[..., None, :]                        # (..., i, k): b_i·n_k
-        up_at = np.maximum(bn - p, 0).sum(-1)                         # Σ (b_i n_k − p_k)⁺
-        down_at = np.maximum(p - bn, 0).sum(-1)                       # Σ (p_k − b_i n_k)⁺
+        b = np.where(seen, p / np.where(seen, n, 1.0), np.inf)  # breakpoints (..., K)
+        bn = b[..., :, None] * n[..., None, :]  # (..., i, k): b_i·n_k
+        up_at = np.maximum(bn - p, 0).sum(-1)  # Σ (b_i n_k − p_k)⁺
+        down_at = np.maximum(p - bn, 0).sum(-1)  # Σ (p_k − b_i n_k)⁺
     finite = np.isfinite(b)
     # raise: the last breakpoint where less than η has moved; categories at or below it rise
     b_up = np.where(finite & (up_at <= eta), b, -np.inf).max(-1, keepdims=True)
@@ -349,15 +348,22 @@ def log_sup_tv_ball_many(counts: np.ndarray, p: np.ndarray, eta: float) -> np.nd
         c_dn = (np.where(fall, p, 0).sum(-1) - eta) / np.where(fall, n, 0).sum(-1)
     c_dn = np.where(unseen >= eta, np.inf, c_dn)
     with np.errstate(invalid="ignore"):
-        r = np.where(n * c_up[..., None] > p, n * c_up[..., None],
-                     np.where(n * c_dn[..., None] < p, n * c_dn[..., None], p))
+        r = np.where(
+            n * c_up[..., None] > p, n * c_up[..., None], np.where(n * c_dn[..., None] < p, n * c_dn[..., None], p)
+        )
     with np.errstate(divide="ignore"):
         ball = xlogy(n, r).sum(-1)
     return np.where(inside | (tot[..., 0] == 0), np.where(tot[..., 0] > 0, mle, 0.0), ball)
 
 
-def log_e_good_tv_many(counts: np.ndarray, p: np.ndarray, eps: float, a: np.ndarray,
-                       w: float = GOOD_NUMERATOR_WEIGHT, p_alt: np.ndarray | None = None) -> np.ndarray:
+def log_e_good_tv_many(
+    counts: np.ndarray,
+    p: np.ndarray,
+    eps: float,
+    a: np.ndarray,
+    w: float = GOOD_NUMERATOR_WEIGHT,
+    p_alt: np.ndarray | None = None,
+) -> np.ndarray:
     """log G_n = log(w·L_p + (1−w)·M_n) − max_{q: TV(q,p) ≥ ε} log L_q (universal inference).
 
     The numerator is a fixed mixture of predictable likelihoods, so for the true q in the null,
@@ -376,9 +382,13 @@ def log_e_good_tv_many(counts: np.ndarray, p: np.ndarray, eps: float, a: np.ndar
     return num - log_sup_tv_null_many(n, p, eps)
 
 
-def log_e_depart_many(counts: np.ndarray, ref: Reference, eta: float,
-                      priors: tuple[tuple[str, float], ...] = DEPART_PRIORS,
-                      toward: Sequence[float] | None = None) -> np.ndarray:
+def log_e_depart_many(
+    counts: np.ndarray,
+    ref: Reference,
+    eta: float,
+    priors: tuple[tuple[str, float], ...] = DEPART_PRIORS,
+    toward: Sequence[float] | None = None,
+) -> np.ndarray:
     """The BAD e-value: evidence that the commit departs from the reference by more than η.
 
     η = 0: the point null q = p (log M_n − log L_p; +inf once an outcome of probability 0
@@ -420,12 +430,18 @@ def log_e_depart_many(counts: np.ndarray, ref: Reference, eta: float,
     c = float(ref.condition_prob)
     met = n[..., :-1]
     bern = np.stack([met.sum(-1), n[..., -1]], axis=-1)
-    return log_m - (log_sup_tv_ball_many(met, ref.p[:-1] / c, eta)
-                    + log_sup_tv_ball_many(bern, np.array([c, 1.0 - c]), eta))
+    return log_m - (
+        log_sup_tv_ball_many(met, ref.p[:-1] / c, eta) + log_sup_tv_ball_many(bern, np.array([c, 1.0 - c]), eta)
+    )
 
 
-def log_e_good_many(counts: np.ndarray, ref: Reference, eps: float,
-                    priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS, eta: float = 0.0) -> np.ndarray:
+def log_e_good_many(
+    counts: np.ndarray,
+    ref: Reference,
+    eps: float,
+    priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS,
+    eta: float = 0.0,
+) -> np.ndarray:
     """The GOOD e-value: small when some q with "TV ≥ tolerance" explains the data as well as p.
 
     Without a condition probability: TV(q, p) ≥ ε over all categories.
@@ -486,10 +502,18 @@ def _fmt_e(log_e: float) -> str:
     return f"{math.exp(log_e):.3g}" if log_e < 700 else f"e^{log_e:.0f}"
 
 
-def test_against_reference(counts: Sequence[int], ref: Reference, *, alpha: float, beta: float,
-                           tolerance: float, max_runs: int, eta: float = 0.0,
-                           priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS,
-                           toward: Sequence[float] | None = None) -> Evidence:
+def test_against_reference(
+    counts: Sequence[int],
+    ref: Reference,
+    *,
+    alpha: float,
+    beta: float,
+    tolerance: float,
+    max_runs: int,
+    eta: float = 0.0,
+    priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS,
+    toward: Sequence[float] | None = None,
+) -> Evidence:
     """Generic test of a commit against the reference, valid after every run (`toward`: see
     :func:`log_e_depart_many`).
 
@@ -510,35 +534,76 @@ def test_against_reference(counts: Sequence[int], ref: Reference, *, alpha: floa
     total = int(n.sum())
     hit = _zero_prob_hit(n, ref.p, ref.names) if eta <= 0 else None
     if hit is not None:
-        return Evidence(Verdict.BAD, total, math.inf, -math.inf,
-                        f"outcome {hit!r} has reference probability 0 (seen {int(n[ref.names.index(hit)])}×"
-                        f" in {total} runs)")
+        return Evidence(
+            Verdict.BAD,
+            total,
+            math.inf,
+            -math.inf,
+            f"outcome {hit!r} has reference probability 0 (seen {int(n[ref.names.index(hit)])}× in {total} runs)",
+        )
     log_bad = float(log_e_depart_many(n, ref, eta, toward=toward))
     log_good = float(log_e_good_many(n, ref, tolerance, priors, eta))
-    return _decide(total, log_bad, log_good, alpha, beta, max_runs,
-                   good_what=f"TV < {tolerance:g}", bad_what=f"TV > {eta:g}" if eta > 0 else "")
+    return _decide(
+        total,
+        log_bad,
+        log_good,
+        alpha,
+        beta,
+        max_runs,
+        good_what=f"TV < {tolerance:g}",
+        bad_what=f"TV > {eta:g}" if eta > 0 else "",
+    )
 
 
-def _decide(total: int, log_bad: float, log_good: float, alpha: float, beta: float,
-            max_runs: int, good_what: str, bad_what: str = "", *, good: Verdict = Verdict.GOOD,
-            good_name: str = "E_good") -> Evidence:
+def _decide(
+    total: int,
+    log_bad: float,
+    log_good: float,
+    alpha: float,
+    beta: float,
+    max_runs: int,
+    good_what: str,
+    bad_what: str = "",
+    *,
+    good: Verdict = Verdict.GOOD,
+    good_name: str = "E_good",
+) -> Evidence:
     """BAD when log_bad reaches log(1/α), else `good` when log_good reaches log(1/β) (BAD wins a
     tie), else INCONCLUSIVE at the budget, else undecided; with the reason in one line."""
     lb, lg = math.log(1 / alpha), math.log(1 / beta)
     if log_bad >= lb:
-        return Evidence(Verdict.BAD, total, log_bad, log_good,
-                        f"E_bad = {_fmt_e(log_bad)} ≥ 1/alpha = {1 / alpha:.3g} after {total} runs"
-                        + (f" ({bad_what})" if bad_what else ""))
+        return Evidence(
+            Verdict.BAD,
+            total,
+            log_bad,
+            log_good,
+            f"E_bad = {_fmt_e(log_bad)} ≥ 1/alpha = {1 / alpha:.3g} after {total} runs"
+            + (f" ({bad_what})" if bad_what else ""),
+        )
     if log_good >= lg:
-        return Evidence(good, total, log_bad, log_good,
-                        f"{good_name} = {_fmt_e(log_good)} ≥ 1/beta = {1 / beta:.3g} after {total} runs "
-                        f"({good_what})")
+        return Evidence(
+            good,
+            total,
+            log_bad,
+            log_good,
+            f"{good_name} = {_fmt_e(log_good)} ≥ 1/beta = {1 / beta:.3g} after {total} runs ({good_what})",
+        )
     if total >= max_runs:
-        return Evidence(Verdict.INCONCLUSIVE, total, log_bad, log_good,
-                        f"undecided after {total} runs (budget {max_runs}): E_bad = {_fmt_e(log_bad)}, "
-                        f"{good_name} = {_fmt_e(log_good)}")
-    return Evidence(None, total, log_bad, log_good,
-                    f"undecided after {total} runs: E_bad = {_fmt_e(log_bad)}, {good_name} = {_fmt_e(log_good)}")
+        return Evidence(
+            Verdict.INCONCLUSIVE,
+            total,
+            log_bad,
+            log_good,
+            f"undecided after {total} runs (budget {max_runs}): E_bad = {_fmt_e(log_bad)}, "
+            f"{good_name} = {_fmt_e(log_good)}",
+        )
+    return Evidence(
+        None,
+        total,
+        log_bad,
+        log_good,
+        f"undecided after {total} runs: E_bad = {_fmt_e(log_bad)}, {good_name} = {_fmt_e(log_good)}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,9 +629,14 @@ BAD_ENDPOINT_NATS_PER_DF = 10.0  # see bad_endpoint_enough
 BAD_ENDPOINT_MIN_RUNS = 100
 
 
-def bad_endpoint_enough(counts_bad: Sequence[int], ref: Reference, *,
-                        nats_per_df: float = BAD_ENDPOINT_NATS_PER_DF,
-                        minimum: int = BAD_ENDPOINT_MIN_RUNS, eta: float = 0.0) -> bool:
+def bad_endpoint_enough(
+    counts_bad: Sequence[int],
+    ref: Reference,
+    *,
+    nats_per_df: float = BAD_ENDPOINT_NATS_PER_DF,
+    minimum: int = BAD_ENDPOINT_MIN_RUNS,
+    eta: float = 0.0,
+) -> bool:
     """Has the bad endpoint been measured long enough to use q̂ = kt_smooth(b) in bisect mode?
 
     At a bad commit the two-point statistic drifts by KL(q‖p) − KL(q‖q̂) per run, and
@@ -599,8 +669,9 @@ def log_lr_many(counts: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.where(np.isneginf(lp), np.inf, log_lik_many(n, q) - lp)
 
 
-def log_e_unlike_many(counts: np.ndarray, p_good: np.ndarray, q_bad: np.ndarray,
-                      w: float = UNLIKE_WEIGHT) -> np.ndarray:
+def log_e_unlike_many(
+    counts: np.ndarray, p_good: np.ndarray, q_bad: np.ndarray, w: float = UNLIKE_WEIGHT
+) -> np.ndarray:
     """log E against H0 "the commit's distribution is the broken end's q̂":
     (1−w)·Π(p̃/q̂)^n + w·M_q̂/L_q̂. The first term is Wald's SPRT toward the (tolerant)
     reference p̃, the second a Dirichlet side bet, so any distribution other than q̂ rejects it
@@ -610,8 +681,17 @@ def log_e_unlike_many(counts: np.ndarray, p_good: np.ndarray, q_bad: np.ndarray,
     return np.logaddexp(math.log1p(-w) + lr, math.log(w) + log_e_bad_many(counts, q_bad, a_q))
 
 
-def test_quick(counts: Sequence[int], ref: Reference, q_bad: Sequence[float], *, alpha: float,
-               beta: float, max_runs: int, eta: float = 0.0, bad: Evidence | None = None) -> Evidence:
+def test_quick(
+    counts: Sequence[int],
+    ref: Reference,
+    q_bad: Sequence[float],
+    *,
+    alpha: float,
+    beta: float,
+    max_runs: int,
+    eta: float = 0.0,
+    bad: Evidence | None = None,
+) -> Evidence:
     """A quick search step, for when builds are cheap and GOOD against the reference is costly.
 
     BAD       when the commit departs from the reference by more than η: the BAD test of
@@ -629,28 +709,38 @@ def test_quick(counts: Sequence[int], ref: Reference, q_bad: Sequence[float], *,
     n = _as_counts(counts, ref)
     q = np.asarray(q_bad, dtype=float)
     if q.shape != n.shape or (q <= 0).any() or abs(q.sum() - 1) > SUM_TOLERANCE:
-        raise ValueError("q_bad must be a strictly positive distribution over the reference's "
-                         "categories (use kt_smooth on the broken end's counts)")
+        raise ValueError(
+            "q_bad must be a strictly positive distribution over the reference's "
+            "categories (use kt_smooth on the broken end's counts)"
+        )
     q = q / q.sum()
     total = int(n.sum())
     hit = _zero_prob_hit(n, ref.p, ref.names) if eta <= 0 and bad is None else None
     if hit is not None:
-        return Evidence(Verdict.BAD, total, math.inf, -math.inf,
-                        f"outcome {hit!r} has reference probability 0")
+        return Evidence(Verdict.BAD, total, math.inf, -math.inf, f"outcome {hit!r} has reference probability 0")
     log_bad = bad.log_e_bad if bad is not None else float(log_e_depart_many(n, ref, eta, toward=q))
     p_good = np.asarray(ref.tolerant(eta) if eta > 0 else ref.estimate, dtype=float)
     log_unlike = float(log_e_unlike_many(n, p_good, q))
-    return _decide(total, log_bad, log_unlike, alpha, beta, max_runs,
-                   "unlike the broken end; not a test against the reference", f"TV > {eta:g}" if eta > 0 else "",
-                   good=Verdict.GOOD_SIDE, good_name="E_unlike")
+    return _decide(
+        total,
+        log_bad,
+        log_unlike,
+        alpha,
+        beta,
+        max_runs,
+        "unlike the broken end; not a test against the reference",
+        f"TV > {eta:g}" if eta > 0 else "",
+        good=Verdict.GOOD_SIDE,
+        good_name="E_unlike",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Like a tested commit, seed for seed (every commit's tests run on the common seeds)
 # ---------------------------------------------------------------------------------------------
 
-ALIKE_DELTA = 0.05   # "like an end": TV from it below this (half the default tolerance)
-STEER_LEVEL = 0.01   # a placement only steers: P(placing a commit that differs by ≥ delta) ≤ this
+ALIKE_DELTA = 0.05  # "like an end": TV from it below this (half the default tolerance)
+STEER_LEVEL = 0.01  # a placement only steers: P(placing a commit that differs by ≥ delta) ≤ this
 
 
 def log_e_alike(agree: int, differ: int, delta: float = ALIKE_DELTA) -> float:
@@ -672,9 +762,9 @@ def log_e_alike(agree: int, differ: int, delta: float = ALIKE_DELTA) -> float:
 # Did the distribution change between two commits? (the named commit against its parent)
 # ---------------------------------------------------------------------------------------------
 
-CHANGE_FLAT = 0.2                  # a flat Dirichlet component over every category
-CHANGE_STRENGTHS = (20.0, 200.0)   # components centred on each expected distribution
-CHANGE_POINT_WEIGHT = 0.5          # the share of each side's mixture on the expected distributions themselves
+CHANGE_FLAT = 0.2  # a flat Dirichlet component over every category
+CHANGE_STRENGTHS = (20.0, 200.0)  # components centred on each expected distribution
+CHANGE_POINT_WEIGHT = 0.5  # the share of each side's mixture on the expected distributions themselves
 
 
 def change_priors(k: int, centres: Sequence[Sequence[float]]) -> np.ndarray:
@@ -708,8 +798,9 @@ def log_change_side(counts: np.ndarray, centres: Sequence[Sequence[float]]) -> n
     return out
 
 
-def log_e_change_many(x: np.ndarray, y: np.ndarray, centres_x: Sequence[Sequence[float]],
-                      centres_y: Sequence[Sequence[float]]) -> np.ndarray:
+def log_e_change_many(
+    x: np.ndarray, y: np.ndarray, centres_x: Sequence[Sequence[float]], centres_y: Sequence[Sequence[float]]
+) -> np.ndarray:
     """log E against H0 "x and y are runs of one and the same distribution":
 
         log E_n = log M_x(x) + log M_y(y) − max_q log L_q(x + y)
@@ -727,8 +818,16 @@ def log_e_change_many(x: np.ndarray, y: np.ndarray, centres_x: Sequence[Sequence
     return log_change_side(xa, centres_x) + log_change_side(ya, centres_y) - pooled
 
 
-def test_change(x: Sequence[int], y: Sequence[int], ref: Reference, *, alpha: float, max_runs: int,
-                centres_x: Sequence[Sequence[float]] = (), centres_y: Sequence[Sequence[float]] = ()) -> Evidence:
+def test_change(
+    x: Sequence[int],
+    y: Sequence[int],
+    ref: Reference,
+    *,
+    alpha: float,
+    max_runs: int,
+    centres_x: Sequence[Sequence[float]] = (),
+    centres_y: Sequence[Sequence[float]] = (),
+) -> Evidence:
     """Do the runs `x` (the named commit's, fresh seeds) and `y` (its parent's) come from
     different distributions? CHANGED when the change e-value reaches 1/α; INCONCLUSIVE once
     both have `max_runs` counted runs without it. Neither the reference nor any assumption
@@ -741,12 +840,21 @@ def test_change(x: Sequence[int], y: Sequence[int], ref: Reference, *, alpha: fl
     log_e = float(log_e_change_many(xa, ya, [ref.estimate, *centres_x], [ref.estimate, *centres_y]))
     nx, ny = int(xa.sum()), int(ya.sum())
     if log_e >= math.log(1 / alpha):
-        return Evidence(Verdict.CHANGED, nx + ny, log_e, 0.0,
-                        f"E_change = {_fmt_e(log_e)} ≥ 1/alpha = {1 / alpha:.3g} after {nx} + {ny} runs")
+        return Evidence(
+            Verdict.CHANGED,
+            nx + ny,
+            log_e,
+            0.0,
+            f"E_change = {_fmt_e(log_e)} ≥ 1/alpha = {1 / alpha:.3g} after {nx} + {ny} runs",
+        )
     if min(nx, ny) >= max_runs:
-        return Evidence(Verdict.INCONCLUSIVE, nx + ny, log_e, 0.0,
-                        f"no change shown after {nx} + {ny} runs (budget {max_runs} each): "
-                        f"E_change = {_fmt_e(log_e)}")
+        return Evidence(
+            Verdict.INCONCLUSIVE,
+            nx + ny,
+            log_e,
+            0.0,
+            f"no change shown after {nx} + {ny} runs (budget {max_runs} each): E_change = {_fmt_e(log_e)}",
+        )
     return Evidence(None, nx + ny, log_e, 0.0, f"undecided after {nx} + {ny} runs")
 
 
@@ -928,8 +1036,16 @@ def _control_max_loglik(n: np.ndarray, m: np.ndarray, thr: float) -> float:
         return float(xlogy(n, (1 - s) * a + s * b).sum())
 
 
-def test_against_control(counts: Sequence[int], control: Reference, *, alpha: float, beta: float,
-                         tolerance: float, max_runs: int, eta: float = 0.0) -> Evidence:
+def test_against_control(
+    counts: Sequence[int],
+    control: Reference,
+    *,
+    alpha: float,
+    beta: float,
+    tolerance: float,
+    max_runs: int,
+    eta: float = 0.0,
+) -> Evidence:
     """Generic test when the reference is a control sample m (Reference.from_control).
 
     BAD:  log M_n − max_{r ∈ C_p} Σ n_k log r_k ≥ log(1/α). On the event p ∈ C_p (prob ≥ 1−δ)
@@ -961,8 +1077,10 @@ def test_against_control(counts: Sequence[int], control: Reference, *, alpha: fl
         log_good = -math.inf
         what = f"cannot certify: control radius {radius:.3g} ≥ tolerance {tolerance:g}"
     else:
-        num = np.logaddexp(math.log(GOOD_NUMERATOR_WEIGHT) + log_lik_many(n, p_smooth),
-                           math.log1p(-GOOD_NUMERATOR_WEIGHT) + log_mixture_many(n, a))
+        num = np.logaddexp(
+            math.log(GOOD_NUMERATOR_WEIGHT) + log_lik_many(n, p_smooth),
+            math.log1p(-GOOD_NUMERATOR_WEIGHT) + log_mixture_many(n, a),
+        )
         log_good = float(num - log_sup_tv_null_many(n, m / m.sum(), eps))
         what = f"TV < {tolerance:g} incl. control radius {radius:.3g}"
     return _decide(total, log_bad, log_good, alpha, beta, max_runs, good_what=what)
@@ -1003,10 +1121,18 @@ def _credible_range(per_position: np.ndarray, mass: float) -> tuple[int, int]:
     return best
 
 
-def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_counts: Sequence[int], *,
-                  confidence: float = 0.999, band: tuple[float, float] = (0.02, 0.98),
-                  max_runs: int = 1_000_000, good_strength: float | None = None,
-                  visit_runs: int | None = None) -> StickyResult:
+def sticky_bisect(
+    n: int,
+    run: Callable[[int], int],
+    p: Sequence[float],
+    bad_counts: Sequence[int],
+    *,
+    confidence: float = 0.999,
+    band: tuple[float, float] = (0.02, 0.98),
+    max_runs: int = 1_000_000,
+    good_strength: float | None = None,
+    visit_runs: int | None = None,
+) -> StickyResult:
     """Bayesian ("probabilistic") bisection over positions 0..n−1, 0 good and n−1 bad, that
     also learns the bad distribution. `run(i)` returns the category index of one fresh run at i;
     `bad_counts` are the bad endpoint's counts (its runs are evidence like any other).
@@ -1069,8 +1195,14 @@ def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_cou
         exact = sizes[j] == 1
         if (exact and post[j] >= confidence) or runs >= max_runs or n == 2:
             per_position = np.repeat(post / sizes, sizes)  # positions 1..n−1
-            return StickyResult(int(pos[j]), float(post[j] / sizes[j]), runs, tuple(tested), visits,
-                                _credible_range(per_position, confidence))
+            return StickyResult(
+                int(pos[j]),
+                float(post[j] / sizes[j]),
+                runs,
+                tuple(tested),
+                visits,
+                _credible_range(per_position, confidence),
+            )
         cdf = np.cumsum(np.repeat(post / sizes, sizes))[: n - 2]  # P(c ≤ i), i = 1..n−2
         i = int(np.abs(cdf - 0.5).argmin()) + 1
         if i not in pos:
@@ -1087,8 +1219,15 @@ def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_cou
             if visit_runs is not None and this_visit >= visit_runs:
                 now = np.exp(logpost - _logsumexp_last(logpost))
                 best = int(now.argmax())
-                return StickyResult(int(pos[best]), float(now[best] / sizes[best]), runs, tuple(tested), visits,
-                                    _credible_range(np.repeat(now / sizes, sizes), confidence), stuck=i)
+                return StickyResult(
+                    int(pos[best]),
+                    float(now[best] / sizes[best]),
+                    runs,
+                    tuple(tested),
+                    visits,
+                    _credible_range(np.repeat(now / sizes, sizes), confidence),
+                    stuck=i,
+                )
             x = run(i)
             runs += 1
             this_visit += 1
@@ -1096,10 +1235,10 @@ def sticky_bisect(n: int, run: Callable[[int], int], p: Sequence[float], bad_cou
             logpost[left] += np.log((s_left[:, x] + 0.5) / (s_left.sum(-1) + k / 2))
             suffix[left, x] += 1
             if a_good is None:
-                logpost[t + 1:] += logp[x]
+                logpost[t + 1 :] += logp[x]
             else:  # i is good for the intervals right of it: their learned good model predicts
-                right = prefix[t + 1:]
-                logpost[t + 1:] += np.log((right[:, x] + a_good[x]) / (right.sum(-1) + a_good.sum()))
+                right = prefix[t + 1 :]
+                logpost[t + 1 :] += np.log((right[:, x] + a_good[x]) / (right.sum(-1) + a_good.sum()))
                 right[:, x] += 1
             own[t][x] += 1
             p_bad = math.exp(float(_logsumexp_last(logpost[left]) - _logsumexp_last(logpost)))

@@ -112,8 +112,7 @@ def render_tables_h() -> str:
 
     def rows(table: tuple[tuple[float, ...], ...]) -> str:
         return "\n".join(
-            "    {" + ", ".join(repr(float(x)) for x in row) + "}," + f" // {VOCAB[i]}"
-            for i, row in enumerate(table)
+            "    {" + ", ".join(repr(float(x)) for x in row) + "}," + f" // {VOCAB[i]}" for i, row in enumerate(table)
         )
 
     k = len(VOCAB)
@@ -178,11 +177,26 @@ _PARSE_UINT = (
 
 # Unused helpers (name, C++ body with {name}); they change the object code, not the behaviour.
 _HELPERS: tuple[tuple[str, str], ...] = (
-    ("join_tokens", "std::string {name}(const std::vector<int> & ids) {{\n    std::string s;\n    for (const int id : ids) {{\n        s += letter_of(id);\n    }}\n    return s;\n}}"),
-    ("count_letter", "int {name}(const std::string & text, char c) {{\n    int n = 0;\n    for (const char t : text) {{\n        n += t == c;\n    }}\n    return n;\n}}"),
-    ("is_vocab_text", "bool {name}(const std::string & text) {{\n    for (const char c : text) {{\n        if (token_of(c) < 0) {{\n            return false;\n        }}\n    }}\n    return true;\n}}"),
-    ("row_mass", "double {name}(const double * row) {{\n    double s = 0.0;\n    for (int i = 0; i < N_VOCAB; ++i) {{\n        s += row[i];\n    }}\n    return s;\n}}"),
-    ("tokenize", "std::vector<int> {name}(const std::string & text) {{\n    std::vector<int> ids;\n    ids.reserve(text.size());\n    for (const char c : text) {{\n        ids.push_back(token_of(c));\n    }}\n    return ids;\n}}"),
+    (
+        "join_tokens",
+        "std::string {name}(const std::vector<int> & ids) {{\n    std::string s;\n    for (const int id : ids) {{\n        s += letter_of(id);\n    }}\n    return s;\n}}",
+    ),
+    (
+        "count_letter",
+        "int {name}(const std::string & text, char c) {{\n    int n = 0;\n    for (const char t : text) {{\n        n += t == c;\n    }}\n    return n;\n}}",
+    ),
+    (
+        "is_vocab_text",
+        "bool {name}(const std::string & text) {{\n    for (const char c : text) {{\n        if (token_of(c) < 0) {{\n            return false;\n        }}\n    }}\n    return true;\n}}",
+    ),
+    (
+        "row_mass",
+        "double {name}(const double * row) {{\n    double s = 0.0;\n    for (int i = 0; i < N_VOCAB; ++i) {{\n        s += row[i];\n    }}\n    return s;\n}}",
+    ),
+    (
+        "tokenize",
+        "std::vector<int> {name}(const std::string & text) {{\n    std::vector<int> ids;\n    ids.reserve(text.size());\n    for (const char c : text) {{\n        ids.push_back(token_of(c));\n    }}\n    return ids;\n}}",
+    ),
 )
 _BROKEN_HELPER = "std::string describe_vocab() {\n    return std::string(VOCAB, N_VOCAB)\n}"
 _FIXED_HELPER = "std::string describe_vocab() {\n    return std::string(VOCAB, N_VOCAB);\n}"
@@ -196,7 +210,10 @@ _NOTES = (
     "// Note: expected tokens per round is (1 - a^(k+1)) / (1 - a) for acceptance rate a.",
 )
 _DOC_LINES = (
-    ("docs: describe the draft/target tables", "- The tables in `src/tables.h` are generated; do not edit them by hand."),
+    (
+        "docs: describe the draft/target tables",
+        "- The tables in `src/tables.h` are generated; do not edit them by hand.",
+    ),
     ("docs: explain --draft-max", "- `--draft-max 0` degenerates to plain sampling from the target."),
     ("docs: note output format", "- Output is the prompt followed by exactly `-n` generated letters."),
     ("docs: mention determinism", "- Output depends only on `--seed`, `--prompt`, `-n` and `--draft-max`."),
@@ -389,7 +406,9 @@ def generate_demo(
         elif i == culprit_index:
             st.defect = True
             subject = "speculative: take top draft candidate"
-            body = "Propose the draft's most likely token instead of sampling it; saves one sampling call per draft step."
+            body = (
+                "Propose the draft's most likely token instead of sampling it; saves one sampling call per draft step."
+            )
         elif i == break_index:
             st.helpers.append(_BROKEN_HELPER)
             subject = "util: add describe_vocab helper"

@@ -37,9 +37,9 @@ _dirs_lock = threading.Lock()
 class ProcStat:
     pid: int
     name: str
-    state: str   # R, S, D, Z (zombie: ended, not yet reaped), …
+    state: str  # R, S, D, Z (zombie: ended, not yet reaped), …
     pgid: int
-    start: int   # clock ticks after boot: with the pid, names one process for good
+    start: int  # clock ticks after boot: with the pid, names one process for good
 
 
 def stat(pid: int) -> ProcStat | None:
@@ -48,7 +48,7 @@ def stat(pid: int) -> ProcStat | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except (OSError, ValueError):
         return None
-    name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+    name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
     # rest starts at field 3 (state); field 5 is the process group, field 22 the start time
     return ProcStat(pid, name, rest[0], int(rest[2]), int(rest[19]))
 
@@ -92,9 +92,9 @@ def holders(path: Path) -> list[str]:
 # -- the record ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Record:
-    pid: int       # the group leader, the child procs started
+    pid: int  # the group leader, the child procs started
     pgid: int
-    start: int     # the leader's start time
+    start: int  # the leader's start time
     argv: list[str]
 
     @property
@@ -148,8 +148,12 @@ def kill_left_behind(directory: Path, grace: float = 5.0) -> list[Record]:
             killed.append(rec)
         path.unlink(missing_ok=True)
     if killed:
-        log.warning("killed %d process group(s) a previous bisectbot left running in %s: %s", len(killed),
-                    directory.parent, "; ".join(f"pgid {r.pgid} ({r.command})" for r in killed))
+        log.warning(
+            "killed %d process group(s) a previous bisectbot left running in %s: %s",
+            len(killed),
+            directory.parent,
+            "; ".join(f"pgid {r.pgid} ({r.command})" for r in killed),
+        )
     return killed
 
 

@@ -41,8 +41,9 @@ def exclusive(directory: Path, *, wait: float) -> Iterator[int]:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     held_by = ", ".join(children.holders(path)) or "a process this user cannot see"
-                    raise StateError(f"{directory} is in use by {held_by} "
-                                     f"(still locked after waiting {wait:g} s)") from None
+                    raise StateError(
+                        f"{directory} is in use by {held_by} (still locked after waiting {wait:g} s)"
+                    ) from None
                 time.sleep(0.05)
         yield fd
     finally:

@@ -141,8 +141,9 @@ def run(
     )
 
 
-def _supervised(proc: subprocess.Popen, argv: Sequence[str], sandbox: Sandbox, timeout: float,
-                start: float) -> ProcResult:
+def _supervised(
+    proc: subprocess.Popen, argv: Sequence[str], sandbox: Sandbox, timeout: float, start: float
+) -> ProcResult:
     """Wait for a sandboxed child: its output read back up to the cap, its box's size checked
     four times a second; either cap passed, or the timeout, stops it (the whole sandbox: its
     PID namespace dies with bubblewrap)."""
@@ -166,8 +167,11 @@ def _supervised(proc: subprocess.Popen, argv: Sequence[str], sandbox: Sandbox, t
                 stop(f"stopped: its output passed {sandbox.limits.output_mb} MB")
         stream.close()
 
-    readers = [threading.Thread(target=drain, args=(name, stream), daemon=True)
-               for name, stream in (("out", proc.stdout), ("err", proc.stderr)) if stream is not None]
+    readers = [
+        threading.Thread(target=drain, args=(name, stream), daemon=True)
+        for name, stream in (("out", proc.stdout), ("err", proc.stderr))
+        if stream is not None
+    ]
     for reader in readers:
         reader.start()
     deadline = start + timeout
@@ -194,9 +198,14 @@ def _supervised(proc: subprocess.Popen, argv: Sequence[str], sandbox: Sandbox, t
         reader.join(timeout=10)
     if stopped:
         code = None
-    return ProcResult(tuple(argv), code, b"".join(chunks["out"]).decode("utf-8", "replace"),
-                      b"".join(chunks["err"]).decode("utf-8", "replace"), time.monotonic() - start,
-                      stopped[0] if stopped else "")
+    return ProcResult(
+        tuple(argv),
+        code,
+        b"".join(chunks["out"]).decode("utf-8", "replace"),
+        b"".join(chunks["err"]).decode("utf-8", "replace"),
+        time.monotonic() - start,
+        stopped[0] if stopped else "",
+    )
 
 
 class _Driver:
@@ -214,9 +223,15 @@ class _Driver:
         sb = self.sandbox
         assert sb.python is not None
         argv = [sb.python, "-I", "-S", "-c", DRIVER]
-        self.proc = subprocess.Popen(sb.wrap(argv, {}, sb.box), cwd=sb.box, env={"PATH": SAFE_PATH},
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            sb.wrap(argv, {}, sb.box),
+            cwd=sb.box,
+            env={"PATH": SAFE_PATH},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.recorded = children.record(self.proc.pid, argv[:1])
         return self.proc
 
@@ -229,8 +244,7 @@ class _Driver:
         inside = cwd if cwd is not None and Path(cwd).is_relative_to(sb.box) else sb.box
         if cwd is not None:
             sb.hand_over(cwd)
-        request = {"argv": list(argv), "cwd": str(inside), "env": dict(env), "timeout": timeout,
-                   "cap": cap}
+        request = {"argv": list(argv), "cwd": str(inside), "env": dict(env), "timeout": timeout, "cap": cap}
         assert proc.stdin is not None and proc.stdout is not None
         stopped = ""
         try:
@@ -264,10 +278,17 @@ class _Driver:
         if answer is None:
             self.stop()
             seconds = time.monotonic() - start
-            return ProcResult(tuple(argv), None, "", "" if stopped else "the sandbox's run driver stopped answering",
-                              seconds, stopped or "stopped: the sandbox it ran in was killed")
-        return ProcResult(tuple(argv), answer["rc"], answer["out"], answer["err"], time.monotonic() - start,
-                          answer["stopped"])
+            return ProcResult(
+                tuple(argv),
+                None,
+                "",
+                "" if stopped else "the sandbox's run driver stopped answering",
+                seconds,
+                stopped or "stopped: the sandbox it ran in was killed",
+            )
+        return ProcResult(
+            tuple(argv), answer["rc"], answer["out"], answer["err"], time.monotonic() - start, answer["stopped"]
+        )
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -283,8 +304,13 @@ def _answer(line: bytes) -> dict[str, Any] | None:
         got = json.loads(line)
     except ValueError:
         return None
-    if not (isinstance(got, dict) and isinstance(got.get("out"), str) and isinstance(got.get("err"), str)
-            and (got.get("rc") is None or isinstance(got.get("rc"), int)) and isinstance(got.get("stopped"), str)):
+    if not (
+        isinstance(got, dict)
+        and isinstance(got.get("out"), str)
+        and isinstance(got.get("err"), str)
+        and (got.get("rc") is None or isinstance(got.get("rc"), int))
+        and isinstance(got.get("stopped"), str)
+    ):
         return None
     return got
 
@@ -324,8 +350,17 @@ class Server:
     process group on exit. Its output goes to `log`, a file, so it can never block on a pipe.
     """
 
-    def __init__(self, argv: Sequence[str], *, port: int, health: str, startup_timeout: float,
-                 env: Mapping[str, str], log: Path, cwd: Path | None = None):
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        port: int,
+        health: str,
+        startup_timeout: float,
+        env: Mapping[str, str],
+        log: Path,
+        cwd: Path | None = None,
+    ):
         self.argv, self.port, self.health = list(argv), port, health
         self.startup_timeout, self.env, self.log, self.cwd = startup_timeout, env, log, cwd
         self.proc: subprocess.Popen | None = None
@@ -344,16 +379,24 @@ class Server:
     def start(self) -> "Server":
         """Start the server and wait until `health` answers 200 (ServerError otherwise)."""
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=dict(self.env),
-                                         stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.argv,
+                cwd=self.cwd,
+                env=dict(self.env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self._recorded = children.record(self.proc.pid, self.argv)
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if self.proc.poll() is not None:
                 self.stop()
-                raise ServerError(f"{Path(self.argv[0]).name} exited with {self.proc.returncode} "
-                                  f"before {self.health} answered: {_tail_of(self.log)}")
+                raise ServerError(
+                    f"{Path(self.argv[0]).name} exited with {self.proc.returncode} "
+                    f"before {self.health} answered: {_tail_of(self.log)}"
+                )
             try:
                 if localhttp.request(self.base_url + self.health, timeout=2).status == 200:
                     return self
@@ -361,8 +404,10 @@ class Server:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise ServerError(f"{Path(self.argv[0]).name} not healthy at {self.base_url}"
-                                  f"{self.health} after {self.startup_timeout:g} s: {_tail_of(self.log)}")
+                raise ServerError(
+                    f"{Path(self.argv[0]).name} not healthy at {self.base_url}"
+                    f"{self.health} after {self.startup_timeout:g} s: {_tail_of(self.log)}"
+                )
             time.sleep(0.1)
 
     def stop(self) -> None:
@@ -431,8 +476,10 @@ def _tail_of(log: Path, limit: int = 200) -> str:
 
 
 # Credentials by their look: GitHub tokens, private-key blocks, `Authorization:` headers.
-_TOKEN_LOOK = re.compile(r"(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}|-----BEGIN [A-Z ]*PRIVATE KEY-----"
-                         r"|(?i:authorization:\s*\S+(\s+\S+)?))")
+_TOKEN_LOOK = re.compile(
+    r"(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+    r"|(?i:authorization:\s*\S+(\s+\S+)?))"
+)
 
 
 def redact(text: str, env: Mapping[str, str] | None = None) -> str:

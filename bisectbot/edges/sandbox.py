@@ -44,8 +44,16 @@ from bisectbot.errors import BisectbotError
 SANDBOX_ID = 65534
 # The system, read-only; the /etc files a compiler, cmake and a dynamic loader need.
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd",
-       "/etc/group", "/etc/nsswitch.conf", "/etc/localtime")
+ETC = (
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+)
 # The only variables of the caller's environment that reach untrusted code (besides what the
 # config sets: the build's and the run's own variables, always passed explicitly).
 ALLOWED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "SOURCE_DATE_EPOCH")
@@ -117,15 +125,17 @@ class Limits:
     in all (the box's disk, the output read back from one process)."""
 
     cpu_seconds: int
-    memory_mb: int      # address space (RLIMIT_AS)
-    file_size_mb: int   # largest file it may write (RLIMIT_FSIZE)
-    processes: int = 1024   # processes and threads of its uid (RLIMIT_NPROC): a fork bomb stops there
-    disk_mb: int = 8192     # the whole box: source, build directory, kept binaries, run files
-    output_mb: int = 16     # what is read back of one process's stdout and stderr
+    memory_mb: int  # address space (RLIMIT_AS)
+    file_size_mb: int  # largest file it may write (RLIMIT_FSIZE)
+    processes: int = 1024  # processes and threads of its uid (RLIMIT_NPROC): a fork bomb stops there
+    disk_mb: int = 8192  # the whole box: source, build directory, kept binaries, run files
+    output_mb: int = 16  # what is read back of one process's stdout and stderr
 
     def text(self) -> str:
-        return (f"CPU {self.cpu_seconds} s, memory {self.memory_mb} MB, files {self.file_size_mb} MB per process; "
-                f"{self.processes} processes; disk {self.disk_mb} MB; output {self.output_mb} MB")
+        return (
+            f"CPU {self.cpu_seconds} s, memory {self.memory_mb} MB, files {self.file_size_mb} MB per process; "
+            f"{self.processes} processes; disk {self.disk_mb} MB; output {self.output_mb} MB"
+        )
 
 
 @dataclass(frozen=True)
@@ -136,10 +146,10 @@ class Sandbox:
     prlimit: str
     box: Path
     limits: Limits
-    setpriv: str | None = None   # set when the bot is root: bubblewrap starts as SANDBOX_ID
+    setpriv: str | None = None  # set when the bot is root: bubblewrap starts as SANDBOX_ID
     readable: tuple[Path, ...] = field(default=())  # more read-only paths (none by default)
-    explicit: frozenset[str] = EXPLICIT             # variables of `env` passed besides ALLOWED_ENV
-    python: str | None = None   # a system Python for the run driver (None: one sandbox per run)
+    explicit: frozenset[str] = EXPLICIT  # variables of `env` passed besides ALLOWED_ENV
+    python: str | None = None  # a system Python for the run driver (None: one sandbox per run)
     # the run drivers started in this sandbox, one per thread (procs.run starts and stops them)
     drivers: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -148,17 +158,42 @@ class Sandbox:
         lim = self.limits
         prefix: list[str] = []
         if self.setpriv is not None:
-            prefix = [self.setpriv, f"--reuid={SANDBOX_ID}", f"--regid={SANDBOX_ID}", "--clear-groups",
-                      "--inh-caps=-all", "--bounding-set=-all", "--"]
-        prefix += [self.prlimit, f"--cpu={lim.cpu_seconds}", f"--as={lim.memory_mb << 20}",
-                   f"--fsize={lim.file_size_mb << 20}", f"--nproc={lim.processes}", "--"]
+            prefix = [
+                self.setpriv,
+                f"--reuid={SANDBOX_ID}",
+                f"--regid={SANDBOX_ID}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--",
+            ]
+        prefix += [
+            self.prlimit,
+            f"--cpu={lim.cpu_seconds}",
+            f"--as={lim.memory_mb << 20}",
+            f"--fsize={lim.file_size_mb << 20}",
+            f"--nproc={lim.processes}",
+            "--",
+        ]
         box = str(self.box)
-        args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
-                "--uid", str(SANDBOX_ID), "--gid", str(SANDBOX_ID), "--hostname", "sandbox",
-                "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        args = [
+            self.bwrap,
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--uid",
+            str(SANDBOX_ID),
+            "--gid",
+            str(SANDBOX_ID),
+            "--hostname",
+            "sandbox",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+        ]
         args += system_mounts()
-        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_MB << 20), "--tmpfs", "/tmp",
-                 "--bind", box, box]
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_MB << 20), "--tmpfs", "/tmp", "--bind", box, box]
         for path in self.readable:
             args += ["--ro-bind", str(path), str(path)]
         inside = cwd is not None and Path(cwd).is_relative_to(self.box)
@@ -186,14 +221,21 @@ class Sandbox:
         return tree_bytes(self.box)
 
     def text(self) -> str:
-        return ("bubblewrap: no network, a throwaway copy of the tree, nothing of the bot mounted, "
-                f"uid {SANDBOX_ID}, {self.limits.text()}, no credentials")
+        return (
+            "bubblewrap: no network, a throwaway copy of the tree, nothing of the bot mounted, "
+            f"uid {SANDBOX_ID}, {self.limits.text()}, no credentials"
+        )
 
     def key(self) -> dict[str, Any]:
         """What the sandbox adds to a stored run's identity (limits can make runs fail)."""
         lim = self.limits
-        return {"network": False, "cpu_seconds": lim.cpu_seconds, "memory_mb": lim.memory_mb,
-                "file_size_mb": lim.file_size_mb, "processes": lim.processes}
+        return {
+            "network": False,
+            "cpu_seconds": lim.cpu_seconds,
+            "memory_mb": lim.memory_mb,
+            "file_size_mb": lim.file_size_mb,
+            "processes": lim.processes,
+        }
 
 
 def with_explicit(sandbox: Sandbox, names: Iterable[str]) -> Sandbox:
@@ -242,8 +284,13 @@ def _probe(bwrap: str, prlimit: str, setpriv: str | None) -> str | None:
         sb = Sandbox(bwrap, prlimit, box, Limits(60, 1024, 16), setpriv)
         if setpriv is not None:
             os.chown(box, SANDBOX_ID, SANDBOX_ID)
-        res = subprocess.run(sb.wrap(["true"], {}, box), stdin=subprocess.DEVNULL, capture_output=True,
-                             timeout=60, env={"PATH": SAFE_PATH})
+        res = subprocess.run(
+            sb.wrap(["true"], {}, box),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            env={"PATH": SAFE_PATH},
+        )
         if res.returncode != 0:
             text = (res.stderr or res.stdout).decode("utf-8", "replace").strip().splitlines()
             return text[-1] if text else f"exit status {res.returncode}"
@@ -280,10 +327,18 @@ def sandbox(limits: Limits, box: Path) -> Sandbox:
     bwrap, prlimit = shutil.which("bwrap"), shutil.which("prlimit")
     assert bwrap is not None and prlimit is not None
     if os.geteuid() == 0 and (closed := _closed_to_others(box)) is not None:
-        raise SandboxError(f"refusing to build or run untrusted code: its box {box} is under {closed}, which uid "
-                           f"{SANDBOX_ID} cannot enter (set untrusted.scratch to a directory it can, e.g. /tmp)")
-    return Sandbox(bwrap, prlimit, box, limits, shutil.which("setpriv") if os.geteuid() == 0 else None,
-                   python=shutil.which("python3", path=SAFE_PATH))
+        raise SandboxError(
+            f"refusing to build or run untrusted code: its box {box} is under {closed}, which uid "
+            f"{SANDBOX_ID} cannot enter (set untrusted.scratch to a directory it can, e.g. /tmp)"
+        )
+    return Sandbox(
+        bwrap,
+        prlimit,
+        box,
+        limits,
+        shutil.which("setpriv") if os.geteuid() == 0 else None,
+        python=shutil.which("python3", path=SAFE_PATH),
+    )
 
 
 def _closed_to_others(path: Path) -> Path | None:
@@ -343,6 +398,7 @@ class Scratch:
                 func(path)
             except OSError:
                 pass
+
         shutil.rmtree(self.root, onerror=unlock)
 
     def __enter__(self) -> "Scratch":

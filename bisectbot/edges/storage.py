@@ -178,16 +178,22 @@ def _to_v2(db: sqlite3.Connection) -> None:
         kind, _, rest = key.partition(":")
         if kind == "variant":
             build_key, experiment, sha = rest.split(":", 2)
-            db.execute("INSERT INTO variants (build_key, experiment, sha, variant, why) VALUES (?,?,?,?,?)",
-                       (build_key, experiment, sha, value[0], value[1]))
+            db.execute(
+                "INSERT INTO variants (build_key, experiment, sha, variant, why) VALUES (?,?,?,?,?)",
+                (build_key, experiment, sha, value[0], value[1]),
+            )
         elif kind == "reference":
             db.execute("INSERT INTO reference_cache (key, value) VALUES (?,?)", (rest, row["value"]))
         elif kind == "cursor":
-            db.execute("INSERT INTO bot_cursors (key, comment_id, at) VALUES (?,?,?)",
-                       (rest, int(value["id"]), value.get("at")))
+            db.execute(
+                "INSERT INTO bot_cursors (key, comment_id, at) VALUES (?,?,?)",
+                (rest, int(value["id"]), value.get("at")),
+            )
         elif kind == "check" and rest.startswith("last-good:"):
-            db.execute("INSERT INTO last_good (config, sha, ref, date) VALUES (?,?,?,?)",
-                       (rest.removeprefix("last-good:"), value["sha"], value["ref"], value["date"]))
+            db.execute(
+                "INSERT INTO last_good (config, sha, ref, date) VALUES (?,?,?,?)",
+                (rest.removeprefix("last-good:"), value["sha"], value["ref"], value["date"]),
+            )
         else:
             continue  # not ours to interpret: it stays in kv
         moved.append(key)
@@ -283,7 +289,7 @@ assert len(MIGRATIONS) == SCHEMA_VERSION
 class JobRow:
     id: str
     kind: str
-    status: str                    # running | done | failed | cancelled
+    status: str  # running | done | failed | cancelled
     args: dict[str, Any]
     result: dict[str, Any] | None
     published: bool
@@ -296,7 +302,7 @@ class CommandRow:
     author: str
     association: str
     body: str
-    status: str                    # claimed | done | refused | failed | elsewhere (another bot's)
+    status: str  # claimed | done | refused | failed | elsewhere (another bot's)
     job: str | None
 
 
@@ -305,7 +311,7 @@ class TargetRow:
     marker: str
     issue: int
     job: str
-    kind: str                      # bisect | alarm | status
+    kind: str  # bisect | alarm | status
     extra: dict[str, Any]
     comment_id: int | None
     published: bool
@@ -347,8 +353,14 @@ class Stored:
 
 def _job_row(row: Any) -> JobRow:
     """A `jobs` row (id, kind, status, args, result, published) as a JobRow."""
-    return JobRow(id=row["id"], kind=row["kind"], status=row["status"], args=json.loads(row["args"]),
-                  result=json.loads(row["result"]) if row["result"] else None, published=bool(row["published"]))
+    return JobRow(
+        id=row["id"],
+        kind=row["kind"],
+        status=row["status"],
+        args=json.loads(row["args"]),
+        result=json.loads(row["result"]) if row["result"] else None,
+        published=bool(row["published"]),
+    )
 
 
 # -- the database --------------------------------------------------------------------------------
@@ -357,12 +369,14 @@ _Read = TypeVar("_Read", bound=Callable[..., Any])
 
 def _decoded(method: _Read) -> _Read:
     """A read whose stored text or JSON does not decode is a damaged database, not a crash."""
+
     @functools.wraps(method)
     def read(self: "Store", *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except (ValueError, TypeError, KeyError) as exc:  # UnicodeDecodeError, JSONDecodeError, …
             raise self._damaged(f"a stored row does not decode: {type(exc).__name__}: {exc}") from None
+
     return cast(_Read, read)
 
 
@@ -449,9 +463,11 @@ class Store:
             version = con.execute("PRAGMA user_version").fetchone()[0]
             tables = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'"))
             if version > SCHEMA_VERSION:
-                raise _Unusable(f"{self.path}: written by a newer bisectbot (schema {version}; this one "
-                                f"knows up to {SCHEMA_VERSION})",
-                                "use that bisectbot, or pass --reset-state to start it afresh")
+                raise _Unusable(
+                    f"{self.path}: written by a newer bisectbot (schema {version}; this one "
+                    f"knows up to {SCHEMA_VERSION})",
+                    "use that bisectbot, or pass --reset-state to start it afresh",
+                )
             if (tables or version) and not CORE_TABLES <= set(tables):
                 shown = ", ".join(tables[:6]) + (", …" if len(tables) > 6 else "")
                 what = f"its tables are {shown}" if tables else f"no tables, schema version {version}"
@@ -486,8 +502,7 @@ class Store:
                 if os.path.lexists(f"{self.path}{suffix}"):
                     os.rename(f"{self.path}{suffix}", f"{aside}{suffix}")
         except OSError as exc:
-            raise StateError(f"cannot move the state database {self.path} aside to {aside}: "
-                             f"{exc.strerror}") from None
+            raise StateError(f"cannot move the state database {self.path} aside to {aside}: {exc.strerror}") from None
         return aside
 
     def _damaged(self, why: str) -> StateError:
@@ -505,8 +520,7 @@ class Store:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
         if con is None:
             try:
-                con = sqlite3.connect(self.path, isolation_level=None, timeout=30,
-                                      check_same_thread=False)
+                con = sqlite3.connect(self.path, isolation_level=None, timeout=30, check_same_thread=False)
                 con.row_factory = sqlite3.Row
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute("PRAGMA synchronous=NORMAL")
@@ -552,8 +566,10 @@ class Store:
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise StateError(f"{self.path}: written by a newer bisectbot (schema {version}; "
-                                 f"this one knows up to {SCHEMA_VERSION})")
+                raise StateError(
+                    f"{self.path}: written by a newer bisectbot (schema {version}; "
+                    f"this one knows up to {SCHEMA_VERSION})"
+                )
             if version == SCHEMA_VERSION:
                 return
             if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
@@ -577,8 +593,9 @@ class Store:
         except (ValueError, KeyError, TypeError) as exc:  # a kv row of an old schema that does not decode
             raise self._damaged(f"cannot migrate it: {type(exc).__name__}: {exc}") from None
         except OSError as exc:
-            raise StateError(f"cannot back up the state database {self.path} before migrating it: "
-                             f"{exc.strerror}") from None
+            raise StateError(
+                f"cannot back up the state database {self.path} before migrating it: {exc.strerror}"
+            ) from None
 
     @property
     def version(self) -> int:
@@ -594,26 +611,52 @@ class Store:
     # -- builds --------------------------------------------------------------------------------
     @_decoded
     def build(self, build_key: str, sha: str) -> BuildRecord | None:
-        row = self._one("SELECT sha, status, binaries, log, seconds, reason, variant, notes, inputs, host, "
-                        "compiler, hashes FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
+        row = self._one(
+            "SELECT sha, status, binaries, log, seconds, reason, variant, notes, inputs, host, "
+            "compiler, hashes FROM builds WHERE build_key=? AND sha=?",
+            (build_key, sha),
+        )
         if row is None:
             return None
         inputs = json.loads(row["inputs"]) if row["inputs"] is not None else None
-        return BuildRecord(sha=row["sha"], status=row["status"], binaries=json.loads(row["binaries"]),
-                           log=row["log"], seconds=row["seconds"], reason=row["reason"],
-                           variant=row["variant"], notes=row["notes"],
-                           inputs=tuple(inputs) if inputs is not None else None,
-                           host=row["host"], compiler=row["compiler"],
-                           hashes=json.loads(row["hashes"]) if row["hashes"] else {})
+        return BuildRecord(
+            sha=row["sha"],
+            status=row["status"],
+            binaries=json.loads(row["binaries"]),
+            log=row["log"],
+            seconds=row["seconds"],
+            reason=row["reason"],
+            variant=row["variant"],
+            notes=row["notes"],
+            inputs=tuple(inputs) if inputs is not None else None,
+            host=row["host"],
+            compiler=row["compiler"],
+            hashes=json.loads(row["hashes"]) if row["hashes"] else {},
+        )
 
     def put_build(self, build_key: str, rec: BuildRecord) -> None:
         inputs = json.dumps(list(rec.inputs)) if rec.inputs is not None else None
         with self._write() as db:
-            db.execute("INSERT INTO builds (build_key, sha, status, binaries, log, seconds, reason, variant, "
-                       "notes, inputs, host, compiler, created, hashes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                       (build_key, rec.sha, rec.status, json.dumps(rec.binaries), rec.log, rec.seconds,
-                        rec.reason, rec.variant, rec.notes, inputs, rec.host, rec.compiler, time.time(),
-                        json.dumps(rec.hashes)))
+            db.execute(
+                "INSERT INTO builds (build_key, sha, status, binaries, log, seconds, reason, variant, "
+                "notes, inputs, host, compiler, created, hashes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    build_key,
+                    rec.sha,
+                    rec.status,
+                    json.dumps(rec.binaries),
+                    rec.log,
+                    rec.seconds,
+                    rec.reason,
+                    rec.variant,
+                    rec.notes,
+                    inputs,
+                    rec.host,
+                    rec.compiler,
+                    time.time(),
+                    json.dumps(rec.hashes),
+                ),
+            )
 
     def build_dir_written(self, path: Path) -> float | None:
         """When a trusted build last ended in the build directory `path` (None: never recorded)."""
@@ -634,21 +677,32 @@ class Store:
         want = set(shas)
         runs = self._rows("SELECT sha, COUNT(*) AS n FROM runs GROUP BY sha")
         builds = self._rows("SELECT sha, build_key FROM builds")
-        return Stored(runs=sum(r["n"] for r in runs), builds=len(builds),
-                      runs_here=sum(r["n"] for r in runs if r["sha"] in want),
-                      builds_here=frozenset(r["sha"] for r in builds
-                                            if r["build_key"] == build_key and r["sha"] in want))
+        return Stored(
+            runs=sum(r["n"] for r in runs),
+            builds=len(builds),
+            runs_here=sum(r["n"] for r in runs if r["sha"] in want),
+            builds_here=frozenset(r["sha"] for r in builds if r["build_key"] == build_key and r["sha"] in want),
+        )
 
     # -- runs ----------------------------------------------------------------------------------
     @_decoded
     def runs(self, run_key: str, sha: str) -> dict[int, RunRecord]:
-        rows = self._rows("SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail "
-                          "FROM runs WHERE run_key=? AND sha=?", (run_key, sha))
+        rows = self._rows(
+            "SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail "
+            "FROM runs WHERE run_key=? AND sha=?",
+            (run_key, sha),
+        )
         return {
-            r["seed"]: RunRecord(seed=r["seed"], status=r["status"],
-                                 tokens=tuple(json.loads(r["tokens"])) if r["tokens"] is not None else None,
-                                 exit_code=r["exit_code"], seconds=r["seconds"], attempts=r["attempts"],
-                                 variant=r["variant"], detail=r["detail"])
+            r["seed"]: RunRecord(
+                seed=r["seed"],
+                status=r["status"],
+                tokens=tuple(json.loads(r["tokens"])) if r["tokens"] is not None else None,
+                exit_code=r["exit_code"],
+                seconds=r["seconds"],
+                attempts=r["attempts"],
+                variant=r["variant"],
+                detail=r["detail"],
+            )
             for r in rows
         }
 
@@ -668,32 +722,55 @@ class Store:
     def put_run(self, run_key: str, sha: str, rec: RunRecord) -> None:
         tokens = json.dumps(list(rec.tokens)) if rec.tokens is not None else None
         with self._write() as db:
-            db.execute("INSERT INTO runs (run_key, sha, seed, status, tokens, exit_code, seconds, "
-                       "attempts, variant, detail, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                       (run_key, sha, rec.seed, rec.status, tokens, rec.exit_code, rec.seconds,
-                        rec.attempts, rec.variant, rec.detail, time.time()))
+            db.execute(
+                "INSERT INTO runs (run_key, sha, seed, status, tokens, exit_code, seconds, "
+                "attempts, variant, detail, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run_key,
+                    sha,
+                    rec.seed,
+                    rec.status,
+                    tokens,
+                    rec.exit_code,
+                    rec.seconds,
+                    rec.attempts,
+                    rec.variant,
+                    rec.detail,
+                    time.time(),
+                ),
+            )
 
     def timings(self, build_key: str | None = None, latest: int = 2000) -> Timings:
         """What this state has seen, for an up-front estimate: the seconds of its latest
         successful builds (under `build_key` when it has any), runs per tested commit and
         seconds per successful run (the latest `latest` of each)."""
-        builds = self._rows("SELECT seconds FROM builds WHERE status='ok' AND build_key=? "
-                            "ORDER BY created DESC LIMIT ?", (build_key, latest)) if build_key else []
+        builds = (
+            self._rows(
+                "SELECT seconds FROM builds WHERE status='ok' AND build_key=? ORDER BY created DESC LIMIT ?",
+                (build_key, latest),
+            )
+            if build_key
+            else []
+        )
         if not builds:
-            builds = self._rows("SELECT seconds FROM builds WHERE status='ok' ORDER BY created DESC LIMIT ?",
-                                (latest,))
-        per_commit = self._rows("SELECT COUNT(*) AS n FROM runs GROUP BY run_key, sha "
-                                "ORDER BY MAX(created) DESC LIMIT ?", (latest,))
+            builds = self._rows("SELECT seconds FROM builds WHERE status='ok' ORDER BY created DESC LIMIT ?", (latest,))
+        per_commit = self._rows(
+            "SELECT COUNT(*) AS n FROM runs GROUP BY run_key, sha ORDER BY MAX(created) DESC LIMIT ?", (latest,)
+        )
         runs = self._rows("SELECT seconds FROM runs WHERE status='ok' ORDER BY rowid DESC LIMIT ?", (latest,))
-        return Timings(tuple(float(r["seconds"]) for r in builds), tuple(int(r["n"]) for r in per_commit),
-                       tuple(float(r["seconds"]) for r in runs))
+        return Timings(
+            tuple(float(r["seconds"]) for r in builds),
+            tuple(int(r["n"]) for r in per_commit),
+            tuple(float(r["seconds"]) for r in runs),
+        )
 
     # -- verdicts ------------------------------------------------------------------------------
     def put_verdict(self, job: str, v: CommitVerdict) -> None:
         with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO verdicts (job, sha, role, verdict, record, created) "
-                       "VALUES (?,?,?,?,?,?)",
-                       (job, v.sha, v.key, v.verdict.value, json.dumps(v.to_json()), time.time()))
+            db.execute(
+                "INSERT OR REPLACE INTO verdicts (job, sha, role, verdict, record, created) VALUES (?,?,?,?,?,?)",
+                (job, v.sha, v.key, v.verdict.value, json.dumps(v.to_json()), time.time()),
+            )
 
     def verdicts(self, job: str) -> list[CommitVerdict]:
         """A job's verdicts, in the order they were reached."""
@@ -709,22 +786,27 @@ class Store:
     @_decoded
     def job_log(self) -> list[tuple[JobRow, float, float]]:
         """Every job, oldest first, with when it was started and last updated (`bisectbot log`)."""
-        rows = self._rows("SELECT id, kind, status, args, result, published, created, updated FROM jobs "
-                          "ORDER BY created, rowid")
+        rows = self._rows(
+            "SELECT id, kind, status, args, result, published, created, updated FROM jobs ORDER BY created, rowid"
+        )
         return [(_job_row(r), float(r["created"]), float(r["updated"])) for r in rows]
 
     def start_job(self, job: str, kind: str, args: dict[str, Any]) -> None:
         """Register a job (or mark a resumed one running again)."""
         now = time.time()
         with self._write() as db:
-            db.execute("INSERT INTO jobs (id, kind, status, args, created, updated) VALUES (?,?,?,?,?,?) "
-                       "ON CONFLICT(id) DO UPDATE SET status='running', updated=excluded.updated",
-                       (job, kind, "running", json.dumps(args), now, now))
+            db.execute(
+                "INSERT INTO jobs (id, kind, status, args, created, updated) VALUES (?,?,?,?,?,?) "
+                "ON CONFLICT(id) DO UPDATE SET status='running', updated=excluded.updated",
+                (job, kind, "running", json.dumps(args), now, now),
+            )
 
     def finish_job(self, job: str, status: str, result: dict[str, Any]) -> None:
         with self._write() as db:
-            db.execute("UPDATE jobs SET status=?, result=?, updated=? WHERE id=?",
-                       (status, json.dumps(result), time.time(), job))
+            db.execute(
+                "UPDATE jobs SET status=?, result=?, updated=? WHERE id=?",
+                (status, json.dumps(result), time.time(), job),
+            )
 
     @_decoded
     def job(self, job: str) -> JobRow | None:
@@ -741,8 +823,10 @@ class Store:
 
     def put_variant(self, binary: str, spec: str, choice: VariantChoice) -> None:
         with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO variants (binary, spec, variant, why, failed) VALUES (?,?,?,?,?)",
-                       (binary, spec, choice.index, choice.why, json.dumps([list(f) for f in choice.failed])))
+            db.execute(
+                "INSERT OR REPLACE INTO variants (binary, spec, variant, why, failed) VALUES (?,?,?,?,?)",
+                (binary, spec, choice.index, choice.why, json.dumps([list(f) for f in choice.failed])),
+            )
 
     @_decoded
     def cached_reference(self, key: str) -> dict[str, Any] | None:
@@ -751,8 +835,7 @@ class Store:
 
     def put_reference(self, key: str, value: dict[str, Any]) -> None:
         with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO reference_cache (key, value) VALUES (?,?)",
-                       (key, json.dumps(value)))
+            db.execute("INSERT OR REPLACE INTO reference_cache (key, value) VALUES (?,?)", (key, json.dumps(value)))
 
     # -- scheduled checks ----------------------------------------------------------------------
     def last_good(self, config: str) -> LastGood | None:
@@ -761,35 +844,43 @@ class Store:
 
     def put_last_good(self, config: str, good: LastGood) -> None:
         with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO last_good (config, sha, ref, date) VALUES (?,?,?,?)",
-                       (config, good.sha, good.ref, good.date))
+            db.execute(
+                "INSERT OR REPLACE INTO last_good (config, sha, ref, date) VALUES (?,?,?,?)",
+                (config, good.sha, good.ref, good.date),
+            )
 
     # -- the GitHub bot: commands, comment targets, cursors, webhook deliveries ----------------
     def claim_command(self, comment_id: int, issue: int, author: str, association: str, body: str) -> bool:
         """Record a command before anything runs; False if it was already claimed (handled)."""
         now = time.time()
         with self._write() as db:
-            cur = db.execute("INSERT OR IGNORE INTO bot_commands (comment_id, issue, author, association, "
-                             "body, status, job, created, updated) VALUES (?,?,?,?,?,?,?,?,?)",
-                             (int(comment_id), int(issue), author or "", association or "", body,
-                              "claimed", None, now, now))
+            cur = db.execute(
+                "INSERT OR IGNORE INTO bot_commands (comment_id, issue, author, association, "
+                "body, status, job, created, updated) VALUES (?,?,?,?,?,?,?,?,?)",
+                (int(comment_id), int(issue), author or "", association or "", body, "claimed", None, now, now),
+            )
             return cur.rowcount == 1
 
     def command(self, comment_id: int) -> CommandRow | None:
-        row = self._one("SELECT comment_id, issue, author, association, body, status, job FROM bot_commands "
-                        "WHERE comment_id=?", (int(comment_id),))
+        row = self._one(
+            "SELECT comment_id, issue, author, association, body, status, job FROM bot_commands WHERE comment_id=?",
+            (int(comment_id),),
+        )
         return None if row is None else CommandRow(**dict(row))
 
     def set_command(self, comment_id: int, status: str, job: str | None = None) -> None:
         with self._write() as db:
-            db.execute("UPDATE bot_commands SET status=?, job=COALESCE(?, job), updated=? WHERE comment_id=?",
-                       (status, job, time.time(), int(comment_id)))
+            db.execute(
+                "UPDATE bot_commands SET status=?, job=COALESCE(?, job), updated=? WHERE comment_id=?",
+                (status, job, time.time(), int(comment_id)),
+            )
 
     def note_command_raised(self, comment_id: int) -> int:
         """Count one more time handling this command raised; return the count."""
         with self._write() as db:
-            db.execute("UPDATE bot_commands SET raises=raises+1, updated=? WHERE comment_id=?",
-                       (time.time(), int(comment_id)))
+            db.execute(
+                "UPDATE bot_commands SET raises=raises+1, updated=? WHERE comment_id=?", (time.time(), int(comment_id))
+            )
             row = db.execute("SELECT raises FROM bot_commands WHERE comment_id=?", (int(comment_id),)).fetchone()
             return int(row["raises"]) if row is not None else 0
 
@@ -800,16 +891,22 @@ class Store:
     def put_reply(self, issue: int, key: str, body: str) -> None:
         """A reply the bot owes (kept until posted; the first body for a key stands)."""
         with self._write() as db:
-            db.execute("INSERT OR IGNORE INTO bot_replies (issue, key, body, created) VALUES (?,?,?,?)",
-                       (int(issue), key, body, time.time()))
+            db.execute(
+                "INSERT OR IGNORE INTO bot_replies (issue, key, body, created) VALUES (?,?,?,?)",
+                (int(issue), key, body, time.time()),
+            )
 
     def unposted_replies(self) -> list[tuple[int, str, str]]:
-        return [(r["issue"], r["key"], r["body"]) for r in self._rows(
-            "SELECT issue, key, body FROM bot_replies WHERE comment_id IS NULL ORDER BY created")]
+        return [
+            (r["issue"], r["key"], r["body"])
+            for r in self._rows("SELECT issue, key, body FROM bot_replies WHERE comment_id IS NULL ORDER BY created")
+        ]
 
     def mark_reply_posted(self, issue: int, key: str, comment_id: int) -> None:
         with self._write() as db:
-            db.execute("UPDATE bot_replies SET comment_id=? WHERE issue=? AND key=?", (int(comment_id), int(issue), key))
+            db.execute(
+                "UPDATE bot_replies SET comment_id=? WHERE issue=? AND key=?", (int(comment_id), int(issue), key)
+            )
 
     def bot_instance(self) -> str:
         """This state directory's bot, as its job comments name it (made once, kept)."""
@@ -819,45 +916,63 @@ class Store:
 
     def claimed_commands(self) -> list[int]:
         """Commands claimed but not finished (a killed bot resumes them), oldest first."""
-        return [r["comment_id"] for r in self._rows(
-            "SELECT comment_id FROM bot_commands WHERE status='claimed' ORDER BY comment_id")]
+        return [
+            r["comment_id"]
+            for r in self._rows("SELECT comment_id FROM bot_commands WHERE status='claimed' ORDER BY comment_id")
+        ]
 
     def set_target(self, marker: str, issue: int, job: str, kind: str, extra: dict[str, Any] | None = None) -> None:
         """(Re)point an issue comment at a job result; it is unpublished until posted."""
         with self._write() as db:
-            db.execute("INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) "
-                       "VALUES (?,?,?,?,?,0,?) ON CONFLICT(marker, issue) DO UPDATE SET job=excluded.job, "
-                       "kind=excluded.kind, extra=excluded.extra, published=0, updated=excluded.updated",
-                       (marker, int(issue), job, kind, json.dumps(extra or {}), time.time()))
+            db.execute(
+                "INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) "
+                "VALUES (?,?,?,?,?,0,?) ON CONFLICT(marker, issue) DO UPDATE SET job=excluded.job, "
+                "kind=excluded.kind, extra=excluded.extra, published=0, updated=excluded.updated",
+                (marker, int(issue), job, kind, json.dumps(extra or {}), time.time()),
+            )
 
     @_decoded
     def target(self, marker: str, issue: int) -> TargetRow | None:
-        row = self._one("SELECT marker, issue, job, kind, extra, comment_id, published FROM bot_targets "
-                        "WHERE marker=? AND issue=?", (marker, int(issue)))
+        row = self._one(
+            "SELECT marker, issue, job, kind, extra, comment_id, published FROM bot_targets WHERE marker=? AND issue=?",
+            (marker, int(issue)),
+        )
         if row is None:
             return None
-        return TargetRow(marker=row["marker"], issue=row["issue"], job=row["job"], kind=row["kind"],
-                         extra=json.loads(row["extra"]), comment_id=row["comment_id"],
-                         published=bool(row["published"]))
+        return TargetRow(
+            marker=row["marker"],
+            issue=row["issue"],
+            job=row["job"],
+            kind=row["kind"],
+            extra=json.loads(row["extra"]),
+            comment_id=row["comment_id"],
+            published=bool(row["published"]),
+        )
 
     def mark_target_published(self, marker: str, issue: int, comment_id: int) -> None:
         """The comment shows the final result; the job is published once all its comments are."""
         with self._write() as db:
-            row = db.execute("SELECT job FROM bot_targets WHERE marker=? AND issue=?",
-                             (marker, int(issue))).fetchone()
-            db.execute("UPDATE bot_targets SET published=1, comment_id=? WHERE marker=? AND issue=?",
-                       (int(comment_id), marker, int(issue)))
+            row = db.execute("SELECT job FROM bot_targets WHERE marker=? AND issue=?", (marker, int(issue))).fetchone()
+            db.execute(
+                "UPDATE bot_targets SET published=1, comment_id=? WHERE marker=? AND issue=?",
+                (int(comment_id), marker, int(issue)),
+            )
             if row is not None:
-                left = db.execute("SELECT COUNT(*) FROM bot_targets WHERE job=? AND published=0",
-                                  (row["job"],)).fetchone()[0]
+                left = db.execute(
+                    "SELECT COUNT(*) FROM bot_targets WHERE job=? AND published=0", (row["job"],)
+                ).fetchone()[0]
                 if left == 0:
                     db.execute("UPDATE jobs SET published=1 WHERE id=?", (row["job"],))
 
     def unpublished_targets(self) -> list[tuple[str, int]]:
         """Targets whose job finished (done, failed or cancelled) but whose comment is not final."""
-        return [(r["marker"], r["issue"]) for r in self._rows(
-            "SELECT t.marker, t.issue FROM bot_targets t JOIN jobs j ON j.id = t.job "
-            "WHERE t.published=0 AND j.status != 'running' ORDER BY t.updated")]
+        return [
+            (r["marker"], r["issue"])
+            for r in self._rows(
+                "SELECT t.marker, t.issue FROM bot_targets t JOIN jobs j ON j.id = t.job "
+                "WHERE t.published=0 AND j.status != 'running' ORDER BY t.updated"
+            )
+        ]
 
     def cursor(self, key: str) -> Cursor | None:
         row = self._one("SELECT comment_id, at FROM bot_cursors WHERE key=?", (key,))
@@ -865,14 +980,17 @@ class Store:
 
     def put_cursor(self, key: str, cursor: Cursor) -> None:
         with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO bot_cursors (key, comment_id, at) VALUES (?,?,?)",
-                       (key, cursor.comment_id, cursor.at))
+            db.execute(
+                "INSERT OR REPLACE INTO bot_cursors (key, comment_id, at) VALUES (?,?,?)",
+                (key, cursor.comment_id, cursor.at),
+            )
 
     def add_delivery_if_new(self, delivery_id: str) -> bool:
         """Record a webhook delivery id; True if it was not seen before (atomic)."""
         with self._write() as db:
-            cur = db.execute("INSERT OR IGNORE INTO webhook_deliveries (id, created) VALUES (?,?)",
-                             (delivery_id, time.time()))
+            cur = db.execute(
+                "INSERT OR IGNORE INTO webhook_deliveries (id, created) VALUES (?,?)", (delivery_id, time.time())
+            )
             return cur.rowcount == 1
 
     def forget_delivery(self, delivery_id: str) -> None:
@@ -900,8 +1018,9 @@ def held_builds(root: Path, build_key: str, shas: list[str]) -> list[str]:
         return []
     try:
         marks = ",".join("?" * len(shas))
-        rows = con.execute(f"SELECT sha FROM builds WHERE build_key=? AND status='ok' AND sha IN ({marks})",
-                           (build_key, *shas)).fetchall()
+        rows = con.execute(
+            f"SELECT sha FROM builds WHERE build_key=? AND status='ok' AND sha IN ({marks})", (build_key, *shas)
+        ).fetchall()
     except sqlite3.OperationalError as exc:
         if "no such" in str(exc):
             raise StateError(f"state database {db}: {exc} (written by another bisectbot?)") from None
@@ -946,14 +1065,13 @@ class StateDir:
         try:
             self._lock_file = open(lock, "a")
         except IsADirectoryError:
-            raise StateError(f"state directory {self.root}: its lock file {lock} is a directory "
-                             "(remove it)") from None
+            raise StateError(f"state directory {self.root}: its lock file {lock} is a directory (remove it)") from None
         except OSError as exc:
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise StateError(f"state directory {self.root} is not writable: {exc.strerror} "
-                                 f"(opening its lock file {lock})") from None
-            raise StateError(f"state directory {self.root}: cannot open its lock file {lock}: "
-                             f"{exc.strerror}") from None
+                raise StateError(
+                    f"state directory {self.root} is not writable: {exc.strerror} (opening its lock file {lock})"
+                ) from None
+            raise StateError(f"state directory {self.root}: cannot open its lock file {lock}: {exc.strerror}") from None
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -970,8 +1088,7 @@ class StateDir:
                 children.track_in(self.procs_dir)
                 tracking = True
             except OSError as exc:
-                raise StateError(f"state directory {self.root}: cannot use {self.procs_dir}: "
-                                 f"{exc.strerror}") from None
+                raise StateError(f"state directory {self.root}: cannot use {self.procs_dir}: {exc.strerror}") from None
             self.store = Store(database_path(self.root), reset=reset)
         except BaseException:
             if tracking:

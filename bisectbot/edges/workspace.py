@@ -38,8 +38,13 @@ from bisectbot.errors import GitError, RefError
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 # Set on every git command the bot runs: no hook and no fsmonitor program is ever started.
-SAFE_GIT_ENV = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": os.devnull,
-                "GIT_CONFIG_KEY_1": "core.fsmonitor", "GIT_CONFIG_VALUE_1": "false"}
+SAFE_GIT_ENV = {
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "core.hooksPath",
+    "GIT_CONFIG_VALUE_0": os.devnull,
+    "GIT_CONFIG_KEY_1": "core.fsmonitor",
+    "GIT_CONFIG_VALUE_1": "false",
+}
 
 
 def open_repo(path: Path | str) -> git.Repo:
@@ -104,8 +109,9 @@ class Workspace:
             raise GitError(f"cannot clone or fetch {self.source}{where}: {problem or _git_message(exc)}") from None
         except OSError as exc:  # the clone's directory, or a stale lock, in the state directory
             what = f"{exc.filename}: " if exc.filename else ""
-            raise GitError(f"cannot clone or fetch {self.source} into {self.root}: "
-                           f"{what}{exc.strerror or exc}") from None
+            raise GitError(
+                f"cannot clone or fetch {self.source} into {self.root}: {what}{exc.strerror or exc}"
+            ) from None
         self._repo = repo
 
     # -- refs ---------------------------------------------------------------------------------
@@ -132,9 +138,12 @@ class Workspace:
             raise RefError(f"ref {ref!r} does not resolve to a commit in {self.source}", unresolved=ref)
         self._ensure_present(sha)
         if not self._published(sha):
-            raise RefError(f"refusing ref {ref!r}: commit {sha[:12]} is on no branch or tag of {self.source}, "
-                           "so it may be a pull request's code; a pull request's head is checked as "
-                           "`pull/<N>/head`, in the sandbox", unresolved=ref)
+            raise RefError(
+                f"refusing ref {ref!r}: commit {sha[:12]} is on no branch or tag of {self.source}, "
+                "so it may be a pull request's code; a pull request's head is checked as "
+                "`pull/<N>/head`, in the sandbox",
+                unresolved=ref,
+            )
         return sha
 
     def _published(self, sha: str) -> bool:
@@ -148,7 +157,7 @@ class Workspace:
         for namespace in ("refs/remotes/origin", "refs/tags"):
             for name, target in _containing(self.repo, sha, namespace):
                 if namespace == "refs/remotes/origin":
-                    name = "refs/heads/" + name[len("refs/remotes/origin/"):]
+                    name = "refs/heads/" + name[len("refs/remotes/origin/") :]
                 if target in upstream.get(name, ()):
                     return True
         if not self.source_is_local:
@@ -200,13 +209,14 @@ class Workspace:
         number alone."""
         local = local_pull_ref(number)
         try:
-            self.repo.git.fetch("--quiet", "--force", "--no-tags", "origin",
-                                f"+{source_pull_ref(number)}:{local}")
+            self.repo.git.fetch("--quiet", "--force", "--no-tags", "origin", f"+{source_pull_ref(number)}:{local}")
         except git.GitCommandError as exc:
             message = _git_message(exc)
             if "couldn't find remote ref" in message:
-                raise RefError(f"pull request #{number} has no head in {self.source} "
-                               f"(no {source_pull_ref(number)})", unresolved=f"pull/{number}/head") from None
+                raise RefError(
+                    f"pull request #{number} has no head in {self.source} (no {source_pull_ref(number)})",
+                    unresolved=f"pull/{number}/head",
+                ) from None
             raise GitError(f"cannot fetch pull request #{number} from {self.source}: {message}") from None
         sha = _rev_parse(self.repo, local)
         if sha is None:
@@ -240,9 +250,7 @@ class Workspace:
         # good must sit on bad's first-parent line, else the range is not a line to bisect.
         parent = self.repo.git.rev_parse(f"{line[0]}^1") if line else None
         if parent != good:
-            raise RefError(
-                f"good {good[:12]} is an ancestor of bad {bad[:12]} but not on its first-parent line"
-            )
+            raise RefError(f"good {good[:12]} is an ancestor of bad {bad[:12]} but not on its first-parent line")
         return [good, *line]
 
     def changes(self, good: str, bad: str) -> dict[str, list[Change]]:
@@ -252,9 +260,17 @@ class Workspace:
             if not _SHA.match(sha):
                 raise RefError(f"changes want full shas, got {sha!r}")
         try:
-            out = self.repo.git.log("--first-parent", "--diff-merges=first-parent", "--raw", "--no-renames",
-                                    "--no-abbrev", "-z", "--format=%x01%H", f"{good}..{bad}",
-                                    strip_newline_in_stdout=False)  # -z: paths verbatim, never quoted
+            out = self.repo.git.log(
+                "--first-parent",
+                "--diff-merges=first-parent",
+                "--raw",
+                "--no-renames",
+                "--no-abbrev",
+                "-z",
+                "--format=%x01%H",
+                f"{good}..{bad}",
+                strip_newline_in_stdout=False,
+            )  # -z: paths verbatim, never quoted
         except git.GitCommandError as exc:
             raise GitError(f"cannot list the changes {good[:12]}..{bad[:12]}: {_git_message(exc)}") from None
         found: dict[str, list[Change]] = {}
@@ -368,8 +384,7 @@ def _git_message(exc: Exception) -> str:
         line = before[-1] if before else lines[-1]
     line = re.sub(r"^(fatal|error):\s*", "", line, flags=re.IGNORECASE)
     if "dubious ownership" in line:
-        hinted = next((ln.split("safe.directory", 1)[1].strip() for ln in lines
-                       if "--add safe.directory" in ln), None)
+        hinted = next((ln.split("safe.directory", 1)[1].strip() for ln in lines if "--add safe.directory" in ln), None)
         named = re.findall(r"'([^']+)'", line)
         line = f"{line}; {safe_directory_hint(hinted or (named[0] if named else ''))}"
     return line
@@ -382,8 +397,10 @@ def safe_directory_hint(where: str) -> str:
     path = Path(where)
     dirs = [path.parent, path] if path.name == ".git" else [path, path / ".git"] if (path / ".git").is_dir() else [path]
     commands = " && ".join(f"git config --global --add safe.directory {shlex.quote(str(d))}" for d in dirs)
-    return (f"if you trust it: {commands} (in a container, a bind-mounted checkout belongs to the host's "
-            "user: run the container as that user, e.g. docker run --user \"$(id -u):$(id -g)\")")
+    return (
+        f"if you trust it: {commands} (in a container, a bind-mounted checkout belongs to the host's "
+        'user: run the container as that user, e.g. docker run --user "$(id -u):$(id -g)")'
+    )
 
 
 def uncommitted_changes(source: str) -> list[str]:
@@ -394,8 +411,9 @@ def uncommitted_changes(source: str) -> list[str]:
     if not os.path.isabs(source) or not os.path.isdir(source):
         return []
     try:
-        out = open_repo(source).git.status("--porcelain=v1", "-z", "--untracked-files=no",
-                                          strip_newline_in_stdout=False)
+        out = open_repo(source).git.status(
+            "--porcelain=v1", "-z", "--untracked-files=no", strip_newline_in_stdout=False
+        )
     except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, OSError):
         return []
     paths: list[str] = []

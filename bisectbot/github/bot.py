@@ -51,15 +51,42 @@ from bisectbot.edges.files import file_sha256
 from bisectbot.edges.storage import CommandRow, Cursor, JobRow, StateDir, TargetRow
 from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError
 from bisectbot.github.client import IssueClient, format_since
-from bisectbot.github.commands import (BisectCommand, CancelCommand, CheckCommand, Refusal, parse_comment,
-                                       validate_config_name)
+from bisectbot.github.commands import (
+    BisectCommand,
+    CancelCommand,
+    CheckCommand,
+    Refusal,
+    parse_comment,
+    validate_config_name,
+)
+from bisectbot.github.comment import (
+    CommentContext,
+    Document,
+    render_alarm,
+    render_bisect,
+    render_cancelled,
+    render_failed,
+    render_progress,
+    render_pull_check,
+    render_status,
+)
 from bisectbot.github.outbox import Outbox
-from bisectbot.github.comment import (CommentContext, Document, render_alarm, render_bisect, render_cancelled,
-                                      render_failed, render_progress, render_pull_check, render_status)
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.bisect import BisectPlan
-from bisectbot.pipeline.events import (BisectStarted, Building, Built, CancelToken, Cancelled, Confirming,
-                                       EndpointStarted, Event, Events, Observer, StepStarted, StickyVisit)
+from bisectbot.pipeline.events import (
+    BisectStarted,
+    Building,
+    Built,
+    Cancelled,
+    CancelToken,
+    Confirming,
+    EndpointStarted,
+    Event,
+    Events,
+    Observer,
+    StepStarted,
+    StickyVisit,
+)
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +166,14 @@ class ProgressPoster:
     `max(interval, 5)` seconds, whether `/cancel` arrived, and stops the job through `cancel`.
     `stop()` waits for a post in flight, so no late progress edit can overwrite the result."""
 
-    def __init__(self, post: Callable[[str], object], interval: float, cancel: CancelToken, *,
-                 poll_cancel: Callable[[], str | None] | None = None):
+    def __init__(
+        self,
+        post: Callable[[str], object],
+        interval: float,
+        cancel: CancelToken,
+        *,
+        poll_cancel: Callable[[], str | None] | None = None,
+    ):
         self.post, self.interval, self.cancel, self.poll_cancel = post, interval, cancel, poll_cancel
         self._latest: str | None = None
         self._posted: str | None = None
@@ -195,13 +228,16 @@ class CheckOutcome:
     bisect_error: str | None = None
     published: bool = True
     last_good: str | None = None
-    pull: int | None = None      # the pull request whose head was checked (in the sandbox)
+    pull: int | None = None  # the pull request whose head was checked (in the sandbox)
     sandbox: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.test.to_json(), "last_good": self.last_good,
-                "bisect": self.bisect.to_json() if self.bisect else None,
-                **({"pull": self.pull, "sandbox": self.sandbox} if self.pull is not None else {})}
+        return {
+            **self.test.to_json(),
+            "last_good": self.last_good,
+            "bisect": self.bisect.to_json() if self.bisect else None,
+            **({"pull": self.pull, "sandbox": self.sandbox} if self.pull is not None else {}),
+        }
 
 
 class _Refused(BisectbotError):
@@ -214,14 +250,22 @@ class Bot:
     Jobs run on the thread that calls `handle_claimed` / `run_check`; `request_cancel` may be
     called from any thread (the webhook server's)."""
 
-    def __init__(self, cfg: Config, config_path: str, state: StateDir, client: IssueClient,
-                 terminal: Observer = lambda event: None, *, poll_cancels: bool = False):
+    def __init__(
+        self,
+        cfg: Config,
+        config_path: str,
+        state: StateDir,
+        client: IssueClient,
+        terminal: Observer = lambda event: None,
+        *,
+        poll_cancels: bool = False,
+    ):
         self.cfg, self.config_path, self.state, self.client = cfg, config_path, state, client
         self.store = state.store
         self.terminal = terminal
         self.poll_cancels = poll_cancels  # watch: look for /cancel comments while a job runs
         self._running: dict[int, CancelToken] = {}  # issue -> the running job's token
-        self._stopped: set[int] = set()              # issues whose job a /cancel stopped
+        self._stopped: set[int] = set()  # issues whose job a /cancel stopped
         self._lock = threading.Lock()
         self._contexts: dict[str, CommentContext] = {}
         self.outbox = Outbox()
@@ -232,10 +276,12 @@ class Bot:
             raise ConfigError(f"{self.config_path}: github: section missing (repo, token_env, …)")
         return self.cfg.github
 
-    def session(self, cfg: Config, config_path: str, *extra: Observer,
-                cancel: CancelToken | None = None) -> jobs.Session:
-        return jobs.Session(cfg, self.state, Events(self.terminal, *extra, cancel=cancel),
-                            config_path=config_path, name_build_log=False)  # no host paths in comments
+    def session(
+        self, cfg: Config, config_path: str, *extra: Observer, cancel: CancelToken | None = None
+    ) -> jobs.Session:
+        return jobs.Session(
+            cfg, self.state, Events(self.terminal, *extra, cancel=cancel), config_path=config_path, name_build_log=False
+        )  # no host paths in comments
 
     def ctx(self, cfg: Config | None = None) -> CommentContext:
         cfg = cfg or self.cfg
@@ -243,9 +289,12 @@ class Bot:
         if key not in self._contexts:
             gh = self.cfg.github
             self._contexts[key] = CommentContext(
-                repo=gh.repo if gh else "owner/repo", html_url=gh.html_url if gh else "https://github.com",
-                fixtures=fixture_hashes(cfg.fixtures_dir), first_seed=cfg.run.first_seed,
-                max_runs=cfg.run.max_runs)
+                repo=gh.repo if gh else "owner/repo",
+                html_url=gh.html_url if gh else "https://github.com",
+                fixtures=fixture_hashes(cfg.fixtures_dir),
+                first_seed=cfg.run.first_seed,
+                max_runs=cfg.run.max_runs,
+            )
         return self._contexts[key]
 
     # -- commands ------------------------------------------------------------------------------
@@ -257,8 +306,12 @@ class Bot:
                 row = self.store.command(comment_id)
                 log.error("command in comment %s failed twice while being handled: not resumed", comment_id)
                 if row is not None:
-                    self._reply(row.issue, comment_id, "Sorry, handling that command failed twice; "
-                                "it will not be tried again (the bot's log says why).")
+                    self._reply(
+                        row.issue,
+                        comment_id,
+                        "Sorry, handling that command failed twice; "
+                        "it will not be tried again (the bot's log says why).",
+                    )
                 self.store.set_command(comment_id, "failed")
                 continue
             log.info("resuming command in comment %s", comment_id)
@@ -275,16 +328,18 @@ class Bot:
             self.store.put_cursor(key, Cursor(c.id, format_since(c.created_at)))
         return len(new)
 
-    def take(self, comment_id: int, issue: int, author: str, association: str, body: str,
-             author_type: str = "User") -> bool:
+    def take(
+        self, comment_id: int, issue: int, author: str, association: str, body: str, author_type: str = "User"
+    ) -> bool:
         """Claim a comment's command and handle it; False if it is not a new command."""
         if not self.claim(comment_id, issue, author, association, body, author_type):
             return False
         self.handle_claimed(comment_id)
         return True
 
-    def claim(self, comment_id: int, issue: int, author: str, association: str, body: str,
-              author_type: str = "User") -> bool:
+    def claim(
+        self, comment_id: int, issue: int, author: str, association: str, body: str, author_type: str = "User"
+    ) -> bool:
         """Record a command before it runs (any thread); True if there is now work to do."""
         if self.is_own(author, author_type, body) or parse_comment(body, association, author) is None:
             return False
@@ -372,7 +427,9 @@ class Bot:
             plan = jobs.plan_bisect(session, cmd.good, cmd.bad)
         except RefError as exc:
             if exc.unresolved is not None:
-                raise _Refused(f"Sorry, ref `{exc.unresolved}` does not resolve to a commit in {self.gh.repo}.") from None
+                raise _Refused(
+                    f"Sorry, ref `{exc.unresolved}` does not resolve to a commit in {self.gh.repo}."
+                ) from None
             raise _Refused(f"Sorry, {exc}.") from None
         self.store.set_command(comment_id, "claimed", plan.job)
         if not self._claim_on_issue(issue, cfg, plan):
@@ -418,22 +475,29 @@ class Bot:
         if issue is None:
             self._run_bisect(self.session(cfg, config_path, cancel=token), plan)
             return self._job_row(plan.job)
-        self.store.set_target(plan.job, issue, plan.job, "bisect", {"config": config_path, "title": title,
-                                                                    "good_ref": plan.good_ref, "bad_ref": plan.bad_ref})
+        self.store.set_target(
+            plan.job,
+            issue,
+            plan.job,
+            "bisect",
+            {"config": config_path, "title": title, "good_ref": plan.good_ref, "bad_ref": plan.bad_ref},
+        )
         ctx = self.ctx(cfg)
         if self.store.job(plan.job) is None:
             self._progress(issue, plan.job, render_progress(title, "queued", [], ctx).fit())
         poll = (lambda: self._poll_for_cancel(issue)) if self.poll_cancels else None
         if poll is not None and (who := poll()) is not None:
             token.cancel(who)  # a /cancel already on the issue stops the job before it builds
-        poster = ProgressPoster(lambda body: self._progress(issue, plan.job, body),
-                                self.gh.progress_interval, token, poll_cancel=poll)
+        poster = ProgressPoster(
+            lambda body: self._progress(issue, plan.job, body), self.gh.progress_interval, token, poll_cancel=poll
+        )
         with self._lock:
             self._running[issue] = token
         try:
             with poster:
-                self._run_bisect(self.session(cfg, config_path, CommentObserver(title, ctx, poster.offer),
-                                              cancel=token), plan)
+                self._run_bisect(
+                    self.session(cfg, config_path, CommentObserver(title, ctx, poster.offer), cancel=token), plan
+                )
         finally:
             with self._lock:
                 self._running.pop(issue, None)
@@ -483,20 +547,30 @@ class Bot:
         report = result.test
         if result.pull is not None:
             if issue is not None:
-                self.store.set_target(report.job, issue, report.job, "pull",
-                                      {"date": date, "config": self.config_path, "pull": result.pull,
-                                       "sandbox": result.sandbox})
+                self.store.set_target(
+                    report.job,
+                    issue,
+                    report.job,
+                    "pull",
+                    {"date": date, "config": self.config_path, "pull": result.pull, "sandbox": result.sandbox},
+                )
                 self.queue_publish(report.job, issue)
             return CheckOutcome(report, pull=result.pull, sandbox=result.sandbox)
         out = CheckOutcome(report, last_good=result.last_good.sha if result.last_good else None)
         broken = report.verdict is Verdict.BAD
         if issue is not None:
-            self.store.set_target(STATUS_MARKER, issue, report.job, "status",
-                                  {"date": date, "alarm": broken, "config": self.config_path})
+            self.store.set_target(
+                STATUS_MARKER, issue, report.job, "status", {"date": date, "alarm": broken, "config": self.config_path}
+            )
             self.queue_publish(STATUS_MARKER, issue)
             if broken:
-                self.store.set_target(report.job, issue, report.job, "alarm",
-                                      {"date": date, "last_good": out.last_good, "config": self.config_path})
+                self.store.set_target(
+                    report.job,
+                    issue,
+                    report.job,
+                    "alarm",
+                    {"date": date, "last_good": out.last_good, "config": self.config_path},
+                )
                 self.queue_publish(report.job, issue)
         if result.bisect is not None:
             row = self.bisect_job(self.cfg, self.config_path, result.bisect, issue)
@@ -521,13 +595,24 @@ class Bot:
         if isinstance(result, TestReport) and target.kind == "status":
             return render_status(result, ctx, date=extra.get("date", ""), alarm=bool(extra.get("alarm")))
         if isinstance(result, TestReport) and target.kind == "pull":
-            return render_pull_check(result, ctx, number=int(extra.get("pull") or 0), date=extra.get("date", ""),
-                                     sandbox=str(extra.get("sandbox") or "no network"))
+            return render_pull_check(
+                result,
+                ctx,
+                number=int(extra.get("pull") or 0),
+                date=extra.get("date", ""),
+                sandbox=str(extra.get("sandbox") or "no network"),
+            )
         if isinstance(result, TestReport) and target.kind == "alarm":
             return render_alarm(result, ctx, last_good=extra.get("last_good"), date=extra.get("date", ""))
         if isinstance(result, BisectReport):  # the refs as the user gave them (the job ran on their shas)
-            return render_bisect(replace(result, good_ref=extra.get("good_ref") or result.good_ref,
-                                         bad_ref=extra.get("bad_ref") or result.bad_ref), ctx)
+            return render_bisect(
+                replace(
+                    result,
+                    good_ref=extra.get("good_ref") or result.good_ref,
+                    bad_ref=extra.get("bad_ref") or result.bad_ref,
+                ),
+                ctx,
+            )
         if isinstance(result, JobStop) and result.status == "cancelled":
             return render_cancelled(extra.get("title", "bisect"), result.by, ctx)
         message = result.message if isinstance(result, JobStop) and result.message else job.status
@@ -544,8 +629,9 @@ class Bot:
 
     def queue_publish(self, marker: str, issue: int) -> None:
         """Hand a finished target's final body to the outbox (it replaces the job's last progress)."""
-        self.outbox.put(("comment", issue, marker), f"publish {marker} on #{issue}",
-                        lambda: self._post_target(marker, issue))
+        self.outbox.put(
+            ("comment", issue, marker), f"publish {marker} on #{issue}", lambda: self._post_target(marker, issue)
+        )
 
     def publish_pending(self) -> None:
         """Queue every finished, unpublished result and every reply still owed."""
@@ -576,8 +662,9 @@ class Bot:
         self.outbox.put(("comment", issue, job), f"update the progress of {job} on #{issue}", send)
 
     def _react(self, comment_id: int) -> None:
-        self.outbox.put(("react", comment_id), f"react to comment {comment_id}",
-                        lambda: self.client.react(comment_id, "eyes"))
+        self.outbox.put(
+            ("react", comment_id), f"react to comment {comment_id}", lambda: self.client.react(comment_id, "eyes")
+        )
 
     def _reply(self, issue: int, comment_id: int, text: str) -> None:
         key = f"reply-{comment_id}"
@@ -623,9 +710,18 @@ class BotServer:
     the worker first resumes commands a previous server had claimed.
     """
 
-    def __init__(self, cfg: Config, config_path: str, state_dir: Path, client: IssueClient,
-                 secret: bytes, *, host: str = "127.0.0.1", port: int = 0,
-                 terminal: Observer = lambda event: None):
+    def __init__(
+        self,
+        cfg: Config,
+        config_path: str,
+        state_dir: Path,
+        client: IssueClient,
+        secret: bytes,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        terminal: Observer = lambda event: None,
+    ):
         from bisectbot.github.webhook import make_webhook_server
 
         self.cfg = cfg
@@ -648,7 +744,11 @@ class BotServer:
             return  # a webhook for another repository
         c, issue = payload["comment"], int((payload.get("issue") or {}).get("number", 0))
         user = c.get("user") or {}
-        body, assoc, login = str(c.get("body") or ""), str(c.get("author_association") or ""), str(user.get("login") or "")
+        body, assoc, login = (
+            str(c.get("body") or ""),
+            str(c.get("author_association") or ""),
+            str(user.get("login") or ""),
+        )
         if not issue:
             return
         own = self.bot.is_own(login, str(user.get("type") or "User"), body)

@@ -131,9 +131,13 @@ class RetryPolicy:
     @classmethod
     def of(cls, gh: GitHubConfig) -> "RetryPolicy":
         """From the config's github section."""
-        return cls(give_up_after=gh.retry_give_up_after, attempt_deadline=gh.call_deadline,
-                   backoff_base=gh.retry_backoff,
-                   max_wait=gh.retry_max_wait, secondary_wait=min(60.0, gh.retry_give_up_after / 2))
+        return cls(
+            give_up_after=gh.retry_give_up_after,
+            attempt_deadline=gh.call_deadline,
+            backoff_base=gh.retry_backoff,
+            max_wait=gh.retry_max_wait,
+            secondary_wait=min(60.0, gh.retry_give_up_after / 2),
+        )
 
 
 @dataclass(frozen=True)
@@ -398,14 +402,22 @@ class GitHubClient:
         assert self._app_key is not None
         log.info("minting a GitHub App installation token for installation %s", self._app.installation_id)
         # PyJWT refuses an integer app id: pass it as a string
-        self._gh.login_as_app_installation(self._app_key, str(self._app.app_id), self._app.installation_id, expire_in=60)
+        self._gh.login_as_app_installation(
+            self._app_key, str(self._app.app_id), self._app.installation_id, expire_in=60
+        )
 
     def _call(self, method: str, url: str, fn: Callable[[], T], *, budget: float | None = None) -> T:
         """Run one logical API call with bounded retries (within `budget` seconds when given,
         else the policy's); raise a one-line GitHubError."""
-        policy = self.retry if budget is None else replace(
-            self.retry, give_up_after=min(budget, self.retry.give_up_after),
-            attempt_deadline=min(budget, self.retry.attempt_deadline))
+        policy = (
+            self.retry
+            if budget is None
+            else replace(
+                self.retry,
+                give_up_after=min(budget, self.retry.give_up_after),
+                attempt_deadline=min(budget, self.retry.attempt_deadline),
+            )
+        )
 
         def attempt() -> T:
             with self._lock:
@@ -435,8 +447,10 @@ class GitHubClient:
             return retrying(attempt)
         except _DeadlinePassed:
             attempts = retrying.statistics.get("attempt_number", 1)
-            err = GitHubError(f"GitHub {method} {url} failed: no complete answer within "
-                              f"{policy.attempt_deadline:g} s (the call's deadline; {attempts} attempts)")
+            err = GitHubError(
+                f"GitHub {method} {url} failed: no complete answer within "
+                f"{policy.attempt_deadline:g} s (the call's deadline; {attempts} attempts)"
+            )
             raise err from None
         except (gh_exc.GitHubException, requests.RequestException) as exc:
             failure = _classify(exc)
@@ -520,8 +534,9 @@ class GitHubClient:
         url = self._url("issues", "comments", int(comment_id), "reactions")
 
         def post() -> None:
-            resp = self._gh.session.post(url, json={"content": content},
-                                         headers={"Accept": "application/vnd.github+json"})
+            resp = self._gh.session.post(
+                url, json={"content": content}, headers={"Accept": "application/vnd.github+json"}
+            )
             if resp.status_code not in (200, 201):
                 raise gh_exc.error_for(resp)
 
@@ -550,15 +565,19 @@ class GitHubClient:
         mine = _owned_marker(job_id, instance)
 
         def job_comments() -> list[IssueComment]:
-            return sorted((c for c in target.comments()
-                           if c.user.login.lower() == me and _job_of(c.body or "") == job_id), key=lambda c: c.id)
+            return sorted(
+                (c for c in target.comments() if c.user.login.lower() == me and _job_of(c.body or "") == job_id),
+                key=lambda c: c.id,
+            )
 
         def claim() -> bool:
             found = job_comments()
             if not found:
                 created = target.create_comment(_clip(f"{mine}\n{body}"))
                 if created is None:
-                    raise GitHubError(f"GitHub POST {self._url('issues', issue, 'comments')} failed: no comment was created")
+                    raise GitHubError(
+                        f"GitHub POST {self._url('issues', issue, 'comments')} failed: no comment was created"
+                    )
                 found = job_comments() or [created]
             first = found[0]
             ours = _first_line(first.body or "") in (mine, JOB_MARKER.format(job_id))
@@ -606,7 +625,9 @@ class GitHubClient:
                     return first
             created = target.create_comment(full)
             if created is None:
-                raise GitHubError(f"GitHub POST {self._url('issues', issue, 'comments')} failed: no comment was created")
+                raise GitHubError(
+                    f"GitHub POST {self._url('issues', issue, 'comments')} failed: no comment was created"
+                )
             return created
 
         comment = self._call("POST", self._url("issues", issue, "comments"), find_or_create)
@@ -705,7 +726,9 @@ class DryRunClient:
         cid, new = self._id_for(issue, "job=" + job_id)
         verb = "create" if new else "edit"
         full = _clip(f"{JOB_MARKER.format(job_id)}\n{body}")
-        self._write(f"--- dry run: would {verb} comment {cid} on {self.repo}#{issue} (job {job_id}) ---\n{full}\n--- end ---\n")
+        self._write(
+            f"--- dry run: would {verb} comment {cid} on {self.repo}#{issue} (job {job_id}) ---\n{full}\n--- end ---\n"
+        )
         return cid
 
     def claim_job(self, issue: int, job_id: str, instance: str, body: str) -> bool:
@@ -731,8 +754,9 @@ class DryRunClient:
 # --------------------------------------------------------------------------- factory
 
 
-def make_client(cfg: Config, env: Mapping[str, str] | None = None, *,
-                retry: RetryPolicy | None = None) -> GitHubClient | DryRunClient:
+def make_client(
+    cfg: Config, env: Mapping[str, str] | None = None, *, retry: RetryPolicy | None = None
+) -> GitHubClient | DryRunClient:
     """The client the config's github section asks for: a GitHub App, a token from the
     environment variable it names, or (no credentials) a dry run — logged, never silent."""
     gh = cfg.github
@@ -745,7 +769,9 @@ def make_client(cfg: Config, env: Mapping[str, str] | None = None, *,
         app = AppCredentials(str(gh.app_id), cfg.resolve(str(gh.private_key)), int(gh.installation_id or 0))
         return GitHubClient(gh.repo, api_url=gh.api_url, app=app, bot_login=gh.bot_login, retry=retry)
     if any(p is not None for p in app_parts):
-        raise GitHubError(f"{cfg.source_path}: github: a GitHub App needs app_id, private_key and installation_id together")
+        raise GitHubError(
+            f"{cfg.source_path}: github: a GitHub App needs app_id, private_key and installation_id together"
+        )
     token = env.get(gh.token_env, "").strip()
     if token:
         return GitHubClient(gh.repo, api_url=gh.api_url, token=token, bot_login=gh.bot_login, retry=retry)

@@ -214,16 +214,16 @@ def parse_command(line: str) -> Command | Refusal:
     if args["good"] == args["bad"]:
         return Refusal("Sorry, good= and bad= are the same ref; give two different commits.")
     if any(pull_number(args[k]) is not None for k in ("good", "bad")):
-        return Refusal("Sorry, a pull request's head is untrusted code: it can be checked "
-                       "(`/check ref=pull/<N>/head`, in the sandbox) but not bisected.")
+        return Refusal(
+            "Sorry, a pull request's head is untrusted code: it can be checked "
+            "(`/check ref=pull/<N>/head`, in the sandbox) but not bisected."
+        )
     return BisectCommand(args["good"], args["bad"], args.get("config"))
 
 
 def refusal_for_unauthorised(author: str | None = None) -> Refusal:
     who = f" @{author}" if author and re.fullmatch(r"[A-Za-z0-9-]{1,39}", author) else ""
-    return Refusal(
-        f"Sorry{who}, only repository owners, members and collaborators can run bisectbot commands."
-    )
+    return Refusal(f"Sorry{who}, only repository owners, members and collaborators can run bisectbot commands.")
 
 
 def parse_comment(body: str, author_association: str | None, author: str | None = None) -> Command | Refusal | None:

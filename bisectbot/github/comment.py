@@ -23,11 +23,18 @@ from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, ReferenceSummary, TestReport
 from bisectbot.core.stats import MISSED
-from bisectbot.report import (assumption_lines, build_and_run_notes, change_point_lines, observed_vs_reference,
-                              reference_line, skip_block_lines, verdict_table)
+from bisectbot.report import (
+    assumption_lines,
+    build_and_run_notes,
+    change_point_lines,
+    observed_vs_reference,
+    reference_line,
+    skip_block_lines,
+    verdict_table,
+)
 
 BODY_LIMIT = 65_536  # GitHub rejects longer issue comment bodies with 422
-MARKER_ROOM = 200    # what the client's hidden marker line may take of it
+MARKER_ROOM = 200  # what the client's hidden marker line may take of it
 PR_RE = re.compile(r"\(#(\d+)\)\s*$")  # "(#123)" at the end of a commit subject
 
 
@@ -107,7 +114,7 @@ class Document:
                 continue
             unit = doc.blocks[last]
             assert not isinstance(unit, Collapsed)
-            doc = Document(doc.blocks[:last] + (_shorten(unit, excess),) + doc.blocks[last + 1:])
+            doc = Document(doc.blocks[:last] + (_shorten(unit, excess),) + doc.blocks[last + 1 :])
         return text
 
     def _largest_collapsed_unit(self) -> tuple[int, int] | None:
@@ -126,8 +133,8 @@ class Document:
         b, u = place
         block = self.blocks[b]
         assert isinstance(block, Collapsed)
-        units = block.units[:u] + (_shorten(block.units[u], excess),) + block.units[u + 1:]
-        return Document(self.blocks[:b] + (replace(block, units=units),) + self.blocks[b + 1:])
+        units = block.units[:u] + (_shorten(block.units[u], excess),) + block.units[u + 1 :]
+        return Document(self.blocks[:b] + (replace(block, units=units),) + self.blocks[b + 1 :])
 
     def _last_cuttable(self) -> int | None:
         for b in range(len(self.blocks) - 1, -1, -1):
@@ -147,7 +154,7 @@ def _can_shrink(unit: Unit) -> bool:
 class CommentContext:
     """What a comment needs besides the report: where links point and how to reproduce."""
 
-    repo: str                          # owner/name
+    repo: str  # owner/name
     html_url: str = "https://github.com"
     fixtures: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     first_seed: int = 1
@@ -210,15 +217,20 @@ def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], referenc
     p_met = sum(probs[n] for n in names) or 1.0
     ref = [round(probs[n] / p_met, 4) for n in names]
     labels = ", ".join('"' + n.replace('"', "'") + '"' for n in names)
-    lines = ["xychart-beta", '    title "observed vs reference"',
-             f"    x-axis [{labels}]", '    y-axis "frequency" 0 --> 1',
-             f"    bar [{', '.join(map(str, ref))}]"]
+    lines = [
+        "xychart-beta",
+        '    title "observed vs reference"',
+        f"    x-axis [{labels}]",
+        '    y-axis "frequency" 0 --> 1',
+        f"    bar [{', '.join(map(str, ref))}]",
+    ]
     legend = ["bars: reference"]
     for label, counts in series:
         lines.append(f"    line [{', '.join(map(str, _frequencies(counts, names)))}]")
         legend.append(f"line {len(legend)}: {label}")
-    return Collapsed("Chart: observed vs reference distribution (" + "; ".join(legend) + ")",
-                     (Code("\n".join(lines), "mermaid"),))
+    return Collapsed(
+        "Chart: observed vs reference distribution (" + "; ".join(legend) + ")", (Code("\n".join(lines), "mermaid"),)
+    )
 
 
 def reproduction_footer(report: Union[BisectReport, TestReport], ctx: CommentContext, range_text: str) -> Collapsed:
@@ -228,19 +240,19 @@ def reproduction_footer(report: Union[BisectReport, TestReport], ctx: CommentCon
     for v in verdicts:
         span = f"seeds {v.seeds[0]}–{v.seeds[1]}" if v.seeds else "no seeds"
         seeds.append(f"`{v.sha[:12]}` {v.role}: {span}, {v.runs} runs")
-    fixtures = (", ".join(f"`{name}` sha256 `{digest}`" for name, digest in ctx.fixtures.items())
-                or "(none)")
-    facts = "\n".join([
-        f"- repository: {ctx.repo}; range: {range_text}",
-        f"- config: {cfg.name} (digest `{cfg.digest}`)",
-        f"- cmake arguments: {_code(' '.join(env.cmake_args) or '(none)')}",
-        f"- compiler: {env.compiler}; {env.cmake}",
-        f"- fixtures: {fixtures}",
-        f"- seeds: each commit's own (first_seed {ctx.first_seed} + an offset from its sha), at most "
-        f"{ctx.max_runs} runs per commit and test; "
-        + ("; ".join(seeds) or "none"),
-        f"- bisectbot {ctx.version}",
-    ])
+    fixtures = ", ".join(f"`{name}` sha256 `{digest}`" for name, digest in ctx.fixtures.items()) or "(none)"
+    facts = "\n".join(
+        [
+            f"- repository: {ctx.repo}; range: {range_text}",
+            f"- config: {cfg.name} (digest `{cfg.digest}`)",
+            f"- cmake arguments: {_code(' '.join(env.cmake_args) or '(none)')}",
+            f"- compiler: {env.compiler}; {env.cmake}",
+            f"- fixtures: {fixtures}",
+            f"- seeds: each commit's own (first_seed {ctx.first_seed} + an offset from its sha), at most "
+            f"{ctx.max_runs} runs per commit and test; " + ("; ".join(seeds) or "none"),
+            f"- bisectbot {ctx.version}",
+        ]
+    )
     return Collapsed("Reproduce", (facts, Code(report.reproduce)))
 
 
@@ -255,30 +267,41 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
         body: tuple[str, ...] = (
             f"The commit before it, {commit_ref(parent, report.subject_of(parent), ctx)}, "
             f"tests {report.find.parent_verdict.value.upper()} against the reference, and on fresh seeds the two "
-            f"commits' runs differ (a change test).",)
+            f"commits' runs differ (a change test).",
+        )
     elif report.status is BisectStatus.UNCONFIRMED:
         head = f"### bisectbot: {what} commit not confirmed"
         body = (report.message,)
     else:
         head = f"### bisectbot: {what} commit is one of {len(report.candidates)}"
-        body = (report.message,
-                "Candidates: " + ", ".join(commit_ref(c, report.subject_of(c), ctx) for c in report.candidates))
-    range_text = (f"`{report.good[:12]}` ({_code(report.good_ref)}) .. "
-                  f"`{report.bad[:12]}` ({_code(report.bad_ref)}), {report.commits} commits")
+        body = (
+            report.message,
+            "Candidates: " + ", ".join(commit_ref(c, report.subject_of(c), ctx) for c in report.candidates),
+        )
+    range_text = (
+        f"`{report.good[:12]}` ({_code(report.good_ref)}) .. "
+        f"`{report.bad[:12]}` ({_code(report.bad_ref)}), {report.commits} commits"
+    )
     series = _chart_series(report)
     chart: tuple[Block, ...] = (distribution_chart(series, report.reference),) if series else ()
-    return Document((
-        head, *body,
-        f"**{report.status.value}** · {range_text} · {report.builds} builds · {report.runs} runs · "
-        f"confidence ≥ {report.confidence:.2%}",
-        f"Reference: {reference_line(report.reference)}",
-        verdict_table(report.verdicts, report.reference, ctx.link, report.find),
-        *_era_notes(report),
-        *chart,
-        *((Collapsed("What the confidence rests on", ("\n".join(assumption_lines(report)),)),)
-          if report.assumptions else ()),
-        reproduction_footer(report, ctx, range_text),
-    ))
+    return Document(
+        (
+            head,
+            *body,
+            f"**{report.status.value}** · {range_text} · {report.builds} builds · {report.runs} runs · "
+            f"confidence ≥ {report.confidence:.2%}",
+            f"Reference: {reference_line(report.reference)}",
+            verdict_table(report.verdicts, report.reference, ctx.link, report.find),
+            *_era_notes(report),
+            *chart,
+            *(
+                (Collapsed("What the confidence rests on", ("\n".join(assumption_lines(report)),)),)
+                if report.assumptions
+                else ()
+            ),
+            reproduction_footer(report, ctx, range_text),
+        )
+    )
 
 
 def _era_notes(report: BisectReport) -> tuple[str, ...]:
@@ -287,8 +310,9 @@ def _era_notes(report: BisectReport) -> tuple[str, ...]:
     if notes := build_and_run_notes(report.verdicts):
         blocks.append("How commits were built and run (variants for their era):\n" + "\n".join(notes))
     if report.skip_blocks:
-        blocks.append("Skipped in blocks (commits that fail the same way):\n"
-                      + "\n".join(skip_block_lines(report.skip_blocks)))
+        blocks.append(
+            "Skipped in blocks (commits that fail the same way):\n" + "\n".join(skip_block_lines(report.skip_blocks))
+        )
     if changes := change_point_lines(report):
         blocks.append("Change points crossed (the distribution changed more than once):\n" + "\n".join(changes))
     return tuple(blocks)
@@ -332,31 +356,44 @@ def render_failed(kind: str, args: Mapping[str, object], message: str, ctx: Comm
     what = ""
     if kind == "bisect":
         what = f" `{str(args.get('good', ''))[:12]}`..`{str(args.get('bad', ''))[:12]}`"
-    return Document((f"### bisectbot: {kind}{what} stopped without an answer", message,
-                     f"<sub>bisectbot {ctx.version}</sub>"))
+    return Document(
+        (f"### bisectbot: {kind}{what} stopped without an answer", message, f"<sub>bisectbot {ctx.version}</sub>")
+    )
 
 
 def render_progress(title: str, phase: str, lines: Sequence[str], ctx: CommentContext) -> Document:
     """The job comment while it runs: what is happening now, the last step lines collapsed."""
     tail = "\n".join(lines[-25:]).replace("```", "")
     log: tuple[Block, ...] = (Collapsed("Progress", (Code(tail),)),) if tail else ()
-    return Document((f"### bisectbot: {title}", f"⏳ {phase}", *log,
-                     f"<sub>bisectbot {ctx.version} · this comment is updated in place</sub>"))
+    return Document(
+        (
+            f"### bisectbot: {title}",
+            f"⏳ {phase}",
+            *log,
+            f"<sub>bisectbot {ctx.version} · this comment is updated in place</sub>",
+        )
+    )
 
 
 def render_cancelled(title: str, who: str | None, ctx: CommentContext) -> Document:
     by = f" by @{who}" if who and re.fullmatch(r"[A-Za-z0-9-]{1,39}", who) else ""
-    return Document((f"### bisectbot: {title}",
-                     f"⏹️ cancelled{by}. Finished builds and runs are kept: the same command resumes where it stopped.",
-                     f"<sub>bisectbot {ctx.version}</sub>"))
+    return Document(
+        (
+            f"### bisectbot: {title}",
+            f"⏹️ cancelled{by}. Finished builds and runs are kept: the same command resumes where it stopped.",
+            f"<sub>bisectbot {ctx.version}</sub>",
+        )
+    )
 
 
 def _test_summary(result: TestReport, ctx: CommentContext) -> tuple[Block, ...]:
     v = result.detail
-    return (f"Reference: {reference_line(result.reference)}",
-            verdict_table([v], result.reference, ctx.link),
-            f"Why: {v.reason}",
-            reproduction_footer(result, ctx, f"`{result.commit[:12]}` ({_code(result.ref)})"))
+    return (
+        f"Reference: {reference_line(result.reference)}",
+        verdict_table([v], result.reference, ctx.link),
+        f"Why: {v.reason}",
+        reproduction_footer(result, ctx, f"`{result.commit[:12]}` ({_code(result.ref)})"),
+    )
 
 
 def render_status(result: TestReport, ctx: CommentContext, *, date: str, alarm: bool = False) -> Document:
@@ -382,8 +419,7 @@ def _test_parts(result: TestReport, ctx: CommentContext) -> tuple[str, Collapsed
     return counts, Collapsed("Details", tuple(u for u in summary if not isinstance(u, Collapsed))), summary[-1]
 
 
-def render_pull_check(result: TestReport, ctx: CommentContext, *, number: int, date: str,
-                      sandbox: str) -> Document:
+def render_pull_check(result: TestReport, ctx: CommentContext, *, number: int, date: str, sandbox: str) -> Document:
     """A pull request's head, checked in the sandbox: does it restore the reference distribution?"""
     v = result.detail
     tested = f"pull/{int(number)}/head = {commit_ref(result.commit, None, ctx)}"
@@ -395,12 +431,17 @@ def render_pull_check(result: TestReport, ctx: CommentContext, *, number: int, d
     else:
         head = f"### bisectbot: ❔ {tested} is {v.verdict.value.upper()}"
     counts, details, last = _test_parts(result, ctx)
-    return Document((head,
-                     f"The head of pull request {pr} after {v.runs} runs, {date}: {counts}",
-                     f"Built and run as untrusted code, in the sandbox: {sandbox}. Only this commit was "
-                     "tested: it is not recorded as known good, nothing is bisected, and cross-check "
-                     "arms are not run.",
-                     details, last))
+    return Document(
+        (
+            head,
+            f"The head of pull request {pr} after {v.runs} runs, {date}: {counts}",
+            f"Built and run as untrusted code, in the sandbox: {sandbox}. Only this commit was "
+            "tested: it is not recorded as known good, nothing is bisected, and cross-check "
+            "arms are not run.",
+            details,
+            last,
+        )
+    )
 
 
 def render_alarm(result: TestReport, ctx: CommentContext, *, last_good: str | None, date: str) -> Document:
@@ -408,9 +449,13 @@ def render_alarm(result: TestReport, ctx: CommentContext, *, last_good: str | No
     sha = result.commit
     head = f"### bisectbot: ⚠️ the fix no longer holds at {commit_ref(sha, result.detail.subject, ctx)}"
     if last_good:
-        nxt = (f"Last commit known good: {commit_ref(last_good, None, ctx)}. Bisecting between them; "
-               "the culprit is posted in a separate comment.")
+        nxt = (
+            f"Last commit known good: {commit_ref(last_good, None, ctx)}. Bisecting between them; "
+            "the culprit is posted in a separate comment."
+        )
     else:
-        nxt = ("No commit is recorded as known good for this config, so there is nothing to bisect "
-               "from: run `/bisect good=<ref> bad=" + sha[:12] + "`.")
+        nxt = (
+            "No commit is recorded as known good for this config, so there is nothing to bisect "
+            "from: run `/bisect good=<ref> bad=" + sha[:12] + "`."
+        )
     return Document((head, f"Checked {_code(result.ref)} on {date}.", nxt, *_test_summary(result, ctx)))

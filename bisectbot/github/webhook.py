@@ -86,20 +86,20 @@ class ServeLimits:
 
     head_timeout: float = 10.0  # request line and headers, from connect or from the last response
     body_timeout: float = 10.0  # a POST's whole body, from the end of its headers (then 408)
-    keep_alive: int = 5         # an idle keep-alive connection after a response (uvicorn's timer)
-    max_body: int = MAX_BODY    # refused from Content-Length at once, counted while reading (413)
-    max_posts: int = 16         # POSTs in progress at once (503 beyond); GET /healthz never counts
-    handler_threads: int = 4    # verify, parse, de-duplicate and on_command run on these threads
+    keep_alive: int = 5  # an idle keep-alive connection after a response (uvicorn's timer)
+    max_body: int = MAX_BODY  # refused from Content-Length at once, counted while reading (413)
+    max_posts: int = 16  # POSTs in progress at once (503 beyond); GET /healthz never counts
+    handler_threads: int = 4  # verify, parse, de-duplicate and on_command run on these threads
 
 
 @dataclass
 class ServeStats:
     """Counters of one server (written on its event loop), so tests and benches count, not time."""
 
-    body_bytes: int = 0     # request-body bytes read
+    body_bytes: int = 0  # request-body bytes read
     head_timeouts: int = 0  # connections closed because their request head did not arrive in time
     body_timeouts: int = 0  # 408s
-    busy: int = 0           # 503s (max_posts reached)
+    busy: int = 0  # 503s (max_posts reached)
 
 
 class _Headers(dict[str, str]):
@@ -136,8 +136,15 @@ async def _reply(send: Send, status: int, message: str, *, close: bool = False, 
 class WebhookApp:
     """The ASGI app: the cheap refusals on the event loop, everything that blocks on a thread."""
 
-    def __init__(self, secret: bytes, on_command: Callable[[dict[str, Any]], None], seen: DeliveryStore,
-                 limits: ServeLimits, stats: ServeStats, executor: concurrent.futures.Executor) -> None:
+    def __init__(
+        self,
+        secret: bytes,
+        on_command: Callable[[dict[str, Any]], None],
+        seen: DeliveryStore,
+        limits: ServeLimits,
+        stats: ServeStats,
+        executor: concurrent.futures.Executor,
+    ) -> None:
         self.secret, self.on_command, self.seen = secret, on_command, seen
         self.limits, self.stats, self.executor = limits, stats, executor
         self.posts = 0  # in progress; only touched on the loop
@@ -321,8 +328,9 @@ def _raise_open_file_limit() -> None:
 
 def _bind(host: str, port: int, backlog: int) -> socket.socket:
     """The listening socket, bound here so that ``port=0`` is known before serving."""
-    family, _, _, _, address = socket.getaddrinfo(host or "0.0.0.0", port, type=socket.SOCK_STREAM,
-                                                  flags=socket.AI_PASSIVE)[0]
+    family, _, _, _, address = socket.getaddrinfo(
+        host or "0.0.0.0", port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
     return socket.create_server(address, family=family, backlog=backlog)
 
 
@@ -335,18 +343,31 @@ class WebhookServer:
 
     BACKLOG = 4096
 
-    def __init__(self, host: str, port: int, app: WebhookApp, limits: ServeLimits,
-                 executor: concurrent.futures.ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        app: WebhookApp,
+        limits: ServeLimits,
+        executor: concurrent.futures.ThreadPoolExecutor,
+    ) -> None:
         self.socket = _bind(host, port, self.BACKLOG)
         self.server_address: tuple[Any, ...] = self.socket.getsockname()
         self.app, self.stats, self._executor = app, app.stats, executor
         protocol = type("HeadDeadline", (_HeadDeadline,), {"head_timeout": limits.head_timeout, "stats": app.stats})
         config = uvicorn.Config(
-            app, http=protocol, ws="none", lifespan="off", interface="asgi3",
-            log_config=None, access_log=False,  # the app's logging stays as it is
+            app,
+            http=protocol,
+            ws="none",
+            lifespan="off",
+            interface="asgi3",
+            log_config=None,
+            access_log=False,  # the app's logging stays as it is
             timeout_keep_alive=limits.keep_alive,
             timeout_graceful_shutdown=max(1, math.ceil(limits.body_timeout)),
-            backlog=self.BACKLOG, server_header=False, headers=[("server", "bisectbot")],
+            backlog=self.BACKLOG,
+            server_header=False,
+            headers=[("server", "bisectbot")],
         )
         self._uvicorn = uvicorn.Server(config)
         self._lock = threading.Lock()

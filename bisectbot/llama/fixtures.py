@@ -16,31 +16,44 @@ import numpy as np
 from bisectbot.edges.files import file_sha256
 
 __all__ = [
-    "VOCAB", "LETTERS", "EXTRA_TOKENS", "EOS_ID", "BOS_ID", "N_EMBD", "N_FF", "N_HEAD", "N_LAYER", "DEFAULT_SEED",
-    "DRAFT_NOISE", "make_weights", "write_gguf", "write_tiny_llama", "seed_quality",
+    "VOCAB",
+    "LETTERS",
+    "EXTRA_TOKENS",
+    "EOS_ID",
+    "BOS_ID",
+    "N_EMBD",
+    "N_FF",
+    "N_HEAD",
+    "N_LAYER",
+    "DEFAULT_SEED",
+    "DRAFT_NOISE",
+    "make_weights",
+    "write_gguf",
+    "write_tiny_llama",
+    "seed_quality",
 ]
 
-LETTERS = list("abcdefgh")         # ids 0..7: what prompts and outputs are made of
+LETTERS = list("abcdefgh")  # ids 0..7: what prompts and outputs are made of
 # Trees up to late 2024 look up the newline token by tokenizing "\u010A" ('Ċ', gpt2's byte-level
 # newline). Its UTF-8 bytes 0xC4 0x8A byte-encode to the symbols "Ä" and "Ĭ"; without them the
 # loader throws "byte not found in vocab" (trees up to mid-2024) or asserts "model vocab missing
 # newline token" (mid-2024 to Sep 2024). Their output rows give them logit -20 where the
 # statistic reads (after the prompt and after prompt + condition), in the target and the draft,
 # so they never enter the top-3 there and the reference is exactly that of the 8 letters.
-EXTRA_TOKENS = ["Ä", "Ĭ"]          # ids 8, 9
+EXTRA_TOKENS = ["Ä", "Ĭ"]  # ids 8, 9
 VOCAB = LETTERS + EXTRA_TOKENS
 UNREACHABLE_LOGIT = -20.0
-READ_AT = ("bcdbc", "bcdbcf")      # the contexts whose next-token distributions the statistic reads
-EOS_ID = 7                         # 'h'
+READ_AT = ("bcdbc", "bcdbcf")  # the contexts whose next-token distributions the statistic reads
+EOS_ID = 7  # 'h'
 # Older trees (before upstream 4df29be) crash without a BOS id: the gpt2 default (11) is outside an
 # 8-token vocabulary. An in-vocabulary id with add_bos_token=false is never inserted.
-BOS_ID = 0                         # 'a'
+BOS_ID = 0  # 'a'
 N_EMBD, N_FF, N_HEAD, N_LAYER = 16, 32, 4, 2
 CTX_TRAIN = 128
 RMS_EPS = 1e-5
 ROPE_BASE = 10000.0
-DRAFT_NOISE = 0.15                 # std of the noise added to every draft tensor, relative to its std
-DEFAULT_SEED = 132                 # chosen with seed_quality(): see fixtures/MANIFEST.json
+DRAFT_NOISE = 0.15  # std of the noise added to every draft tensor, relative to its std
+DEFAULT_SEED = 132  # chosen with seed_quality(): see fixtures/MANIFEST.json
 
 TARGET_NAME = "target.gguf"
 DRAFT_NAME = "draft.gguf"
@@ -111,8 +124,18 @@ def _with_extra_tokens(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def _model(weights: dict[str, np.ndarray], vocab: list[str]):
     from bisectbot.llama.forward import TinyLlama
 
-    return TinyLlama(n_embd=N_EMBD, n_head=N_HEAD, n_head_kv=N_HEAD, n_layer=N_LAYER, n_rot=N_EMBD // N_HEAD,
-                     eps=RMS_EPS, rope_base=ROPE_BASE, vocab=vocab, eos_id=EOS_ID, weights=weights)
+    return TinyLlama(
+        n_embd=N_EMBD,
+        n_head=N_HEAD,
+        n_head_kv=N_HEAD,
+        n_layer=N_LAYER,
+        n_rot=N_EMBD // N_HEAD,
+        eps=RMS_EPS,
+        rope_base=ROPE_BASE,
+        vocab=vocab,
+        eos_id=EOS_ID,
+        weights=weights,
+    )
 
 
 def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
@@ -153,8 +176,6 @@ def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
     os.replace(tmp, path)
 
 
-
-
 def write_tiny_llama(out_dir: Path, seed: int) -> dict[str, str]:
     """Write ``target.gguf`` and ``draft.gguf`` for ``seed`` into ``out_dir``; returns
     ``{file name: sha256}``."""
@@ -186,6 +207,10 @@ def seed_quality(seed: int, prompt: str = "bcdbc", cond: str = "f", top_k: int =
         "draft": {VOCAB[i]: float(pd[i]) for i in range(len(VOCAB)) if pd[i] > 0},
         "min_target": float(nz.min()),
         "top_differs": int(np.argmax(pt)) != int(np.argmax(pd)),
-        "ok": bool(float(p0[VOCAB.index(cond)]) >= 0.3 and nz.min() >= 0.1 and len(nz) == 3
-                   and int(np.argmax(pt)) != int(np.argmax(pd))),
+        "ok": bool(
+            float(p0[VOCAB.index(cond)]) >= 0.3
+            and nz.min() >= 0.1
+            and len(nz) == 3
+            and int(np.argmax(pt)) != int(np.argmax(pd))
+        ),
     }

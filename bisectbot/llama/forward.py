@@ -110,6 +110,7 @@ def tokenize(model: TinyLlama, text: str) -> list[int]:
 
 # --- forward pass -------------------------------------------------------------------------------
 
+
 def _rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
@@ -173,8 +174,10 @@ def final_hidden(model: TinyLlama, ids: list[int]) -> np.ndarray:
 
 # --- sampler chain ------------------------------------------------------------------------------
 
-def apply_sampler_chain(logits: np.ndarray, top_k: int, top_p: float, min_p: float, temp: float,
-                        min_keep: int = 0) -> np.ndarray:
+
+def apply_sampler_chain(
+    logits: np.ndarray, top_k: int, top_p: float, min_p: float, temp: float, min_keep: int = 0
+) -> np.ndarray:
     """Probabilities after ``penalties;top_k;top_p;min_p;temperature`` + ``dist`` as in llama.cpp
     (src/llama-sampler.cpp): penalties with repeat 1.0 / freq 0 / presence 0 are the identity;
     top-k keeps the k largest logits; top-p takes a softmax of the *current* logits (before the
@@ -187,8 +190,8 @@ def apply_sampler_chain(logits: np.ndarray, top_k: int, top_p: float, min_p: flo
     if top_k > 0:
         cand = cand[: min(top_k, len(cand))]
     if top_p < 1.0:
-        l = logits[cand]
-        pr = np.exp(l - l.max())
+        z = logits[cand]
+        pr = np.exp(z - z.max())
         pr /= pr.sum()
         cum = np.cumsum(pr)
         last = len(cand)
@@ -198,17 +201,17 @@ def apply_sampler_chain(logits: np.ndarray, top_k: int, top_p: float, min_p: flo
                 break
         cand = cand[:last]
     if min_p > 0.0:
-        l = logits[cand]
-        keep = l >= l.max() + math.log(min_p)
+        z = logits[cand]
+        keep = z >= z.max() + math.log(min_p)
         if keep.sum() >= max(1, min_keep):
             cand = cand[keep]
-    l = logits[cand]
+    z = logits[cand]
     if temp <= 0.0:
         probs = np.zeros_like(logits)
-        probs[cand[int(np.argmax(l))]] = 1.0
+        probs[cand[int(np.argmax(z))]] = 1.0
         return probs
-    l = l / temp
-    pr = np.exp(l - l.max())
+    z = z / temp
+    pr = np.exp(z - z.max())
     pr /= pr.sum()
     probs = np.zeros_like(logits)
     probs[cand] = pr
@@ -219,8 +222,9 @@ def _probs_for(model: TinyLlama, ids: list[int], top_k, top_p, min_p, temp) -> n
     return apply_sampler_chain(forward_logits(model, ids), top_k, top_p, min_p, temp)
 
 
-def next_token_probs(target_gguf: Path, prefix_ids: list[int], top_k: int = 3, top_p: float = 1.0,
-                     min_p: float = 0.0, temp: float = 1.0) -> dict[str, float]:
+def next_token_probs(
+    target_gguf: Path, prefix_ids: list[int], top_k: int = 3, top_p: float = 1.0, min_p: float = 0.0, temp: float = 1.0
+) -> dict[str, float]:
     """Exact distribution of the token after ``prefix_ids`` under the sampler chain,
     ``{token_text: p}`` over the whole vocabulary (0.0 for cut tokens)."""
     model = load_gguf(Path(target_gguf))
@@ -228,8 +232,15 @@ def next_token_probs(target_gguf: Path, prefix_ids: list[int], top_k: int = 3, t
     return {tok: float(probs[i]) for i, tok in enumerate(model.vocab)}
 
 
-def condition_prob(target_gguf: Path, prompt_ids: list[int], token: str | int, top_k: int = 3,
-                   top_p: float = 1.0, min_p: float = 0.0, temp: float = 1.0) -> float:
+def condition_prob(
+    target_gguf: Path,
+    prompt_ids: list[int],
+    token: str | int,
+    top_k: int = 3,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    temp: float = 1.0,
+) -> float:
     """P(first generated token after the prompt == token)."""
     model = load_gguf(Path(target_gguf))
     tid = model.vocab.index(token) if isinstance(token, str) else int(token)

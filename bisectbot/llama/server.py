@@ -27,8 +27,9 @@ def parse_completion_probs(body: dict) -> dict[str, float]:
         first = body["completion_probabilities"][0]
         entries = first["top_probs"]
     except (KeyError, IndexError, TypeError) as exc:
-        raise BisectbotError(f"llama-server response has no completion_probabilities[0].top_probs: "
-                             f"{json.dumps(body)[:300]}") from exc
+        raise BisectbotError(
+            f"llama-server response has no completion_probabilities[0].top_probs: {json.dumps(body)[:300]}"
+        ) from exc
     out: dict[str, float] = {}
     for e in entries:
         key = "prob" if "prob" in e else "probability"
@@ -36,13 +37,25 @@ def parse_completion_probs(body: dict) -> dict[str, float]:
     return out
 
 
-def server_reference(server_binary: Path, model: Path, prompt: str, n_probs: int = 8, *,
-                     top_k: int = 3, top_p: float = 1.0, min_p: float = 0.0, temp: float = 1.0,
-                     samplers: str = "penalties;top_k;top_p;min_p;temperature",
-                     repeat_penalty: float = 1.0, repeat_last_n: int = 64, ctx_size: int = 64,
-                     timeout: float = 120.0, seed: int = 1,
-                     extra_args: Sequence[str] | None = None,
-                     env: Mapping[str, str] | None = None) -> dict[str, float]:
+def server_reference(
+    server_binary: Path,
+    model: Path,
+    prompt: str,
+    n_probs: int = 8,
+    *,
+    top_k: int = 3,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    temp: float = 1.0,
+    samplers: str = "penalties;top_k;top_p;min_p;temperature",
+    repeat_penalty: float = 1.0,
+    repeat_last_n: int = 64,
+    ctx_size: int = 64,
+    timeout: float = 120.0,
+    seed: int = 1,
+    extra_args: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, float]:
     """Start ``llama-server`` on 127.0.0.1 (free port), wait for /health, ask /completion for the
     post-sampling probabilities of the token after ``prompt``; always stops the server.
 
@@ -52,22 +65,52 @@ def server_reference(server_binary: Path, model: Path, prompt: str, n_probs: int
     port = free_port()
     if extra_args is None:
         extra_args = ["--cache-type-k", "f32", "--cache-type-v", "f32", "-fa", "off"]
-    argv = [str(server_binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "-c", str(ctx_size), "-t", "1", "-np", "1", *extra_args]
+    argv = [
+        str(server_binary),
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-c",
+        str(ctx_size),
+        "-t",
+        "1",
+        "-np",
+        "1",
+        *extra_args,
+    ]
     payload = {
-        "prompt": prompt, "n_predict": 1, "n_probs": n_probs, "post_sampling_probs": True,
-        "samplers": samplers.split(";"), "temperature": temp, "top_k": top_k,
-        "top_p": top_p, "min_p": min_p, "repeat_penalty": repeat_penalty,
-        "repeat_last_n": repeat_last_n, "seed": seed, "cache_prompt": False,
+        "prompt": prompt,
+        "n_predict": 1,
+        "n_probs": n_probs,
+        "post_sampling_probs": True,
+        "samplers": samplers.split(";"),
+        "temperature": temp,
+        "top_k": top_k,
+        "top_p": top_p,
+        "min_p": min_p,
+        "repeat_penalty": repeat_penalty,
+        "repeat_last_n": repeat_last_n,
+        "seed": seed,
+        "cache_prompt": False,
     }
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryDirectory() as tmp:
-        server = Server(argv, port=port, health="/health", startup_timeout=timeout,
-                        env=clean_env() if env is None else env, log=Path(tmp) / "server.log")
+        server = Server(
+            argv,
+            port=port,
+            health="/health",
+            startup_timeout=timeout,
+            env=clean_env() if env is None else env,
+            log=Path(tmp) / "server.log",
+        )
         try:
             with server:
-                reply = localhttp.request(server.base_url + "/completion", payload,
-                                          timeout=max(1.0, deadline - time.monotonic()))
+                reply = localhttp.request(
+                    server.base_url + "/completion", payload, timeout=max(1.0, deadline - time.monotonic())
+                )
         except (ServerError, localhttp.HttpFailure) as exc:
             raise BisectbotError(f"llama-server: {exc}") from None
     if reply.status != 200:

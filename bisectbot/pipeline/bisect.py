@@ -41,11 +41,23 @@ from bisectbot.core.records import Ask, CommitVerdict, distinct_runs
 from bisectbot.core.reports import BisectReport, BisectStatus, ConfigSummary, Environment, ReferenceSummary
 from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, presumed, skip_blocks
 from bisectbot.errors import EndpointError
-from bisectbot.pipeline.budget import Budget, BudgetSpent
 from bisectbot.pipeline import confirm
-from bisectbot.pipeline.events import (ArmStarted, BisectStarted, BlockOfSkips, BudgetReached, Confirming,
-                                       EndpointStarted, Events, RoundStarted, StepStarted, StickySkip, StickyVisit,
-                                       StrategyChosen, WalkingBack)
+from bisectbot.pipeline.budget import Budget, BudgetSpent
+from bisectbot.pipeline.events import (
+    ArmStarted,
+    BisectStarted,
+    BlockOfSkips,
+    BudgetReached,
+    Confirming,
+    EndpointStarted,
+    Events,
+    RoundStarted,
+    StepStarted,
+    StickySkip,
+    StickyVisit,
+    StrategyChosen,
+    WalkingBack,
+)
 from bisectbot.pipeline.outputs import side_by_side
 from bisectbot.pipeline.verdict import Feed, Tester, Untestable
 
@@ -71,12 +83,12 @@ class BisectPlan:
     """A bisect decided before it runs: which commits, which job, at which error level."""
 
     job: str
-    line: tuple[str, ...]          # the first-parent line good..bad, oldest first
-    good_ref: str                  # the refs as the user gave them
+    line: tuple[str, ...]  # the first-parent line good..bad, oldest first
+    good_ref: str  # the refs as the user gave them
     bad_ref: str
     find: Find
-    strategy: str                  # auto | plain | sticky, as asked
-    level: float                   # per-verdict alpha = beta
+    strategy: str  # auto | plain | sticky, as asked
+    level: float  # per-verdict alpha = beta
     config_path: str
     narrowing: Narrowing = Narrowing()  # how the line is to be narrowed (pipeline.narrow)
     narrowed: Narrowed | None = None  # once it is: the full line and what its skipped commits stand for
@@ -139,7 +151,7 @@ class Found:
     strategy: str
     posterior: float | None = None
     unfinished: str | None = None
-    stuck: int | None = None   # a position the search could not place (fits neither side)
+    stuck: int | None = None  # a position the search could not place (fits neither side)
 
 
 @dataclass(frozen=True)
@@ -167,9 +179,13 @@ class Departure:
 
 def _shifted(res: SearchResult, by: int) -> SearchResult:
     """A search result over positions 0..m of a sub-line, in the whole line's positions."""
-    return SearchResult(res.last_good + by, res.first_bad + by, tuple(p + by for p in res.asked), res.answers,
-                        tuple(SkipBlock(b.first + by, b.last + by, b.signature, tuple(t + by for t in b.tested))
-                              for b in res.blocks))
+    return SearchResult(
+        res.last_good + by,
+        res.first_bad + by,
+        tuple(p + by for p in res.asked),
+        res.answers,
+        tuple(SkipBlock(b.first + by, b.last + by, b.signature, tuple(t + by for t in b.tested)) for b in res.blocks),
+    )
 
 
 def steps_estimate(n: int) -> int:
@@ -289,8 +305,15 @@ class Bisection:
         for arm in self.tester.cfg.arms:
             for name, pos in ((broken, plan.broken_pos), (working, plan.working_pos)):
                 self.events.emit(ArmStarted(arm, plan.line[pos]))
-                self.test(pos, Ask(role=f"{name}-endpoint", alpha=self.tester.cfg.test.alpha,
-                                   beta=self.tester.cfg.test.beta, arm=arm))
+                self.test(
+                    pos,
+                    Ask(
+                        role=f"{name}-endpoint",
+                        alpha=self.tester.cfg.test.alpha,
+                        beta=self.tester.cfg.test.beta,
+                        arm=arm,
+                    ),
+                )
 
     def _refuse_swapped(self, name: str, v: CommitVerdict, want: Verdict) -> None:
         """An end that tests the opposite of what it should: when the other end does too, the
@@ -311,15 +334,20 @@ class Bisection:
             return
         good_v, bad_v = (v, seen) if name == "good" else (seen, v)
         if plan.find is Find.BAD:
-            hint = ("the bug went away between them: to find the commit that fixed it, rerun with --find fixed "
-                    "(or swap --good and --bad if they were mixed up)")
+            hint = (
+                "the bug went away between them: to find the commit that fixed it, rerun with --find fixed "
+                "(or swap --good and --bad if they were mixed up)"
+            )
         else:
-            hint = ("the bug came in between them: to find the commit that broke it, rerun without --find fixed "
-                    "(--find bad)")
+            hint = (
+                "the bug came in between them: to find the commit that broke it, rerun without --find fixed "
+                "(--find bad)"
+            )
         raise EndpointError(
             f"the ends are the other way round for --find {plan.find.value}: --good {plan.good_ref} "
             f"({plan.good[:12]}) tests {good_v.verdict.value.upper()} and --bad {plan.bad_ref} ({plan.bad[:12]}) "
-            f"tests {bad_v.verdict.value.upper()} (BAD = departs from the reference, GOOD = like it); {hint}")
+            f"tests {bad_v.verdict.value.upper()} (BAD = departs from the reference, GOOD = like it); {hint}"
+        )
 
     # -- 2. the strategy, from measured costs --------------------------------------------------
     def choose_strategy(self, lo: int, hi: int, third: bool) -> str:
@@ -335,10 +363,17 @@ class Bisection:
         ref = self.tester.reference
         working = self.end_verdict(plan.find.working_ref_name)
         broken = self.end_verdict(plan.find.broken_ref_name)
-        here = policy.situation(hi - lo + 1, ref, eta=cfg.test.indifference, good_runs=working.runs,
-                                bad_counts=[broken.counts[n] for n in ref.names], level=plan.level,
-                                max_runs=cfg.run.max_runs, model_budget=cfg.test.model_runs,
-                                third=1.0 if third else policy.THIRD)
+        here = policy.situation(
+            hi - lo + 1,
+            ref,
+            eta=cfg.test.indifference,
+            good_runs=working.runs,
+            bad_counts=[broken.counts[n] for n in ref.names],
+            level=plan.level,
+            max_runs=cfg.run.max_runs,
+            model_budget=cfg.test.model_runs,
+            third=1.0 if third else policy.THIRD,
+        )
         allowed = ("reference", "plain") if asked == "auto" else ((asked,) if asked != "sticky" else ("plain",))
         choice = policy.choose(here, costs, allowed)
         if asked == "sticky":
@@ -357,8 +392,7 @@ class Bisection:
         name = plan.find.broken_ref_name
         model = self.test(pos, plan.ask(f"{name}-model", mode="bad-model"))
         if model.verdict is Verdict.SKIP and pos == plan.broken_pos:
-            raise EndpointError(_endpoint_message(name, plan.ref(name), model, Verdict.BAD,
-                                                   self._log_command(model)))
+            raise EndpointError(_endpoint_message(name, plan.ref(name), model, Verdict.BAD, self._log_command(model)))
         return model
 
     # -- 3. search -----------------------------------------------------------------------------
@@ -396,15 +430,17 @@ class Bisection:
         known = {p - lo: a for p, a in self.known(lo, hi).items()}
         prefer = {p - lo for p in self.built() if lo < p < hi} if walk_back else set()
         if self.width > 1:
-            res, _ = kary_search(hi - lo + 1, self.width,
-                                 lambda ps: self._round(ps, lo, model, mode, q_bad, budget), skip, known, prefer)
+            res, _ = kary_search(
+                hi - lo + 1, self.width, lambda ps: self._round(ps, lo, model, mode, q_bad, budget), skip, known, prefer
+            )
             return Found(_shifted(res, lo), strategy)
         res = bisect_search(hi - lo + 1, oracle, skip, known, prefer)
         self.rounds += len(res.asked)
         return Found(_shifted(res, lo), strategy)
 
-    def _round(self, offsets: list[int], lo: int, model: CommitVerdict | None, mode: str,
-               q_bad: tuple[float, ...], budget: int) -> list[tuple[Verdict, str]]:
+    def _round(
+        self, offsets: list[int], lo: int, model: CommitVerdict | None, mode: str, q_bad: tuple[float, ...], budget: int
+    ) -> list[tuple[Verdict, str]]:
         """One round on a cluster: the commits at lo + offsets, each with a step; a quick step
         that cannot place its commit is then probed against the reference."""
         plan = self.plan
@@ -412,8 +448,9 @@ class Bisection:
         self.rounds += 1
         self.events.emit(RoundStarted(self.rounds, tuple(plan.line[p] for p in positions)))
         ends = self.alike_table()
-        got = self.test_many([(plan.line[p], plan.ask("step", mode=mode, q_bad=q_bad, budget=budget, alike=ends))
-                              for p in positions])
+        got = self.test_many(
+            [(plan.line[p], plan.ask("step", mode=mode, q_bad=q_bad, budget=budget, alike=ends)) for p in positions]
+        )
         out = []
         for pos, v in zip(positions, got):
             if v.verdict is Verdict.INCONCLUSIVE and mode == "quick":
@@ -497,10 +534,16 @@ class Bisection:
                 return category
 
             try:
-                res = stats.sticky_bisect(len(order), run, good, bad_counts, confidence=stop,
-                                          max_runs=self.tester.cfg.test.search_runs,
-                                          good_strength=stats.STICKY_GOOD_STRENGTH,
-                                          visit_runs=min(stats.STICKY_VISIT_RUNS, self.tester.cfg.run.max_runs))
+                res = stats.sticky_bisect(
+                    len(order),
+                    run,
+                    good,
+                    bad_counts,
+                    confidence=stop,
+                    max_runs=self.tester.cfg.test.search_runs,
+                    good_strength=stats.STICKY_GOOD_STRENGTH,
+                    visit_runs=min(stats.STICKY_VISIT_RUNS, self.tester.cfg.run.max_runs),
+                )
                 break
             except Untestable as exc:
                 pos = current[0]
@@ -527,8 +570,10 @@ class Bisection:
         if not confident:  # the budget ran out: the credible range, as candidates
             broken = order[last]
         boundary = (working, broken) if plan.find is Find.BAD else (broken, working)
-        why = (f"sticky bisection: P({plan.find.what} = {plan.line[order[res.culprit]][:12]}) "
-               f"= {res.posterior:.4f} after {res.runs} runs, {res.visits} visits")
+        why = (
+            f"sticky bisection: P({plan.find.what} = {plan.line[order[res.culprit]][:12]}) "
+            f"= {res.posterior:.4f} after {res.runs} runs, {res.visits} visits"
+        )
         split = order[res.culprit]
         for pos, feed in sorted(feeds.items()):
             on_broken_side = pos >= split if plan.find is Find.BAD else pos <= split
@@ -537,9 +582,14 @@ class Bisection:
         blocks = skip_blocks(sorted(dropped), [Verdict.SKIP] * len(dropped), dropped)
         if res.stuck is not None:
             return Found(SearchResult(*boundary, blocks=blocks), "sticky", res.posterior, stuck=order[res.stuck])
-        return Found(SearchResult(*boundary, blocks=blocks), "sticky", res.posterior,
-                     None if confident else f"the sticky search used its budget of "
-                                            f"{self.tester.cfg.test.search_runs} runs: {why}")
+        return Found(
+            SearchResult(*boundary, blocks=blocks),
+            "sticky",
+            res.posterior,
+            None
+            if confident
+            else f"the sticky search used its budget of {self.tester.cfg.test.search_runs} runs: {why}",
+        )
 
     # -- 4. confirm, and walk back when a boundary is not the first departure ------------------
     def first_departure(self) -> Departure:
@@ -581,10 +631,17 @@ class Bisection:
                 if side is find.parent_verdict and found.stuck < hi:
                     lo = found.stuck
                     continue
-                return Departure(BisectStatus.UNCONFIRMED, (
-                    f"commit {plan.line[found.stuck][:12]} fits neither side and its test against the "
-                    f"reference is {side.value.upper()} (a distribution between eta and tolerance from "
-                    f"the reference may be named either way)"), found, crossed, strategies)
+                return Departure(
+                    BisectStatus.UNCONFIRMED,
+                    (
+                        f"commit {plan.line[found.stuck][:12]} fits neither side and its test against the "
+                        f"reference is {side.value.upper()} (a distribution between eta and tolerance from "
+                        f"the reference may be named either way)"
+                    ),
+                    found,
+                    crossed,
+                    strategies,
+                )
             if found.unfinished is not None:
                 return Departure(BisectStatus.AMBIGUOUS, found.unfinished, found, crossed, strategies)
             if not result.exact:
@@ -595,14 +652,22 @@ class Bisection:
             need_culprit = self.tested(plan.line[culprit]) is not find.culprit_verdict
             needed = 1 + need_parent + need_culprit
             if self._doubt() + needed * plan.level > allowed:
-                return Departure(BisectStatus.UNCONFIRMED, (
-                    f"no boundary confirmed within the error budget (confidence "
-                    f"{self.tester.cfg.test.confidence:g}): {len(self._decisive())} claims at {plan.level:.1e} each "
-                    f"so far, {len(crossed)} boundary(ies) ruled out"), found, crossed, strategies)
+                return Departure(
+                    BisectStatus.UNCONFIRMED,
+                    (
+                        f"no boundary confirmed within the error budget (confidence "
+                        f"{self.tester.cfg.test.confidence:g}): {len(self._decisive())} claims at {plan.level:.1e} each "
+                        f"so far, {len(crossed)} boundary(ies) ruled out"
+                    ),
+                    found,
+                    crossed,
+                    strategies,
+                )
             conf = self.confirm_boundary(culprit, parent_sha, need_parent, need_culprit, model)
             if conf.outcome == confirm.FOUND:
-                return Departure(BisectStatus.FOUND, f"{find.what} commit is {plan.line[culprit]}", found,
-                                 crossed, strategies)
+                return Departure(
+                    BisectStatus.FOUND, f"{find.what} commit is {plan.line[culprit]}", found, crossed, strategies
+                )
             if conf.outcome == confirm.PARENT_DEPARTS:
                 assert conf.parent is not None
                 if parent_sha != plan.line[culprit - 1]:  # a parent skipped as equivalent departs
@@ -619,19 +684,28 @@ class Bisection:
                 lo = culprit
                 continue
             if conf.outcome == confirm.NO_CHANGE:
-                return Departure(BisectStatus.AMBIGUOUS, self._no_change_text(culprit, parent_sha, conf),
-                                 found, crossed, strategies)
+                return Departure(
+                    BisectStatus.AMBIGUOUS, self._no_change_text(culprit, parent_sha, conf), found, crossed, strategies
+                )
             why = conf.why or f"the confirmation of {plan.line[culprit][:12]} ended {conf.outcome}"
             if conf.outcome == confirm.UNDECIDED:
                 changed = conf.change is not None and conf.change[0].verdict is Verdict.CHANGED
-                why = ((f"the distribution changed at {plan.line[culprit][:12]} (its runs differ from its parent "
-                        f"{parent_sha[:12]}'s on fresh seeds), but " if changed else "") + why +
-                       " (undecided: a commit between eta and tolerance from the reference may be named either way, "
-                       "or not at all; a larger run.max_runs may decide it)")
+                why = (
+                    (
+                        f"the distribution changed at {plan.line[culprit][:12]} (its runs differ from its parent "
+                        f"{parent_sha[:12]}'s on fresh seeds), but "
+                        if changed
+                        else ""
+                    )
+                    + why
+                    + " (undecided: a commit between eta and tolerance from the reference may be named either way, "
+                    "or not at all; a larger run.max_runs may decide it)"
+                )
             return Departure(BisectStatus.UNCONFIRMED, why, found, crossed, strategies)
 
-    def confirm_boundary(self, culprit: int, parent_sha: str, need_parent: bool, need_culprit: bool,
-                model: CommitVerdict | None) -> confirm.Confirmation:
+    def confirm_boundary(
+        self, culprit: int, parent_sha: str, need_parent: bool, need_culprit: bool, model: CommitVerdict | None
+    ) -> confirm.Confirmation:
         """The confirmation of the boundary at `culprit` (pipeline.confirm), on the seeds of
         block 1 that no earlier test of this bisect has read."""
         plan, find = self.plan, self.plan.find
@@ -643,11 +717,18 @@ class Bisection:
         q_bad = self._q_bad(model)
         own = {s: self._own_estimate(s) for s in (sha, parent_sha)}
         toward_culprit = (q_bad,) if find is Find.BAD else ()
-        pair = confirm.Pair(sha, parent_sha, self.fresh.get(sha, 0), self.fresh.get(parent_sha, 0),
-                            need_culprit, need_parent, toward_culprit + own[sha],
-                            ((q_bad,) if find is Find.FIXED else ()) + own[parent_sha],
-                            self.step_budget(PARENT_BUDGET_FACTOR),
-                            self.tester.cfg.run.max_runs * (1 if self._zone_placed(sha) else CULPRIT_BUDGET_FACTOR))
+        pair = confirm.Pair(
+            sha,
+            parent_sha,
+            self.fresh.get(sha, 0),
+            self.fresh.get(parent_sha, 0),
+            need_culprit,
+            need_parent,
+            toward_culprit + own[sha],
+            ((q_bad,) if find is Find.FIXED else ()) + own[parent_sha],
+            self.step_budget(PARENT_BUDGET_FACTOR),
+            self.tester.cfg.run.max_runs * (1 if self._zone_placed(sha) else CULPRIT_BUDGET_FACTOR),
+        )
         conf = confirm.confirm(self.tester, pair, find, level=plan.level, q_bad=q_bad)
         self.fresh[sha] = pair.start_culprit + conf.used[0]
         self.fresh[parent_sha] = pair.start_parent + conf.used[1]
@@ -665,8 +746,10 @@ class Bisection:
         differ = sum(mine[seed] != theirs[seed] for seed in shared)
         if not shared or stats.log_e_alike(len(shared) - differ, differ) < math.log(1 / stats.STEER_LEVEL):
             return None
-        return (f"they printed the same outcome on {len(shared) - differ} of {len(shared)} seeds both ran in the "
-                f"search (total variation below {stats.ALIKE_DELTA:g} between them)")
+        return (
+            f"they printed the same outcome on {len(shared) - differ} of {len(shared)} seeds both ran in the "
+            f"search (total variation below {stats.ALIKE_DELTA:g} between them)"
+        )
 
     def _zone_placed(self, sha: str) -> bool:
         """The commit was put on the bad side only because a test could not show it GOOD (its
@@ -717,10 +800,12 @@ class Bisection:
         self.fresh[same] = start + v.runs
         if v.verdict is not find.parent_verdict:
             return None
-        return (f"the input rule missed something: {parent_sha[:12]} was skipped as building the same binary as "
-                f"{same[:12]} (none of its build's inputs changed), yet on fresh seeds {same[:12]} tests "
-                f"{v.verdict.value.upper()} and {parent_sha[:12]} {parent.verdict.value.upper()}; rerun with "
-                f"--all-commits")
+        return (
+            f"the input rule missed something: {parent_sha[:12]} was skipped as building the same binary as "
+            f"{same[:12]} (none of its build's inputs changed), yet on fresh seeds {same[:12]} tests "
+            f"{v.verdict.value.upper()} and {parent_sha[:12]} {parent.verdict.value.upper()}; rerun with "
+            f"--all-commits"
+        )
 
     def _range_text(self, result: SearchResult) -> str:
         plan = self.plan
@@ -729,8 +814,10 @@ class Bisection:
         if user := [plan.line[p][:12] for p in result.candidates if plan.line[p] in plan.user_skipped]:
             parts.append(f"skipped by the user (--skip/--exclude): {', '.join(user)}")
         why = "; ".join(parts) or "the commits between could not be decided"
-        return (f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
-                f"{plan.line[result.first_bad][:12]}: {why}")
+        return (
+            f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
+            f"{plan.line[result.first_bad][:12]}: {why}"
+        )
 
     def _no_change_text(self, culprit: int, parent_sha: str, conf: confirm.Confirmation) -> str:
         """Why a boundary between a GOOD and a BAD is not named: the two commits look alike (on
@@ -744,15 +831,19 @@ class Bisection:
             seen = f"on fresh seeds their runs could not be told apart ({_short(c.counts)} against {_short(p.counts)})"
         else:
             seen = conf.why
-        text = (f"{sha[:12]} and its parent {parent_sha[:12]} are on either side of the search's boundary, but "
-                f"{seen}: both may sit between eta {self.tester.cfg.test.indifference:g} and tolerance "
-                f"{self.tester.cfg.test.tolerance:g} from the reference, where either verdict is allowed")
+        text = (
+            f"{sha[:12]} and its parent {parent_sha[:12]} are on either side of the search's boundary, but "
+            f"{seen}: both may sit between eta {self.tester.cfg.test.indifference:g} and tolerance "
+            f"{self.tester.cfg.test.tolerance:g} from the reference, where either verdict is allowed"
+        )
         zone = self.zone_check()
         if zone is not None and zone.verdict is Verdict.BAD:
-            text += (f"; the {plan.find.working_ref_name} end {zone.sha[:12]} itself departs from the reference by "
-                     f"more than eta ({zone.reason}): the reference does not describe it, so bisectbot does not "
-                     f"name a commit; to look for the first change from that end, make it the reference "
-                     f"(reference.control with its commit), or raise test.eta")
+            text += (
+                f"; the {plan.find.working_ref_name} end {zone.sha[:12]} itself departs from the reference by "
+                f"more than eta ({zone.reason}): the reference does not describe it, so bisectbot does not "
+                f"name a commit; to look for the first change from that end, make it the reference "
+                f"(reference.control with its commit), or raise test.eta"
+            )
         return text
 
     def zone_check(self) -> CommitVerdict | None:
@@ -784,9 +875,11 @@ class Bisection:
         lo = max((p for p in working if p < hi), default=0)
         result = SearchResult(lo, hi)
         left = len(self._candidates(result))
-        message = (f"stopped early: {stop}; the {plan.find.what} commit is one of the {left} commit(s) after "
-                   f"{plan.line[lo][:12]} up to {plan.line[hi][:12]}; run the same command again to go on: it "
-                   f"resumes from the state directory")
+        message = (
+            f"stopped early: {stop}; the {plan.find.what} commit is one of the {left} commit(s) after "
+            f"{plan.line[lo][:12]} up to {plan.line[hi][:12]}; run the same command again to go on: it "
+            f"resumes from the state directory"
+        )
         return Departure(BisectStatus.STOPPED, message, Found(result, plan.strategy), [], [], stop)
 
     def _candidates(self, result: SearchResult) -> list[str]:
@@ -801,8 +894,11 @@ class Bisection:
         """Every claim an answer can rest on: each GOOD or BAD a test against the reference gave
         (the ends, reference steps, the BAD of quick steps, probes, re-tests on fresh seeds), and
         each change test that found a change."""
-        return [v for v in self.verdicts if _claims(v)
-                and (v.verdict.tested or (v.role == "confirm-culprit" and v.verdict is Verdict.CHANGED))]
+        return [
+            v
+            for v in self.verdicts
+            if _claims(v) and (v.verdict.tested or (v.role == "confirm-culprit" and v.verdict is Verdict.CHANGED))
+        ]
 
     def _delta(self) -> float:
         """The control sample's price (0 for an exact reference)."""
@@ -815,14 +911,25 @@ class Bisection:
 
     def _block_text(self, block: SkipBlock) -> str:
         """'12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: …'."""
-        first, last = (self.tester.runner.workspace.info(self.plan.line[p]).date[:10] for p in (block.first, block.last))
+        first, last = (
+            self.tester.runner.workspace.info(self.plan.line[p]).date[:10] for p in (block.first, block.last)
+        )
         span = f"{block.commits} commits {first} … {last}" if block.commits > 1 else f"1 commit {first}"
         return f"{span} ({len(block.tested)} tried): {block.signature}"
 
     def skip_block_summaries(self, blocks: tuple[SkipBlock, ...]) -> list[dict[str, Any]]:
         line = self.plan.line
-        return [{"first": line[b.first], "last": line[b.last], "commits": b.commits, "tried": len(b.tested),
-                 "signature": b.signature, "text": self._block_text(b)} for b in blocks]
+        return [
+            {
+                "first": line[b.first],
+                "last": line[b.last],
+                "commits": b.commits,
+                "tried": len(b.tested),
+                "signature": b.signature,
+                "text": self._block_text(b),
+            }
+            for b in blocks
+        ]
 
     # -- 5. summary ----------------------------------------------------------------------------
     def summary(self, dep: Departure, context: ReportContext) -> BisectReport:
@@ -839,34 +946,59 @@ class Bisection:
         delta = self._delta()
         doubt = self._doubt()
         return BisectReport(
-            job=plan.job, status=dep.status, find=plan.find, first_bad=culprit,
+            job=plan.job,
+            status=dep.status,
+            find=plan.find,
+            first_bad=culprit,
             first_bad_subject=self.tester.subject(culprit) if culprit else None,
             last_good=self.parent_of(found.result.first_bad) if culprit else plan.line[found.result.last_good],
             candidates=candidates,
-            good=plan.good, bad=plan.bad, good_ref=plan.good_ref, bad_ref=plan.bad_ref,
-            commits=plan.total, builds=len({v.sha for v in verdicts if v.arm == "main"}),
-            builds_bound=math.ceil(math.log2(plan.n)) + 3, runs=distinct_runs(verdicts),
-            runs_executed=sum(v.executed for v in verdicts), retried=sum(v.retried for v in verdicts),
+            good=plan.good,
+            bad=plan.bad,
+            good_ref=plan.good_ref,
+            bad_ref=plan.bad_ref,
+            commits=plan.total,
+            builds=len({v.sha for v in verdicts if v.arm == "main"}),
+            builds_bound=math.ceil(math.log2(plan.n)) + 3,
+            runs=distinct_runs(verdicts),
+            runs_executed=sum(v.executed for v in verdicts),
+            retried=sum(v.retried for v in verdicts),
             confidence=max(0.0, 1.0 - doubt) if dep.status is BisectStatus.FOUND else 0.0,
-            step_alpha=plan.level, message=dep.message,
-            verdicts=list(verdicts), reference=context.reference, config=context.config,
-            environment=context.environment, strategy=dep.strategies[0] if dep.strategies else found.strategy,
+            step_alpha=plan.level,
+            message=dep.message,
+            verdicts=list(verdicts),
+            reference=context.reference,
+            config=context.config,
+            environment=context.environment,
+            strategy=dep.strategies[0] if dep.strategies else found.strategy,
             extra={"strategy_requested": plan.strategy, "strategies": dep.strategies},
             skip_blocks=self.skip_block_summaries(found.result.blocks),
             reproduce=reproduce_line(plan, dep.strategies[0] if dep.strategies else found.strategy),
             change_points=self._change_points(dep, culprit),
             assumptions=self._assumptions(dep, claims, delta),
-            posterior=found.posterior, eta=test.indifference, tolerance=test.tolerance,
-            searched=plan.n, skipped_equivalent=plan.total - plan.n, boundary_skipped=gap,
-            rounds=self.rounds, workers=self.width,
+            posterior=found.posterior,
+            eta=test.indifference,
+            tolerance=test.tolerance,
+            searched=plan.n,
+            skipped_equivalent=plan.total - plan.n,
+            boundary_skipped=gap,
+            rounds=self.rounds,
+            workers=self.width,
             input_rule=narrowed.rule if narrowed is not None else "",
-            stopped=None if dep.stop is None else {
-                "by": dep.stop.by, "reason": str(dep.stop), "last_good": plan.line[found.result.last_good],
-                "first_bad": plan.line[found.result.first_bad], "commits_left": len(candidates),
-                "resume": "run the same command again (it resumes from the state directory)"},
+            stopped=None
+            if dep.stop is None
+            else {
+                "by": dep.stop.by,
+                "reason": str(dep.stop),
+                "last_good": plan.line[found.result.last_good],
+                "first_bad": plan.line[found.result.first_bad],
+                "commits_left": len(candidates),
+                "resume": "run the same command again (it resumes from the state directory)",
+            },
             # the culprit's and its parent's first runs (here, not on a cluster: it would build locally)
             outputs=side_by_side(self.tester, plan.find, verdicts)
-            if dep.status is BisectStatus.FOUND and self.width == 1 else None,
+            if dep.status is BisectStatus.FOUND and self.width == 1
+            else None,
             user_skipped=[sha for sha in (narrowed.full if narrowed else plan.line) if sha in plan.user_skipped],
             cost=self._cost(),
         )
@@ -885,17 +1017,29 @@ class Bisection:
         built = {v.sha: v.build_seconds for v in self.verdicts if v.arm == "main" and v.build == "ok"}
 
         def whole(f: policy.Forecast) -> dict[str, Any]:  # the forecast with the ends' builds and runs
-            return {"strategy": f.strategy, "builds": round(f.builds + end_builds, 1), "runs": round(f.runs + end_runs),
-                    "seconds": round(units.seconds(f.builds + end_builds, f.runs + end_runs), 1)}
+            return {
+                "strategy": f.strategy,
+                "builds": round(f.builds + end_builds, 1),
+                "runs": round(f.runs + end_runs),
+                "seconds": round(units.seconds(f.builds + end_builds, f.runs + end_runs), 1),
+            }
 
         chosen = first.forecast()
         return {
-            "unit": {"build_seconds": units.build, "run_seconds": units.run, "measured_builds": units.builds,
-                     "measured_runs": units.runs},
+            "unit": {
+                "build_seconds": units.build,
+                "run_seconds": units.run,
+                "measured_builds": units.builds,
+                "measured_runs": units.runs,
+            },
             "estimate": whole(chosen) if chosen is not None else None,
             "alternatives": [whole(f) for f in first.forecasts if f.strategy != first.strategy],
-            "actual": {"builds": builds, "runs": runs, "seconds": round(units.seconds(builds, runs), 1),
-                       "build_seconds": round(sum(built.values()), 1)},
+            "actual": {
+                "builds": builds,
+                "runs": runs,
+                "seconds": round(units.seconds(builds, runs), 1),
+                "build_seconds": round(sum(built.values()), 1),
+            },
             "text": first.text(),
         }
 
@@ -906,53 +1050,76 @@ class Bisection:
         line = self.plan.line
         out = []
         for cp in sorted(dep.crossed, key=lambda c: c.position):
-            out.append({"commit": line[cp.position], "subject": self.tester.subject(line[cp.position]),
-                        "first": False, "before": dict(cp.parent.counts), "after": dict(cp.culprit.counts),
-                        "text": f"{line[cp.position][:12]}: a boundary the search stopped at, but its parent "
-                                f"{cp.parent.sha[:12]} already departs from the reference "
-                                f"({cp.parent.verdict.value.upper()} after {cp.parent.runs} runs on fresh seeds), so "
-                                f"the search walked back below it"})
+            out.append(
+                {
+                    "commit": line[cp.position],
+                    "subject": self.tester.subject(line[cp.position]),
+                    "first": False,
+                    "before": dict(cp.parent.counts),
+                    "after": dict(cp.culprit.counts),
+                    "text": f"{line[cp.position][:12]}: a boundary the search stopped at, but its parent "
+                    f"{cp.parent.sha[:12]} already departs from the reference "
+                    f"({cp.parent.verdict.value.upper()} after {cp.parent.runs} runs on fresh seeds), so "
+                    f"the search walked back below it",
+                }
+            )
         if culprit is not None:
             last = {v.role: v for v in self.verdicts if v.arm == "main"}
             parent, again = last.get("confirm-parent"), last.get("confirm-culprit")
-            out.insert(0, {"commit": culprit, "subject": self.tester.subject(culprit), "first": True,
-                           "before": dict(parent.counts) if parent else {},
-                           "after": dict(again.counts) if again else {},
-                           "text": f"{culprit[:12]}: the first departure from the reference"})
+            out.insert(
+                0,
+                {
+                    "commit": culprit,
+                    "subject": self.tester.subject(culprit),
+                    "first": True,
+                    "before": dict(parent.counts) if parent else {},
+                    "after": dict(again.counts) if again else {},
+                    "text": f"{culprit[:12]}: the first departure from the reference",
+                },
+            )
         return out
 
     def _assumptions(self, dep: Departure, claims: list[CommitVerdict], delta: float) -> list[str]:
         """What the stated confidence rests on, from what this bisect saw."""
         test, ref = self.tester.cfg.test, self.tester.reference
         changes = sum(1 for v in claims if v.role == "confirm-culprit")
-        out = [f"the bound counts the {len(claims) - changes} GOOD/BAD verdicts of tests against the reference "
-               f"and the {changes} change test(s) this bisect made, each at error ≤ {self.plan.level:.1e}; "
-               f"placements without such a test (GOOD-SIDE, BAD-SIDE) only steer",
-               "the named commit's runs differ from its parent's on fresh seeds (the change test): this holds "
-               "whatever the history looks like",
-               "once a commit departs from the reference, every later commit on the line departs too "
-               "(no commit in between returns to it)",
-               f"commits whose distribution is between eta {test.indifference:g} and tolerance "
-               f"{test.tolerance:g} (total variation) from the reference may be named either way"]
+        out = [
+            f"the bound counts the {len(claims) - changes} GOOD/BAD verdicts of tests against the reference "
+            f"and the {changes} change test(s) this bisect made, each at error ≤ {self.plan.level:.1e}; "
+            f"placements without such a test (GOOD-SIDE, BAD-SIDE) only steer",
+            "the named commit's runs differ from its parent's on fresh seeds (the change test): this holds "
+            "whatever the history looks like",
+            "once a commit departs from the reference, every later commit on the line departs too "
+            "(no commit in between returns to it)",
+            f"commits whose distribution is between eta {test.indifference:g} and tolerance "
+            f"{test.tolerance:g} (total variation) from the reference may be named either way",
+        ]
         if dep.crossed:
-            out.append(f"{len(dep.crossed)} boundary(ies) ruled out on the way (their parent departs): listed in "
-                       f"change_points")
+            out.append(
+                f"{len(dep.crossed)} boundary(ies) ruled out on the way (their parent departs): listed in change_points"
+            )
         if ref.control is not None:
-            out.append(f"the reference is a control sample of {sum(ref.control)} runs; its delta "
-                       f"{delta:g} is included")
+            out.append(f"the reference is a control sample of {sum(ref.control)} runs; its delta {delta:g} is included")
         if dep.found.posterior is not None:
-            out.append(f"the sticky search's posterior ({dep.found.posterior:.4f}) is a Bayesian probability "
-                       f"under its model, reported apart (posterior), not part of the bound")
-        stray = sum(v.counts.get(stats.OTHER, 0) for v in self.verdicts if v.arm == "main"
-                    and v.verdict is Verdict.GOOD)
+            out.append(
+                f"the sticky search's posterior ({dep.found.posterior:.4f}) is a Bayesian probability "
+                f"under its model, reported apart (posterior), not part of the bound"
+            )
+        stray = sum(
+            v.counts.get(stats.OTHER, 0) for v in self.verdicts if v.arm == "main" and v.verdict is Verdict.GOOD
+        )
         if stray:
             out.append(f"{stray} stray outcome(s) seen at commits judged GOOD: within the indifference zone")
-        working = next((v for v in self.verdicts if v.arm == "main" and
-                        v.role == f"{self.plan.find.working_ref_name}-endpoint"), None)
+        working = next(
+            (v for v in self.verdicts if v.arm == "main" and v.role == f"{self.plan.find.working_ref_name}-endpoint"),
+            None,
+        )
         if working is not None and (tv := _observed_tv(working, ref, test.indifference)) is not None:
-            out.append(f"the {self.plan.find.working_ref_name} end's runs sit {tv:.3f} (total variation, "
-                       f"observed) from the reference, above eta {test.indifference:g}: it may itself be in the "
-                       f"indifference zone, where commits can test either way")
+            out.append(
+                f"the {self.plan.find.working_ref_name} end's runs sit {tv:.3f} (total variation, "
+                f"observed) from the reference, above eta {test.indifference:g}: it may itself be in the "
+                f"indifference zone, where commits can test either way"
+            )
         return out
 
 
@@ -999,8 +1166,9 @@ def _unit_costs(runner: Any) -> policy.UnitCosts:
     return costs() if costs is not None else policy.DEFAULT_COSTS
 
 
-def run_bisect(plan: BisectPlan, tester: Tester, events: Events, context: ReportContext,
-               budget: Budget | None = None) -> BisectReport:
+def run_bisect(
+    plan: BisectPlan, tester: Tester, events: Events, context: ReportContext, budget: Budget | None = None
+) -> BisectReport:
     """All five stages; raises EndpointError when an endpoint does not test as given. With a
     `budget` that runs out, the report (status `stopped`) gives the range reached so far."""
     events.emit(BisectStarted(plan.n, plan.good, plan.bad, plan.find.value, plan.level, steps_estimate(plan.n)))
@@ -1013,8 +1181,9 @@ def run_bisect(plan: BisectPlan, tester: Tester, events: Events, context: Report
     return bisection.summary(departure, context)
 
 
-def stopped_report(plan: BisectPlan, tester: Tester, events: Events, context: ReportContext,
-                   stop: BudgetSpent) -> BisectReport:
+def stopped_report(
+    plan: BisectPlan, tester: Tester, events: Events, context: ReportContext, stop: BudgetSpent
+) -> BisectReport:
     """The report of a bisect stopped before its stages began (while its ends were built to
     narrow the line): the whole range, as given."""
     bisection = Bisection(plan, tester, events)
@@ -1028,19 +1197,23 @@ def reproduce_line(plan: BisectPlan, strategy: str) -> str:
     extra += "".join(f" --also {shlex.quote(p)}" for p in how.also)
     extra += "" if how.enabled else " --all-commits"
     extra += "".join(f" --skip {sha[:12]}" for sha in plan.user_skipped)
-    return (f"bisectbot bisect {plan.config_path} --good {plan.good} --bad {plan.bad}{extra} "
-            f"--strategy {strategy}")
+    return f"bisectbot bisect {plan.config_path} --good {plan.good} --bad {plan.bad}{extra} --strategy {strategy}"
 
 
 def _endpoint_message(name: str, ref: str, v: CommitVerdict, want: Verdict, log_command: str = "") -> str:
     what = {Verdict.SKIP: "cannot be tested", Verdict.INCONCLUSIVE: "is inconclusive"}.get(
-        v.verdict, f"tests {v.verdict.value.upper()}")
+        v.verdict, f"tests {v.verdict.value.upper()}"
+    )
     log = f"; the whole build log: {log_command}" if log_command else ""
     hint = ""
     if want is Verdict.GOOD and v.verdict in (Verdict.BAD, Verdict.INCONCLUSIVE):
-        hint = ("; if the reference describes this end only roughly (say a stray outcome in a few % of runs), "
-                "it sits between eta and tolerance, where either verdict is allowed: bisectbot does not guess "
-                "there — raise test.eta, or make this commit the reference (reference.control) to find the "
-                "first change from it")
-    return (f"{name} ref {ref} ({v.sha[:12]}) {what}, expected {want.value.upper()}: "
-            f"{v.reason} (after {v.runs} runs){log}{hint}")
+        hint = (
+            "; if the reference describes this end only roughly (say a stray outcome in a few % of runs), "
+            "it sits between eta and tolerance, where either verdict is allowed: bisectbot does not guess "
+            "there — raise test.eta, or make this commit the reference (reference.control) to find the "
+            "first change from it"
+        )
+    return (
+        f"{name} ref {ref} ({v.sha[:12]}) {what}, expected {want.value.upper()}: "
+        f"{v.reason} (after {v.runs} runs){log}{hint}"
+    )

@@ -33,9 +33,9 @@ class BudgetLimits:
     """The limits asked for (None: none)."""
 
     max_builds: int | None = None
-    deadline: float | None = None   # seconds from the start of the invocation
-    deadline_text: str = ""         # as the user wrote it, for messages
-    since: float | None = None      # time.monotonic() when the command started (default: the budget's creation)
+    deadline: float | None = None  # seconds from the start of the invocation
+    deadline_text: str = ""  # as the user wrote it, for messages
+    since: float | None = None  # time.monotonic() when the command started (default: the budget's creation)
 
     @property
     def any(self) -> bool:
@@ -46,8 +46,14 @@ class Budget:
     """Checks `BudgetLimits` against the builds this process made (`builds`) and the time since it
     started; raises BudgetSpent when the next step would go beyond them."""
 
-    def __init__(self, limits: BudgetLimits, builds: Callable[[], int], *,
-                 clock: Callable[[], float] = time.monotonic, started: float | None = None):
+    def __init__(
+        self,
+        limits: BudgetLimits,
+        builds: Callable[[], int],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        started: float | None = None,
+    ):
         self.limits, self.builds, self.clock = limits, builds, clock
         self.started = started if started is not None else limits.since if limits.since is not None else clock()
 
@@ -63,5 +69,6 @@ class Budget:
         limit = self.limits.deadline
         if limit is not None and self.clock() - self.started >= limit:
             spent = format_duration(self.clock() - self.started)
-            raise BudgetSpent(f"--deadline {self.limits.deadline_text or format_duration(limit)} reached "
-                              f"(ran {spent})", "deadline")
+            raise BudgetSpent(
+                f"--deadline {self.limits.deadline_text or format_duration(limit)} reached (ran {spent})", "deadline"
+            )

@@ -78,8 +78,15 @@ class Builder:
     `values` fills `{config_dir}` and `{fixtures}` in cmake arguments. With `sandbox` every
     commit is untrusted code: built in the sandbox, under keys of its own."""
 
-    def __init__(self, state: StateDir, workspace: Workspace | Export, events: Events, secrets: Iterable[str] = (),
-                 values: Mapping[str, str] | None = None, sandbox: Sandbox | None = None):
+    def __init__(
+        self,
+        state: StateDir,
+        workspace: Workspace | Export,
+        events: Events,
+        secrets: Iterable[str] = (),
+        values: Mapping[str, str] | None = None,
+        sandbox: Sandbox | None = None,
+    ):
         self.state, self.workspace, self.events = state, workspace, events
         self.secrets = tuple(secrets)
         self.values = dict(values or {})
@@ -127,15 +134,33 @@ class Builder:
             rec = BuildRecord(sha, "checkout-failed", {}, "", 0.0, str(exc))
             self.events.emit(Built(sha, rec.status, 0.0, rec.reason))
             return rec
-        rec = build_commit(cfg, sha, source, self.state, key, log, expand=self.expand,
-                           progress=lambda phase: self.events.emit(BuildPhase(sha, phase)),
-                           secrets=self.secrets, sandbox=self.sandbox)
+        rec = build_commit(
+            cfg,
+            sha,
+            source,
+            self.state,
+            key,
+            log,
+            expand=self.expand,
+            progress=lambda phase: self.events.emit(BuildPhase(sha, phase)),
+            secrets=self.secrets,
+            sandbox=self.sandbox,
+        )
         store.put_build(key, rec)
         self.built.append(sha)
         _touch(self.build_dir(cfg, rec.variant))  # used (gc: least recently used first)
         failed = not rec.ok and bool(rec.log)
-        self.events.emit(Built(sha, rec.status, rec.seconds, rec.reason, rec.variant, rec.notes,
-                               log_command=self.log_command(sha) if failed else ""))
+        self.events.emit(
+            Built(
+                sha,
+                rec.status,
+                rec.seconds,
+                rec.reason,
+                rec.variant,
+                rec.notes,
+                log_command=self.log_command(sha) if failed else "",
+            )
+        )
         return rec
 
     def log_command(self, sha: str) -> str:
@@ -144,8 +169,10 @@ class Builder:
         command is right wherever the state directory is."""
         if self.config_path is None:
             return ""
-        return (f"bisectbot build-log {shlex.quote(self.config_path)} --commit {sha} "
-                f"--state {shlex.quote(str(self.state.root))}")
+        return (
+            f"bisectbot build-log {shlex.quote(self.config_path)} --commit {sha} "
+            f"--state {shlex.quote(str(self.state.root))}"
+        )
 
     def expand(self, arg: str) -> str:
         return arg.format_map(Placeholders(self.values)) if "{" in arg else arg
@@ -180,8 +207,13 @@ def build_key(cfg: BuildConfig, values: Mapping[str, str] | None = None) -> str:
     """Identifies builds that are interchangeable: the cmake arguments and variants, the contents
     of the files they name, the kept globs, and the toolchain that compiles them."""
     args = [*cfg.cmake_args, *(a for v in cfg.choices for a in v.cmake_args)]
-    data = {"args": cfg.cmake_args, "variants": [v.model_dump(mode="json") for v in cfg.choices],
-            "keep": cfg.keep, "files": named_files(args, values or {}), "toolchain": toolchain_identity()}
+    data = {
+        "args": cfg.cmake_args,
+        "variants": [v.model_dump(mode="json") for v in cfg.choices],
+        "keep": cfg.keep,
+        "files": named_files(args, values or {}),
+        "toolchain": toolchain_identity(),
+    }
     return json_key(data, 12)
 
 
@@ -232,7 +264,7 @@ def ccache_args(source: Path, build_dir: Path) -> tuple[list[str], dict[str, str
 
 @dataclass(frozen=True)
 class _Attempt:
-    status: str                    # ok | unsupported | failed | timeout | no-binary
+    status: str  # ok | unsupported | failed | timeout | no-binary
     reason: str
     seconds: float
     binaries: dict[str, str]
@@ -251,10 +283,19 @@ class _Budget:
         return self.total - self.used
 
 
-def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key: str, log: Path, *,
-                 expand: Callable[[str], str] = lambda a: a,
-                 progress: Callable[[str], None] = lambda _: None,
-                 secrets: Iterable[str] = (), sandbox: Sandbox | None = None) -> BuildRecord:
+def build_commit(
+    cfg: BuildConfig,
+    sha: str,
+    source: Path,
+    state: StateDir,
+    key: str,
+    log: Path,
+    *,
+    expand: Callable[[str], str] = lambda a: a,
+    progress: Callable[[str], None] = lambda _: None,
+    secrets: Iterable[str] = (),
+    sandbox: Sandbox | None = None,
+) -> BuildRecord:
     """Build `source` (already checked out at `sha`) with the first variant its tree supports;
     with `sandbox`, every cmake step (and so every compiler) runs in it."""
     log.write_text("")
@@ -273,34 +314,68 @@ def build_commit(cfg: BuildConfig, sha: str, source: Path, state: StateDir, key:
                 _note(log, f"# starting {build_dir} afresh: {why}")
                 shutil.rmtree(build_dir, ignore_errors=True)
             reused = build_dir.exists()
-            attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress,
-                                     secrets, hold, sandbox)
+            attempt = _build_variant(
+                cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets, hold, sandbox
+            )
             notes = ""
             if attempt.status == "failed" and reused:
                 _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
                 shutil.rmtree(build_dir, ignore_errors=True)
                 first = attempt.reason
-                attempt = _build_variant(cfg, variant, args, source, build_dir, kept, log, budget, stale, progress,
-                                         secrets, hold, sandbox)
-                notes = f"built in a clean directory after the reused one failed: {first}" if attempt.status == "ok" \
+                attempt = _build_variant(
+                    cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets, hold, sandbox
+                )
+                notes = (
+                    f"built in a clean directory after the reused one failed: {first}"
+                    if attempt.status == "ok"
                     else f"also failed in a clean directory (the reused one: {first})"
+                )
             if sandbox is None and build_dir.exists():
                 state.store.put_build_dir_written(build_dir, time.time())
         if attempt.status == "unsupported":
             not_fitting.append(f"variant {index}: {attempt.reason}")
             continue
         reason = redact(attempt.reason) if sandbox is not None else attempt.reason
-        return BuildRecord(sha, attempt.status, attempt.binaries, str(log), budget.used, reason,
-                           variant=index, notes=notes, inputs=attempt.inputs, host=platform.node(),
-                           compiler=toolchain_identity(), hashes=attempt.hashes)
-    return BuildRecord(sha, "unsupported", {}, str(log), budget.used,
-                       "no build variant fits this tree: " + "; ".join(not_fitting), variant=len(cfg.choices) - 1)
+        return BuildRecord(
+            sha,
+            attempt.status,
+            attempt.binaries,
+            str(log),
+            budget.used,
+            reason,
+            variant=index,
+            notes=notes,
+            inputs=attempt.inputs,
+            host=platform.node(),
+            compiler=toolchain_identity(),
+            hashes=attempt.hashes,
+        )
+    return BuildRecord(
+        sha,
+        "unsupported",
+        {},
+        str(log),
+        budget.used,
+        "no build variant fits this tree: " + "; ".join(not_fitting),
+        variant=len(cfg.choices) - 1,
+    )
 
 
-def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], source: Path, build_dir: Path,
-                   kept: Path, log: Path, budget: _Budget, stale: list[str],
-                   progress: Callable[[str], None], secrets: Iterable[str], hold: int,
-                   sandbox: Sandbox | None = None) -> _Attempt:
+def _build_variant(
+    cfg: BuildConfig,
+    variant: BuildVariant,
+    args: list[str],
+    source: Path,
+    build_dir: Path,
+    kept: Path,
+    log: Path,
+    budget: _Budget,
+    stale: list[str],
+    progress: Callable[[str], None],
+    secrets: Iterable[str],
+    hold: int,
+    sandbox: Sandbox | None = None,
+) -> _Attempt:
     """One variant in `build_dir`; `hold` is the directory's lock, which every child inherits.
     Untrusted code gets no ccache (it must not fill the cache trusted builds read)."""
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -317,32 +392,56 @@ def _build_variant(cfg: BuildConfig, variant: BuildVariant, args: list[str], sou
         return _Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
     unused = _unused_defines(log, start)
     if rejected := [n for n in variant.defines if n in unused]:
-        return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected),
-                        budget.used, {})
-    listed = run(["cmake", "--build", str(build_dir), "--target", "help"], cwd=build_dir, env=env, timeout=120,
-                 pass_fds=(hold,), sandbox=sandbox)
+        return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
+    listed = run(
+        ["cmake", "--build", str(build_dir), "--target", "help"],
+        cwd=build_dir,
+        env=env,
+        timeout=120,
+        pass_fds=(hold,),
+        sandbox=sandbox,
+    )
     if missing := [t for t in variant.targets if t not in _target_names(listed.stdout)]:
         return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
     for rel in stale:  # provenance: only what this build makes can be kept
         (build_dir / rel).unlink(missing_ok=True)
     progress("build")
     jobs = str(cfg.jobs or os.cpu_count() or 1)
-    res = _step(["cmake", "--build", str(build_dir), "--target", *variant.targets, "-j", jobs],
-                build_dir, env, log, budget, hold, sandbox)
+    res = _step(
+        ["cmake", "--build", str(build_dir), "--target", *variant.targets, "-j", jobs],
+        build_dir,
+        env,
+        log,
+        budget,
+        hold,
+        sandbox,
+    )
     if res is not None:
         return _Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
     binaries, hashes, missing_name = _keep(cfg, variant, build_dir, kept)
     if missing_name:
-        return _Attempt("no-binary", f"build left no binary for {{{missing_name}}} "
-                                     f"(looked for {', '.join(variant.binaries[missing_name])}; a link out of the "
-                                     "build directory is not kept)", budget.used, {})
+        return _Attempt(
+            "no-binary",
+            f"build left no binary for {{{missing_name}}} "
+            f"(looked for {', '.join(variant.binaries[missing_name])}; a link out of the "
+            "build directory is not kept)",
+            budget.used,
+            {},
+        )
     # untrusted: its dependency files are not read (they could name any file of the bot's)
     inputs = target_inputs(build_dir, variant.targets, source) if sandbox is None else None
     return _Attempt("ok", "", budget.used, binaries, tuple(inputs) if inputs is not None else None, hashes)
 
 
-def _step(argv: list[str], cwd: Path, env: dict[str, str], log: Path, budget: _Budget,
-          hold: int, sandbox: Sandbox | None = None) -> tuple[str, str] | None:
+def _step(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    log: Path,
+    budget: _Budget,
+    hold: int,
+    sandbox: Sandbox | None = None,
+) -> tuple[str, str] | None:
     """Run one cmake step into the log; None when it succeeded, else (status, why)."""
     _note(log, f"$ {' '.join(argv)}")
     if budget.left <= 0:
@@ -386,7 +485,7 @@ def _unused_defines(log: Path, start: int) -> set[str]:
     names: set[str] = set()
     for i, line in enumerate(lines):
         if UNUSED_HEADER in line:
-            for following in lines[i + 1:]:
+            for following in lines[i + 1 :]:
                 if following.strip() == "":
                     if names:
                         break
@@ -409,8 +508,9 @@ def _target_names(help_text: str) -> set[str]:
     return names
 
 
-def _keep(cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path
-          ) -> tuple[dict[str, str], dict[str, str], str | None]:
+def _keep(
+    cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path
+) -> tuple[dict[str, str], dict[str, str], str | None]:
     """Copy the binaries and keep-globs into `kept_dir`; return placeholder → kept path, kept
     path → sha256, and the name of a binary not found. Only regular files that are, or links
     that resolve to, files inside `build_dir` are kept: a build cannot make the bot copy (and
@@ -491,7 +591,7 @@ def _first_error(log: Path, start: int = 0) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for i, ln in enumerate(lines):
         if "error" in ln.lower() and not ln.startswith("$"):
-            for following in lines[i + 1:i + 4]:  # cmake puts what it means on the next lines
+            for following in lines[i + 1 : i + 4]:  # cmake puts what it means on the next lines
                 if not ln.endswith(":"):
                     break
                 ln = f"{ln} {following}"
@@ -516,7 +616,7 @@ def cmake_error(text: str) -> str | None:
     said = [lines[head].strip()]
     if said[0].endswith(":"):
         paragraph: list[str] = []
-        for ln in [*lines[head + 1:], ""]:
+        for ln in [*lines[head + 1 :], ""]:
             if ln.strip() and ln.startswith(" "):
                 paragraph.append(ln.strip())
                 continue
@@ -528,7 +628,7 @@ def cmake_error(text: str) -> str | None:
             if ln.strip():
                 break  # past the message: "Call Stack …", "-- Configuring incomplete …"
     joined = " ".join(said)
-    return joined if len(joined) <= ERROR_CHARS else joined[:ERROR_CHARS - 1] + "…"
+    return joined if len(joined) <= ERROR_CHARS else joined[: ERROR_CHARS - 1] + "…"
 
 
 # -- what the target was compiled from ----------------------------------------------------------
@@ -641,7 +741,11 @@ def toolchain_identity() -> str:
 def toolchain(cfg: BuildConfig) -> Environment:
     """What the builds were made with and where, as reports state it."""
     return Environment(
-        compiler=compiler_version(), cmake=cmake_version(), cmake_args=list(cfg.cmake_args),
-        host=platform.node(), platform=platform.platform(), python=platform.python_version(),
+        compiler=compiler_version(),
+        cmake=cmake_version(),
+        cmake_args=list(cfg.cmake_args),
+        host=platform.node(),
+        platform=platform.platform(),
+        python=platform.python_version(),
         bisectbot=__version__,
     )

@@ -49,23 +49,23 @@ class WorkTask:
     """One verdict for a worker to reach: everything it needs travels with it."""
 
     cfg: Config
-    root: str                                  # workers' state directories go under it
+    root: str  # workers' state directories go under it
     sha: str
     ask: Ask
     reference: stats.Reference
-    compiler: str                              # the coordinator's toolchain
-    known: dict[str, dict[int, RunRecord]]     # runs the coordinator has for this commit, by run key
-    queue: str                                 # where to stream each run
+    compiler: str  # the coordinator's toolchain
+    known: dict[str, dict[int, RunRecord]]  # runs the coordinator has for this commit, by run key
+    queue: str  # where to stream each run
 
 
 @dataclass(frozen=True)
 class WorkResult:
-    verdict: CommitVerdict | None              # None for a build alone
+    verdict: CommitVerdict | None  # None for a build alone
     worker: str
     host: str
     compiler: str
     build: BuildRecord | None
-    built: bool                                # this task built the commit (not replayed)
+    built: bool  # this task built the commit (not replayed)
 
 
 def _own_dir(root: str, worker: Any = None) -> tuple[str, Path]:
@@ -82,8 +82,10 @@ def _worker_root(task: WorkTask) -> tuple[str, str, Path]:
     name, root = _own_dir(task.root)
     mine = toolchain_identity()
     if mine != task.compiler:
-        raise ClusterError(f"worker {name} on {platform.node()} compiles with {mine!r}, the coordinator "
-                           f"with {task.compiler!r}: refused (builds are never mixed)")
+        raise ClusterError(
+            f"worker {name} on {platform.node()} compiles with {mine!r}, the coordinator "
+            f"with {task.compiler!r}: refused (builds are never mixed)"
+        )
     return name, mine, root
 
 
@@ -106,8 +108,9 @@ def _streaming_runner(task: WorkTask) -> Iterator[tuple[str, str, StateDir, Comm
     with StateDir(root) as state:
         for key, runs in task.known.items():
             state.store.add_runs(key, task.sha, list(runs.values()))
-        runner = CommitRunner(task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(),
-                              portable=True)
+        runner = CommitRunner(
+            task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(), portable=True
+        )
         runner.on_run = lambda key, sha, rec: queue.put((key, sha, asdict(rec)))
         yield name, mine, state, runner
 
@@ -145,16 +148,25 @@ def work_runs(task: WorkTask, block: int, start: int, count: int) -> RunsResult:
             seeds = runner.seed_block(task.sha, block, start + count)[start:]
             with runner.runs(prepared, seeds) as stream:
                 records = list(stream)
-        return RunsResult(records, prepared.build, prepared.variant, prepared.why, name, platform.node(), mine,
-                          bool(runner.builder.built))
+        return RunsResult(
+            records,
+            prepared.build,
+            prepared.variant,
+            prepared.why,
+            name,
+            platform.node(),
+            mine,
+            bool(runner.builder.built),
+        )
 
 
 def work_build(task: WorkTask) -> WorkResult:
     """On a worker: only build the commit (the ends of a bisect, whose inputs narrow the line)."""
     name, mine, root = _worker_root(task)
     with StateDir(root) as state:
-        runner = CommitRunner(task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(),
-                              portable=True)
+        runner = CommitRunner(
+            task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(), portable=True
+        )
         build = runner.builder.ensure(task.sha, task.cfg.build)
         return WorkResult(None, name, platform.node(), mine, build, bool(runner.builder.built))
 
@@ -162,8 +174,9 @@ def work_build(task: WorkTask) -> WorkResult:
 class ClusterTester(Tester):
     """A tester whose verdicts are reached on a Dask cluster, `width` at a time."""
 
-    def __init__(self, cfg: Config, runner: CommitRunner, reference: stats.Reference, events: Events,
-                 client: Any, root: Path):
+    def __init__(
+        self, cfg: Config, runner: CommitRunner, reference: stats.Reference, events: Events, client: Any, root: Path
+    ):
         super().__init__(cfg, runner, reference, events)
         self.client, self.root = client, root
         self.compiler = toolchain_identity()
@@ -197,8 +210,14 @@ class ClusterTester(Tester):
         if unknown:
             try:
                 # `callback_timeout` is read by Client.sync: a worker that does not answer costs 30 s, not the bisect
-                held = self.client.run(held_builds, str(self.root), self.runner.builder.key(self.cfg.build),
-                                       unknown, on_error="return", callback_timeout=30)
+                held = self.client.run(
+                    held_builds,
+                    str(self.root),
+                    self.runner.builder.key(self.cfg.build),
+                    unknown,
+                    on_error="return",
+                    callback_timeout=30,
+                )
             except Exception:  # noqa: BLE001 - only a preference: the tasks go anywhere, as before
                 held = {}
             for addr in sorted(held):
@@ -209,8 +228,9 @@ class ClusterTester(Tester):
     def _submit(self, fn: Any, task: WorkTask, builder: str | None) -> Any:
         """The task, sent first to the worker that built its commit before (if it is still there)."""
         prefer = [builder] if builder is not None else None
-        return self.client.submit(fn, task, pure=False, retries=1, workers=prefer,
-                                  allow_other_workers=prefer is not None)
+        return self.client.submit(
+            fn, task, pure=False, retries=1, workers=prefer, allow_other_workers=prefer is not None
+        )
 
     def _record(self, res: WorkResult) -> None:
         """A build a worker made, with its worker and compiler (the first for each commit)."""
@@ -224,9 +244,14 @@ class ClusterTester(Tester):
         """Build commits on the workers, at once; their build records (with inputs)."""
         ask = Ask(role="build", alpha=1.0, beta=1.0)  # not a question: the task only builds
         builders = self._builders(shas)
-        futures = [self._submit(work_build, WorkTask(self.cfg, str(self.root), sha, ask, self.reference,
-                                                     self.compiler, {}, self.queue), builders.get(sha))
-                   for sha in shas]
+        futures = [
+            self._submit(
+                work_build,
+                WorkTask(self.cfg, str(self.root), sha, ask, self.reference, self.compiler, {}, self.queue),
+                builders.get(sha),
+            )
+            for sha in shas
+        ]
         out = []
         for fut in futures:
             res = _result(fut)
@@ -254,11 +279,28 @@ class ClusterTester(Tester):
         self.events.check()
         store = self.runner.state.store
         queue = Queue(self.queue, client=self.client)
-        task = WorkTask(self.cfg, str(self.root), sha, Ask(role="runs", alpha=1.0, beta=1.0), self.reference,
-                        self.compiler, store.runs_at(sha), self.queue)
+        task = WorkTask(
+            self.cfg,
+            str(self.root),
+            sha,
+            Ask(role="runs", alpha=1.0, beta=1.0),
+            self.reference,
+            self.compiler,
+            store.runs_at(sha),
+            self.queue,
+        )
         prefer = self._builders([sha]).get(sha)
-        fut = self.client.submit(work_runs, task, block, start, count, pure=False, retries=1,
-                                 workers=[prefer] if prefer else None, allow_other_workers=prefer is not None)
+        fut = self.client.submit(
+            work_runs,
+            task,
+            block,
+            start,
+            count,
+            pure=False,
+            retries=1,
+            workers=[prefer] if prefer else None,
+            allow_other_workers=prefer is not None,
+        )
         try:
             while True:
                 done = fut.done()
@@ -292,9 +334,16 @@ class ClusterTester(Tester):
         store = self.runner.state.store
         queue = Queue(self.queue, client=self.client)
         builders = self._builders([sha for sha, _ in items])
-        futures = [self._submit(work, WorkTask(self.cfg, str(self.root), sha, ask, self.reference, self.compiler,
-                                               store.runs_at(sha), self.queue), builders.get(sha))
-                   for sha, ask in items]
+        futures = [
+            self._submit(
+                work,
+                WorkTask(
+                    self.cfg, str(self.root), sha, ask, self.reference, self.compiler, store.runs_at(sha), self.queue
+                ),
+                builders.get(sha),
+            )
+            for sha, ask in items
+        ]
         try:
             while True:  # store the runs as they come, until the round is done
                 done = all(f.done() for f in futures)
@@ -340,8 +389,9 @@ def connect(workers: int | None, scheduler: str | None) -> Any:
             return Client(scheduler, timeout=10)
         except OSError as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
-    cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", silence_logs=40)
+    cluster = LocalCluster(
+        n_workers=workers or 1, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+    )
     return Client(cluster)
 
 
@@ -350,7 +400,9 @@ class RemoteFeed(Feed):
 
     BATCH = 64
 
-    def __init__(self, tester: ClusterTester, sha: str, block: int, start: int):  # noqa: super() not called
+    def __init__(
+        self, tester: ClusterTester, sha: str, block: int, start: int
+    ):  # super().__init__ is not called on purpose
         self.tester, self.sha, self.block, self.start = tester, sha, block, start
         self.cluster = tester
         self.tally = Tally(tester.reference.names)

@@ -30,11 +30,11 @@ from bisectbot.core.records import Ask, CommitVerdict, Tally
 from bisectbot.pipeline.verdict import Feed, Tester, Untestable, judge
 
 FOUND = "found"
-PARENT_DEPARTS = "parent-departs"      # the parent tests like the culprit should: the boundary is lower
-CULPRIT_HOLDS = "culprit-holds"        # the culprit tests like the parent should: the boundary is higher
-NO_CHANGE = "no-change"                # the two could not be told apart within the budget
-UNDECIDED = "undecided"                # a test against the reference ran out of budget
-UNTESTABLE = "untestable"              # one of them cannot be built or run
+PARENT_DEPARTS = "parent-departs"  # the parent tests like the culprit should: the boundary is lower
+CULPRIT_HOLDS = "culprit-holds"  # the culprit tests like the parent should: the boundary is higher
+NO_CHANGE = "no-change"  # the two could not be told apart within the budget
+UNDECIDED = "undecided"  # a test against the reference ran out of budget
+UNTESTABLE = "untestable"  # one of them cannot be built or run
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,11 @@ class Pair:
 @dataclass(frozen=True)
 class Confirmation:
     outcome: str
-    parent: CommitVerdict | None = None            # retest-parent, when asked
-    culprit: CommitVerdict | None = None           # retest-culprit, when asked
+    parent: CommitVerdict | None = None  # retest-parent, when asked
+    culprit: CommitVerdict | None = None  # retest-culprit, when asked
     change: tuple[CommitVerdict, CommitVerdict] | None = None  # confirm-culprit, confirm-parent
-    skipped: CommitVerdict | None = None           # the one that could not be run
-    used: tuple[int, int] = (0, 0)                 # fresh seeds consumed at the culprit and the parent
+    skipped: CommitVerdict | None = None  # the one that could not be run
+    used: tuple[int, int] = (0, 0)  # fresh seeds consumed at the culprit and the parent
     why: str = ""
 
     @property
@@ -74,15 +74,21 @@ def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequ
     """Run the pair's fresh seeds until the questions are answered (see the module)."""
     cfg, ref = tester.cfg, tester.reference
     budget = cfg.run.max_runs
-    budgets = {"culprit": min(pair.culprit_budget or budget, SEED_BLOCK - pair.start_culprit),
-               "parent": min(pair.parent_budget or budget, SEED_BLOCK - pair.start_parent)}
+    budgets = {
+        "culprit": min(pair.culprit_budget or budget, SEED_BLOCK - pair.start_culprit),
+        "parent": min(pair.parent_budget or budget, SEED_BLOCK - pair.start_parent),
+    }
     eta, tol = cfg.test.indifference, cfg.test.tolerance
-    asks = {"culprit": Ask(role="retest-culprit", alpha=level, beta=level, block=1, q_bad=_tuple(q_bad)),
-            "parent": Ask(role="retest-parent", alpha=level, beta=level, block=1, q_bad=_tuple(q_bad))}
+    asks = {
+        "culprit": Ask(role="retest-culprit", alpha=level, beta=level, block=1, q_bad=_tuple(q_bad)),
+        "parent": Ask(role="retest-parent", alpha=level, beta=level, block=1, q_bad=_tuple(q_bad)),
+    }
     wanted = {"culprit": find.culprit_verdict, "parent": find.parent_verdict}
     needed = {name for name, on in (("culprit", pair.test_culprit), ("parent", pair.test_parent)) if on}
-    feeds = {"culprit": tester.feed(pair.culprit, 1, pair.start_culprit),
-             "parent": tester.feed(pair.parent, 1, pair.start_parent)}
+    feeds = {
+        "culprit": tester.feed(pair.culprit, 1, pair.start_culprit),
+        "parent": tester.feed(pair.parent, 1, pair.start_parent),
+    }
     decided: dict[str, tuple[stats.Evidence, Tally]] = {}
     change: tuple[stats.Evidence, Tally, Tally] | None = None
     counted: set[str] = set()  # each feed's executed runs go to its first verdict only
@@ -101,9 +107,13 @@ def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequ
                     current = name
                     feed.next()
             except Untestable as exc:
-                skipped = feeds[current].verdict(Verdict.SKIP, str(exc), exc.signature,
-                                                 ask=Ask(role=asks[current].role, alpha=level, beta=level, block=1),
-                                                 executed=executed(current))
+                skipped = feeds[current].verdict(
+                    Verdict.SKIP,
+                    str(exc),
+                    exc.signature,
+                    ask=Ask(role=asks[current].role, alpha=level, beta=level, block=1),
+                    executed=executed(current),
+                )
                 outcome, why = UNTESTABLE, f"{current} {feeds[current].sha[:12]} cannot be run on fresh seeds: {exc}"
                 break
             for name in sorted(needed - decided.keys()):
@@ -112,15 +122,25 @@ def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequ
                     continue
                 decided[name] = (ev, copy.deepcopy(feeds[name].tally))
                 if ev.decision is not wanted[name]:
-                    outcome = ((PARENT_DEPARTS if name == "parent" else CULPRIT_HOLDS)
-                               if ev.decision is wanted[name].flipped() else UNDECIDED)
+                    outcome = (
+                        (PARENT_DEPARTS if name == "parent" else CULPRIT_HOLDS)
+                        if ev.decision is wanted[name].flipped()
+                        else UNDECIDED
+                    )
                     why = f"{name} {feeds[name].sha[:12]} on fresh seeds: {ev.decision.value.upper()} — {ev.reason}"
             if outcome != FOUND:
                 break
             if change is None:
                 c, p = feeds["culprit"].tally, feeds["parent"].tally
-                ev = stats.test_change(c.counts, p.counts, ref, alpha=level, max_runs=budget,
-                                       centres_x=pair.centres_culprit, centres_y=pair.centres_parent)
+                ev = stats.test_change(
+                    c.counts,
+                    p.counts,
+                    ref,
+                    alpha=level,
+                    max_runs=budget,
+                    centres_x=pair.centres_culprit,
+                    centres_y=pair.centres_parent,
+                )
                 if ev.decision is not None:
                     change = (ev, copy.deepcopy(c), copy.deepcopy(p))
                     if ev.decision is Verdict.INCONCLUSIVE:
@@ -135,22 +155,40 @@ def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequ
     for name in ("parent", "culprit"):
         if name in decided:
             ev, tally = decided[name]
-            made[name] = feeds[name].verdict(ev.decision or Verdict.INCONCLUSIVE, ev.reason, ask=asks[name],
-                                             tally=tally, evidence=(ev.log_e_bad, ev.log_e_good),
-                                             executed=executed(name))
+            made[name] = feeds[name].verdict(
+                ev.decision or Verdict.INCONCLUSIVE,
+                ev.reason,
+                ask=asks[name],
+                tally=tally,
+                evidence=(ev.log_e_bad, ev.log_e_good),
+                executed=executed(name),
+            )
     pair_verdicts = None
     if change is not None:
         ev, c_tally, p_tally = change
         verdict = ev.decision or Verdict.INCONCLUSIVE
-        reason = (f"{'differs from' if verdict is Verdict.CHANGED else 'not shown to differ from'} "
-                  f"{{other}} on fresh seeds: {ev.reason}")
+        reason = (
+            f"{'differs from' if verdict is Verdict.CHANGED else 'not shown to differ from'} "
+            f"{{other}} on fresh seeds: {ev.reason}"
+        )
         pair_verdicts = (
-            feeds["culprit"].verdict(verdict, reason.format(other=f"its parent {pair.parent[:12]}"),
-                                     ask=Ask(role="confirm-culprit", alpha=level, beta=level, mode="change", block=1),
-                                     tally=c_tally, evidence=(ev.log_e_bad, 0.0), executed=executed("culprit")),
-            feeds["parent"].verdict(verdict, reason.format(other=f"the commit {pair.culprit[:12]}"),
-                                    ask=Ask(role="confirm-parent", alpha=level, beta=level, mode="change", block=1),
-                                    tally=p_tally, evidence=(ev.log_e_bad, 0.0), executed=executed("parent")))
+            feeds["culprit"].verdict(
+                verdict,
+                reason.format(other=f"its parent {pair.parent[:12]}"),
+                ask=Ask(role="confirm-culprit", alpha=level, beta=level, mode="change", block=1),
+                tally=c_tally,
+                evidence=(ev.log_e_bad, 0.0),
+                executed=executed("culprit"),
+            ),
+            feeds["parent"].verdict(
+                verdict,
+                reason.format(other=f"the commit {pair.culprit[:12]}"),
+                ask=Ask(role="confirm-parent", alpha=level, beta=level, mode="change", block=1),
+                tally=p_tally,
+                evidence=(ev.log_e_bad, 0.0),
+                executed=executed("parent"),
+            ),
+        )
     used = (feeds["culprit"].tally.consumed, feeds["parent"].tally.consumed)
     return Confirmation(outcome, made.get("parent"), made.get("culprit"), pair_verdicts, skipped, used, why)
 
@@ -159,5 +197,15 @@ def _tuple(q: Sequence[float] | None) -> tuple[float, ...] | None:
     return None if q is None else tuple(float(x) for x in q)
 
 
-__all__ = ["Confirmation", "Feed", "Pair", "confirm", "FOUND", "PARENT_DEPARTS", "CULPRIT_HOLDS", "NO_CHANGE",
-           "UNDECIDED", "UNTESTABLE"]
+__all__ = [
+    "Confirmation",
+    "Feed",
+    "Pair",
+    "confirm",
+    "FOUND",
+    "PARENT_DEPARTS",
+    "CULPRIT_HOLDS",
+    "NO_CHANGE",
+    "UNDECIDED",
+    "UNTESTABLE",
+]

@@ -50,23 +50,26 @@ class BisectStarted(Event):
     bad: str
     find: str
     level: float
-    steps: int          # ⌈log2(commits − 1)⌉: how many search steps plain bisection needs
+    steps: int  # ⌈log2(commits − 1)⌉: how many search steps plain bisection needs
 
     def text(self) -> str:
-        return (f"bisecting {self.commits} commits {self.good[:12]}..{self.bad[:12]} "
-                f"(find first {self.find}; per-step error ≤ {self.level:.1e})")
+        return (
+            f"bisecting {self.commits} commits {self.good[:12]}..{self.bad[:12]} "
+            f"(find first {self.find}; per-step error ≤ {self.level:.1e})"
+        )
 
 
 @dataclass(frozen=True)
 class LineNarrowed(Event):
     kept: int
     total: int
-    known: bool        # the inputs were known at both ends
+    known: bool  # the inputs were known at both ends
 
     def text(self) -> str:
         unknown = "" if self.known else " (inputs unknown at an end: no dependency files)"
-        return (f"searching {self.kept} of {self.total} commits: {self.total - self.kept} cannot change "
-                f"the binary{unknown}")
+        return (
+            f"searching {self.kept} of {self.total} commits: {self.total - self.kept} cannot change the binary{unknown}"
+        )
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class RoundStarted(Event):
 
 @dataclass(frozen=True)
 class EndpointStarted(Event):
-    name: str           # good | bad, as the user called the ref
+    name: str  # good | bad, as the user called the ref
     ref: str
     sha: str
 
@@ -112,11 +115,14 @@ class ArmStarted(Event):
 @dataclass(frozen=True)
 class StrategyChosen(Event):
     strategy: str
-    why: str                       # the forecast that chose it (core.policy.Choice.text), or "as asked"
+    why: str  # the forecast that chose it (core.policy.Choice.text), or "as asked"
 
     def text(self) -> str:
-        return f"[strategy] {self.why}" if self.why.startswith(self.strategy) else \
-            f"[strategy] {self.strategy} steps: {self.why}"
+        return (
+            f"[strategy] {self.why}"
+            if self.why.startswith(self.strategy)
+            else f"[strategy] {self.strategy} steps: {self.why}"
+        )
 
 
 @dataclass(frozen=True)
@@ -128,8 +134,7 @@ class StepStarted(Event):
     last: int
 
     def text(self) -> str:
-        return (f"[step {self.number}/~{self.estimate}] {self.sha[:12]} "
-                f"(position {self.position} of {self.last})")
+        return f"[step {self.number}/~{self.estimate}] {self.sha[:12]} (position {self.position} of {self.last})"
 
 
 @dataclass(frozen=True)
@@ -171,8 +176,10 @@ class WalkingBack(Event):
     commits: int
 
     def text(self) -> str:
-        return (f"[walk back] {self.why}; searching on between {self.lo[:12]} and {self.hi[:12]} "
-                f"({self.commits} commits, what is known kept)")
+        return (
+            f"[walk back] {self.why}; searching on between {self.lo[:12]} and {self.hi[:12]} "
+            f"({self.commits} commits, what is known kept)"
+        )
 
 
 @dataclass(frozen=True)
@@ -188,7 +195,7 @@ class Building(Event):
 class BuildPhase(Event):
     transient: ClassVar[bool] = True
     sha: str
-    phase: str          # configure | build
+    phase: str  # configure | build
 
     def text(self) -> str:
         return f"  {self.phase} {self.sha[:12]}"
@@ -202,7 +209,7 @@ class Built(Event):
     reason: str
     variant: int = 0
     notes: str = ""
-    log_command: str = ""   # a failed build: the command that prints its whole log
+    log_command: str = ""  # a failed build: the command that prints its whole log
 
     def text(self) -> str:
         which = f" (build variant {self.variant})" if self.variant else ""
@@ -242,8 +249,7 @@ class BlockOfSkips(Event):
     signature: str
 
     def text(self) -> str:
-        return (f"[skip] {self.commits} commits {self.first[:12]} … {self.last[:12]} fail the same way: "
-                f"{self.signature}")
+        return f"[skip] {self.commits} commits {self.first[:12]} … {self.last[:12]} fail the same way: {self.signature}"
 
 
 @dataclass(frozen=True)
@@ -261,7 +267,7 @@ class RunsProgress(Event):
     sha: str
     consumed: int
     budget: int
-    counts: str         # 'a=3 c=12'
+    counts: str  # 'a=3 c=12'
 
     def text(self) -> str:
         return f"  {self.sha[:12]} seeds {self.consumed}/{self.budget}: {self.counts}"

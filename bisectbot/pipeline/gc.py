@@ -39,7 +39,9 @@ def storage_caps(cfg: Config, *, keep_binaries: int | None = None, max_bytes: in
         max_binaries=keep_binaries if keep_binaries is not None else s.max_binaries,
         max_build_dirs=s.max_build_dirs,
         max_log_bytes=int(s.max_log_mb * mb) if s.max_log_mb is not None else None,
-        max_bytes=max_bytes if max_bytes is not None else (int(s.max_size_mb * mb) if s.max_size_mb is not None else None),
+        max_bytes=max_bytes
+        if max_bytes is not None
+        else (int(s.max_size_mb * mb) if s.max_size_mb is not None else None),
     )
 
 
@@ -110,8 +112,8 @@ class GcResult:
     """What gc removed (or, in a dry run, would remove), and the sizes before and after."""
 
     removed: tuple[Item, ...]
-    before: int                     # bytes of everything gc manages
-    items: int                      # how many there were
+    before: int  # bytes of everything gc manages
+    items: int  # how many there were
     dry_run: bool = False
 
     @property
@@ -122,16 +124,20 @@ class GcResult:
         """'removed 3 kept binaries, 1 build directory: freed 120.4 MB (212.0 MB → 91.6 MB)'."""
         verb = "would remove" if self.dry_run else "removed"
         if not self.removed:
-            return (f"nothing to remove: {self.items} items (kept binaries, build directories, logs) take "
-                    f"{format_size(self.before)}, within the caps")
+            return (
+                f"nothing to remove: {self.items} items (kept binaries, build directories, logs) take "
+                f"{format_size(self.before)}, within the caps"
+            )
         counts = []
         for kind, plural in ((BINARIES, "kept binaries"), (BUILD_DIR, "build directories"), (LOG, "logs")):
             n = sum(1 for i in self.removed if i.kind == kind)
             if n:
                 counts.append(f"{n} {plural if n > 1 else kind}")
         freed = "would free" if self.dry_run else "freed"
-        return (f"{verb} {', '.join(counts)}: {freed} {format_size(self.freed)} "
-                f"({format_size(self.before)} → {format_size(self.before - self.freed)})")
+        return (
+            f"{verb} {', '.join(counts)}: {freed} {format_size(self.freed)} "
+            f"({format_size(self.before)} → {format_size(self.before - self.freed)})"
+        )
 
 
 def collect(state: StateDir, caps: Caps, *, dry_run: bool = False) -> GcResult:

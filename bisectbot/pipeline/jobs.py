@@ -30,19 +30,27 @@ from bisectbot.core import stats
 from bisectbot.core.estimate import Estimate, estimate
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, BuildRecord
+from bisectbot.core.refs import pull_number
 from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestReport
 from bisectbot.edges.procs import stop_drivers
 from bisectbot.edges.sandbox import BoxState, Limits, Sandbox, Scratch, sandbox
 from bisectbot.edges.storage import LastGood, StateDir
 from bisectbot.edges.workspace import Export, Workspace
-from bisectbot.core.refs import pull_number
 from bisectbot.errors import BisectbotError, RefError, StateError
 from bisectbot.pipeline import bisect
 from bisectbot.pipeline.bisect import BisectPlan, Narrowing, ReportContext
 from bisectbot.pipeline.budget import Budget, BudgetLimits, BudgetSpent
 from bisectbot.pipeline.build import Placeholders, toolchain
-from bisectbot.pipeline.events import (Cancelled, EstimateReady, Event, Events, StorageTrimmed, Syncing,
-                                       TestStarted, VerdictReached)
+from bisectbot.pipeline.events import (
+    Cancelled,
+    EstimateReady,
+    Event,
+    Events,
+    StorageTrimmed,
+    Syncing,
+    TestStarted,
+    VerdictReached,
+)
 from bisectbot.pipeline.gc import collect, storage_caps
 from bisectbot.pipeline.narrow import narrow_plan
 from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
@@ -54,9 +62,18 @@ class Session:
     """What one command works with: a config, a state directory and the event channel. The
     stages are made on first use; the reference is resolved before the tester that uses it."""
 
-    def __init__(self, cfg: Config, state: StateDir, events: Events | None = None, *,
-                 config_path: str = "CONFIG", cluster: Any = None, worker_root: Path | None = None,
-                 sandbox: Sandbox | None = None, name_build_log: bool = True):
+    def __init__(
+        self,
+        cfg: Config,
+        state: StateDir,
+        events: Events | None = None,
+        *,
+        config_path: str = "CONFIG",
+        cluster: Any = None,
+        worker_root: Path | None = None,
+        sandbox: Sandbox | None = None,
+        name_build_log: bool = True,
+    ):
         self.cfg, self.state, self.config_path = cfg, state, config_path
         # a failed build names the `bisectbot build-log` command (with local paths: not for the bot)
         self.name_build_log = name_build_log
@@ -83,11 +100,13 @@ class Session:
         if self.sandbox is None or self.scratch is None:
             return self.runner
         box = BoxState(self.scratch)
-        inputs = {"fixtures": str(self.scratch.copy_in("fixtures", self.cfg.fixtures_dir)),
-                  "config_dir": str(self.scratch.copy_in("config", self.cfg.config_dir,
-                                                         config_files(self.cfg)))}
-        return CommitRunner(self.cfg, box, Export(self.workspace, box.clone_dir), self.events,
-                            sandbox=self.sandbox, inputs=inputs)
+        inputs = {
+            "fixtures": str(self.scratch.copy_in("fixtures", self.cfg.fixtures_dir)),
+            "config_dir": str(self.scratch.copy_in("config", self.cfg.config_dir, config_files(self.cfg))),
+        }
+        return CommitRunner(
+            self.cfg, box, Export(self.workspace, box.clone_dir), self.events, sandbox=self.sandbox, inputs=inputs
+        )
 
     @cached_property
     def reference(self) -> ResolvedReference:
@@ -100,8 +119,9 @@ class Session:
                 raise BisectbotError("untrusted code is built and run here, in the sandbox, never on a cluster")
             from bisectbot.pipeline.cluster import ClusterTester
 
-            return ClusterTester(self.cfg, self.runner, self.reference.stats_reference(), self.events,
-                                 self.cluster, self.worker_root)
+            return ClusterTester(
+                self.cfg, self.runner, self.reference.stats_reference(), self.events, self.cluster, self.worker_root
+            )
         return Tester(self.cfg, self.test_runner, self.reference.stats_reference(), self.events)
 
     def builds(self) -> int:
@@ -193,8 +213,14 @@ def untrusted(session: Session) -> Iterator[Session]:
     with Scratch(cfg.untrusted.scratch) as scratch:
         box = sandbox(limits(cfg), scratch.box)
         scratch.hand_over(box)
-        pr = Session(cfg.without_arms(), session.state, session.events, config_path=session.config_path,
-                     sandbox=box, name_build_log=False)
+        pr = Session(
+            cfg.without_arms(),
+            session.state,
+            session.events,
+            config_path=session.config_path,
+            sandbox=box,
+            name_build_log=False,
+        )
         pr.scratch = scratch
         try:
             yield pr
@@ -208,9 +234,11 @@ def _trusted_only(*refs: str, session: Session | None = None) -> None:
     """A pull request's head is untrusted code: never built or run outside the sandbox."""
     for ref in refs:
         if pull_number(ref) is not None and (session is None or session.sandbox is None):
-            raise RefError(f"{ref} is a pull request's head, untrusted code: it is only checked in the "
-                           f"sandbox (`bisectbot check --ref {ref}`, `/check ref={ref}`), never tested "
-                           "or bisected as trusted code")
+            raise RefError(
+                f"{ref} is a pull request's head, untrusted code: it is only checked in the "
+                f"sandbox (`bisectbot check --ref {ref}`, `/check ref={ref}`), never tested "
+                "or bisected as trusted code"
+            )
 
 
 def plan_test(session: Session, ref: str) -> TestPlan:
@@ -230,16 +258,26 @@ def run_test(session: Session, plan: TestPlan) -> TestReport:
         session.events.emit(TestStarted(plan.ref, plan.sha))
         tester = session.tester
         detail = tester.verdict(plan.sha, Ask(role="test", alpha=cfg.test.alpha, beta=cfg.test.beta))
-        arms = {name: tester.verdict(plan.sha, Ask(role="test", alpha=cfg.test.alpha,
-                                                   beta=cfg.test.beta, arm=name))
-                for name in cfg.arms}
+        arms = {
+            name: tester.verdict(plan.sha, Ask(role="test", alpha=cfg.test.alpha, beta=cfg.test.beta, arm=name))
+            for name in cfg.arms
+        }
         context = session.report_context()
-        reproduce = (f"bisectbot test {session.config_path} --commit {plan.sha}" if pull_number(plan.ref) is None
-                     else f"bisectbot check {session.config_path} --ref {plan.ref}  # head {plan.sha}")
+        reproduce = (
+            f"bisectbot test {session.config_path} --commit {plan.sha}"
+            if pull_number(plan.ref) is None
+            else f"bisectbot check {session.config_path} --ref {plan.ref}  # head {plan.sha}"
+        )
         report = TestReport(
-            job=plan.job, commit=plan.sha, ref=plan.ref, detail=detail, arms=arms,
-            builds=session.builds(), reference=context.reference,
-            config=context.config, environment=context.environment,
+            job=plan.job,
+            commit=plan.sha,
+            ref=plan.ref,
+            detail=detail,
+            arms=arms,
+            builds=session.builds(),
+            reference=context.reference,
+            config=context.config,
+            environment=context.environment,
             reproduce=reproduce,
         )
         store.finish_job(plan.job, "done", report.to_json())
@@ -247,9 +285,17 @@ def run_test(session: Session, plan: TestPlan) -> TestReport:
 
 
 # -- bisect ----------------------------------------------------------------------------------------
-def plan_bisect(session: Session, good_ref: str, bad_ref: str, *, find: Find = Find.BAD,
-                strategy: str = "auto", narrowing: Narrowing = Narrowing(),
-                skip: Sequence[str] = (), exclude: Sequence[str] = ()) -> BisectPlan:
+def plan_bisect(
+    session: Session,
+    good_ref: str,
+    bad_ref: str,
+    *,
+    find: Find = Find.BAD,
+    strategy: str = "auto",
+    narrowing: Narrowing = Narrowing(),
+    skip: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> BisectPlan:
     """Resolve the refs and the first-parent line, fix the job id and the per-step level
     (the line is narrowed when the bisect runs, once the ends are built). `skip` and `exclude`
     are the user's --skip and --exclude refs (a commit, or A..B: the line's commits after A up
@@ -261,11 +307,29 @@ def plan_bisect(session: Session, good_ref: str, bad_ref: str, *, find: Find = F
     good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
     line = ws.first_parent_line(good, bad)
     skipped = user_skips(ws, line, [*(("--skip", r) for r in skip), *(("--exclude", r) for r in exclude)])
-    job = job_id("bisect", cfg, good, bad, find.value, *(() if strategy == "auto" else (strategy,)),
-                 *narrowing.job_parts(), *(f"skip={sha}" for sha in skipped))
+    job = job_id(
+        "bisect",
+        cfg,
+        good,
+        bad,
+        find.value,
+        *(() if strategy == "auto" else (strategy,)),
+        *narrowing.job_parts(),
+        *(f"skip={sha}" for sha in skipped),
+    )
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
-    return BisectPlan(job, tuple(line), good_ref, bad_ref, find, strategy, level, session.config_path,
-                      narrowing=narrowing, user_skipped=skipped)
+    return BisectPlan(
+        job,
+        tuple(line),
+        good_ref,
+        bad_ref,
+        find,
+        strategy,
+        level,
+        session.config_path,
+        narrowing=narrowing,
+        user_skipped=skipped,
+    )
 
 
 def user_skips(ws: Workspace, line: Sequence[str], refs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
@@ -296,8 +360,10 @@ def user_skips(ws: Workspace, line: Sequence[str], refs: Sequence[tuple[str, str
         for i in chosen:
             if i in (0, len(line) - 1):
                 end = "--good" if i == 0 else "--bad"
-                raise RefError(f"{option} {ref} includes the {end} end {line[i][:12]}: an end is always tested "
-                               "(give another ref as the end instead)")
+                raise RefError(
+                    f"{option} {ref} includes the {end} end {line[i][:12]}: an end is always tested "
+                    "(give another ref as the end instead)"
+                )
             picked.add(i)
     return tuple(line[i] for i in sorted(picked))
 
@@ -308,12 +374,19 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
     An estimate of its cost is told first. With `limits` (--max-builds, --deadline) that run out,
     it ends between steps with status `stopped` and the range so far (a `done` job: the same
     command resumes it). The state directory's size caps (config `storage:`) are applied after."""
-    args = {"good": plan.good, "bad": plan.bad, "good_ref": plan.good_ref, "bad_ref": plan.bad_ref,
-            "find": plan.find.value, "strategy": plan.strategy, "config": session.config_path,
-            **({"paths": list(plan.narrowing.paths)} if plan.narrowing.paths else {}),
-            **({"also": list(plan.narrowing.also)} if plan.narrowing.also else {}),
-            **({"all_commits": True} if not plan.narrowing.enabled else {}),
-            **({"skip": list(plan.user_skipped)} if plan.user_skipped else {})}
+    args = {
+        "good": plan.good,
+        "bad": plan.bad,
+        "good_ref": plan.good_ref,
+        "bad_ref": plan.bad_ref,
+        "find": plan.find.value,
+        "strategy": plan.strategy,
+        "config": session.config_path,
+        **({"paths": list(plan.narrowing.paths)} if plan.narrowing.paths else {}),
+        **({"also": list(plan.narrowing.also)} if plan.narrowing.also else {}),
+        **({"all_commits": True} if not plan.narrowing.enabled else {}),
+        **({"skip": list(plan.user_skipped)} if plan.user_skipped else {}),
+    }
     with _running(session, plan.job, "bisect", args):
         session.events.emit(EstimateReady(bisect_estimate(session, plan).text()))
         budget = _budget(session, limits)
@@ -335,8 +408,9 @@ def _budget(session: Session, limits: BudgetLimits) -> Budget | None:
     if not limits.any:
         return None
     if limits.max_builds is not None and session.cluster is not None:
-        raise BisectbotError("--max-builds counts the builds made here: it does not work with --workers or "
-                             "--scheduler (use --deadline)")
+        raise BisectbotError(
+            "--max-builds counts the builds made here: it does not work with --workers or --scheduler (use --deadline)"
+        )
     session.report_context()  # resolves the reference, and the tester is made with it
     _ = session.tester
     budget = Budget(limits, session.builds)
@@ -350,8 +424,13 @@ def bisect_estimate(session: Session, plan: BisectPlan) -> Estimate:
     seen (its builds' seconds, runs per tested commit, seconds per run)."""
     store, cfg = session.state.store, session.cfg
     key = session.runner.builder.key(cfg.build)
-    stored = sum(1 for sha in plan.line if (rec := store.build(key, sha)) is not None and rec.ok
-                 and all(Path(p).is_file() for p in rec.binaries.values()))
+    stored = sum(
+        1
+        for sha in plan.line
+        if (rec := store.build(key, sha)) is not None
+        and rec.ok
+        and all(Path(p).is_file() for p in rec.binaries.values())
+    )
     parallel = cfg.run.jobs or os.cpu_count() or 1
     return estimate(plan.total, store.timings(key), parallel=parallel, stored=stored)
 
@@ -374,8 +453,8 @@ class CheckResult:
     test: TestReport
     last_good: LastGood | None
     bisect: BisectPlan | None
-    pull: int | None = None        # a pull request's head, checked in the sandbox
-    sandbox: str | None = None     # what the sandbox allowed it, for people
+    pull: int | None = None  # a pull request's head, checked in the sandbox
+    sandbox: str | None = None  # what the sandbox allowed it, for people
 
 
 def run_check(session: Session, ref: str, *, date: str) -> CheckResult:

@@ -32,8 +32,13 @@ def config_paths(cfg: Config) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def narrow_plan(plan: BisectPlan, cfg: Config, workspace: Workspace,
-                build: Callable[[Sequence[str]], list[BuildRecord]], events: Events) -> BisectPlan:
+def narrow_plan(
+    plan: BisectPlan,
+    cfg: Config,
+    workspace: Workspace,
+    build: Callable[[Sequence[str]], list[BuildRecord]],
+    events: Events,
+) -> BisectPlan:
     """The plan with its line narrowed to the commits that can change the binary; `build`
     builds commits (here, or on a cluster's workers) and gives their records."""
     how = plan.narrowing
@@ -61,8 +66,10 @@ def _with_rule(narrowed: Narrowed, rule: InputRule | None, how: Narrowing) -> Na
         text = "inputs unknown at an end (no dependency files): every commit kept"
     else:
         also = f", {', '.join(rule.also)}" if rule.also else ""
-        text = (f"{len(rule.inputs)} input files at the two ends; build files, submodules, files added or "
-                f"changed beside inputs{also}")
+        text = (
+            f"{len(rule.inputs)} input files at the two ends; build files, submodules, files added or "
+            f"changed beside inputs{also}"
+        )
     if how.paths:
         text += f"; restricted to {', '.join(how.paths)}"
     return replace(narrowed, rule=text)

@@ -51,10 +51,10 @@ def side_by_side(tester: Tester, find: Find, verdicts: list[CommitVerdict], rows
         prepared = runner.prepare(v.sha)
         if prepared.executor is None:
             return None
-        first = (v.seeds[0] if v.seeds else 0)
+        first = v.seeds[0] if v.seeds else 0
         every = runner.seed_block(v.sha, v.block, SEED_BLOCK)
         at = every.index(first) if first in every else 0
-        seeds = every[at:at + rows]
+        seeds = every[at : at + rows]
         sides[name] = (prepared, seeds, runner.stored_runs(prepared))
     table = []
     for i in range(rows):
@@ -67,8 +67,13 @@ def side_by_side(tester: Tester, find: Find, verdicts: list[CommitVerdict], rows
             row[f"{name}_outcome"] = tester.reference.names[category] if category is not None else None
         table.append(row)
     prepared, seeds, _ = sides["culprit"]
-    return {"culprit": culprit.sha, "parent": parent.sha, "culprit_label": find.what, "rows": table,
-            "rerun": rerun(tester, prepared, seeds[0])}
+    return {
+        "culprit": culprit.sha,
+        "parent": parent.sha,
+        "culprit_label": find.what,
+        "rows": table,
+        "rerun": rerun(tester, prepared, seeds[0]),
+    }
 
 
 def rerun(tester: Tester, prepared: Prepared, seed: int) -> dict[str, Any] | None:
@@ -84,5 +89,12 @@ def rerun(tester: Tester, prepared: Prepared, seed: int) -> dict[str, Any] | Non
     cwd = str(executor.workdir)
     words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv
     build_dir = tester.runner.builder.build_dir(tester.cfg.build, prepared.build.variant)
-    return {"seed": seed, "argv": argv, "cwd": cwd, "env": env, "binaries": dict(prepared.build.binaries),
-            "build_dir": str(build_dir), "command": f"cd {shlex.quote(cwd)} && {shlex.join(words)}"}
+    return {
+        "seed": seed,
+        "argv": argv,
+        "cwd": cwd,
+        "env": env,
+        "binaries": dict(prepared.build.binaries),
+        "build_dir": str(build_dir),
+        "command": f"cd {shlex.quote(cwd)} && {shlex.join(words)}",
+    }

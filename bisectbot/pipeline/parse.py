@@ -34,16 +34,14 @@ def parse_tokens(stdout: str, cfg: ParseConfig) -> tuple[str, ...]:
             if cfg.prefix.startswith(stripped):
                 raise Incomplete(f"output {stripped!r} stops inside the prompt")
             raise Unparsable(f"output does not start with the prompt {cfg.prefix!r}: {_show(stripped)}")
-        text = stripped[len(cfg.prefix):]
+        text = stripped[len(cfg.prefix) :]
     if cfg.split == "chars":
         tokens = tuple(text.strip())
     elif cfg.split == "whitespace":
         tokens = tuple(text.split())
     else:
         assert cfg.pattern is not None
-        tokens = tuple(
-            m.group(1) if m.re.groups else m.group(0) for m in re.finditer(cfg.pattern, text)
-        )
+        tokens = tuple(m.group(1) if m.re.groups else m.group(0) for m in re.finditer(cfg.pattern, text))
     ended = cfg.eos is not None and cfg.eos in tokens
     if ended:
         tokens = tokens[: tokens.index(cfg.eos) + 1]

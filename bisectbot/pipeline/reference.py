@@ -57,8 +57,11 @@ class ResolvedReference:
         """The reference as reports show it: its probabilities, source, and the test's categories."""
         ref = self.stats_reference()
         return ReferenceSummary(
-            probs=dict(self.probs), condition_prob=self.condition_prob, source=self.source,
-            categories=list(ref.names), category_probs=list(ref.probs),
+            probs=dict(self.probs),
+            condition_prob=self.condition_prob,
+            source=self.source,
+            categories=list(ref.names),
+            category_probs=list(ref.probs),
             condition=cfg.statistic.condition.model_dump() if cfg.statistic.condition else None,
             outcome=cfg.statistic.outcome.model_dump(),
         )
@@ -75,25 +78,35 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
             raise BisectbotError("reference.control needs runs of the control commit")
         sha, counts = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
         total = sum(counts.values())
-        return ResolvedReference({k: v / total for k, v in counts.items()}, None,
-                                 f"control sample of {total} runs at {sha[:12]} (δ = {ref.control.delta:g})",
-                                 counts, ref.control.delta)
+        return ResolvedReference(
+            {k: v / total for k, v in counts.items()},
+            None,
+            f"control sample of {total} runs at {sha[:12]} (δ = {ref.control.delta:g})",
+            counts,
+            ref.control.delta,
+        )
     comp = ref.compute
     assert comp is not None
     model = cfg.resolve(comp.model)
     if not model.is_file():
         raise BisectbotError(f"reference.compute.model: {model} does not exist")
     cond = cfg.statistic.condition.token if cfg.statistic.condition else None
-    key_parts = {"method": comp.method, "model": file_sha256(model), "prompt": comp.prompt,
-                 "cond": cond, "sampling": [comp.top_k, comp.top_p, comp.min_p, comp.temp, comp.samplers]}
+    key_parts = {
+        "method": comp.method,
+        "model": file_sha256(model),
+        "prompt": comp.prompt,
+        "cond": cond,
+        "sampling": [comp.top_k, comp.top_p, comp.min_p, comp.temp, comp.samplers],
+    }
     store = runner.state.store if runner is not None else None
     if comp.method == "numpy":
         return _cached(store, key_parts, lambda: _numpy(comp, model, cond))
     if runner is None:
         raise BisectbotError("reference.compute.method server needs a build of llama-server")
     sha = runner.workspace.resolve(str(comp.commit))
-    build_cfg = cfg.build.model_copy(update={"targets": [comp.target], "binaries": {"server": comp.binary},
-                                             "variants": None})
+    build_cfg = cfg.build.model_copy(
+        update={"targets": [comp.target], "binaries": {"server": comp.binary}, "variants": None}
+    )
     build = runner.builder.ensure(sha, build_cfg)
     if not build.ok:
         raise BisectbotError(f"reference: cannot build {comp.target} at {sha[:12]}: {build.reason}")
@@ -151,22 +164,33 @@ def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedRe
     ids = forward.tokenize(tiny, comp.prompt)
     kw: dict[str, Any] = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp)
     if cond is None:
-        return ResolvedReference(_support(forward.next_token_probs(model, ids, **kw)), None,
-                                 f"numpy forward pass of {model.name}")
+        return ResolvedReference(
+            _support(forward.next_token_probs(model, ids, **kw)), None, f"numpy forward pass of {model.name}"
+        )
     cond_p = forward.condition_prob(model, ids, cond, **kw)
     if cond_p <= 0:
-        raise BisectbotError(f"reference: the condition token {cond!r} has probability 0 after "
-                             f"{comp.prompt!r}: no run could ever meet it")
+        raise BisectbotError(
+            f"reference: the condition token {cond!r} has probability 0 after "
+            f"{comp.prompt!r}: no run could ever meet it"
+        )
     probs = forward.next_token_probs(model, ids + [tiny.vocab.index(cond)], **kw)
     return ResolvedReference(_support(probs), cond_p, f"numpy forward pass of {model.name}")
 
 
-def _server(comp: ComputedReference, binary: Path, model: Path, cond: str | None, sha: str,
-            env: dict[str, str]) -> ResolvedReference:
+def _server(
+    comp: ComputedReference, binary: Path, model: Path, cond: str | None, sha: str, env: dict[str, str]
+) -> ResolvedReference:
     from bisectbot.llama.server import server_reference
 
-    kw: dict[str, Any] = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp,
-                              samplers=comp.samplers, timeout=comp.timeout, env=env)
+    kw: dict[str, Any] = dict(
+        top_k=comp.top_k,
+        top_p=comp.top_p,
+        min_p=comp.min_p,
+        temp=comp.temp,
+        samplers=comp.samplers,
+        timeout=comp.timeout,
+        env=env,
+    )
     first = server_reference(binary, model, comp.prompt, **kw)
     source = f"llama-server at {sha[:12]} (post-sampling probabilities)"
     if cond is None:
@@ -175,5 +199,3 @@ def _server(comp: ComputedReference, binary: Path, model: Path, cond: str | None
         raise BisectbotError(f"reference: llama-server gives the condition token {cond!r} probability 0")
     probs = server_reference(binary, model, comp.prompt + cond, **kw)
     return ResolvedReference(_support(probs), first[cond], source)
-
-

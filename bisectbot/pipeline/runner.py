@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from bisectbot.config import BuildConfig, Config, Variant
-from bisectbot.core.parallel import Throttle
 from bisectbot.core.keys import json_key
+from bisectbot.core.parallel import Throttle
 from bisectbot.core.policy import UnitCosts, unit_costs
 from bisectbot.core.records import BuildRecord, RunRecord
 from bisectbot.edges.files import content_hash
@@ -74,8 +74,9 @@ def missing_for_variant(help_text: str, variant: Variant) -> list[str]:
     return missing
 
 
-def pick_variant(help_text: str, variants: list[Variant], failed: Mapping[int, str] | None = None
-                 ) -> tuple[int | None, str]:
+def pick_variant(
+    help_text: str, variants: list[Variant], failed: Mapping[int, str] | None = None
+) -> tuple[int | None, str]:
     """The first variant that fits and has not failed at run time, or None with the reasons."""
     reasons = []
     for i, variant in enumerate(variants):
@@ -96,9 +97,17 @@ def run_key(parts: Mapping[str, Any]) -> str:
 class CommitRunner:
     """Builds and runs commits of one config in one state directory."""
 
-    def __init__(self, cfg: Config, state: StateDir, workspace: Workspace | Export, events: Events, *,
-                 portable: bool = False, sandbox: Sandbox | None = None,
-                 inputs: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        cfg: Config,
+        state: StateDir,
+        workspace: Workspace | Export,
+        events: Events,
+        *,
+        portable: bool = False,
+        sandbox: Sandbox | None = None,
+        inputs: Mapping[str, str] | None = None,
+    ):
         self.cfg, self.state, self.workspace, self.events = cfg, state, workspace, events
         self.portable = portable
         self.sandbox = with_explicit(sandbox, cfg.run.env) if sandbox is not None else None
@@ -143,52 +152,108 @@ class CommitRunner:
             "source": str(self.workspace.root),
             "build": str(self.builder.build_dir(cfg.build, build.variant)),
         }
-        executor = ProgramExecutor(variant.argv, values, run_cfg=cfg.run, parse_cfg=parse,
-                                   workdir=self.run_dir, env=env, variant=index, sandbox=self.sandbox)
+        executor = ProgramExecutor(
+            variant.argv,
+            values,
+            run_cfg=cfg.run,
+            parse_cfg=parse,
+            workdir=self.run_dir,
+            env=env,
+            variant=index,
+            sandbox=self.sandbox,
+        )
         # on a cluster, runs are filed by the build's identity (commit, build key, which hashes the
         # cmake arguments and the compiler, build variant) rather than the binary's bytes, which
         # embed each worker's own source path: a seed run on one worker is not run on another
-        binaries = ({"build": self.builder.key(cfg.build), "sha": sha, "variant": build.variant}
-                    if self.portable else self._hashes(build))
-        key_parts = {"kind": "program", "argv": variant.argv, "binaries": binaries,
-                     "files": named_files(variant.argv, values), "env": cfg.run.env,
-                     "parse": parse.model_dump(mode="json"),
-                     **({"sandbox": self.sandbox.key()} if self.sandbox is not None else {})}
-        return Prepared(sha, build, executor, choice.why, run_key(key_parts), index,
-                        cfg.run.jobs or os.cpu_count() or 1, choice=key, throttle=self.throttle)
+        binaries = (
+            {"build": self.builder.key(cfg.build), "sha": sha, "variant": build.variant}
+            if self.portable
+            else self._hashes(build)
+        )
+        key_parts = {
+            "kind": "program",
+            "argv": variant.argv,
+            "binaries": binaries,
+            "files": named_files(variant.argv, values),
+            "env": cfg.run.env,
+            "parse": parse.model_dump(mode="json"),
+            **({"sandbox": self.sandbox.key()} if self.sandbox is not None else {}),
+        }
+        return Prepared(
+            sha,
+            build,
+            executor,
+            choice.why,
+            run_key(key_parts),
+            index,
+            cfg.run.jobs or os.cpu_count() or 1,
+            choice=key,
+            throttle=self.throttle,
+        )
 
     def prepare_arm(self, sha: str, arm: str) -> Prepared:
         """Build a cross-check arm's server at the commit; it starts only if a seed must run.
         Where no build variant or no serve variant fits, the arm is not applicable."""
         cfg, spec = self.cfg, self.cfg.arms[arm]
         if self.sandbox is not None:
-            return Prepared(sha, BuildRecord(sha, "unsupported", {}, "", 0.0, "untrusted code"), None,
-                            "not applicable here: cross-check arms are not run for untrusted code",
-                            applicable=False)
-        build_cfg = BuildConfig(cmake_args=cfg.build.cmake_args, variants=spec.build_choices, keep=cfg.build.keep,
-                                timeout=cfg.build.timeout, jobs=cfg.build.jobs)
+            return Prepared(
+                sha,
+                BuildRecord(sha, "unsupported", {}, "", 0.0, "untrusted code"),
+                None,
+                "not applicable here: cross-check arms are not run for untrusted code",
+                applicable=False,
+            )
+        build_cfg = BuildConfig(
+            cmake_args=cfg.build.cmake_args,
+            variants=spec.build_choices,
+            keep=cfg.build.keep,
+            timeout=cfg.build.timeout,
+            jobs=cfg.build.jobs,
+        )
         build = self.builder.ensure(sha, build_cfg)
         if build.status == "unsupported":
             return Prepared(sha, build, None, f"not applicable here: {build.reason}", applicable=False)
         if not build.ok:
             return Prepared(sha, build, None, build.reason)
         env = self.run_env(build)
-        choice, key = self._choice(build, env, spec.serve_choices, spec.help_args or ["--help"],
-                                   spec.serve_variants is None)
+        choice, key = self._choice(
+            build, env, spec.serve_choices, spec.help_args or ["--help"], spec.serve_variants is None
+        )
         if choice.index is None:
             return Prepared(sha, build, None, f"not applicable here: {choice.why}", applicable=False, choice=key)
         serve = spec.serve_choices[choice.index]
         port = free_port()
         values = {**build.binaries, "port": str(port), **self.values}
-        server = Server(render_argv(serve.argv, values), port=port, health=spec.health,
-                        startup_timeout=spec.startup_timeout, env=env,
-                        log=self.state.log_path(f"server-{arm}-{sha}.log"), cwd=self.state.root)
+        server = Server(
+            render_argv(serve.argv, values),
+            port=port,
+            health=spec.health,
+            startup_timeout=spec.startup_timeout,
+            env=env,
+            log=self.state.log_path(f"server-{arm}-{sha}.log"),
+            cwd=self.state.root,
+        )
         parse = serve.parse or spec.parse
-        key_parts = {"kind": "server", "serve": serve.argv, "binaries": self._hashes(build),
-                     "files": named_files(serve.argv, {k: v for k, v in values.items() if k != "port"}), "body": spec.body,
-                     "path": spec.path, "field": spec.field, "parse": parse.model_dump(mode="json")}
-        return Prepared(sha, build, ServerExecutor(spec, server, parse), choice.why, run_key(key_parts),
-                        choice.index, spec.jobs, choice=key)
+        key_parts = {
+            "kind": "server",
+            "serve": serve.argv,
+            "binaries": self._hashes(build),
+            "files": named_files(serve.argv, {k: v for k, v in values.items() if k != "port"}),
+            "body": spec.body,
+            "path": spec.path,
+            "field": spec.field,
+            "parse": parse.model_dump(mode="json"),
+        }
+        return Prepared(
+            sha,
+            build,
+            ServerExecutor(spec, server, parse),
+            choice.why,
+            run_key(key_parts),
+            choice.index,
+            spec.jobs,
+            choice=key,
+        )
 
     def variant_failed(self, prepared: Prepared, reason: str, arm: str | None = None) -> Prepared | None:
         """The variant's runs mostly failed at this commit: set it aside for this binary and
@@ -231,13 +296,20 @@ class CommitRunner:
         """The commit's runs over `seeds`: stored ones replayed, missing ones executed and stored."""
         assert prepared.executor is not None, "prepare() said this commit cannot be run"
         store = self.state.store
+
         def keep(rec: RunRecord) -> None:
             store.put_run(prepared.run_key, prepared.sha, rec)
             if self.on_run is not None:
                 self.on_run(prepared.run_key, prepared.sha, rec)
 
-        return RunStream(seeds, store.runs(prepared.run_key, prepared.sha), prepared.executor, keep,
-                         jobs=prepared.throttle or prepared.jobs, check=self.events.check)
+        return RunStream(
+            seeds,
+            store.runs(prepared.run_key, prepared.sha),
+            prepared.executor,
+            keep,
+            jobs=prepared.throttle or prepared.jobs,
+            check=self.events.check,
+        )
 
     @property
     def run_dir(self) -> Path:
@@ -254,8 +326,9 @@ class CommitRunner:
         return clean_env(extra, drop=self.cfg.secret_env_names)
 
     # -- command variants ----------------------------------------------------------------------
-    def _choice(self, build: BuildRecord, env: dict[str, str], variants: list[Variant], help_args: list[str],
-                single: bool) -> tuple[VariantChoice, tuple[str, str]]:
+    def _choice(
+        self, build: BuildRecord, env: dict[str, str], variants: list[Variant], help_args: list[str], single: bool
+    ) -> tuple[VariantChoice, tuple[str, str]]:
         """Which command variant this binary accepts (asked once per binary content, then
         remembered with the variants that failed at run time)."""
         path = next(iter(build.binaries.values()))

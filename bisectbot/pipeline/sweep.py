@@ -48,9 +48,18 @@ class ProgramExecutor:
     """The program under test, once per seed, with reruns while its output is cut short (in
     `sandbox` when it is untrusted code)."""
 
-    def __init__(self, argv: list[str], values: Mapping[str, str], *, run_cfg: RunConfig,
-                 parse_cfg: ParseConfig, workdir: Path, env: Mapping[str, str], variant: int = 0,
-                 sandbox: Sandbox | None = None):
+    def __init__(
+        self,
+        argv: list[str],
+        values: Mapping[str, str],
+        *,
+        run_cfg: RunConfig,
+        parse_cfg: ParseConfig,
+        workdir: Path,
+        env: Mapping[str, str],
+        variant: int = 0,
+        sandbox: Sandbox | None = None,
+    ):
         self.argv, self.values = argv, dict(values)
         self.run_cfg, self.parse_cfg = run_cfg, parse_cfg
         self.workdir, self.env, self.variant = workdir, dict(env), variant
@@ -64,8 +73,9 @@ class ProgramExecutor:
             res = run(argv, cwd=self.workdir, env=self.env, timeout=self.run_cfg.timeout, sandbox=self.sandbox)
             seconds += res.seconds
             if res.timed_out:
-                return RunRecord(seed, "timeout", None, None, seconds, attempts, variant,
-                                 f"killed after {self.run_cfg.timeout:g} s")
+                return RunRecord(
+                    seed, "timeout", None, None, seconds, attempts, variant, f"killed after {self.run_cfg.timeout:g} s"
+                )
             if res.returncode != 0:
                 return RunRecord(seed, "crash", None, res.returncode, seconds, attempts, variant, exit_reason(res))
             try:
@@ -107,8 +117,9 @@ class ServerExecutor:
             status = "timeout" if exc.timed_out else "crash"
             return RunRecord(seed, status, None, None, time.monotonic() - start, 1, 0, str(exc)[:160])
         except ValueError:
-            return RunRecord(seed, "unparsable", None, None, time.monotonic() - start, 1, 0,
-                             f"{arm.path}: the answer is not JSON")
+            return RunRecord(
+                seed, "unparsable", None, None, time.monotonic() - start, 1, 0, f"{arm.path}: the answer is not JSON"
+            )
         seconds = time.monotonic() - start
         text = payload.get(arm.field) if isinstance(payload, dict) else None
         if not isinstance(text, str):
@@ -134,9 +145,16 @@ class RunStream:
     `check` is called before each run is handed out (a cancelled job stops there).
     """
 
-    def __init__(self, seeds: Iterable[int], stored: Mapping[int, RunRecord], executor: Executor,
-                 store: Callable[[RunRecord], None], *, jobs: int | Throttle = 1,
-                 check: Callable[[], None] = lambda: None):
+    def __init__(
+        self,
+        seeds: Iterable[int],
+        stored: Mapping[int, RunRecord],
+        executor: Executor,
+        store: Callable[[RunRecord], None],
+        *,
+        jobs: int | Throttle = 1,
+        check: Callable[[], None] = lambda: None,
+    ):
         self._order: Iterator[int] = iter(seeds)
         self._stored = stored
         self._executor = executor
@@ -145,7 +163,7 @@ class RunStream:
         self._throttle = jobs if isinstance(jobs, Throttle) else None
         self._most = jobs.most if isinstance(jobs, Throttle) else max(1, jobs)
         self._check = check
-        self._queue: deque[int] = deque()          # seeds taken in order, not yet handed out
+        self._queue: deque[int] = deque()  # seeds taken in order, not yet handed out
         self._pending: dict[int, Future[RunRecord]] = {}
         self._finished: dict[int, RunRecord] = {}
         self._pool: ThreadPoolExecutor | None = None

@@ -30,8 +30,16 @@ from bisectbot.pipeline.events import Event
 
 COLOR_MODES = ("auto", "always", "never")
 # verdict words as the events and summaries spell them, and their colours
-VERDICT_STYLES = {"GOOD-SIDE": "cyan", "BAD-SIDE": "magenta", "GOOD": "green", "BAD": "red", "SKIP": "yellow",
-                  "INCONCLUSIVE": "yellow", "UNLIKE": "yellow", "CHANGED": "red"}
+VERDICT_STYLES = {
+    "GOOD-SIDE": "cyan",
+    "BAD-SIDE": "magenta",
+    "GOOD": "green",
+    "BAD": "red",
+    "SKIP": "yellow",
+    "INCONCLUSIVE": "yellow",
+    "UNLIKE": "yellow",
+    "CHANGED": "red",
+}
 # the longer words first, and never a GOOD inside GOOD-SIDE
 _VERDICT_WORD = re.compile(r"(?<![\w-])(" + "|".join(VERDICT_STYLES) + r")(?![\w-])")
 STATUS_INTERVAL = 0.1  # at most ~10 status updates a second
@@ -72,8 +80,14 @@ class Terminal:
 
     _open: "weakref.WeakSet[Terminal]" = weakref.WeakSet()
 
-    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False, color: str = "auto",
-                 environ: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        quiet: bool = False,
+        color: str = "auto",
+        environ: Mapping[str, str] | None = None,
+    ):
         env = os.environ if environ is None else environ
         self.stream = stream or sys.stderr
         self.quiet = quiet
@@ -82,11 +96,20 @@ class Terminal:
         self.color = wants_color(color, self.tty, env)
         width = env.get("COLUMNS", "")
         self.console = Console(
-            file=self.stream, force_terminal=self.tty or self.color, no_color=not self.color,
-            color_system="auto" if self.color else None, highlight=False, markup=False, emoji=False,
+            file=self.stream,
+            force_terminal=self.tty or self.color,
+            no_color=not self.color,
+            color_system="auto" if self.color else None,
+            highlight=False,
+            markup=False,
+            emoji=False,
             # wrapped to the width on a terminal; whole lines in pipes (a log keeps them as written)
-            soft_wrap=not self.tty, width=int(width) if width.isdigit() and int(width) > 0 else None,
-            force_jupyter=False, force_interactive=self.live, legacy_windows=False)
+            soft_wrap=not self.tty,
+            width=int(width) if width.isdigit() and int(width) > 0 else None,
+            force_jupyter=False,
+            force_interactive=self.live,
+            legacy_windows=False,
+        )
         self._live: Live | None = None
         self._last = 0.0
         self._lock = threading.Lock()
@@ -120,8 +143,14 @@ class Terminal:
             text = coloured(message)
             text.no_wrap, text.overflow = True, "ellipsis"
             if self._live is None:
-                self._live = Live(text, console=self.console, auto_refresh=False, transient=True,
-                                  redirect_stdout=False, redirect_stderr=False)
+                self._live = Live(
+                    text,
+                    console=self.console,
+                    auto_refresh=False,
+                    transient=True,
+                    redirect_stdout=False,
+                    redirect_stderr=False,
+                )
                 self._live.start(refresh=True)
                 Terminal._open.add(self)
             else:
@@ -164,6 +193,7 @@ def print_summary(text: str, color: str = "auto", stream: TextIO | None = None) 
         out.write(text)
         out.flush()
         return
-    Console(file=out, force_terminal=True, soft_wrap=True, highlight=False, markup=False,
-            emoji=False).print(coloured(text), end="")
+    Console(file=out, force_terminal=True, soft_wrap=True, highlight=False, markup=False, emoji=False).print(
+        coloured(text), end=""
+    )
     out.flush()

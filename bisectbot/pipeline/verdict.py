@@ -25,8 +25,16 @@ from bisectbot.pipeline.parse import observe
 from bisectbot.pipeline.runner import CommitRunner, Prepared
 
 
-def judge(counts: Sequence[int], ask: Ask, reference: stats.Reference, *, tolerance: float,
-          budget: int, eta: float = 0.0, alike: Mapping[str, tuple[int, int]] | None = None) -> stats.Evidence:
+def judge(
+    counts: Sequence[int],
+    ask: Ask,
+    reference: stats.Reference,
+    *,
+    tolerance: float,
+    budget: int,
+    eta: float = 0.0,
+    alike: Mapping[str, tuple[int, int]] | None = None,
+) -> stats.Evidence:
     """The sequential test the question asks for, on the counts so far (pure).
 
     reference: the generic test against the reference (or its control sample): GOOD = within
@@ -43,31 +51,50 @@ def judge(counts: Sequence[int], ask: Ask, reference: stats.Reference, *, tolera
     the test against the reference decided first."""
     if ask.mode == "bad-model":
         enough = stats.bad_endpoint_enough(counts, reference, eta=eta)
-        return stats.Evidence(Verdict.BAD if enough else None, sum(counts), 0.0, 0.0,
-                              f"bad-endpoint model from {sum(counts)} counted runs")
+        return stats.Evidence(
+            Verdict.BAD if enough else None,
+            sum(counts),
+            0.0,
+            0.0,
+            f"bad-endpoint model from {sum(counts)} counted runs",
+        )
     control = reference.control is not None
     if ask.mode == "quick" and not control:
         assert ask.q_bad is not None
-        quick = stats.test_quick(counts, reference, ask.q_bad, alpha=ask.alpha, beta=ask.beta, max_runs=budget,
-                                 eta=eta)
+        quick = stats.test_quick(counts, reference, ask.q_bad, alpha=ask.alpha, beta=ask.beta, max_runs=budget, eta=eta)
         return _placed_alike(quick, ask, alike) if alike else quick
     if control:
-        ev = stats.test_against_control(counts, reference, alpha=ask.alpha, beta=ask.beta,
-                                        tolerance=tolerance, max_runs=budget, eta=eta)
+        ev = stats.test_against_control(
+            counts, reference, alpha=ask.alpha, beta=ask.beta, tolerance=tolerance, max_runs=budget, eta=eta
+        )
     else:
-        ev = stats.test_against_reference(counts, reference, alpha=ask.alpha, beta=ask.beta,
-                                          tolerance=tolerance, max_runs=budget, eta=eta, toward=ask.q_bad)
+        ev = stats.test_against_reference(
+            counts,
+            reference,
+            alpha=ask.alpha,
+            beta=ask.beta,
+            tolerance=tolerance,
+            max_runs=budget,
+            eta=eta,
+            toward=ask.q_bad,
+        )
     if ask.mode == "quick":
         assert ask.q_bad is not None
-        ev = stats.test_quick(counts, reference.as_point(), ask.q_bad, alpha=ask.alpha, beta=ask.beta,
-                              max_runs=budget, eta=eta, bad=ev)
+        ev = stats.test_quick(
+            counts, reference.as_point(), ask.q_bad, alpha=ask.alpha, beta=ask.beta, max_runs=budget, eta=eta, bad=ev
+        )
     if ask.mode == "depart":
         total = int(sum(counts))
         if ev.decision is Verdict.BAD:
             return ev
         decision = Verdict.INCONCLUSIVE if total >= budget else None
-        return stats.Evidence(decision, total, ev.log_e_bad, 0.0,
-                              f"not shown beyond eta after {total} runs: E_bad = {ev.log_e_bad:.3g} (log)")
+        return stats.Evidence(
+            decision,
+            total,
+            ev.log_e_bad,
+            0.0,
+            f"not shown beyond eta after {total} runs: E_bad = {ev.log_e_bad:.3g} (log)",
+        )
     return _placed_alike(ev, ask, alike) if alike else ev
 
 
@@ -79,10 +106,15 @@ def _placed_alike(ev: stats.Evidence, ask: Ask, alike: Mapping[str, tuple[int, i
     for side, sha, _ in ask.alike:
         agree, differ = alike.get(sha, (0, 0))
         if stats.log_e_alike(agree, differ) >= math.log(1 / stats.STEER_LEVEL):
-            return stats.Evidence(Verdict(f"{side}-side"), ev.n, ev.log_e_bad, ev.log_e_good,
-                                  f"like {sha[:12]} (on the {side.upper()} side): the same outcome on {agree} of "
-                                  f"{agree + differ} seeds both ran (TV < {stats.ALIKE_DELTA:g} between them); not a "
-                                  f"test against the reference")
+            return stats.Evidence(
+                Verdict(f"{side}-side"),
+                ev.n,
+                ev.log_e_bad,
+                ev.log_e_good,
+                f"like {sha[:12]} (on the {side.upper()} side): the same outcome on {agree} of "
+                f"{agree + differ} seeds both ran (TV < {stats.ALIKE_DELTA:g} between them); not a "
+                f"test against the reference",
+            )
     return ev
 
 
@@ -126,23 +158,31 @@ class Tester:
             if prepared.executor is None:
                 if not prepared.applicable:
                     return self._reached(prepared, ask, None, Verdict.NOT_APPLICABLE, prepared.why)
-                return self._reached(prepared, ask, None, Verdict.SKIP, prepared.why,
-                                     signature=_skip_signature(prepared))
+                return self._reached(
+                    prepared, ask, None, Verdict.SKIP, prepared.why, signature=_skip_signature(prepared)
+                )
             measured = self._measure(prepared, ask)
             if measured.failed is not None:
                 reason = measured.tally.failure_reason()
                 if (retry := runner.variant_failed(prepared, reason, arm)) is not None:
                     prepared = retry
                     continue
-                return self._reached(prepared, ask, measured.tally, Verdict.SKIP, reason,
-                                     executed=measured.executed, signature=measured.failed)
+                return self._reached(
+                    prepared,
+                    ask,
+                    measured.tally,
+                    Verdict.SKIP,
+                    reason,
+                    executed=measured.executed,
+                    signature=measured.failed,
+                )
             return measured.verdict(self, prepared, ask)
 
     def _measure(self, prepared: Prepared, ask: Ask) -> "_Measured":
         """Feed the commit's runs to the test until it decides, the budget ends, or the runs
         mostly fail (then `failed` says how)."""
         budget = self.cfg.test.model_runs if ask.mode == "bad-model" else ask.budget or self.cfg.run.max_runs
-        seeds = self.runner.seed_block(prepared.sha, ask.block, ask.start + budget)[ask.start:]
+        seeds = self.runner.seed_block(prepared.sha, ask.block, ask.start + budget)[ask.start :]
         out = _Measured(Tally(self.reference.names), len(seeds))
         ends = {sha: dict(table) for _, sha, table in ask.alike}
         alike = {sha: [0, 0] for sha in ends}
@@ -160,10 +200,15 @@ class Tester:
                         if rec.ok and theirs is not None:
                             alike[sha][(-1 if category is None else category) != theirs] += 1
                     if rec.ok:
-                        out.evidence = judge(out.tally.counts, ask, self.reference,
-                                             tolerance=self.cfg.test.tolerance, budget=out.budget,
-                                             eta=self.cfg.test.indifference,
-                                             alike={k: (a, d) for k, (a, d) in alike.items()})
+                        out.evidence = judge(
+                            out.tally.counts,
+                            ask,
+                            self.reference,
+                            tolerance=self.cfg.test.tolerance,
+                            budget=out.budget,
+                            eta=self.cfg.test.indifference,
+                            alike={k: (a, d) for k, (a, d) in alike.items()},
+                        )
                         self.events.emit(RunsProgress(prepared.sha, out.tally.consumed, out.budget, out.tally.short()))
                         if out.evidence.decision is not None:
                             break
@@ -193,12 +238,31 @@ class Tester:
         """The commit's runs one counted category at a time (sticky search, confirmation)."""
         return Feed(self, sha, block, start)
 
-    def _reached(self, prepared: Prepared, ask: Ask, tally: Tally | None, verdict: Verdict, reason: str,
-                 *, evidence: tuple[float, float] = (0.0, 0.0), executed: int = 0,
-                 signature: str = "") -> CommitVerdict:
-        v = CommitVerdict.of(prepared.sha, self.subject(prepared.sha), ask, prepared.build, tally,
-                             verdict, reason, evidence=evidence, executed=executed, variant=prepared.variant,
-                             signature=signature)
+    def _reached(
+        self,
+        prepared: Prepared,
+        ask: Ask,
+        tally: Tally | None,
+        verdict: Verdict,
+        reason: str,
+        *,
+        evidence: tuple[float, float] = (0.0, 0.0),
+        executed: int = 0,
+        signature: str = "",
+    ) -> CommitVerdict:
+        v = CommitVerdict.of(
+            prepared.sha,
+            self.subject(prepared.sha),
+            ask,
+            prepared.build,
+            tally,
+            verdict,
+            reason,
+            evidence=evidence,
+            executed=executed,
+            variant=prepared.variant,
+            signature=signature,
+        )
         self.events.emit(VerdictReached(v))
         return v
 
@@ -210,23 +274,39 @@ class _Measured:
     tally: Tally
     budget: int
     evidence: stats.Evidence | None = None
-    failed: str | None = None          # the runs mostly failed: their signature
+    failed: str | None = None  # the runs mostly failed: their signature
     server_error: str | None = None
     executed: int = 0
 
     def verdict(self, tester: "Tester", prepared: Prepared, ask: Ask) -> CommitVerdict:
         tally, ev = self.tally, self.evidence
         if self.server_error is not None:
-            return tester._reached(prepared, ask, tally, Verdict.SKIP, self.server_error,
-                                   executed=self.executed, signature=masked(f"server: {self.server_error}"))
+            return tester._reached(
+                prepared,
+                ask,
+                tally,
+                Verdict.SKIP,
+                self.server_error,
+                executed=self.executed,
+                signature=masked(f"server: {self.server_error}"),
+            )
         if ev is not None and ev.decision is not None:
-            return tester._reached(prepared, ask, tally, ev.decision, ev.reason,
-                                   evidence=(ev.log_e_bad, ev.log_e_good), executed=self.executed)
-        reason = (f"undecided after {tally.consumed} runs (budget {self.budget})"
-                  + (f"; {ev.reason}" if ev is not None else "; no run met the condition"))
+            return tester._reached(
+                prepared,
+                ask,
+                tally,
+                ev.decision,
+                ev.reason,
+                evidence=(ev.log_e_bad, ev.log_e_good),
+                executed=self.executed,
+            )
+        reason = f"undecided after {tally.consumed} runs (budget {self.budget})" + (
+            f"; {ev.reason}" if ev is not None else "; no run met the condition"
+        )
         scores = (ev.log_e_bad, ev.log_e_good) if ev is not None else (0.0, 0.0)
-        return tester._reached(prepared, ask, tally, Verdict.INCONCLUSIVE, reason, evidence=scores,
-                               executed=self.executed)
+        return tester._reached(
+            prepared, ask, tally, Verdict.INCONCLUSIVE, reason, evidence=scores, executed=self.executed
+        )
 
 
 def _skip_signature(prepared: Prepared) -> str:
@@ -248,13 +328,12 @@ class Feed:
         self.tester, self.sha, self.block, self.start = tester, sha, block, start
         self.prepared = tester.runner.prepare(sha)
         self.tally = Tally(tester.reference.names)
-        self.stream = (tester.runner.runs(self.prepared, self._seeds())
-                       if self.prepared.executor is not None else None)
+        self.stream = tester.runner.runs(self.prepared, self._seeds()) if self.prepared.executor is not None else None
 
     def _seeds(self) -> list[int]:
         """The rest of the commit's block: a commit next to the boundary may need more runs than
         one verdict's budget (the sticky search as a whole is capped by test.search_runs)."""
-        return self.tester.runner.seed_block(self.sha, self.block, SEED_BLOCK)[self.start:]
+        return self.tester.runner.seed_block(self.sha, self.block, SEED_BLOCK)[self.start :]
 
     def next(self) -> int:
         """The category of the commit's next counted run; `Untestable` when there is none.
@@ -279,17 +358,33 @@ class Feed:
             else:
                 raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
 
-    def verdict(self, verdict: Verdict, reason: str, signature: str = "", *, ask: Ask | None = None,
-                tally: Tally | None = None, evidence: tuple[float, float] = (0.0, 0.0),
-                executed: int | None = None) -> CommitVerdict:
+    def verdict(
+        self,
+        verdict: Verdict,
+        reason: str,
+        signature: str = "",
+        *,
+        ask: Ask | None = None,
+        tally: Tally | None = None,
+        evidence: tuple[float, float] = (0.0, 0.0),
+        executed: int | None = None,
+    ) -> CommitVerdict:
         """A verdict on this commit's runs (all fed so far, or the `tally` of a prefix of them);
         by default the side the sticky search put it on. `executed`: the runs this feed
         executed, unless another verdict on the same runs already counts them (then 0)."""
         ask = ask or Ask(role="sticky", alpha=0.0, beta=0.0, mode="sticky")
         if executed is None:
             executed = self.stream.executed if self.stream is not None else 0
-        return self.tester._reached(self.prepared, ask, tally or self.tally, verdict, reason, executed=executed,
-                                    signature=signature, evidence=evidence)
+        return self.tester._reached(
+            self.prepared,
+            ask,
+            tally or self.tally,
+            verdict,
+            reason,
+            executed=executed,
+            signature=signature,
+            evidence=evidence,
+        )
 
     def close(self) -> None:
         if self.stream is not None:
