@@ -357,7 +357,7 @@ class Bisection:
         asked, and never on a cluster (its feed runs here, not on the workers)."""
         plan, cfg = self.plan, self.tester.cfg
         asked = plan.strategy
-        if asked == "sticky" and hasattr(self.tester, "verdicts"):
+        if asked == "sticky" and self.tester.where == "cluster":
             asked = "plain"
         costs = _unit_costs(self.tester.runner)
         ref = self.tester.reference

@@ -174,6 +174,8 @@ def work_build(task: WorkTask) -> WorkResult:
 class ClusterTester(Tester):
     """A tester whose verdicts are reached on a Dask cluster, `width` at a time."""
 
+    where = "cluster"
+
     def __init__(
         self, cfg: Config, runner: CommitRunner, reference: stats.Reference, events: Events, client: Any, root: Path
     ):

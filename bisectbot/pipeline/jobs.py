@@ -131,10 +131,7 @@ class Session:
 
     def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
         """Build commits: on the cluster's workers when there is one, else here."""
-        tester = self.tester
-        if hasattr(tester, "build_many"):
-            return list(tester.build_many(shas))
-        return [self.test_runner.builder.ensure(sha, self.cfg.build) for sha in shas]
+        return list(self.tester.build_many(shas))
 
     def sync(self) -> None:
         self.events.emit(Syncing(self.workspace.source))

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 from bisectbot.config import SEED_BLOCK, Config
 from bisectbot.core import stats
 from bisectbot.core.outcome import Verdict
-from bisectbot.core.records import Ask, CommitVerdict, RunRecord, Tally, masked
+from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
 from bisectbot.edges.procs import ServerError
 from bisectbot.pipeline.events import Events, RunsProgress, VerdictReached
 from bisectbot.pipeline.parse import observe
@@ -132,8 +132,16 @@ class Tester:
     Each verdict it reaches is also emitted (`VerdictReached`), so a job can store it as it
     happens."""
 
+    # Where its verdicts are reached: "here", or "cluster" (ClusterTester), which runs no
+    # sticky search (its feed runs here, not on the workers).
+    where = "here"
+
     def __init__(self, cfg: Config, runner: CommitRunner, reference: stats.Reference, events: Events):
         self.cfg, self.runner, self.reference, self.events = cfg, runner, reference, events
+
+    def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
+        """Build commits, one after the other (a cluster's tester builds them at once)."""
+        return [self.runner.builder.ensure(sha, self.cfg.build) for sha in shas]
 
     def subject(self, sha: str) -> str:
         return self.runner.workspace.info(sha).subject
