@@ -93,8 +93,8 @@ def test_a_command_whose_handling_raised_twice_is_not_resumed_a_third_time(
     cid = gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
     with open_bot(config, tmp_path / "st") as bot:
         assert bot.claim(cid, ISSUE, "maintainer", "MEMBER", f"/bisect good={demo12.good} bad=main")
-        bot.store.note_command_raised(cid)  # two bots died of it before they could mark it failed
-        bot.store.note_command_raised(cid)
+        bot.memory.note_command_raised(cid)  # two bots died of it before they could mark it failed
+        bot.memory.note_command_raised(cid)
         bot.resume_interrupted()
         bot.settle(10)
         bot.outbox.close()

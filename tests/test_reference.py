@@ -34,7 +34,7 @@ def test_the_numpy_reference_of_29975_is_computed_once_then_cached(tmp_path: Pat
         assert first.source == "numpy forward pass of target.gguf"
         assert first.probs == pytest.approx({"d": 0.3681, "e": 0.2450, "g": 0.3869}, abs=1e-4)
         assert first.condition_prob == pytest.approx(0.7074, abs=1e-4)
-        cached = state.store._rows("SELECT key, value FROM reference_cache")  # noqa: SLF001
+        cached = state.store.rows("SELECT key, value FROM reference_cache")
         assert len(cached) == 1
         assert resolve_reference(cfg, runner) == first  # from the cache (same numbers, same source)
     summary = first.summary(cfg)

@@ -17,8 +17,9 @@ from bisectbot.core.outcome import Verdict
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.core.reports import TestReport, load_result
 from bisectbot.demo import generate_demo
-from bisectbot.edges.storage import SCHEMA_VERSION, Cursor, LastGood, StateDir, Store
+from bisectbot.edges.storage import SCHEMA_VERSION, LastGood, StateDir, Store
 from bisectbot.errors import StateError
+from bisectbot.github.memory import BotMemory, Cursor
 
 from conftest import bisectbot_argv, subprocess_env
 
@@ -73,10 +74,10 @@ def test_the_b6ae5a0_database_is_migrated_with_a_backup_and_nothing_lost(tmp_pat
         # what lived in kv now has tables of its own
         last_good = json.loads(kv["check:last-good:specdemo"])
         assert store.last_good("specdemo") == LastGood(last_good["sha"], last_good["ref"], last_good["date"])
-        assert store.cursor("octo/specdemo#7") == Cursor(901, "2026-11-30T12:00:00Z")
+        assert BotMemory(store).cursor("octo/specdemo#7") == Cursor(901, "2026-11-30T12:00:00Z")
         # command variants are chosen per binary content since schema 3: the old choices go
         assert any(k.startswith("variant:") for k in kv)
-        assert store._rows("SELECT COUNT(*) FROM variants")[0][0] == 0  # noqa: SLF001
+        assert store.rows("SELECT COUNT(*) FROM variants")[0][0] == 0
         # the old rows are read through the new code
         job = store.job(OLD_BISECT_JOB)
         assert job is not None and job.kind == "bisect" and job.status == "running"
@@ -86,8 +87,8 @@ def test_the_b6ae5a0_database_is_migrated_with_a_backup_and_nothing_lost(tmp_pat
             "bad-model",
             "step",
         ]
-        assert store.claimed_commands() == [901]
-        assert not store.add_delivery_if_new("delivery-3f2a")
+        assert BotMemory(store).claimed_commands() == [901]
+        assert not BotMemory(store).add_delivery_if_new("delivery-3f2a")
     tables = {name for (name,) in rows(root / "state.sqlite3", "SELECT name FROM sqlite_master WHERE type='table'")}
     assert "kv" not in tables  # emptied by the migration
     for table, old_rows in before.items():
@@ -205,30 +206,32 @@ def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
 
 def test_comment_targets_publish_the_job_once_every_comment_is_final(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite3")
+    memory = BotMemory(store)
     store.start_job("j", "test", {"ref": "main"})
-    store.set_target("check-status", 7, "j", "status")
-    store.set_target("j", 7, "j", "alarm", {"last_good": None})
-    assert store.unpublished_targets() == []  # the job still runs
+    memory.set_target("check-status", 7, "j", "status")
+    memory.set_target("j", 7, "j", "alarm", {"last_good": None})
+    assert memory.unpublished_targets() == []  # the job still runs
     store.finish_job("j", "done", {"x": 1})
-    assert sorted(store.unpublished_targets()) == [("check-status", 7), ("j", 7)]
-    store.mark_target_published("check-status", 7, 101)
+    assert sorted(memory.unpublished_targets()) == [("check-status", 7), ("j", 7)]
+    memory.mark_target_published("check-status", 7, 101)
     assert store.job("j").published is False  # type: ignore[union-attr]
-    store.mark_target_published("j", 7, 102)
+    memory.mark_target_published("j", 7, 102)
     job = store.job("j")
     assert job is not None and job.published and job.result == {"x": 1}
-    target = store.target("j", 7)
+    target = memory.target("j", 7)
     assert target is not None and target.comment_id == 102 and target.extra == {"last_good": None}
     store.close()
 
 
 def test_claims_and_deliveries_hold_across_threads(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite3")
+    memory = BotMemory(store)
     wins: list[bool] = []
     lock = threading.Lock()
 
     def claim() -> None:
-        won = store.claim_command(55, 7, "maintainer", "MEMBER", "/check")
-        got = store.add_delivery_if_new("d-1")
+        won = memory.claim_command(55, 7, "maintainer", "MEMBER", "/check")
+        got = memory.add_delivery_if_new("d-1")
         with lock:
             wins.extend([won, got])
 
@@ -238,10 +241,10 @@ def test_claims_and_deliveries_hold_across_threads(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert wins.count(True) == 2  # one claim, one delivery, whoever came first
-    cmd = store.command(55)
+    cmd = memory.command(55)
     assert cmd is not None and cmd.status == "claimed" and cmd.issue == 7
-    store.set_command(55, "done", "job-1")
-    assert store.command(55).job == "job-1" and store.claimed_commands() == []  # type: ignore[union-attr]
+    memory.set_command(55, "done", "job-1")
+    assert memory.command(55).job == "job-1" and memory.claimed_commands() == []  # type: ignore[union-attr]
     store.close()
 
 

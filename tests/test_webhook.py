@@ -19,6 +19,7 @@ import requests
 
 from bisectbot.edges.storage import Store
 from bisectbot.github.commands import BisectCommand, parse_comment
+from bisectbot.github.memory import BotMemory
 from bisectbot.github.webhook import ServeLimits, make_webhook_server, sign, verify_signature
 
 SECRET = b"It's a Secret to Everybody"
@@ -42,7 +43,7 @@ class Hook:
         self.calls: list[dict[str, Any]] = []
         self.seen = Store(db)
         self.fail_next = False
-        self.server = make_webhook_server("127.0.0.1", 0, SECRET, self.on_command, self.seen, limits=limits)
+        self.server = make_webhook_server("127.0.0.1", 0, SECRET, self.on_command, BotMemory(self.seen), limits=limits)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
         host, port = self.server.server_address[:2]
@@ -213,14 +214,15 @@ def test_delivery_ids_outlive_the_server(hook: Hook, tmp_path: Path) -> None:
     assert hook.post(comment_event(), delivery="d-9").status_code == 202
     again = Store(tmp_path / "state.sqlite3")  # another process, later
     try:
-        assert not again.add_delivery_if_new("d-9") and again.add_delivery_if_new("d-10")
+        seen = BotMemory(again)
+        assert not seen.add_delivery_if_new("d-9") and seen.add_delivery_if_new("d-10")
     finally:
         again.close()
 
 
 def test_server_requires_a_secret(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
-        make_webhook_server("127.0.0.1", 0, b"", lambda p: None, Store(tmp_path / "s.sqlite3"))
+        make_webhook_server("127.0.0.1", 0, b"", lambda p: None, BotMemory(Store(tmp_path / "s.sqlite3")))
 
 
 def test_shutdown_before_serving_returns(tmp_path: Path) -> None:

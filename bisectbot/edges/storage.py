@@ -1,6 +1,7 @@
 """Storage: the state directory and its SQLite database, the memory that makes work resumable.
 
-Nothing else in bisectbot writes SQL. Why it looks like this:
+Nothing else in bisectbot writes SQL but the bot's own rows (`github.memory`); the schema
+and its migrations are in `edges.migrations`. Why it looks like this:
 
 * **Written the moment it finishes.** Every build and every seed is committed as soon as it is
   done, so `kill -9` loses at most what was in flight. Builds and runs are inserted, never
@@ -45,243 +46,10 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
 from bisectbot.core.estimate import Timings
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.edges import children
+from bisectbot.edges.migrations import CORE_TABLES, MIGRATIONS, SCHEMA_VERSION
 from bisectbot.errors import StateError
 
 log = logging.getLogger(__name__)
-
-SCHEMA_VERSION = 6
-# Tables every schema version has: a database without them is not a bisectbot database.
-CORE_TABLES = frozenset({"builds", "runs", "verdicts", "jobs"})
-
-# Version 1: the tables of bisectbot b6ae5a0, the last schema without a version number.
-_V1 = """
-CREATE TABLE IF NOT EXISTS builds (
-    build_key  TEXT NOT NULL,
-    sha        TEXT NOT NULL,
-    status     TEXT NOT NULL,          -- ok | failed | timeout | no-binary
-    binaries   TEXT NOT NULL,          -- JSON {placeholder: kept path}
-    log        TEXT NOT NULL,          -- path of the build log
-    seconds    REAL NOT NULL,
-    reason     TEXT NOT NULL,
-    created    REAL NOT NULL,
-    PRIMARY KEY (build_key, sha)
-);
-CREATE TABLE IF NOT EXISTS runs (
-    experiment TEXT NOT NULL,
-    sha        TEXT NOT NULL,
-    seed       INTEGER NOT NULL,
-    status     TEXT NOT NULL,          -- ok | incomplete | crash | timeout | unparsable
-    tokens     TEXT,                   -- JSON list of generated tokens (status ok)
-    exit_code  INTEGER,
-    seconds    REAL NOT NULL,
-    attempts   INTEGER NOT NULL,       -- 1 + reruns of an incomplete output
-    variant    INTEGER NOT NULL DEFAULT 0,
-    detail     TEXT NOT NULL,
-    created    REAL NOT NULL,
-    PRIMARY KEY (experiment, sha, seed)
-);
-CREATE TABLE IF NOT EXISTS verdicts (
-    job        TEXT NOT NULL,
-    sha        TEXT NOT NULL,
-    role       TEXT NOT NULL,          -- good-endpoint | bad-endpoint | step | retest-… | test (@arm)
-    verdict    TEXT NOT NULL,
-    record     TEXT NOT NULL,          -- JSON of the CommitVerdict
-    created    REAL NOT NULL,
-    PRIMARY KEY (job, sha, role)
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    id         TEXT PRIMARY KEY,
-    kind       TEXT NOT NULL,          -- bisect | test
-    status     TEXT NOT NULL,          -- running | done | failed | cancelled
-    args       TEXT NOT NULL,          -- JSON
-    result     TEXT,                   -- JSON report when done, {status, message, by} otherwise
-    published  INTEGER NOT NULL DEFAULT 0,
-    created    REAL NOT NULL,
-    updated    REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS kv (
-    key        TEXT PRIMARY KEY,
-    value      TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS bot_commands (
-    comment_id  INTEGER PRIMARY KEY,   -- the GitHub comment that holds the command
-    issue       INTEGER NOT NULL,
-    author      TEXT NOT NULL,
-    association TEXT NOT NULL,
-    body        TEXT NOT NULL,
-    status      TEXT NOT NULL,         -- claimed | done | refused | failed
-    job         TEXT,
-    created     REAL NOT NULL,
-    updated     REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS bot_targets (
-    marker      TEXT NOT NULL,         -- the comment's job marker (a job id, or check-status)
-    issue       INTEGER NOT NULL,
-    job         TEXT NOT NULL,         -- the jobs-table row whose result it shows
-    kind        TEXT NOT NULL,         -- bisect | alarm | status
-    extra       TEXT NOT NULL,         -- JSON the renderer needs besides the job result
-    comment_id  INTEGER,
-    published   INTEGER NOT NULL DEFAULT 0,
-    updated     REAL NOT NULL,
-    PRIMARY KEY (marker, issue)
-);
-CREATE TABLE IF NOT EXISTS webhook_deliveries (
-    id          TEXT PRIMARY KEY,
-    created     REAL NOT NULL
-);
-"""
-
-# Version 2: what lived under prefixed keys in `kv` gets tables of its own.
-_V2 = """
-CREATE TABLE variants (
-    build_key   TEXT NOT NULL,
-    experiment  TEXT NOT NULL,
-    sha         TEXT NOT NULL,
-    variant     INTEGER,               -- index into run.variants; NULL when none fits
-    why         TEXT NOT NULL,
-    PRIMARY KEY (build_key, experiment, sha)
-);
-CREATE TABLE reference_cache (
-    key         TEXT PRIMARY KEY,      -- hash of method, model, prompt, sampling, commit
-    value       TEXT NOT NULL          -- JSON of the resolved reference
-);
-CREATE TABLE bot_cursors (
-    key         TEXT PRIMARY KEY,      -- owner/name#issue
-    comment_id  INTEGER NOT NULL,      -- the newest comment handled
-    at          TEXT                   -- its time, as GitHub's `since` wants it
-);
-CREATE TABLE last_good (
-    config      TEXT PRIMARY KEY,      -- config name
-    sha         TEXT NOT NULL,
-    ref         TEXT NOT NULL,
-    date        TEXT NOT NULL
-);
-"""
-
-
-def _execute_each(db: sqlite3.Connection, script: str) -> None:
-    """Run a script statement by statement (executescript would COMMIT the migration's transaction)."""
-    for statement in script.split(";\n"):
-        if statement.strip():
-            db.execute(statement)
-
-
-def _to_v1(db: sqlite3.Connection) -> None:
-    _execute_each(db, _V1)
-
-
-def _to_v2(db: sqlite3.Connection) -> None:
-    _execute_each(db, _V2)
-    moved = []
-    for row in db.execute("SELECT key, value FROM kv").fetchall():
-        key, value = row["key"], json.loads(row["value"])
-        kind, _, rest = key.partition(":")
-        if kind == "variant":
-            build_key, experiment, sha = rest.split(":", 2)
-            db.execute(
-                "INSERT INTO variants (build_key, experiment, sha, variant, why) VALUES (?,?,?,?,?)",
-                (build_key, experiment, sha, value[0], value[1]),
-            )
-        elif kind == "reference":
-            db.execute("INSERT INTO reference_cache (key, value) VALUES (?,?)", (rest, row["value"]))
-        elif kind == "cursor":
-            db.execute(
-                "INSERT INTO bot_cursors (key, comment_id, at) VALUES (?,?,?)",
-                (rest, int(value["id"]), value.get("at")),
-            )
-        elif kind == "check" and rest.startswith("last-good:"):
-            db.execute(
-                "INSERT INTO last_good (config, sha, ref, date) VALUES (?,?,?,?)",
-                (rest.removeprefix("last-good:"), value["sha"], value["ref"], value["date"]),
-            )
-        else:
-            continue  # not ours to interpret: it stays in kv
-        moved.append(key)
-    db.executemany("DELETE FROM kv WHERE key=?", [(k,) for k in moved])
-    if db.execute("SELECT COUNT(*) FROM kv").fetchone()[0] == 0:
-        db.execute("DROP TABLE kv")
-
-
-# Version 3: a build records the variant it used and notes (a clean-directory retry); runs are
-# keyed by a run key that hashes everything that determines them (the binary's content, the
-# argv, the files it names, env, parsing) instead of the config digest, so runs stored before
-# are kept but never reused (what they ran was not recorded); a command variant is chosen per
-# binary content and remembers variants that failed at run time.
-_V3 = """
-ALTER TABLE builds ADD COLUMN variant INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE builds ADD COLUMN notes TEXT NOT NULL DEFAULT '';
-ALTER TABLE runs RENAME COLUMN experiment TO run_key;
-DROP TABLE variants;
-CREATE TABLE variants (
-    binary      TEXT NOT NULL,         -- sha256 of the binary whose --help chose it
-    spec        TEXT NOT NULL,         -- digest of the command variants it chose among
-    variant     INTEGER,               -- the index chosen; NULL when none fits
-    why         TEXT NOT NULL,
-    failed      TEXT NOT NULL DEFAULT '[]',  -- JSON [[index, why], ...] that failed at run time
-    PRIMARY KEY (binary, spec)
-);
-"""
-
-
-def _to_v3(db: sqlite3.Connection) -> None:
-    _execute_each(db, _V3)
-
-
-# Version 4: a build records the repository files its targets were compiled from (NULL: not
-# known, e.g. built before this version: then no commit is skipped as unable to change the
-# binary), and the host and compiler that made it (a cluster's builds are not mixed).
-_V4 = """
-ALTER TABLE builds ADD COLUMN inputs TEXT;
-ALTER TABLE builds ADD COLUMN host TEXT NOT NULL DEFAULT '';
-ALTER TABLE builds ADD COLUMN compiler TEXT NOT NULL DEFAULT '';
-"""
-
-
-def _to_v4(db: sqlite3.Connection) -> None:
-    _execute_each(db, _V4)
-
-
-# Version 5: the bot counts how often handling a command raised (twice: failed, not resumed a
-# third time), and keeps the replies it owes until GitHub took them (an outage loses none).
-_V5 = """
-ALTER TABLE bot_commands ADD COLUMN raises INTEGER NOT NULL DEFAULT 0;
-CREATE TABLE bot_replies (
-    issue       INTEGER NOT NULL,
-    key         TEXT NOT NULL,         -- the reply marker's key (the command comment's id)
-    body        TEXT NOT NULL,
-    comment_id  INTEGER,               -- set once posted
-    created     REAL NOT NULL,
-    PRIMARY KEY (issue, key)
-);
-CREATE TABLE bot_meta (
-    key         TEXT PRIMARY KEY,      -- instance: this state directory's bot, in its job comments
-    value       TEXT NOT NULL
-);
-"""
-
-
-def _to_v5(db: sqlite3.Connection) -> None:
-    _execute_each(db, _V5)
-
-
-# Version 6: each build's binaries' sha256 (checked before a kept binary is reused), and when a
-# trusted build last wrote each build directory (a file newer than that: the directory is wiped).
-_V6 = """
-ALTER TABLE builds ADD COLUMN hashes TEXT;
-CREATE TABLE build_dirs (
-    path        TEXT PRIMARY KEY,
-    written     REAL NOT NULL          -- when the last trusted build in it ended (time.time())
-);
-"""
-
-
-def _to_v6(db: sqlite3.Connection) -> None:
-    _execute_each(db, _V6)
-
-
-# MIGRATIONS[v] takes a database at version v to v + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4, _to_v5, _to_v6)
-assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
 # -- rows ----------------------------------------------------------------------------------------
@@ -292,28 +60,6 @@ class JobRow:
     status: str  # running | done | failed | cancelled
     args: dict[str, Any]
     result: dict[str, Any] | None
-    published: bool
-
-
-@dataclass(frozen=True)
-class CommandRow:
-    comment_id: int
-    issue: int
-    author: str
-    association: str
-    body: str
-    status: str  # claimed | done | refused | failed | elsewhere (another bot's)
-    job: str | None
-
-
-@dataclass(frozen=True)
-class TargetRow:
-    marker: str
-    issue: int
-    job: str
-    kind: str  # bisect | alarm | status
-    extra: dict[str, Any]
-    comment_id: int | None
     published: bool
 
 
@@ -331,12 +77,6 @@ class VariantChoice:
     index: int | None
     why: str
     failed: tuple[tuple[int, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class Cursor:
-    comment_id: int
-    at: str | None
 
 
 @dataclass(frozen=True)
@@ -367,15 +107,15 @@ def _job_row(row: Any) -> JobRow:
 _Read = TypeVar("_Read", bound=Callable[..., Any])
 
 
-def _decoded(method: _Read) -> _Read:
+def decoded(method: _Read) -> _Read:
     """A read whose stored text or JSON does not decode is a damaged database, not a crash."""
 
     @functools.wraps(method)
-    def read(self: "Store", *args: Any, **kwargs: Any) -> Any:
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:  # a Store, or a store of rows over one
         try:
             return method(self, *args, **kwargs)
         except (ValueError, TypeError, KeyError) as exc:  # UnicodeDecodeError, JSONDecodeError, …
-            raise self._damaged(f"a stored row does not decode: {type(exc).__name__}: {exc}") from None
+            raise self.damaged(f"a stored row does not decode: {type(exc).__name__}: {exc}") from None
 
     return cast(_Read, read)
 
@@ -505,14 +245,14 @@ class Store:
             raise StateError(f"cannot move the state database {self.path} aside to {aside}: {exc.strerror}") from None
         return aside
 
-    def _damaged(self, why: str) -> StateError:
+    def damaged(self, why: str) -> StateError:
         return StateError(f"state database {self.path} is damaged ({why}); pass --reset-state to start it afresh")
 
     def _failed(self, exc: sqlite3.Error) -> StateError:
         """A failed SQLite call as one line naming the database (and, when it is damaged, the way out)."""
         name = str(getattr(exc, "sqlite_errorname", ""))
         if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB":
-            return self._damaged(str(exc))
+            return self.damaged(str(exc))
         return StateError(f"state database {self.path}: {exc}")
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -534,7 +274,7 @@ class Store:
         return con
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[sqlite3.Connection]:
         """One transaction; an SQLite failure becomes a one-line StateError naming the file."""
         db = self._db()
         try:
@@ -549,16 +289,16 @@ class Store:
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
 
-    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    def rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         try:
             return self._db().execute(sql, args).fetchall()
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
         except UnicodeDecodeError as exc:
-            raise self._damaged(f"a stored text does not decode: {exc}") from None
+            raise self.damaged(f"a stored text does not decode: {exc}") from None
 
-    def _one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
-        rows = self._rows(sql, args)
+    def one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        rows = self.rows(sql, args)
         return rows[0] if rows else None
 
     def _migrate(self) -> None:
@@ -583,7 +323,7 @@ class Store:
                     finally:
                         partial.unlink(missing_ok=True)
             for v in range(version, SCHEMA_VERSION):
-                with self._write() as tx:
+                with self.write() as tx:
                     if tx.execute("PRAGMA user_version").fetchone()[0] != v:
                         continue  # another process got there first
                     MIGRATIONS[v](tx)
@@ -591,7 +331,7 @@ class Store:
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
         except (ValueError, KeyError, TypeError) as exc:  # a kv row of an old schema that does not decode
-            raise self._damaged(f"cannot migrate it: {type(exc).__name__}: {exc}") from None
+            raise self.damaged(f"cannot migrate it: {type(exc).__name__}: {exc}") from None
         except OSError as exc:
             raise StateError(
                 f"cannot back up the state database {self.path} before migrating it: {exc.strerror}"
@@ -599,7 +339,7 @@ class Store:
 
     @property
     def version(self) -> int:
-        return int(self._rows("PRAGMA user_version")[0][0])
+        return int(self.rows("PRAGMA user_version")[0][0])
 
     def close(self) -> None:
         with self._lock:
@@ -609,9 +349,9 @@ class Store:
         self._local = threading.local()
 
     # -- builds --------------------------------------------------------------------------------
-    @_decoded
+    @decoded
     def build(self, build_key: str, sha: str) -> BuildRecord | None:
-        row = self._one(
+        row = self.one(
             "SELECT sha, status, binaries, log, seconds, reason, variant, notes, inputs, host, "
             "compiler, hashes FROM builds WHERE build_key=? AND sha=?",
             (build_key, sha),
@@ -636,7 +376,7 @@ class Store:
 
     def put_build(self, build_key: str, rec: BuildRecord) -> None:
         inputs = json.dumps(list(rec.inputs)) if rec.inputs is not None else None
-        with self._write() as db:
+        with self.write() as db:
             db.execute(
                 "INSERT INTO builds (build_key, sha, status, binaries, log, seconds, reason, variant, "
                 "notes, inputs, host, compiler, created, hashes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -660,23 +400,23 @@ class Store:
 
     def build_dir_written(self, path: Path) -> float | None:
         """When a trusted build last ended in the build directory `path` (None: never recorded)."""
-        row = self._one("SELECT written FROM build_dirs WHERE path=?", (str(path),))
+        row = self.one("SELECT written FROM build_dirs WHERE path=?", (str(path),))
         return row["written"] if row is not None else None
 
     def put_build_dir_written(self, path: Path, when: float) -> None:
-        with self._write() as db:
+        with self.write() as db:
             db.execute("INSERT OR REPLACE INTO build_dirs (path, written) VALUES (?,?)", (str(path), when))
 
     def forget_build(self, build_key: str, sha: str) -> None:
         """A stored build that can no longer be used (its binaries are gone): build again."""
-        with self._write() as db:
+        with self.write() as db:
             db.execute("DELETE FROM builds WHERE build_key=? AND sha=?", (build_key, sha))
 
     def stored(self, build_key: str, shas: Iterable[str]) -> Stored:
         """Runs and builds stored, in all and at `shas` (builds under `build_key` only)."""
         want = set(shas)
-        runs = self._rows("SELECT sha, COUNT(*) AS n FROM runs GROUP BY sha")
-        builds = self._rows("SELECT sha, build_key FROM builds")
+        runs = self.rows("SELECT sha, COUNT(*) AS n FROM runs GROUP BY sha")
+        builds = self.rows("SELECT sha, build_key FROM builds")
         return Stored(
             runs=sum(r["n"] for r in runs),
             builds=len(builds),
@@ -685,9 +425,9 @@ class Store:
         )
 
     # -- runs ----------------------------------------------------------------------------------
-    @_decoded
+    @decoded
     def runs(self, run_key: str, sha: str) -> dict[int, RunRecord]:
-        rows = self._rows(
+        rows = self.rows(
             "SELECT seed, status, tokens, exit_code, seconds, attempts, variant, detail "
             "FROM runs WHERE run_key=? AND sha=?",
             (run_key, sha),
@@ -708,7 +448,7 @@ class Store:
 
     def runs_at(self, sha: str) -> dict[str, dict[int, RunRecord]]:
         """Every run stored for a commit, by run key (what a cluster worker is handed)."""
-        keys = [r["run_key"] for r in self._rows("SELECT DISTINCT run_key FROM runs WHERE sha=?", (sha,))]
+        keys = [r["run_key"] for r in self.rows("SELECT DISTINCT run_key FROM runs WHERE sha=?", (sha,))]
         return {key: self.runs(key, sha) for key in keys}
 
     def add_runs(self, run_key: str, sha: str, recs: list[RunRecord]) -> int:
@@ -721,7 +461,7 @@ class Store:
 
     def put_run(self, run_key: str, sha: str, rec: RunRecord) -> None:
         tokens = json.dumps(list(rec.tokens)) if rec.tokens is not None else None
-        with self._write() as db:
+        with self.write() as db:
             db.execute(
                 "INSERT INTO runs (run_key, sha, seed, status, tokens, exit_code, seconds, "
                 "attempts, variant, detail, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -745,7 +485,7 @@ class Store:
         successful builds (under `build_key` when it has any), runs per tested commit and
         seconds per successful run (the latest `latest` of each)."""
         builds = (
-            self._rows(
+            self.rows(
                 "SELECT seconds FROM builds WHERE status='ok' AND build_key=? ORDER BY created DESC LIMIT ?",
                 (build_key, latest),
             )
@@ -753,11 +493,11 @@ class Store:
             else []
         )
         if not builds:
-            builds = self._rows("SELECT seconds FROM builds WHERE status='ok' ORDER BY created DESC LIMIT ?", (latest,))
-        per_commit = self._rows(
+            builds = self.rows("SELECT seconds FROM builds WHERE status='ok' ORDER BY created DESC LIMIT ?", (latest,))
+        per_commit = self.rows(
             "SELECT COUNT(*) AS n FROM runs GROUP BY run_key, sha ORDER BY MAX(created) DESC LIMIT ?", (latest,)
         )
-        runs = self._rows("SELECT seconds FROM runs WHERE status='ok' ORDER BY rowid DESC LIMIT ?", (latest,))
+        runs = self.rows("SELECT seconds FROM runs WHERE status='ok' ORDER BY rowid DESC LIMIT ?", (latest,))
         return Timings(
             tuple(float(r["seconds"]) for r in builds),
             tuple(int(r["n"]) for r in per_commit),
@@ -766,7 +506,7 @@ class Store:
 
     # -- verdicts ------------------------------------------------------------------------------
     def put_verdict(self, job: str, v: CommitVerdict) -> None:
-        with self._write() as db:
+        with self.write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO verdicts (job, sha, role, verdict, record, created) VALUES (?,?,?,?,?,?)",
                 (job, v.sha, v.key, v.verdict.value, json.dumps(v.to_json()), time.time()),
@@ -776,17 +516,17 @@ class Store:
         """A job's verdicts, in the order they were reached."""
         return [v for v, _when in self.verdict_log(job)]
 
-    @_decoded
+    @decoded
     def verdict_log(self, job: str) -> list[tuple[CommitVerdict, float]]:
         """A job's verdicts with when each was reached (Unix time), in that order (`bisectbot log`)."""
-        rows = self._rows("SELECT record, created FROM verdicts WHERE job=? ORDER BY created, rowid", (job,))
+        rows = self.rows("SELECT record, created FROM verdicts WHERE job=? ORDER BY created, rowid", (job,))
         return [(CommitVerdict.from_json(json.loads(r["record"])), float(r["created"])) for r in rows]
 
     # -- jobs ----------------------------------------------------------------------------------
-    @_decoded
+    @decoded
     def job_log(self) -> list[tuple[JobRow, float, float]]:
         """Every job, oldest first, with when it was started and last updated (`bisectbot log`)."""
-        rows = self._rows(
+        rows = self.rows(
             "SELECT id, kind, status, args, result, published, created, updated FROM jobs ORDER BY created, rowid"
         )
         return [(_job_row(r), float(r["created"]), float(r["updated"])) for r in rows]
@@ -794,7 +534,7 @@ class Store:
     def start_job(self, job: str, kind: str, args: dict[str, Any]) -> None:
         """Register a job (or mark a resumed one running again)."""
         now = time.time()
-        with self._write() as db:
+        with self.write() as db:
             db.execute(
                 "INSERT INTO jobs (id, kind, status, args, created, updated) VALUES (?,?,?,?,?,?) "
                 "ON CONFLICT(id) DO UPDATE SET status='running', updated=excluded.updated",
@@ -802,200 +542,54 @@ class Store:
             )
 
     def finish_job(self, job: str, status: str, result: dict[str, Any]) -> None:
-        with self._write() as db:
+        with self.write() as db:
             db.execute(
                 "UPDATE jobs SET status=?, result=?, updated=? WHERE id=?",
                 (status, json.dumps(result), time.time(), job),
             )
 
-    @_decoded
+    @decoded
     def job(self, job: str) -> JobRow | None:
-        row = self._one("SELECT id, kind, status, args, result, published FROM jobs WHERE id=?", (job,))
+        row = self.one("SELECT id, kind, status, args, result, published FROM jobs WHERE id=?", (job,))
         return None if row is None else _job_row(row)
 
     # -- command variants and computed references ----------------------------------------------
-    @_decoded
+    @decoded
     def variant(self, binary: str, spec: str) -> VariantChoice | None:
-        row = self._one("SELECT variant, why, failed FROM variants WHERE binary=? AND spec=?", (binary, spec))
+        row = self.one("SELECT variant, why, failed FROM variants WHERE binary=? AND spec=?", (binary, spec))
         if row is None:
             return None
         return VariantChoice(row["variant"], row["why"], tuple((int(i), str(w)) for i, w in json.loads(row["failed"])))
 
     def put_variant(self, binary: str, spec: str, choice: VariantChoice) -> None:
-        with self._write() as db:
+        with self.write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO variants (binary, spec, variant, why, failed) VALUES (?,?,?,?,?)",
                 (binary, spec, choice.index, choice.why, json.dumps([list(f) for f in choice.failed])),
             )
 
-    @_decoded
+    @decoded
     def cached_reference(self, key: str) -> dict[str, Any] | None:
-        row = self._one("SELECT value FROM reference_cache WHERE key=?", (key,))
+        row = self.one("SELECT value FROM reference_cache WHERE key=?", (key,))
         return None if row is None else json.loads(row["value"])
 
     def put_reference(self, key: str, value: dict[str, Any]) -> None:
-        with self._write() as db:
+        with self.write() as db:
             db.execute("INSERT OR REPLACE INTO reference_cache (key, value) VALUES (?,?)", (key, json.dumps(value)))
 
     # -- scheduled checks ----------------------------------------------------------------------
     def last_good(self, config: str) -> LastGood | None:
-        row = self._one("SELECT sha, ref, date FROM last_good WHERE config=?", (config,))
+        row = self.one("SELECT sha, ref, date FROM last_good WHERE config=?", (config,))
         return None if row is None else LastGood(row["sha"], row["ref"], row["date"])
 
     def put_last_good(self, config: str, good: LastGood) -> None:
-        with self._write() as db:
+        with self.write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO last_good (config, sha, ref, date) VALUES (?,?,?,?)",
                 (config, good.sha, good.ref, good.date),
             )
 
     # -- the GitHub bot: commands, comment targets, cursors, webhook deliveries ----------------
-    def claim_command(self, comment_id: int, issue: int, author: str, association: str, body: str) -> bool:
-        """Record a command before anything runs; False if it was already claimed (handled)."""
-        now = time.time()
-        with self._write() as db:
-            cur = db.execute(
-                "INSERT OR IGNORE INTO bot_commands (comment_id, issue, author, association, "
-                "body, status, job, created, updated) VALUES (?,?,?,?,?,?,?,?,?)",
-                (int(comment_id), int(issue), author or "", association or "", body, "claimed", None, now, now),
-            )
-            return cur.rowcount == 1
-
-    def command(self, comment_id: int) -> CommandRow | None:
-        row = self._one(
-            "SELECT comment_id, issue, author, association, body, status, job FROM bot_commands WHERE comment_id=?",
-            (int(comment_id),),
-        )
-        return None if row is None else CommandRow(**dict(row))
-
-    def set_command(self, comment_id: int, status: str, job: str | None = None) -> None:
-        with self._write() as db:
-            db.execute(
-                "UPDATE bot_commands SET status=?, job=COALESCE(?, job), updated=? WHERE comment_id=?",
-                (status, job, time.time(), int(comment_id)),
-            )
-
-    def note_command_raised(self, comment_id: int) -> int:
-        """Count one more time handling this command raised; return the count."""
-        with self._write() as db:
-            db.execute(
-                "UPDATE bot_commands SET raises=raises+1, updated=? WHERE comment_id=?", (time.time(), int(comment_id))
-            )
-            row = db.execute("SELECT raises FROM bot_commands WHERE comment_id=?", (int(comment_id),)).fetchone()
-            return int(row["raises"]) if row is not None else 0
-
-    def command_raises(self, comment_id: int) -> int:
-        row = self._one("SELECT raises FROM bot_commands WHERE comment_id=?", (int(comment_id),))
-        return int(row["raises"]) if row is not None else 0
-
-    def put_reply(self, issue: int, key: str, body: str) -> None:
-        """A reply the bot owes (kept until posted; the first body for a key stands)."""
-        with self._write() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO bot_replies (issue, key, body, created) VALUES (?,?,?,?)",
-                (int(issue), key, body, time.time()),
-            )
-
-    def unposted_replies(self) -> list[tuple[int, str, str]]:
-        return [
-            (r["issue"], r["key"], r["body"])
-            for r in self._rows("SELECT issue, key, body FROM bot_replies WHERE comment_id IS NULL ORDER BY created")
-        ]
-
-    def mark_reply_posted(self, issue: int, key: str, comment_id: int) -> None:
-        with self._write() as db:
-            db.execute(
-                "UPDATE bot_replies SET comment_id=? WHERE issue=? AND key=?", (int(comment_id), int(issue), key)
-            )
-
-    def bot_instance(self) -> str:
-        """This state directory's bot, as its job comments name it (made once, kept)."""
-        with self._write() as db:
-            db.execute("INSERT OR IGNORE INTO bot_meta (key, value) VALUES ('instance', ?)", (secrets.token_hex(4),))
-            return str(db.execute("SELECT value FROM bot_meta WHERE key='instance'").fetchone()["value"])
-
-    def claimed_commands(self) -> list[int]:
-        """Commands claimed but not finished (a killed bot resumes them), oldest first."""
-        return [
-            r["comment_id"]
-            for r in self._rows("SELECT comment_id FROM bot_commands WHERE status='claimed' ORDER BY comment_id")
-        ]
-
-    def set_target(self, marker: str, issue: int, job: str, kind: str, extra: dict[str, Any] | None = None) -> None:
-        """(Re)point an issue comment at a job result; it is unpublished until posted."""
-        with self._write() as db:
-            db.execute(
-                "INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) "
-                "VALUES (?,?,?,?,?,0,?) ON CONFLICT(marker, issue) DO UPDATE SET job=excluded.job, "
-                "kind=excluded.kind, extra=excluded.extra, published=0, updated=excluded.updated",
-                (marker, int(issue), job, kind, json.dumps(extra or {}), time.time()),
-            )
-
-    @_decoded
-    def target(self, marker: str, issue: int) -> TargetRow | None:
-        row = self._one(
-            "SELECT marker, issue, job, kind, extra, comment_id, published FROM bot_targets WHERE marker=? AND issue=?",
-            (marker, int(issue)),
-        )
-        if row is None:
-            return None
-        return TargetRow(
-            marker=row["marker"],
-            issue=row["issue"],
-            job=row["job"],
-            kind=row["kind"],
-            extra=json.loads(row["extra"]),
-            comment_id=row["comment_id"],
-            published=bool(row["published"]),
-        )
-
-    def mark_target_published(self, marker: str, issue: int, comment_id: int) -> None:
-        """The comment shows the final result; the job is published once all its comments are."""
-        with self._write() as db:
-            row = db.execute("SELECT job FROM bot_targets WHERE marker=? AND issue=?", (marker, int(issue))).fetchone()
-            db.execute(
-                "UPDATE bot_targets SET published=1, comment_id=? WHERE marker=? AND issue=?",
-                (int(comment_id), marker, int(issue)),
-            )
-            if row is not None:
-                left = db.execute(
-                    "SELECT COUNT(*) FROM bot_targets WHERE job=? AND published=0", (row["job"],)
-                ).fetchone()[0]
-                if left == 0:
-                    db.execute("UPDATE jobs SET published=1 WHERE id=?", (row["job"],))
-
-    def unpublished_targets(self) -> list[tuple[str, int]]:
-        """Targets whose job finished (done, failed or cancelled) but whose comment is not final."""
-        return [
-            (r["marker"], r["issue"])
-            for r in self._rows(
-                "SELECT t.marker, t.issue FROM bot_targets t JOIN jobs j ON j.id = t.job "
-                "WHERE t.published=0 AND j.status != 'running' ORDER BY t.updated"
-            )
-        ]
-
-    def cursor(self, key: str) -> Cursor | None:
-        row = self._one("SELECT comment_id, at FROM bot_cursors WHERE key=?", (key,))
-        return None if row is None else Cursor(row["comment_id"], row["at"])
-
-    def put_cursor(self, key: str, cursor: Cursor) -> None:
-        with self._write() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO bot_cursors (key, comment_id, at) VALUES (?,?,?)",
-                (key, cursor.comment_id, cursor.at),
-            )
-
-    def add_delivery_if_new(self, delivery_id: str) -> bool:
-        """Record a webhook delivery id; True if it was not seen before (atomic)."""
-        with self._write() as db:
-            cur = db.execute(
-                "INSERT OR IGNORE INTO webhook_deliveries (id, created) VALUES (?,?)", (delivery_id, time.time())
-            )
-            return cur.rowcount == 1
-
-    def forget_delivery(self, delivery_id: str) -> None:
-        with self._write() as db:
-            db.execute("DELETE FROM webhook_deliveries WHERE id=?", (delivery_id,))
 
 
 # -- the state directory -------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from bisectbot.config import Config, GitHubConfig, load_config
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.reports import BisectReport, JobStop, TestReport, load_result
 from bisectbot.edges.files import file_sha256
-from bisectbot.edges.storage import CommandRow, Cursor, JobRow, StateDir, TargetRow
+from bisectbot.edges.storage import JobRow, StateDir
 from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError
 from bisectbot.github.client import IssueClient, format_since
 from bisectbot.github.commands import (
@@ -70,6 +70,7 @@ from bisectbot.github.comment import (
     render_pull_check,
     render_status,
 )
+from bisectbot.github.memory import BotMemory, CommandRow, Cursor, TargetRow
 from bisectbot.github.outbox import Outbox
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.bisect import BisectPlan
@@ -262,6 +263,7 @@ class Bot:
     ):
         self.cfg, self.config_path, self.state, self.client = cfg, config_path, state, client
         self.store = state.store
+        self.memory = BotMemory(state.store)
         self.terminal = terminal
         self.poll_cancels = poll_cancels  # watch: look for /cancel comments while a job runs
         self._running: dict[int, CancelToken] = {}  # issue -> the running job's token
@@ -301,9 +303,9 @@ class Bot:
     def resume_interrupted(self) -> None:
         """Finish commands a killed bot had claimed (their jobs resume from the database); a
         command whose handling raised twice is failed instead (it would take the bot down again)."""
-        for comment_id in self.store.claimed_commands():
-            if self.store.command_raises(comment_id) >= 2:
-                row = self.store.command(comment_id)
+        for comment_id in self.memory.claimed_commands():
+            if self.memory.command_raises(comment_id) >= 2:
+                row = self.memory.command(comment_id)
                 log.error("command in comment %s failed twice while being handled: not resumed", comment_id)
                 if row is not None:
                     self._reply(
@@ -312,7 +314,7 @@ class Bot:
                         "Sorry, handling that command failed twice; "
                         "it will not be tried again (the bot's log says why).",
                     )
-                self.store.set_command(comment_id, "failed")
+                self.memory.set_command(comment_id, "failed")
                 continue
             log.info("resuming command in comment %s", comment_id)
             self.handle_claimed(comment_id)
@@ -320,12 +322,12 @@ class Bot:
     def poll(self, issue: int) -> int:
         """Handle the comments on `issue` newer than the stored cursor; return how many were new."""
         key = f"{self.gh.repo}#{issue}"
-        cursor = self.store.cursor(key)
+        cursor = self.memory.cursor(key)
         comments = self.client.comments(issue, cursor.at if cursor else None)
         new = [c for c in comments if c.id > (cursor.comment_id if cursor else 0)]
         for c in sorted(new, key=lambda c: c.id):
             self.take(c.id, c.issue_number, c.author, c.author_association, c.body, c.author_type)
-            self.store.put_cursor(key, Cursor(c.id, format_since(c.created_at)))
+            self.memory.put_cursor(key, Cursor(c.id, format_since(c.created_at)))
         return len(new)
 
     def take(
@@ -343,7 +345,7 @@ class Bot:
         """Record a command before it runs (any thread); True if there is now work to do."""
         if self.is_own(author, author_type, body) or parse_comment(body, association, author) is None:
             return False
-        return self.store.claim_command(comment_id, issue, author, association, body)
+        return self.memory.claim_command(comment_id, issue, author, association, body)
 
     def is_own(self, author: str, author_type: str, body: str) -> bool:
         """The bot's own comment (never a command). By its login: a member's command that quotes
@@ -362,26 +364,26 @@ class Bot:
 
     def handle_claimed(self, comment_id: int) -> None:
         """Handle a claimed command to an end: done, refused or failed, with a reply when it failed."""
-        row = self.store.command(comment_id)
+        row = self.memory.command(comment_id)
         if row is None or row.status != "claimed":
             return
         try:
             self._handle(row)
         except Exception as exc:  # not the user's fault and not foreseen: still an answer, still an end
-            self.store.note_command_raised(comment_id)
+            self.memory.note_command_raised(comment_id)
             log.exception("command in comment %s raised", comment_id)
             self._reply(row.issue, comment_id, f"Sorry, that failed with an internal error: {_one_line(exc)}")
-            self.store.set_command(comment_id, "failed")
+            self.memory.set_command(comment_id, "failed")
 
     def _handle(self, row: CommandRow) -> None:
         comment_id = row.comment_id
         cmd = parse_comment(row.body, row.association, row.author)
         try:
             if cmd is None:
-                self.store.set_command(comment_id, "done")
+                self.memory.set_command(comment_id, "done")
             elif isinstance(cmd, Refusal):
                 self._reply(row.issue, comment_id, cmd.reason)
-                self.store.set_command(comment_id, "refused")
+                self.memory.set_command(comment_id, "refused")
             else:
                 self._react(comment_id)
                 if isinstance(cmd, CancelCommand):
@@ -390,14 +392,14 @@ class Bot:
                     self._handle_bisect(row.issue, comment_id, cmd)
                 elif isinstance(cmd, CheckCommand):
                     self.run_check(cmd.ref or self.gh.default_ref, row.issue)
-                    self.store.set_command(comment_id, "done")
+                    self.memory.set_command(comment_id, "done")
         except _Refused as refused:
             self._reply(row.issue, comment_id, str(refused))
-            self.store.set_command(comment_id, "refused")
+            self.memory.set_command(comment_id, "refused")
         except BisectbotError as exc:
             log.error("command in comment %s failed: %s", comment_id, exc)
             self._reply(row.issue, comment_id, f"Sorry, that failed: {exc}")
-            self.store.set_command(comment_id, "failed")
+            self.memory.set_command(comment_id, "failed")
 
     def _config_for(self, name: str | None) -> tuple[Config, str]:
         """`config=<name>` → `<configs_dir>/<name>.yaml`, nothing else (no paths, same repo)."""
@@ -431,18 +433,18 @@ class Bot:
                     f"Sorry, ref `{exc.unresolved}` does not resolve to a commit in {self.gh.repo}."
                 ) from None
             raise _Refused(f"Sorry, {exc}.") from None
-        self.store.set_command(comment_id, "claimed", plan.job)
+        self.memory.set_command(comment_id, "claimed", plan.job)
         if not self._claim_on_issue(issue, cfg, plan):
             log.info("comment %s: another bot's job comment claims %s; leaving it to that bot", comment_id, plan.job)
-            self.store.set_command(comment_id, "elsewhere", plan.job)
+            self.memory.set_command(comment_id, "elsewhere", plan.job)
             return
         self.bisect_job(cfg, config_path, plan, issue)
-        self.store.set_command(comment_id, "done", plan.job)
+        self.memory.set_command(comment_id, "done", plan.job)
 
     def _claim_on_issue(self, issue: int, cfg: Config, plan: BisectPlan) -> bool:
         body = render_progress(self._title(plan), "queued", [], self.ctx(cfg)).fit()
         try:
-            return self.client.claim_job(issue, plan.job, self.store.bot_instance(), body)
+            return self.client.claim_job(issue, plan.job, self.memory.bot_instance(), body)
         except GitHubError as exc:
             log.warning("could not claim %s on #%s, running it anyway: %s", plan.job, issue, exc)
             return True
@@ -458,7 +460,7 @@ class Bot:
             self._stopped.discard(issue)
         if not stopped:
             self._reply(issue, comment_id, "Nothing is running for this issue, so there is nothing to cancel.")
-        self.store.set_command(comment_id, "done")
+        self.memory.set_command(comment_id, "done")
 
     def request_cancel(self, issue: int, who: str) -> None:
         """Ask the running job of `issue` (if any) to stop at its next step; any thread."""
@@ -475,7 +477,7 @@ class Bot:
         if issue is None:
             self._run_bisect(self.session(cfg, config_path, cancel=token), plan)
             return self._job_row(plan.job)
-        self.store.set_target(
+        self.memory.set_target(
             plan.job,
             issue,
             plan.job,
@@ -523,7 +525,7 @@ class Bot:
     def _poll_for_cancel(self, issue: int) -> str | None:
         """watch mode: a `/cancel` on the issue since the cursor, claimed here (it needs no reply)."""
         try:
-            cursor = self.store.cursor(f"{self.gh.repo}#{issue}")
+            cursor = self.memory.cursor(f"{self.gh.repo}#{issue}")
             comments = self.client.comments(issue, cursor.at if cursor else None)
         except GitHubError:
             return None
@@ -531,9 +533,9 @@ class Bot:
             if c.id <= (cursor.comment_id if cursor else 0) or self.is_own(c.author, c.author_type, c.body):
                 continue
             if isinstance(parse_comment(c.body, c.author_association, c.author), CancelCommand):
-                if self.store.claim_command(c.id, issue, c.author, c.author_association, c.body):
+                if self.memory.claim_command(c.id, issue, c.author, c.author_association, c.body):
                     self._react(c.id)
-                    self.store.set_command(c.id, "done")  # the job comment says who cancelled
+                    self.memory.set_command(c.id, "done")  # the job comment says who cancelled
                     return c.author
         return None
 
@@ -547,7 +549,7 @@ class Bot:
         report = result.test
         if result.pull is not None:
             if issue is not None:
-                self.store.set_target(
+                self.memory.set_target(
                     report.job,
                     issue,
                     report.job,
@@ -559,12 +561,12 @@ class Bot:
         out = CheckOutcome(report, last_good=result.last_good.sha if result.last_good else None)
         broken = report.verdict is Verdict.BAD
         if issue is not None:
-            self.store.set_target(
+            self.memory.set_target(
                 STATUS_MARKER, issue, report.job, "status", {"date": date, "alarm": broken, "config": self.config_path}
             )
             self.queue_publish(STATUS_MARKER, issue)
             if broken:
-                self.store.set_target(
+                self.memory.set_target(
                     report.job,
                     issue,
                     report.job,
@@ -620,12 +622,12 @@ class Bot:
 
     def _post_target(self, marker: str, issue: int) -> None:
         """Outbox thread: post the final body of one comment target (GitHubError: kept, retried)."""
-        target = self.store.target(marker, issue)
+        target = self.memory.target(marker, issue)
         job = self.store.job(target.job) if target else None
         if target is None or job is None or job.status == "running" or target.published:
             return
         cid = self.client.upsert_job_comment(issue, marker, self.render(target, job).fit())
-        self.store.mark_target_published(marker, issue, cid)
+        self.memory.mark_target_published(marker, issue, cid)
 
     def queue_publish(self, marker: str, issue: int) -> None:
         """Hand a finished target's final body to the outbox (it replaces the job's last progress)."""
@@ -635,22 +637,22 @@ class Bot:
 
     def publish_pending(self) -> None:
         """Queue every finished, unpublished result and every reply still owed."""
-        for marker, issue in self.store.unpublished_targets():
+        for marker, issue in self.memory.unpublished_targets():
             self.queue_publish(marker, issue)
-        for issue, key, body in self.store.unposted_replies():
+        for issue, key, body in self.memory.unposted_replies():
             self._queue_reply(issue, key, body)
 
     def settle(self, timeout: float) -> tuple[int, int]:
         """Queue what is owed and wait up to `timeout` for GitHub to take it; return (results
         published, still owed). What is still owed stays in the database for the next run."""
-        before = len(self.store.unpublished_targets())
+        before = len(self.memory.unpublished_targets())
         self.publish_pending()
         self.outbox.flush(timeout)
-        return max(0, before - len(self.store.unpublished_targets())), self.owed()
+        return max(0, before - len(self.memory.unpublished_targets())), self.owed()
 
     def owed(self) -> int:
         """Results and replies GitHub has not taken yet (kept in the database)."""
-        return len(self.store.unpublished_targets()) + len(self.store.unposted_replies())
+        return len(self.memory.unpublished_targets()) + len(self.memory.unposted_replies())
 
     # -- small GitHub writes: through the outbox, never on a job's path --------------------------
     def _progress(self, issue: int, job: str, body: str) -> None:
@@ -668,12 +670,12 @@ class Bot:
 
     def _reply(self, issue: int, comment_id: int, text: str) -> None:
         key = f"reply-{comment_id}"
-        self.store.put_reply(issue, key, text)
+        self.memory.put_reply(issue, key, text)
         self._queue_reply(issue, key, text)
 
     def _queue_reply(self, issue: int, key: str, text: str) -> None:
         def send() -> None:
-            self.store.mark_reply_posted(issue, key, self.client.post_comment(issue, text, key))
+            self.memory.mark_reply_posted(issue, key, self.client.post_comment(issue, text, key))
 
         self.outbox.put(("reply", issue, key), f"reply on #{issue} ({key})", send)
 
@@ -729,7 +731,7 @@ class BotServer:
         self.bot = Bot(cfg, config_path, self.state, client, terminal)
         self.jobs: queue.Queue[int | None] = queue.Queue()
         self.error: BaseException | None = None
-        self.httpd = make_webhook_server(host, port, secret, self.on_command, self.state.store)
+        self.httpd = make_webhook_server(host, port, secret, self.on_command, BotMemory(self.state.store))
         self._threads: list[threading.Thread] = []
 
     @property

@@ -7,7 +7,7 @@ Why each step:
   is even parsed.
 * **De-duplication by ``X-GitHub-Delivery``**: GitHub redelivers on timeouts and people
   press "Redeliver"; a command must not start two bisects. The state database
-  (`storage.Store`) remembers the ids; the server only needs the two calls of `DeliveryStore`.
+  (`github.memory.BotMemory`) remembers the ids; the server only needs the two calls of `DeliveryStore`.
 * **Answer fast**: ``on_command`` should enqueue and return (GitHub waits 10 s at most).
   202 = handed over, 200 = understood and ignored (ping, other events, edits, bots).
 * **No client holds the server**: uvicorn serves it on one asyncio loop (a slow connection
