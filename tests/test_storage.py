@@ -262,3 +262,36 @@ def test_held_builds_reads_without_the_lock_and_a_foreign_schema_is_loud(tmp_pat
     sqlite3.connect(foreign / "state.sqlite3").execute("CREATE TABLE t (x)").connection.commit()
     with pytest.raises(StateError, match="no such table: builds"):
         held_builds(foreign, "k", ["a" * 40])
+
+
+MAIN_8B65 = Path(__file__).parent / "data" / "state-8b65ff2"
+
+
+@pytest.mark.heavy  # a whole bisect: after the default suite (README: Tests)
+def test_a_bisect_killed_under_8b65ff2_is_resumed_after_the_migration(tmp_path: Path) -> None:
+    """Schema 5 → 6: builds recorded without binary hashes are built again before their binaries
+    are trusted (none of them is kept here), and the job 8b65ff2 left running is finished under
+    its own id with the planted culprit."""
+    hist = generate_demo(tmp_path / "demo", **OLD_DEMO)
+    shutil.copy(MAIN_8B65 / "specdemo.yaml", hist.config)
+    root = tmp_path / "st"
+    root.mkdir()
+    db = root / "state.sqlite3"
+    db.write_bytes(gzip.decompress((MAIN_8B65 / "state.sqlite3.gz").read_bytes()))
+    assert rows(db, "PRAGMA user_version") == [(5,)]
+    (job,) = rows(db, "SELECT id FROM jobs WHERE kind='bisect' AND status='running'")
+    steps_before = rows(db, f"SELECT COUNT(*) FROM verdicts WHERE job='{job[0]}'")[0][0]
+    assert steps_before > 0
+    args = ["bisect", str(hist.config), "--good", hist.good, "--bad", "main", "--state", str(root), "--json", "-"]
+    proc = subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1")
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["job"] == job[0] and report["first_bad"] == hist.culprit
+    assert rows(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert (root / "state.sqlite3.v5.bak").exists()
+    assert rows(db, f"SELECT status FROM jobs WHERE id='{job[0]}'") == [("done",)]
+    # every build the resumed bisect relies on now carries its binaries' hashes
+    hashed = rows(db, "SELECT COUNT(*) FROM builds WHERE status='ok' AND hashes IS NOT NULL AND hashes != '{}'")
+    assert hashed[0][0] >= 1
