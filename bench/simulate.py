@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bisectbot.core import search
 from bisectbot.core import stats as S
 
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
@@ -149,5 +150,5 @@ def bisect_sticky(
     q_hat, runs = calibrated or calibrate_bad(rng, ref, q_bad)
     bad_counts = np.round(q_hat * (runs + q_hat.size / 2) - 0.5)  # undo kt_smooth
     good, bad = RunSource(rng, ref.p), RunSource(rng, q_bad)
-    res = S.sticky_bisect(n, lambda i: bad() if i >= culprit else good(), ref.p, bad_counts, confidence=confidence)
+    res = search.sticky_bisect(n, lambda i: bad() if i >= culprit else good(), ref.p, bad_counts, confidence=confidence)
     return res.culprit, runs + res.runs, len(res.tested)

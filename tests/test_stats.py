@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bisectbot.core import search
 from bisectbot.core import stats as S
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -213,7 +214,7 @@ def test_sticky_learns_the_good_side_around_a_tolerant_reference() -> None:
         def run(i: int) -> int:
             return int(np.searchsorted(cdf_bad if i >= culprit else cdf_good, rng.random(), side="right"))
 
-        res = S.sticky_bisect(
+        res = search.sticky_bisect(
             45, run, good, bad_counts, confidence=0.999, max_runs=60_000, good_strength=S.STICKY_GOOD_STRENGTH
         )
         right += res.culprit == culprit

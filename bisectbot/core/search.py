@@ -16,14 +16,22 @@ still untried, as `git bisect skip` spreads its picks, instead of walking one co
 Commits the user skipped (`--skip`, `--exclude`) are known skips before the search starts
 (`skip=`): never handed to the oracle, never presumed to spread to their neighbours (their
 signature is empty), and a boundary next to one stays a range, as with any other skip.
+
+The other search, `sticky_bisect` (last), is Bayesian: it stays on a commit until its side is
+clear, its evidence the statistics of core.stats.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable, Mapping, Sequence, Union
 
+import numpy as np
+from scipy.special import gammaln
+
+from bisectbot.core import stats
 from bisectbot.core.outcome import Verdict
 
 Answer = Union[Verdict, tuple[Verdict, str]]  # a verdict, or a verdict and how a skip failed
@@ -218,3 +226,163 @@ def kary_search(
                 skipped[pos] = signature
         place(verdicts)
     return SearchResult(lo, hi, tuple(asked), tuple(answers), skip_blocks(asked, answers, skipped)), rounds
+
+
+# ---------------------------------------------------------------------------------------------
+# Probabilistic ("sticky") bisection
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StickyResult:
+    culprit: int  # most probable first bad position
+    posterior: float  # its posterior probability
+    runs: int  # runs used at positions 1..n−2 (the bad endpoint's runs are the caller's)
+    tested: tuple[int, ...]  # distinct positions run, in first-visit order (each costs a build)
+    visits: int  # number of (re)visits, i.e. moves between positions
+    credible: tuple[int, int] = (0, 0)  # the shortest range of positions holding `confidence` of the posterior
+    stuck: int | None = None  # a position whose side one visit of `visit_runs` runs could not settle
+
+
+def _log_dm(counts: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """log of the Dirichlet(a)-multinomial probability of a sequence with these counts."""
+    return (gammaln(counts + a) - gammaln(a)).sum(-1) - (gammaln(counts.sum(-1) + a.sum()) - gammaln(a.sum()))
+
+
+def _credible_range(per_position: np.ndarray, mass: float) -> tuple[int, int]:
+    """Shortest [i, j] (positions 1..n−1) with Σ posterior ≥ mass (the whole range if none)."""
+    best = (1, per_position.size)
+    total, i = 0.0, 0
+    for j in range(per_position.size):
+        total += per_position[j]
+        while i < j and total - per_position[i] >= mass:
+            total -= per_position[i]
+            i += 1
+        if total >= mass and j - i < best[1] - best[0]:
+            best = (i + 1, j + 1)
+    return best
+
+
+def sticky_bisect(
+    n: int,
+    run: Callable[[int], int],
+    p: Sequence[float],
+    bad_counts: Sequence[int],
+    *,
+    confidence: float = 0.999,
+    band: tuple[float, float] = (0.02, 0.98),
+    max_runs: int = 1_000_000,
+    good_strength: float | None = None,
+    visit_runs: int | None = None,
+) -> StickyResult:
+    """Bayesian ("probabilistic") bisection over positions 0..n−1, 0 good and n−1 bad, that
+    also learns the bad distribution. `run(i)` returns the category index of one fresh run at i;
+    `bad_counts` are the bad endpoint's counts (its runs are evidence like any other).
+
+    Model: the first bad position c is uniform on 1..n−1; runs at i < c come from p (known),
+    runs at i ≥ c from an unknown q ~ Dirichlet(½) shared by every bad position. With
+    `good_strength` A the good side is learned too, from Dirichlet(A·p) (centred on p): a good
+    model that only *nearly* fits (a glitch-tolerant reference) would otherwise pay a little per
+    run at every good position, enough over thousands of runs for "everything is bad, with a
+    pooled q" to win; learned, that price grows only with the log of the runs. Given the
+    visited positions v_1 < … < v_m = n−1 with counts N_i, every c in (v_{j−1}, v_j] has the
+    same likelihood  L_p(Σ_{i<j} N_i) · KT(Σ_{i≥j} N_i)  (KT: the Dirichlet-½ marginal), so the
+    exact posterior lives on m intervals. Because q is integrated out, a noisy estimate of the
+    bad distribution cannot make the bisection overconfident (a plug-in q̂ does: see the bench),
+    and every run at a bad position sharpens what "bad" looks like.
+
+    Policy (Horstein 1963; Waeber, Frazier, Henderson, SICON 2013): move to the position whose
+    P(c ≤ i) is nearest ½, and *stick* there while P(c ≤ i) stays inside `band`, since moving
+    costs a build (Henderson et al., "Flake-Aware Culprit Finding", ICST 2023). A wrong local
+    call is not final: later runs pull the posterior back. Stop when culprit and parent are both
+    visited and P(c = culprit) ≥ confidence. A position that one visit of `visit_runs` runs
+    cannot put on either side fits neither model (a distribution between good and bad, e.g. a
+    milder form of the bug): the search stops there and says so (`stuck`), rather than feeding
+    it runs for ever.
+    """
+    if n < 2:
+        raise ValueError("need at least a good and a bad position")
+    with np.errstate(divide="ignore"):
+        logp = np.log(np.asarray(p, dtype=float))
+    k = logp.size
+    bad = np.asarray(bad_counts, dtype=float)
+    if bad.shape != (k,):
+        raise ValueError(f"bad_counts must have {k} entries")
+    pos: list[int] = [n - 1]  # visited positions, sorted
+    own: list[np.ndarray] = [bad.copy()]  # counts per visited position
+    runs, visits = 0, 0
+    tested: list[int] = []
+
+    a_good = None if good_strength is None else good_strength * np.asarray(p, dtype=float)
+    if a_good is not None and (a_good <= 0).any():
+        raise ValueError("with good_strength every category needs p > 0 (use a tolerant reference)")
+
+    def intervals() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(log posterior, sizes, suffix and prefix counts) of the intervals (v_{j−1}, v_j]."""
+        counts = np.array(own)
+        suffix = np.cumsum(counts[::-1], axis=0)[::-1]  # Σ_{i ≥ j} N_i
+        prefix = np.vstack([np.zeros(k), np.cumsum(counts, axis=0)[:-1]])  # Σ_{i < j} N_i
+        with np.errstate(invalid="ignore"):
+            ll_good = np.where(prefix > 0, prefix * logp, 0.0).sum(-1)
+        if a_good is not None:
+            ll_good = _log_dm(prefix, a_good)
+        ll_bad = gammaln(suffix + 0.5).sum(-1) - gammaln(suffix.sum(-1) + k / 2)
+        sizes = np.diff(np.array([0] + pos))
+        return ll_good + ll_bad + np.log(sizes), sizes, suffix, prefix
+
+    while True:
+        logpost, sizes, suffix, prefix = intervals()
+        post = np.exp(logpost - stats.logsumexp_last(logpost))
+        j = int(post.argmax())
+        exact = sizes[j] == 1
+        if (exact and post[j] >= confidence) or runs >= max_runs or n == 2:
+            per_position = np.repeat(post / sizes, sizes)  # positions 1..n−1
+            return StickyResult(
+                int(pos[j]),
+                float(post[j] / sizes[j]),
+                runs,
+                tuple(tested),
+                visits,
+                _credible_range(per_position, confidence),
+            )
+        cdf = np.cumsum(np.repeat(post / sizes, sizes))[: n - 2]  # P(c ≤ i), i = 1..n−2
+        i = int(np.abs(cdf - 0.5).argmin()) + 1
+        if i not in pos:
+            t = int(np.searchsorted(pos, i))
+            pos.insert(t, i)
+            own.insert(t, np.zeros(k))
+            tested.append(i)
+            logpost, sizes, suffix, prefix = intervals()
+        t = pos.index(i)
+        visits += 1
+        left = slice(0, t + 1)  # intervals with c ≤ i: i is bad there
+        this_visit = 0
+        while runs < max_runs:
+            if visit_runs is not None and this_visit >= visit_runs:
+                now = np.exp(logpost - stats.logsumexp_last(logpost))
+                best = int(now.argmax())
+                return StickyResult(
+                    int(pos[best]),
+                    float(now[best] / sizes[best]),
+                    runs,
+                    tuple(tested),
+                    visits,
+                    _credible_range(np.repeat(now / sizes, sizes), confidence),
+                    stuck=i,
+                )
+            x = run(i)
+            runs += 1
+            this_visit += 1
+            s_left = suffix[left]
+            logpost[left] += np.log((s_left[:, x] + 0.5) / (s_left.sum(-1) + k / 2))
+            suffix[left, x] += 1
+            if a_good is None:
+                logpost[t + 1 :] += logp[x]
+            else:  # i is good for the intervals right of it: their learned good model predicts
+                right = prefix[t + 1 :]
+                logpost[t + 1 :] += np.log((right[:, x] + a_good[x]) / (right.sum(-1) + a_good.sum()))
+                right[:, x] += 1
+            own[t][x] += 1
+            p_bad = math.exp(float(stats.logsumexp_last(logpost[left]) - stats.logsumexp_last(logpost)))
+            if not (band[0] < p_bad < band[1]):
+                break

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bisectbot.core import policy, stats
+from bisectbot.core import policy, search, stats
 from bisectbot.core.inputs import Narrowed
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, CommitVerdict, distinct_runs
@@ -498,7 +498,7 @@ class Bisection:
             self.events.emit(BlockOfSkips(line[block.first], line[block.last], block.commits, block.signature))
 
     def _sticky(self, model: CommitVerdict | None, lo: int, hi: int) -> Found:
-        """Probabilistic bisection (stats.sticky_bisect) over the commits lo..hi that can be tested.
+        """Probabilistic bisection (search.sticky_bisect) over the commits lo..hi that can be tested.
 
         A commit that cannot be built or run is dropped and the search restarted on the rest
         from scratch; its stored runs replay, so a restart costs nothing. Commits between two
@@ -534,7 +534,7 @@ class Bisection:
                 return category
 
             try:
-                res = stats.sticky_bisect(
+                res = search.sticky_bisect(
                     len(order),
                     run,
                     good,
