@@ -95,7 +95,8 @@ def _reset_state() -> bool:
 
 
 def _open_state(root: Path) -> StateDir:
-    """The state directory, its unusable database moved aside first when --reset-state asks."""
+    """The state directory, its unusable database moved aside first when --reset-state asks:
+    the one way every command opens it."""
     state = StateDir(root, reset=_reset_state())
     if state.store.moved_aside is not None:
         click.echo(
@@ -804,7 +805,7 @@ def demo(
         terminal.line(f"generating a {commits}-commit history in {root} …")
         history = generate_demo(root, n_commits=commits, seed=seed, outside=outside)
         cfg = load_config(history.config)
-        with StateDir(root / "state") as state:
+        with _open_state(root / "state") as state:
             session = jobs.Session(cfg, state, Events(terminal), config_path=str(history.config))
             plan = jobs.plan_bisect(session, history.good, history.bad)
             _announce_state(terminal, session, plan.line)
@@ -871,8 +872,6 @@ def _bot(config: str, state_dir: str | None, quiet: bool) -> tuple[Config, Path,
 
     cfg = load_config(config)
     root = Path(state_dir) if state_dir else default_state_dir(cfg)
-    if _reset_state():  # move an unusable database aside now; the bot opens the directory itself
-        _open_state(root).close()
     return cfg, root, make_client(cfg), Terminal(quiet=quiet)
 
 
@@ -908,7 +907,7 @@ def watch(
             raise BisectbotError(f"{config}: watch needs a github: section (repo, token_env, …)")
         number = _issue(cfg, issue, required=True)
         assert number is not None
-        with StateDir(root) as state:
+        with _open_state(root) as state:
             bot = Bot(cfg, config, state, client, terminal)
             run_watch(bot, number, once=once, interval=interval or cfg.github.poll_interval)
             failed = bot.owed()
@@ -990,7 +989,7 @@ def check(
         _preflight(cfg)
         number = _issue(cfg, issue, required=False)
         the_ref = ref or (cfg.github.default_ref if cfg.github else "HEAD")
-        with StateDir(root) as state:
+        with _open_state(root) as state:
             held = state.store.stored("", ())  # the ref is resolved inside the check: totals only
             terminal.line(state_line(root, held.runs, held.builds))
             bot = Bot(cfg, config, state, client, terminal)
@@ -1026,7 +1025,7 @@ def publish(config: str, state_dir: str | None, quiet: bool) -> None:
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
-        with StateDir(root) as state:
+        with _open_state(root) as state:
             bot = Bot(cfg, config, state, client, terminal)
             posted, failed = bot.settle(cfg.github.retry_give_up_after if cfg.github else 0.0)
             bot.outbox.close()
