@@ -34,7 +34,7 @@ from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.edges.outfiles import output_problem
 from bisectbot.edges.storage import StateDir
 from bisectbot.edges.workspace import uncommitted_changes
-from bisectbot.errors import BisectbotError
+from bisectbot.errors import BisectbotError, one_line
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.bisect import Narrowing
 from bisectbot.pipeline.budget import BudgetLimits
@@ -135,7 +135,7 @@ def _guard(fn: Callable[[], int]) -> None:
         _check_outputs()
         code = _closing(fn)
     except BisectbotError as exc:
-        click.echo(f"bisectbot: error: {_one_line(str(exc))}", err=True)
+        click.echo(f"bisectbot: error: {one_line(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # the file system refused something no stage foresaw: still one line
         where = f"{exc.filename}: " if exc.filename else ""
@@ -202,11 +202,6 @@ def _summary(terminal: Terminal, text: str, markdown: str, md_path: str | None, 
         click.echo(markdown, nl=False)
     else:
         print_summary(text, color)
-
-
-def _one_line(text: str) -> str:
-    """An error message as the one line the exit-code contract promises."""
-    return " ".join(ln.strip() for ln in text.splitlines() if ln.strip()) if "\n" in text or "\r" in text else text
 
 
 def _duration(value: str | None) -> tuple[float, str] | None:
@@ -318,7 +313,7 @@ class _OneLineUsage(click.ClickException):
             names.append(ctx.info_name or "")
             ctx = ctx.parent
         where = " ".join(["bisectbot", *reversed(names[:-1])])  # the root's name as typed may be a path
-        super().__init__(f"{_one_line(exc.format_message())} (see {where} --help)")
+        super().__init__(f"{one_line(exc.format_message())} (see {where} --help)")
         # click 8.5 declares exit_code a ClassVar; click reads it from the instance all the same
         self.exit_code = exc.exit_code  # type: ignore[misc]  # 2, or 128 under --git-bisect
 

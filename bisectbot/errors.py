@@ -6,6 +6,13 @@ Every error says *what* went wrong and *where* (file and key, ref, commit, seed,
 from __future__ import annotations
 
 
+def one_line(text: str, limit: int | None = None) -> str:
+    """`text` as one line (its lines joined, runs of blanks made one space), cut to `limit`:
+    how every error is shown, on a terminal or in a comment."""
+    flat = " ".join(text.split())
+    return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 class BisectbotError(Exception):
     """Base for every error that is the user's input or environment, not a bug."""
 

@@ -49,7 +49,7 @@ from bisectbot.core.outcome import Verdict
 from bisectbot.core.reports import BisectReport, JobStop, TestReport, load_result
 from bisectbot.edges.files import file_sha256
 from bisectbot.edges.storage import JobRow, StateDir
-from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError
+from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError, one_line
 from bisectbot.github.client import IssueClient, format_since
 from bisectbot.github.commands import (
     BisectCommand,
@@ -106,7 +106,7 @@ def fixture_hashes(directory: Path | None) -> dict[str, str]:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:300]
+    text = one_line(str(exc), 300)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -49,7 +49,7 @@ from github3.issues.comment import IssueComment
 from github3.session import AppInstallationTokenAuth, GitHubSession
 
 from bisectbot.config import Config, GitHubConfig
-from bisectbot.errors import GitHubError
+from bisectbot.errors import GitHubError, one_line
 from bisectbot.github.comment import BODY_LIMIT, neutral
 
 log = logging.getLogger(__name__)
@@ -253,9 +253,9 @@ def _describe(exc: BaseException) -> str:
         msg = getattr(exc, "msg", "")
         if isinstance(msg, bytes) or (isinstance(msg, str) and msg.lstrip().startswith("<")):
             msg = exc.response.reason
-        msg = " ".join(str(msg or exc.response.reason).split())[:200]
+        msg = one_line(str(msg or exc.response.reason), 200)
         return f"{exc.response.status_code} {msg}"
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
+    return one_line(str(exc), 200) or type(exc).__name__
 
 
 def _request_of(exc: BaseException) -> tuple[str, str] | None:
