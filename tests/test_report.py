@@ -1,4 +1,4 @@
-"""Reports: the JSON contract (round trips, and the fields README.md documents), and the
+"""Reports: the JSON contract (round trips, and the fields docs/json-report.md documents), and the
 Markdown a person reads for each outcome."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from bisectbot.report import bisect_markdown, fmt_e, observed_vs_reference
 from bisectbot.report import test_markdown as markdown_of_test
 from sample_reports import BAD, CULPRIT, GOOD, PARENT, REFERENCE, a_test_report, bisect_report, verdict
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[1] / "docs" / "json-report.md").read_text()
 
 
 def _names(text: str) -> set[str]:
@@ -27,7 +27,7 @@ def _names(text: str) -> set[str]:
 def test_bisect_json_has_exactly_the_documented_fields_and_reads_back() -> None:
     report = bisect_report()
     data = json.loads(json.dumps(report.to_json()))
-    section = README[README.index("## JSON report") :]
+    section = README[README.index("# JSON report") :]
     table = section[: section.index("Each verdict:")]
     documented = set()
     for row in table.splitlines():
