@@ -18,8 +18,12 @@ def _commands(group: click.Group) -> list[str]:
 
 def on_pre_build(config: Any) -> None:
     runner = CliRunner()
-    parts = ["# Command reference", "",
-             "Every command's `--help`, as this version prints it (written when the site is built).", ""]
+    parts = [
+        "# Command reference",
+        "",
+        "Every command's `--help`, as this version prints it (written when the site is built).",
+        "",
+    ]
     top = runner.invoke(main, ["--help"], terminal_width=100)
     parts += ["## bisectbot", "", "```text", top.output.rstrip(), "```", ""]
     for name in _commands(main):

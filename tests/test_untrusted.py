@@ -220,6 +220,8 @@ PROBE = """
 execute_process(COMMAND "{python}" -c "import socket; socket.create_connection(('127.0.0.1', {port}), 5).close(); print('connected')"
                 RESULT_VARIABLE NET_RESULT OUTPUT_VARIABLE NET_OUT ERROR_VARIABLE NET_ERR)
 message(STATUS "network probe: result=${{NET_RESULT}} ${{NET_OUT}} ${{NET_ERR}}")
+# and writes into its own source tree, as some builds do (the export is the sandbox's to write)
+file(WRITE "${{CMAKE_SOURCE_DIR}}/configured.txt" "ok")
 """
 
 

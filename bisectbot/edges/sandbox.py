@@ -147,14 +147,13 @@ class Sandbox:
     box: Path
     limits: Limits
     setpriv: str | None = None  # set when the bot is root: bubblewrap starts as SANDBOX_ID
-    readable: tuple[Path, ...] = field(default=())  # more read-only paths (none by default)
     explicit: frozenset[str] = EXPLICIT  # variables of `env` passed besides ALLOWED_ENV
     python: str | None = None  # a system Python for the run driver (None: one sandbox per run)
     # the run drivers started in this sandbox, one per thread (procs.run starts and stops them)
     drivers: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def wrap(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None) -> list[str]:
-        """The argv that runs `argv` in the sandbox with exactly `env` (filtered by `allowed`)."""
+        """The argv that runs `argv` in the sandbox with exactly `env` as `environment` filters it."""
         lim = self.limits
         prefix: list[str] = []
         if self.setpriv is not None:
@@ -194,8 +193,6 @@ class Sandbox:
         ]
         args += system_mounts()
         args += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_MB << 20), "--tmpfs", "/tmp", "--bind", box, box]
-        for path in self.readable:
-            args += ["--ro-bind", str(path), str(path)]
         inside = cwd is not None and Path(cwd).is_relative_to(self.box)
         args += ["--chdir", str(cwd if inside else self.box), "--clearenv"]
         for key, value in sorted(self.environment(env).items()):
@@ -215,6 +212,15 @@ class Sandbox:
         bot is root, the sandbox runs as SANDBOX_ID and needs to own what it writes into."""
         if self.setpriv is not None and Path(path).is_relative_to(self.box):
             os.lchown(path, SANDBOX_ID, SANDBOX_ID)
+
+    def hand_over_tree(self, path: Path) -> None:
+        """hand_over for `path` and everything under it (links not followed): the exported tree,
+        which a build may write into as it may when the bot is not root."""
+        if self.setpriv is None or not Path(path).is_relative_to(self.box):
+            return
+        for top, dirs, files in os.walk(path):
+            for name in (top, *(os.path.join(top, n) for n in (*dirs, *files))):
+                os.lchown(name, SANDBOX_ID, SANDBOX_ID)
 
     def disk_used(self) -> int:
         """Bytes the box takes on disk (symlinks not followed)."""

@@ -26,6 +26,7 @@ import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 # gitpython refuses to be imported when no git is installed (a traceback before any command
 # runs); quiet, `bisectbot doctor` and the pre-flight of each command name the missing tool.
@@ -312,11 +313,13 @@ class Export:
     """What untrusted code builds from: each checkout is a fresh `git archive` of the commit
     from the bot's clone into `root` (in the sandbox's box), so it never sees a `.git`."""
 
-    def __init__(self, clone: Workspace, root: Path):
-        self.clone, self.root = clone, root
+    def __init__(self, clone: Workspace, root: Path, after: Callable[[Path], None] = lambda _: None):
+        self.clone, self.root, self.after = clone, root, after
 
     def checkout(self, sha: str) -> Path:
-        return self.clone.export(sha, self.root)
+        tree = self.clone.export(sha, self.root)
+        self.after(tree)  # e.g. handed over to the sandbox's uid
+        return tree
 
     def info(self, sha: str) -> CommitInfo:
         return self.clone.info(sha)

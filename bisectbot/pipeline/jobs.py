@@ -104,9 +104,8 @@ class Session:
             "fixtures": str(self.scratch.copy_in("fixtures", self.cfg.fixtures_dir)),
             "config_dir": str(self.scratch.copy_in("config", self.cfg.config_dir, config_files(self.cfg))),
         }
-        return CommitRunner(
-            self.cfg, box, Export(self.workspace, box.clone_dir), self.events, sandbox=self.sandbox, inputs=inputs
-        )
+        export = Export(self.workspace, box.clone_dir, after=self.sandbox.hand_over_tree)
+        return CommitRunner(self.cfg, box, export, self.events, sandbox=self.sandbox, inputs=inputs)
 
     @cached_property
     def reference(self) -> ResolvedReference:
