@@ -69,10 +69,10 @@ TMP_MB = 256  # the sandbox's /tmp (a tmpfs): builds and runs use TMPDIR in the 
 # {"rc" (null: killed), "out", "err", "s", "stopped"}. It is untrusted code's neighbour and may
 # be tampered with by it: the bot parses its answers as untrusted output.
 DRIVER = r"""
-import json, os, signal, subprocess, sys, threading, time
+import json, os, selectors, signal, subprocess, sys, time
 for line in sys.stdin:
     req = json.loads(line)
-    start, stopped, chunks = time.monotonic(), [], {"out": [], "err": []}
+    start, stopped, late, chunks, sizes = time.monotonic(), "", False, {"out": [], "err": []}, {"out": 0, "err": 0}
     try:
         p = subprocess.Popen(req["argv"], cwd=req["cwd"], env=req["env"], stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -85,29 +85,35 @@ for line in sys.stdin:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
-    def drain(name, stream):
-        size = 0
-        for block in iter(lambda: stream.read(65536), b""):
-            if size < req["cap"]:
-                chunks[name].append(block[: req["cap"] - size])
-            size += len(block)
-            if size > req["cap"] and not stopped:
-                stopped.append("stopped: its output passed %d MB" % (req["cap"] >> 20))
+    # one thread, no new ones: a run that used up its processes (RLIMIT_NPROC counts threads)
+    # must not leave the driver unable to read it
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ, "out")
+    sel.register(p.stderr, selectors.EVENT_READ, "err")
+    deadline, grace = start + req["timeout"], None
+    while sel.get_map():
+        now = time.monotonic()
+        if grace is None and now > deadline:
+            late, grace = True, now + 2.0
+            kill()
+        if grace is not None and now > grace:
+            break  # something outside its group holds the pipes: stop reading
+        for key, _ in sel.select(timeout=0.25):
+            block = os.read(key.fileobj.fileno(), 65536)
+            if not block:
+                sel.unregister(key.fileobj)
+                continue
+            name = key.data
+            if sizes[name] < req["cap"]:
+                chunks[name].append(block[: req["cap"] - sizes[name]])
+            sizes[name] += len(block)
+            if sizes[name] > req["cap"] and not stopped:
+                stopped = "stopped: its output passed %d MB" % (req["cap"] >> 20)
+                grace = time.monotonic() + 2.0
                 kill()
-    readers = [threading.Thread(target=drain, args=(n, s)) for n, s in (("out", p.stdout), ("err", p.stderr))]
-    late = []
-    timer = threading.Timer(req["timeout"], lambda: (late.append(1), kill()))
-    timer.start()
-    for r in readers:
-        r.start()
-    for r in readers:
-        r.join()
-    rc = p.wait()
-    timer.cancel()
-    if late:
-        rc = None
     kill()  # what it left running in its group goes with it
-    print(json.dumps({"rc": None if stopped else rc, "s": time.monotonic() - start, "stopped": "".join(stopped[:1]),
+    rc = p.wait()
+    print(json.dumps({"rc": None if (stopped or late) else rc, "s": time.monotonic() - start, "stopped": stopped,
                       "out": b"".join(chunks["out"]).decode("utf-8", "replace"),
                       "err": b"".join(chunks["err"]).decode("utf-8", "replace")}), flush=True)
 """
