@@ -97,8 +97,10 @@ class Session:
     def test_runner(self) -> CommitRunner:
         """The runner of the commits under test: the session's, or in the sandbox one of its own
         (the reference, from the config, is still built and run by the trusted one)."""
-        if self.sandbox is None or self.scratch is None:
+        if self.sandbox is None:
             return self.runner
+        if self.scratch is None:  # never the trusted runner for untrusted code
+            raise BisectbotError("untrusted code needs its throwaway box (jobs.untrusted makes one)")
         box = BoxState(self.scratch)
         inputs = {
             "fixtures": str(self.scratch.copy_in("fixtures", self.cfg.fixtures_dir)),
