@@ -260,7 +260,8 @@ class _Driver:
                     if not chunk:
                         break  # the driver died
                     line += chunk
-                    if len(line) >= 2 * cap + 4096 or b"\n" in line[:-1]:
+                    # JSON may spell each byte of the two capped outputs as \uXXXX: 12 × the cap
+                    if len(line) >= 12 * cap + 65536 or b"\n" in line[:-1]:
                         line = b""  # an answer no driver gives: stop it
                         break
                     continue
