@@ -500,3 +500,12 @@ def test_a_run_writing_half_an_answer_into_the_drivers_pipe_does_not_hang_the_bo
     assert res.returncode is None or "Permission denied" in res.stderr, res
     after = run(["echo", "next"], timeout=30, sandbox=box)
     assert after.returncode == 0 and after.stdout == "next\n"
+
+
+@needs("bwrap", "prlimit")
+def test_binary_output_past_the_cap_is_stopped_not_taken_for_a_broken_driver() -> None:
+    """The driver's answer spells undecodable bytes as \\ufffd: its line may be far longer than
+    the output it carries, and is still read as the answer."""
+    with boxed(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, output_mb=2)) as small:
+        res = run(["sh", "-c", "head -c 3000000 /dev/urandom"], timeout=60, sandbox=small)
+    assert res.stopped == "stopped: its output passed 2 MB" and res.returncode is None, res.stopped
