@@ -4,18 +4,13 @@ the commit's distribution and the seed). Fixed salts: each case is one determini
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from bench import simbisect as sb
 from bisectbot.core import stats as S
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline import confirm
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import simbisect as sb  # noqa: E402
 
 P = list(sb.P_29975.values())
 REF = sb.reference_joint()

@@ -8,19 +8,15 @@ bound) so a fixed seed cannot pass by luck nor fail by it.
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench import simulate as sim
 from bisectbot.core import search
 from bisectbot.core import stats as S
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import simulate as sim  # noqa: E402
 
 REF = sim.ref_29975()
 P_COND = list(sim.P_29975.values())
