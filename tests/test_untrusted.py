@@ -497,7 +497,8 @@ def test_a_run_writing_half_an_answer_into_the_drivers_pipe_does_not_hang_the_bo
         sandbox=box,
     )
     assert "forged" not in res.stdout and res.seconds < 30, res
-    assert res.returncode is None or "Permission denied" in res.stderr, res
+    # either the kernel refused the write (and the run went on), or the half line made it no answer
+    assert res.returncode is None or ("/fd/1" in res.stderr and res.stdout == "real\n"), res
     after = run(["echo", "next"], timeout=30, sandbox=box)
     assert after.returncode == 0 and after.stdout == "next\n"
 
@@ -509,3 +510,11 @@ def test_binary_output_past_the_cap_is_stopped_not_taken_for_a_broken_driver() -
     with boxed(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, output_mb=2)) as small:
         res = run(["sh", "-c", "head -c 3000000 /dev/urandom"], timeout=60, sandbox=small)
     assert res.stopped == "stopped: its output passed 2 MB" and res.returncode is None, res.stopped
+
+
+@needs("bwrap", "prlimit")
+def test_a_run_that_ends_well_is_never_reported_killed(box: Sandbox) -> None:
+    """The driver waits for a run whose pipes closed to exit by itself: killing its group first
+    turned some exit statuses 0 into -9 (a race a quick program loses)."""
+    codes = [run(["echo", str(i)], timeout=60, sandbox=box).returncode for i in range(150)]
+    assert codes == [0] * 150, sorted(set(codes))

@@ -111,8 +111,13 @@ for line in sys.stdin:
                 stopped = "stopped: its output passed %d MB" % (req["cap"] >> 20)
                 grace = time.monotonic() + 2.0
                 kill()
+    try:  # its pipes are closed: let it exit by itself (killing it now would turn 0 into -9)
+        rc = p.wait(timeout=max(0.0, (grace or deadline) - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        late = True
+        kill()
+        rc = p.wait()
     kill()  # what it left running in its group goes with it
-    rc = p.wait()
     print(json.dumps({"rc": None if (stopped or late) else rc, "s": time.monotonic() - start, "stopped": stopped,
                       "out": b"".join(chunks["out"]).decode("utf-8", "replace"),
                       "err": b"".join(chunks["err"]).decode("utf-8", "replace")}), flush=True)
