@@ -26,6 +26,7 @@ error rates, lower for success rates). The reference is #29975's (e 0.3455, g 0.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -325,6 +326,35 @@ def client_for(args: argparse.Namespace) -> Any:
     return Client(cluster)
 
 
+def code_id() -> str:
+    """What the bisects ran: a hash of the imported bisectbot's sources (results kept in a
+    --results file are reused only by the same code)."""
+    import hashlib
+
+    import bisectbot
+
+    h = hashlib.sha256()
+    pkg = Path(bisectbot.__file__).parent
+    for path in sorted(pkg.rglob("*.py")):
+        h.update(path.relative_to(pkg).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _kept(path: Path | None, code: str) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """Bisects a --results file already holds for this code, by (case, costs, strategy, rep)."""
+    out: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    if path is None or not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:  # a line cut short by a killed run
+            continue
+        if r.get("code_id") == code:
+            out[(r["label"], r["costs"], r["strategy_asked"], r["rep"])] = r
+    return out
+
+
 def run_bisects(
     client: Any,
     cases: list[dict[str, Any]],
@@ -332,17 +362,38 @@ def run_bisects(
     costs: str = "llama",
     strategy: str = "auto",
     chunk: int = 10,
+    results: Path | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    futures = []
-    for case in cases:
-        for start in range(0, case["reps"], chunk):
-            reps = list(range(start, min(case["reps"], start + chunk)))
-            futures.append(
-                (case["label"], client.submit(bisect_task, case, reps, max_runs, costs, strategy, pure=False))
-            )
+    """Every case's bisects on the cluster. With `results`, each finished chunk is appended to
+    that JSON-lines file as it ends, and bisects it already holds for this code are not run
+    again: a run of hours stopped half-way resumes where it stopped."""
+    from distributed import as_completed
+
+    code = code_id()
+    kept = _kept(results, code)
     out: dict[str, list[dict[str, Any]]] = {c["label"]: [] for c in cases}
-    for label, fut in futures:
-        out[label].extend(fut.result())
+    futures = {}
+    for case in cases:
+        todo = []
+        for rep in range(case["reps"]):
+            if (r := kept.get((case["label"], costs, strategy, rep))) is not None:
+                out[case["label"]].append(r)
+            else:
+                todo.append(rep)
+        for start in range(0, len(todo), chunk):
+            fut = client.submit(bisect_task, case, todo[start : start + chunk], max_runs, costs, strategy, pure=False)
+            futures[fut] = case["label"]
+    if kept and results is not None:
+        print(f"({sum(len(v) for v in out.values())} bisects read from {results})", flush=True)
+    for fut in as_completed(list(futures)):
+        label = futures[fut]
+        got = [{**r, "label": label, "strategy_asked": strategy, "code_id": code} for r in fut.result()]
+        out[label].extend(got)
+        if results is not None:
+            with results.open("a") as f:
+                f.writelines(json.dumps(r) + "\n" for r in got)
+    for rows in out.values():
+        rows.sort(key=lambda r: r["rep"])
     return out
 
 
@@ -499,6 +550,12 @@ def main() -> None:
     )
     ap.add_argument("--only", help="run only the cases whose label contains this")
     ap.add_argument("--no-verdicts", action="store_true", help="skip the single-verdict rates")
+    ap.add_argument(
+        "--results",
+        type=Path,
+        help="append every finished bisect to this JSON-lines file and reuse those it holds for the same "
+        "code (a long run stopped half-way resumes)",
+    )
     ap.add_argument("--child-cases", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child_cases:
@@ -571,7 +628,9 @@ def main() -> None:
     settings = ["llama", "demo"] if args.costs == "both" else [args.costs]
     now: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for setting in settings:
-        now[setting] = run_bisects(client, cases, max_runs=None, costs=setting, strategy=args.strategy)
+        now[setting] = run_bisects(
+            client, cases, max_runs=None, costs=setting, strategy=args.strategy, results=args.results
+        )
         build, run = sb.COSTS[setting]
         print(
             f"\n# bisects through run_bisect, {setting} costs (a build {build:g} s, a run {run:g} s); "
