@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bisectbot.core import stats
+from bisectbot.core import broken_end, stats, two_sample
 
 # How often a range holds a distribution between the reference and the broken end's that a quick
 # step would put on the wrong side (a defect that entered mild, another defect before it). An
@@ -103,7 +103,7 @@ class Situation:
     model_runs: float  # extra runs the quick steps' model of the broken end needs
     change_runs: float  # runs of the change test at the named commit and its parent
     third: float = THIRD  # probability that a quick step is misplaced somewhere in the range
-    alike_runs: float = 120.0  # runs that place a commit beside one that prints the same (stats.log_e_alike)
+    alike_runs: float = 120.0  # runs that place a commit beside one that prints the same (two_sample.log_e_alike)
 
 
 @dataclass(frozen=True)
@@ -201,17 +201,18 @@ def situation(
     p = np.array(ref.tolerant(eta) if eta > 0 else stats.kt_smooth([x * 1e4 for x in ref.estimate]), dtype=float)
     log_level = math.log(1 / level)
     sep = max(stats.kl(p, q), 1e-6)
-    quick = min(max_runs, (log_level + math.log(1 / (1 - stats.UNLIKE_WEIGHT))) / sep + 1)
+    quick = min(max_runs, (log_level + math.log(1 / (1 - broken_end.UNLIKE_WEIGHT))) / sep + 1)
     used = int(((bad > 0) | (p > 0)).sum())
     need_model = max(
-        stats.BAD_ENDPOINT_MIN_RUNS, stats.BAD_ENDPOINT_NATS_PER_DF * max(used - 1, 1) / max(stats.kl(q, p), 1e-6)
+        broken_end.BAD_ENDPOINT_MIN_RUNS,
+        broken_end.BAD_ENDPOINT_NATS_PER_DF * max(used - 1, 1) / max(stats.kl(q, p), 1e-6),
     )
     model = max(0.0, min(model_budget, need_model) - float(bad.sum()))
     mid = (p + q) / 2
     js2 = max(stats.kl(p, mid) + stats.kl(q, mid), 1e-6)  # 2·JS: what one pair of runs tells apart
     change = min(2 * max_runs, 2 * (log_level + CHANGE_PENALTY_NATS) / js2)
-    per_seed = math.log((1 - stats.ALIKE_DELTA / 4) / (1 - stats.ALIKE_DELTA))
-    alike = min(float(max_runs), math.log(1 / stats.STEER_LEVEL) / per_seed + 1)
+    per_seed = math.log((1 - two_sample.ALIKE_DELTA / 4) / (1 - two_sample.ALIKE_DELTA))
+    alike = min(float(max_runs), math.log(1 / two_sample.STEER_LEVEL) / per_seed + 1)
     return Situation(commits, float(good_runs), float(max(bad.sum(), 1)), quick, model, change, third, alike)
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Sequence
 
-from bisectbot.core import stats
+from bisectbot.core import skips
 from bisectbot.core.outcome import Verdict
 
 
@@ -27,7 +27,7 @@ class BuildRecord:
     notes: str = ""  # e.g. built in a clean directory after a failure in the reused one
     inputs: tuple[str, ...] | None = None  # repository files the targets were compiled from (None: unknown)
     host: str = ""  # the machine that built it
-    compiler: str = ""  # and its toolchain (build.toolchain_identity)
+    compiler: str = ""  # and its toolchain (buildkeys.toolchain_identity)
     hashes: dict[str, str] = field(default_factory=dict)  # kept path -> sha256 when it was built
 
     @property
@@ -84,10 +84,10 @@ class Tally:
     @property
     def mostly_failed(self) -> bool:
         """Evidence that more than half of the commit's runs fail (a sequential test at level
-        stats.SKIP_LEVEL, so the evidence needed grows as the failure rate nears one half): the
+        skips.SKIP_LEVEL, so the evidence needed grows as the failure rate nears one half): the
         commit is skipped. Every run failing: 7 runs; 10% of runs failing: never, in practice."""
         failed = sum(self.failures.values())
-        return failed > 0 and stats.mostly_failing(failed, self.consumed - failed)
+        return failed > 0 and skips.mostly_failing(failed, self.consumed - failed)
 
     def failure_signature(self, variant: int | None) -> str:
         """What the failures look like, the same at every commit that fails the same way."""

@@ -172,10 +172,8 @@ class BisectReport:
 
 
 @dataclass(frozen=True)
-class TestReport:
+class CommitReport:
     """`bisectbot test --json`: one commit's verdict with the generic test, and its arms."""
-
-    __test__ = False  # not a pytest class
 
     job: str
     commit: str
@@ -218,7 +216,7 @@ class TestReport:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TestReport":
+    def from_json(cls, data: dict[str, Any]) -> "CommitReport":
         return cls(
             job=data["job"],
             commit=data["commit"],
@@ -253,7 +251,7 @@ class JobStop:
         return cls(str(data.get("status", "failed")), str(data.get("message", "")), data.get("by"))
 
 
-JobResult = Union[BisectReport, TestReport, JobStop]
+JobResult = Union[BisectReport, CommitReport, JobStop]
 
 
 def load_result(kind: str, status: str, data: dict[str, Any] | None) -> JobResult | None:
@@ -262,4 +260,4 @@ def load_result(kind: str, status: str, data: dict[str, Any] | None) -> JobResul
         return None
     if status != "done":
         return JobStop.from_json({"status": status, **data})
-    return BisectReport.from_json(data) if kind == "bisect" else TestReport.from_json(data)
+    return BisectReport.from_json(data) if kind == "bisect" else CommitReport.from_json(data)
