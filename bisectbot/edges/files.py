@@ -28,3 +28,16 @@ def content_hash(path: Path | str) -> str:
     often; a check that must not trust the file, e.g. a kept binary before reuse, reads it)."""
     st = os.stat(path)
     return _remembered(str(path), st.st_size, st.st_mtime_ns)
+
+
+MAX_FIXTURE_FILES = 50
+
+
+def fixture_hashes(directory: Path | None) -> dict[str, str]:
+    """sha256 of each file under the fixtures directory (sorted; capped so huge trees stay cheap)."""
+    if directory is None or not Path(directory).is_dir():
+        return {}
+    out: dict[str, str] = {}
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file())[:MAX_FIXTURE_FILES]:
+        out[str(path.relative_to(directory))] = file_sha256(path)
+    return out

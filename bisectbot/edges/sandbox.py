@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from bisectbot.edges import children
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import BisectbotError
 
 # The uid and gid untrusted code has, inside and (when the bot is root) outside: "nobody".

@@ -1,7 +1,9 @@
-"""Storage: the state directory and its SQLite database, the memory that makes work resumable.
+"""Storage: the state directory's SQLite database, the memory that makes work resumable.
 
 Nothing else in bisectbot writes SQL but the bot's own rows (`github.memory`); the schema
-and its migrations are in `edges.migrations`. Why it looks like this:
+and its migrations are in `edges.migrations`, the checks a database file must pass before it
+is opened in `edges.storage_file`, and the directory around it (its lock and layout) in
+`edges.statedir`. Why it looks like this:
 
 * **Written the moment it finishes.** Every build and every seed is committed as soon as it is
   done, so `kill -9` loses at most what was in flight. Builds and runs are inserted, never
@@ -11,11 +13,10 @@ and its migrations are in `edges.migrations`. Why it looks like this:
   file is kept beside it (`state.sqlite3.v<N>.bak`). A database written by a newer bisectbot is
   refused, never misread. Version 1 is the schema before versions existed (bisectbot b6ae5a0).
 * **Named columns and typed rows.** Queries name their columns; rows come back as dataclasses.
-* **Refused when it is not ours or damaged.** On open the file is checked: empty, not SQLite,
-  another program's tables, or failing `PRAGMA quick_check` is a StateError naming the file and
-  why (`--reset-state` moves it aside as `state.sqlite3.bak-<time>` and starts afresh). A new
-  database is made under a temporary name and linked into place, so an empty file is never ours.
-  Every SQLite failure later (damage, a full disk, a read-only file) is a one-line StateError.
+* **Refused when it is not ours or damaged.** On open the file is checked (`storage_file`): a
+  file that is not ours, or is damaged, is a StateError naming the file and why
+  (`--reset-state` moves it aside as `state.sqlite3.bak-<time>` and starts afresh). Every
+  SQLite failure later (damage, a full disk, a read-only file) is a one-line StateError.
 * **Usable from the bot's threads.** Each thread gets its own connection (WAL mode, a busy
   timeout), so the webhook server's HTTP threads record deliveries while a job writes runs.
 
@@ -26,16 +27,11 @@ binary never replays a stale run, while changing the test levels or the referenc
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import functools
 import json
 import logging
 import os
-import secrets
 import sqlite3
-import stat
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -45,8 +41,8 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
 
 from bisectbot.core.estimate import Timings
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
-from bisectbot.edges import children
-from bisectbot.edges.migrations import CORE_TABLES, MIGRATIONS, SCHEMA_VERSION
+from bisectbot.edges import storage_file
+from bisectbot.edges.migrations import MIGRATIONS, SCHEMA_VERSION
 from bisectbot.errors import StateError
 
 log = logging.getLogger(__name__)
@@ -120,13 +116,6 @@ def decoded(method: _Read) -> _Read:
     return cast(_Read, read)
 
 
-class _Unusable(Exception):
-    """Why a database file cannot be used as it is: refused, or moved aside with --reset-state."""
-
-    def __init__(self, text: str, hint: str = "pass --reset-state to start it afresh"):
-        super().__init__(f"{text}; {hint}")
-
-
 class Store:
     """The state database: typed reads and writes, one connection per thread.
 
@@ -140,110 +129,16 @@ class Store:
         self._connections: list[sqlite3.Connection] = []
         self.moved_aside: Path | None = None
         if not os.path.lexists(self.path):
-            self._create()
+            storage_file.create(self.path)
         try:
-            self._check()
-        except _Unusable as why:
+            storage_file.check(self.path)
+        except storage_file.Unusable as why:
             if not reset:
                 raise StateError(str(why)) from None
-            self.moved_aside = self._move_aside()
+            self.moved_aside = storage_file.move_aside(self.path)
             log.info("%s: moved aside to %s; starting a fresh state database", self.path, self.moved_aside)
-            self._create()
+            storage_file.create(self.path)
         self._migrate()
-
-    # -- opening -------------------------------------------------------------------------------
-    def _create(self) -> None:
-        """A new, empty database, made under a temporary name and linked into place: a file at
-        `path` is never one a crash or a full disk left empty (an empty file is refused)."""
-        tmp: Path | None = None
-        try:
-            tmp = self.path.with_name(f".{self.path.name}.new-{os.getpid()}-{secrets.token_hex(4)}")
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))  # umask applies
-            con = sqlite3.connect(tmp, isolation_level=None)
-            try:
-                con.execute("PRAGMA journal_mode=WAL")  # written into the header: the file is not empty
-            finally:
-                con.close()
-            try:
-                os.link(tmp, self.path)
-            except FileExistsError:
-                pass  # another process made it meanwhile: that one is used
-            except OSError as exc:
-                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV):
-                    raise
-                if not os.path.lexists(self.path):  # a file system without hard links
-                    os.rename(tmp, self.path)
-        except (OSError, sqlite3.Error) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise StateError(f"cannot create the state database {self.path}: {why}") from None
-        finally:
-            if tmp is not None:
-                for left in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-                    try:
-                        left.unlink(missing_ok=True)
-                    except OSError:
-                        pass
-
-    def _check(self) -> None:
-        """_Unusable for a file that is not a bisectbot database, is damaged (`PRAGMA
-        quick_check`) or is of a newer schema; StateError when it cannot be opened at all."""
-        try:
-            info = os.stat(self.path)
-        except OSError as exc:
-            raise StateError(f"cannot open the state database {self.path}: {exc.strerror}") from None
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise _Unusable(f"{self.path} is not a bisectbot database (it is {kind})")
-        wal = Path(f"{self.path}-wal")
-        if info.st_size == 0 and not (wal.is_file() and wal.stat().st_size > 0):
-            raise _Unusable(f"{self.path} is not a bisectbot database (it is empty: 0 bytes)")
-        con: sqlite3.Connection | None = None
-        try:
-            con = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-            version = con.execute("PRAGMA user_version").fetchone()[0]
-            tables = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'"))
-            if version > SCHEMA_VERSION:
-                raise _Unusable(
-                    f"{self.path}: written by a newer bisectbot (schema {version}; this one "
-                    f"knows up to {SCHEMA_VERSION})",
-                    "use that bisectbot, or pass --reset-state to start it afresh",
-                )
-            if (tables or version) and not CORE_TABLES <= set(tables):
-                shown = ", ".join(tables[:6]) + (", …" if len(tables) > 6 else "")
-                what = f"its tables are {shown}" if tables else f"no tables, schema version {version}"
-                raise _Unusable(f"{self.path} is not a bisectbot database ({what})")
-            problems = [str(r[0]) for r in con.execute("PRAGMA quick_check(3)")]
-            if problems != ["ok"]:
-                first = (problems[0].splitlines() or ["no answer"])[-1].strip() if problems else "no answer"
-                raise _Unusable(f"state database {self.path} is damaged (quick_check: {first})")
-        except sqlite3.Error as exc:
-            name = str(getattr(exc, "sqlite_errorname", ""))
-            if name == "SQLITE_NOTADB":
-                raise _Unusable(f"{self.path} is not a bisectbot database (not an SQLite file: {exc})") from None
-            if name.startswith("SQLITE_CORRUPT"):
-                raise _Unusable(f"state database {self.path} is damaged ({exc})") from None
-            raise StateError(f"cannot open the state database {self.path}: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise _Unusable(f"state database {self.path} is damaged (its schema does not decode: {exc})") from None
-        finally:
-            if con is not None:
-                con.close()
-
-    def _move_aside(self) -> Path:
-        """Rename the database (and its -wal and -shm) to `<name>.bak-<time>`; never deleted."""
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        aside = self.path.with_name(f"{self.path.name}.bak-{stamp}")
-        n = 1
-        while os.path.lexists(aside):
-            aside, n = self.path.with_name(f"{self.path.name}.bak-{stamp}-{n}"), n + 1
-        try:
-            os.rename(self.path, aside)
-            for suffix in ("-wal", "-shm"):
-                if os.path.lexists(f"{self.path}{suffix}"):
-                    os.rename(f"{self.path}{suffix}", f"{aside}{suffix}")
-        except OSError as exc:
-            raise StateError(f"cannot move the state database {self.path} aside to {aside}: {exc.strerror}") from None
-        return aside
 
     def damaged(self, why: str) -> StateError:
         return StateError(f"state database {self.path} is damaged ({why}); pass --reset-state to start it afresh")
@@ -589,10 +484,8 @@ class Store:
                 (config, good.sha, good.ref, good.date),
             )
 
-    # -- the GitHub bot: commands, comment targets, cursors, webhook deliveries ----------------
 
-
-# -- the state directory -------------------------------------------------------------------------
+# -- the database of a state directory, read from outside ---------------------------------------
 def database_path(root: Path) -> Path:
     """The state database of the state directory `root`."""
     return root / "state.sqlite3"
@@ -624,105 +517,3 @@ def held_builds(root: Path, build_key: str, shas: list[str]) -> list[str]:
     finally:
         con.close()
     return [sha for (sha,) in rows]
-
-
-def _check_writable(root: Path) -> None:
-    """StateError unless a file can be made in `root` (read-only mounts, another owner's directory)."""
-    try:
-        fd, name = tempfile.mkstemp(dir=root, prefix=".write-test-")
-        os.close(fd)
-        os.unlink(name)
-    except OSError as exc:
-        raise StateError(f"state directory {root} is not writable: {exc.strerror}") from None
-
-
-class StateDir:
-    """The state directory: its lock, its layout (clone, build dirs, kept binaries, logs) and
-    its database. One process at a time: a second one is refused with a clear message.
-
-    Taking the lock first kills the child process groups a killed bot left running (recorded
-    in `procs/`, edges.children); the children this process starts are recorded there."""
-
-    def __init__(self, root: Path, *, reset: bool = False):
-        """Take the directory (made if missing) and open its database; `reset`: see Store.
-
-        Every way the directory cannot be used (a file in its place, not writable, its lock
-        path a directory, a database that is not ours) is one StateError naming the path."""
-        self.root = Path(root).resolve()  # relative paths would break cmake, which runs elsewhere
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:
-            raise StateError(f"state directory {self.root} is a file, not a directory") from None
-        except OSError as exc:
-            raise StateError(f"cannot create state directory {self.root}: {exc.strerror}") from None
-        lock = self.root / "lock"
-        try:
-            self._lock_file = open(lock, "a")
-        except IsADirectoryError:
-            raise StateError(f"state directory {self.root}: its lock file {lock} is a directory (remove it)") from None
-        except OSError as exc:
-            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise StateError(
-                    f"state directory {self.root} is not writable: {exc.strerror} (opening its lock file {lock})"
-                ) from None
-            raise StateError(f"state directory {self.root}: cannot open its lock file {lock}: {exc.strerror}") from None
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.close()
-            raise StateError(f"state directory {self.root} is in use by another bisectbot process") from None
-        except OSError as exc:
-            self._lock_file.close()
-            raise StateError(f"state directory {self.root}: cannot lock {lock}: {exc.strerror}") from None
-        tracking = False
-        try:
-            _check_writable(self.root)
-            try:
-                children.kill_left_behind(self.procs_dir)
-                children.track_in(self.procs_dir)
-                tracking = True
-            except OSError as exc:
-                raise StateError(f"state directory {self.root}: cannot use {self.procs_dir}: {exc.strerror}") from None
-            self.store = Store(database_path(self.root), reset=reset)
-        except BaseException:
-            if tracking:
-                children.stop_tracking(self.procs_dir)
-            self._lock_file.close()
-            raise
-
-    @property
-    def procs_dir(self) -> Path:
-        """One record per running child process group (edges.children)."""
-        return self.root / "procs"
-
-    @property
-    def clone_dir(self) -> Path:
-        return self.root / "src"
-
-    @property
-    def run_dir(self) -> Path:
-        """Where the program under test runs (its working directory)."""
-        path = self.root / "run"
-        path.mkdir(exist_ok=True)
-        return path
-
-    def build_dir(self, key: str) -> Path:
-        return self.root / f"build-{key}"
-
-    def kept_dir(self, build_key: str, sha: str) -> Path:
-        return self.root / "kept" / build_key / sha
-
-    def log_path(self, name: str) -> Path:
-        (self.root / "logs").mkdir(exist_ok=True)
-        return self.root / "logs" / name
-
-    def close(self) -> None:
-        children.stop_tracking(self.procs_dir)
-        self.store.close()
-        self._lock_file.close()
-
-    def __enter__(self) -> "StateDir":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
