@@ -32,13 +32,16 @@ Why each step:
   reused only if no file in it is newer than the end of the last trusted build there (else it
   is wiped first); a binary or kept file that is a link out of the build directory is not kept.
 
+The pieces: `pipeline.buildkeys` (keys, the toolchain), `pipeline.cmake` (what cmake says),
+`pipeline.keep` (binaries kept and checked, build directories trusted), `pipeline.linkgraph`
+(the files the targets were compiled from).
+
 A failed or timed-out build, one that leaves no binary, a tree no variant fits, or a commit
 that cannot be checked out is a *skip* for the bisect (like `git bisect skip`), with its reason.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
 import shlex
@@ -46,28 +49,25 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping
 
-from bisectbot import __version__
-from bisectbot.config import BuildConfig, BuildVariant
-from bisectbot.core.inputs import parse_depfile
+from bisectbot.config.sections import BuildConfig, BuildVariant
 from bisectbot.core.keys import json_key
 from bisectbot.core.records import BuildRecord
-from bisectbot.core.reports import Environment
 from bisectbot.edges import dirlock
-from bisectbot.edges.files import file_sha256
 from bisectbot.edges.procs import clean_env, redact, run
 from bisectbot.edges.sandbox import Sandbox
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.workspace import Export, Workspace
-from bisectbot.errors import GitError, StateError
+from bisectbot.errors import GitError
+from bisectbot.pipeline.buildkeys import Placeholders, build_dir_key, build_key, toolchain_identity
+from bisectbot.pipeline.cmake import ccache_args, configured_elsewhere, first_error, target_names, unused_defines
 from bisectbot.pipeline.events import Building, BuildPhase, Built, Events
+from bisectbot.pipeline.keep import intact, keep_binaries, touch, written_since
+from bisectbot.pipeline.linkgraph import target_inputs
 
-UNUSED_HEADER = "Manually-specified variables were not used by the project:"
 # How long a build waits for its directory's lock (held by an orphaned build no record named).
 BUILD_DIR_WAIT = 60.0
-# Added to the build directory key of sandboxed builds (never a cmake argument).
-UNTRUSTED_DIR = "#untrusted"
 
 
 class Builder:
@@ -120,7 +120,7 @@ class Builder:
         retry_timeout = rec is not None and rec.status == "timeout" and cfg.timeout > rec.seconds + 1
         if rec is not None and not retry_timeout and (not rec.ok or intact(rec)):
             if rec.ok:  # used: `bisectbot gc` removes the least recently used kept binaries first
-                _touch(self.state.kept_dir(key, sha))
+                touch(self.state.kept_dir(key, sha))
             return rec
         if self.guard is not None:
             self.guard()
@@ -148,7 +148,7 @@ class Builder:
         )
         store.put_build(key, rec)
         self.built.append(sha)
-        _touch(self.build_dir(cfg, rec.variant))  # used (gc: least recently used first)
+        touch(self.build_dir(cfg, rec.variant))  # used (gc: least recently used first)
         failed = not rec.ok and bool(rec.log)
         self.events.emit(
             Built(
@@ -181,85 +181,6 @@ class Builder:
         """The build directory a variant of `cfg` is built in."""
         args = [self.expand(a) for a in (*cfg.cmake_args, *cfg.choices[variant].cmake_args)]
         return self.state.build_dir(build_dir_key(args, untrusted=self.sandbox is not None))
-
-
-def intact(rec: BuildRecord) -> bool:
-    """Whether every kept file of a build is there with the sha256 recorded when it was built
-    (a build recorded without them, by an older bisectbot, is built again)."""
-    if not rec.hashes or not set(rec.binaries.values()) <= set(rec.hashes):
-        return False
-    try:
-        return all(file_sha256(Path(path)) == digest for path, digest in rec.hashes.items())
-    except OSError:
-        return False
-
-
-def _touch(path: Path) -> None:
-    """Mark a kept directory or build directory as just used (its mtime; gc reads it)."""
-    try:
-        os.utime(path)
-    except OSError:
-        pass  # gone, or not ours to touch: it only orders what gc removes first
-
-
-# -- keys -----------------------------------------------------------------------------------------
-def build_key(cfg: BuildConfig, values: Mapping[str, str] | None = None) -> str:
-    """Identifies builds that are interchangeable: the cmake arguments and variants, the contents
-    of the files they name, the kept globs, and the toolchain that compiles them."""
-    args = [*cfg.cmake_args, *(a for v in cfg.choices for a in v.cmake_args)]
-    data = {
-        "args": cfg.cmake_args,
-        "variants": [v.model_dump(mode="json") for v in cfg.choices],
-        "keep": cfg.keep,
-        "files": named_files(args, values or {}),
-        "toolchain": toolchain_identity(),
-    }
-    return json_key(data, 12)
-
-
-def build_dir_key(args: list[str], *, untrusted: bool = False) -> str:
-    """Builds with the same cmake arguments share one build directory, whatever their targets:
-    building llama-server after llama-speculative at a commit reuses every common object.
-    Untrusted builds share only with each other."""
-    return json_key([*args, UNTRUSTED_DIR] if untrusted else args, 12, sort_keys=False)
-
-
-class Placeholders(dict):  # type: ignore[type-arg]
-    """Values for `{placeholders}` that leave unknown ones ({seed}, {port}) as written."""
-
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
-
-
-def named_files(args: Iterable[str], values: Mapping[str, str]) -> dict[str, str]:
-    """sha256 of every existing file an argument names (`-DX=<path>` or a path), keyed by the
-    argument as written: editing such a file changes what a stored build or run stood for."""
-    out: dict[str, str] = {}
-    known = Placeholders(values)
-    for arg in args:
-        text = arg.format_map(known) if "{" in arg else arg
-        value = text.split("=", 1)[1] if text.startswith("-D") and "=" in text else text
-        path = Path(value)
-        if path.is_absolute() and path.is_file():
-            out[arg] = file_sha256(path)
-    return out
-
-
-# -- one commit -----------------------------------------------------------------------------------
-def ccache_args(source: Path, build_dir: Path) -> tuple[list[str], dict[str, str]]:
-    """cmake launcher flags and environment for ccache, or nothing when it is not installed.
-
-    CCACHE_BASEDIR is the common parent of source and build directory, so both the sources and
-    the generated headers are hashed by relative path: another state directory (or worktree) of
-    the same layout hits the same cache. CCACHE_NOHASHDIR keeps the build path out of the hash.
-    """
-    if shutil.which("ccache") is None:
-        return [], {}
-    base = os.path.commonpath([str(source.resolve()), str(build_dir.resolve())])
-    return (
-        ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"],
-        {"CCACHE_BASEDIR": base, "CCACHE_NOHASHDIR": "1"},
-    )
 
 
 @dataclass(frozen=True)
@@ -390,7 +311,7 @@ def _build_variant(
     res = _step(configure, build_dir, env, log, budget, hold, sandbox)
     if res is not None:
         return _Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
-    unused = _unused_defines(log, start)
+    unused = unused_defines(log, start)
     if rejected := [n for n in variant.defines if n in unused]:
         return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
     listed = run(
@@ -401,7 +322,7 @@ def _build_variant(
         pass_fds=(hold,),
         sandbox=sandbox,
     )
-    if missing := [t for t in variant.targets if t not in _target_names(listed.stdout)]:
+    if missing := [t for t in variant.targets if t not in target_names(listed.stdout)]:
         return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
     for rel in stale:  # provenance: only what this build makes can be kept
         (build_dir / rel).unlink(missing_ok=True)
@@ -418,7 +339,7 @@ def _build_variant(
     )
     if res is not None:
         return _Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
-    binaries, hashes, missing_name = _keep(cfg, variant, build_dir, kept)
+    binaries, hashes, missing_name = keep_binaries(cfg, variant, build_dir, kept)
     if missing_name:
         return _Attempt(
             "no-binary",
@@ -452,300 +373,12 @@ def _step(
     if res.timed_out:
         return "timeout", f"exceeded the build timeout of {budget.total:g} s"
     if res.stopped:
-        return "failed", f"{res.stopped}: {_first_error(log, start)}"
+        return "failed", f"{res.stopped}: {first_error(log, start)}"
     if res.returncode != 0:
-        return "failed", f"failed (exit {res.returncode}): {_first_error(log, start)}"
-    return None
-
-
-def configured_elsewhere(build_dir: Path, source: Path) -> str | None:
-    """Why `build_dir`'s CMakeCache.txt belongs to another place (the state directory was moved
-    or copied), or None. cmake refuses to configure such a directory, which is no fault of the
-    commit being built."""
-    try:
-        text = (build_dir / "CMakeCache.txt").read_text(errors="replace")
-    except OSError:
-        return None
-    cache = dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln and not ln.startswith(("#", "//")))
-    for name, here in (("CMAKE_CACHEFILE_DIR", build_dir), ("CMAKE_HOME_DIRECTORY", source)):
-        there = cache.get(f"{name}:INTERNAL")
-        if there is not None and Path(there).resolve() != here.resolve():
-            return f"its CMakeCache.txt was written for {name} {there}, not {here} (a moved or copied state directory)"
+        return "failed", f"failed (exit {res.returncode}): {first_error(log, start)}"
     return None
 
 
 def _note(log: Path, line: str) -> None:
     with open(log, "a") as fh:
         fh.write(line + "\n")
-
-
-def _unused_defines(log: Path, start: int) -> set[str]:
-    """Names cmake listed as "Manually-specified variables were not used" since `start`."""
-    lines = _read_from(log, start).splitlines()
-    names: set[str] = set()
-    for i, line in enumerate(lines):
-        if UNUSED_HEADER in line:
-            for following in lines[i + 1 :]:
-                if following.strip() == "":
-                    if names:
-                        break
-                    continue
-                if not following.startswith("    "):
-                    break
-                names.add(following.strip())
-    return names
-
-
-def _target_names(help_text: str) -> set[str]:
-    """Targets listed by `cmake --build … --target help` (Makefiles: '... name'; Ninja: 'name: phony')."""
-    names = set()
-    for line in help_text.splitlines():
-        line = line.strip()
-        if line.startswith("... "):
-            names.add(line[4:].split()[0])
-        elif ":" in line and not line.startswith("The following"):
-            names.add(line.split(":", 1)[0].strip())
-    return names
-
-
-def _keep(
-    cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path
-) -> tuple[dict[str, str], dict[str, str], str | None]:
-    """Copy the binaries and keep-globs into `kept_dir`; return placeholder → kept path, kept
-    path → sha256, and the name of a binary not found. Only regular files that are, or links
-    that resolve to, files inside `build_dir` are kept: a build cannot make the bot copy (and
-    later hand to a run) a file from elsewhere.
-
-    A copy the state directory cannot take (a full disk, a read-only one) is no fault of the
-    commit: StateError naming the file and the reason, the half-kept directory removed, nothing
-    recorded (the build is not stored, so the next run builds it again)."""
-    src: Path | None = None
-    try:
-        if kept_dir.exists():
-            shutil.rmtree(kept_dir)
-        kept_dir.mkdir(parents=True)
-        found: dict[str, str] = {}
-        hashes: dict[str, str] = {}
-        root = build_dir.resolve()
-        for name, candidates in variant.binaries.items():
-            src = next((build_dir / c for c in candidates if _within(build_dir / c, root)), None)
-            if src is None:
-                return {}, {}, name
-            dst = kept_dir / src.name
-            shutil.copy2(src, dst)
-            found[name] = str(dst)
-            hashes[str(dst)] = file_sha256(dst)
-        for pattern in cfg.keep:
-            for src in build_dir.glob(pattern):
-                if _within(src, root):
-                    shutil.copy2(src, kept_dir / src.name)
-                    hashes[str(kept_dir / src.name)] = file_sha256(kept_dir / src.name)
-    except OSError as exc:
-        shutil.rmtree(kept_dir, ignore_errors=True)
-        what = f"the built {src.name}" if src is not None else "the built binaries"
-        raise StateError(f"cannot keep {what} in {kept_dir}: {exc.strerror or exc}") from None
-    return found, hashes, None
-
-
-def _within(path: Path, root: Path) -> bool:
-    """A regular file whose real path (links followed) is inside `root`."""
-    real = path.resolve()
-    return real.is_file() and real.is_relative_to(root)
-
-
-def written_since(build_dir: Path, written: float | None) -> str | None:
-    """Why `build_dir` may hold what no trusted build wrote: it was never recorded as written by
-    one, or a file in it is newer than the end of the last one (None: reuse it)."""
-    if not build_dir.exists():
-        return None
-    if written is None:
-        return "no trusted build is recorded as its last writer"
-    for top, _dirs, files in os.walk(build_dir):
-        for name in files:
-            try:
-                mtime = os.lstat(os.path.join(top, name)).st_mtime
-            except OSError:
-                continue
-            if mtime > written + 2:
-                rel = os.path.relpath(os.path.join(top, name), build_dir)
-                return f"{rel} is newer than the last trusted build there"
-    return None
-
-
-def _read_from(log: Path, start: int) -> str:
-    try:
-        with open(log, "rb") as fh:
-            fh.seek(start)
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _first_error(log: Path, start: int = 0) -> str:
-    """The most telling line of a failed step: cmake's first error with what it says under it
-    (see cmake_error), else the first 'error' line (with the line after a bare header ending
-    in ':'), else the last line."""
-    text = _read_from(log, start)
-    if found := cmake_error(text):
-        return found
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for i, ln in enumerate(lines):
-        if "error" in ln.lower() and not ln.startswith("$"):
-            for following in lines[i + 1 : i + 4]:  # cmake puts what it means on the next lines
-                if not ln.endswith(":"):
-                    break
-                ln = f"{ln} {following}"
-            return ln[:ERROR_CHARS]
-    return lines[-1][:ERROR_CHARS] if lines else "no output"
-
-
-# How much of a failure's first error a build reason keeps (the build log has all of it).
-ERROR_CHARS = 400
-
-
-def cmake_error(text: str) -> str | None:
-    """cmake's first error in one line: its header ("CMake Error at CMakeLists.txt:2 (project):")
-    joined with the indented message under it up to the first paragraph that ends a sentence.
-    A header alone says nothing ("No CMAKE_CXX_COMPILER could be found." is the next line), and
-    a message may run over paragraphs ("The CMAKE_CXX_COMPILER:" / "/no/c++" / "is not a full
-    path to an existing compiler tool."). None when there is no cmake error."""
-    lines = text.splitlines()
-    head = next((i for i, ln in enumerate(lines) if ln.startswith("CMake Error")), None)
-    if head is None:
-        return None
-    said = [lines[head].strip()]
-    if said[0].endswith(":"):
-        paragraph: list[str] = []
-        for ln in [*lines[head + 1 :], ""]:
-            if ln.strip() and ln.startswith(" "):
-                paragraph.append(ln.strip())
-                continue
-            if paragraph:  # a blank line, or an unindented one (the message is indented) ends it
-                said.append(" ".join(paragraph))
-                paragraph = []
-                if said[-1].endswith((".", "!")) or len(said) > 4:
-                    break
-            if ln.strip():
-                break  # past the message: "Call Stack …", "-- Configuring incomplete …"
-    joined = " ".join(said)
-    return joined if len(joined) <= ERROR_CHARS else joined[: ERROR_CHARS - 1] + "…"
-
-
-# -- what the target was compiled from ----------------------------------------------------------
-def target_inputs(build_dir: Path, targets: Sequence[str], source: Path) -> list[str] | None:
-    """The repository files the targets were compiled from, as paths relative to `source`: the
-    dependency files (`<object>.d`) of every object linked into them, found by following each
-    target's link command (`CMakeFiles/<target>.dir/link.txt`) through the libraries it names.
-    None when that cannot be followed (another generator, no dependency file for an object):
-    then the inputs are unknown and no commit is skipped (core.inputs)."""
-    link_cmds = {p.parent.name.removesuffix(".dir"): p for p in build_dir.rglob("CMakeFiles/*.dir/link.txt")}
-    outputs: dict[Path, Path] = {}
-    for link in link_cmds.values():
-        cwd = link.parents[2]
-        for out in _link_outputs(link):
-            outputs[(cwd / out).resolve()] = link
-    todo = [link_cmds[t] for t in targets if t in link_cmds]
-    if len(todo) != len(targets):
-        return None
-    seen: set[Path] = set()
-    objects: set[Path] = set()
-    while todo:
-        link = todo.pop()
-        if link in seen:
-            continue
-        seen.add(link)
-        cwd = link.parents[2]
-        own = 0
-        for word in _link_words(link):
-            path = (cwd / word).resolve()
-            if word.endswith((".o", ".obj")):
-                objects.add(path)
-                own += 1
-            elif path in outputs:
-                todo.append(outputs[path])
-        if own == 0 and link.parent.name.removesuffix(".dir") in targets:
-            return None  # a target made of no object we can see: the link command is not understood
-    root = source.resolve()
-    found: set[str] = set()
-    for obj in objects:
-        depfile = obj.with_name(obj.name + ".d")
-        if not depfile.is_file():
-            return None
-        cwd = _compile_dir(obj)
-        for dep in parse_depfile(depfile.read_text(errors="replace")):
-            path = cwd / dep  # relative names are relative to where it was compiled
-            try:
-                found.add(path.resolve().relative_to(root).as_posix())
-            except ValueError:
-                continue  # a system header, or a file generated in the build directory
-    return sorted(found) or None  # nothing from the repository: not understood, so unknown
-
-
-def _compile_dir(obj: Path) -> Path:
-    """Where cmake's Makefiles compile an object: the directory above its `CMakeFiles`."""
-    for parent in obj.parents:
-        if parent.name == "CMakeFiles":
-            return parent.parent
-    return obj.parent
-
-
-def _link_words(link: Path) -> list[str]:
-    """The words of a link command file, response files (`@file`) expanded."""
-    words: list[str] = []
-    for line in link.read_text(errors="replace").splitlines():
-        for word in _shell_words(line):
-            if word.startswith("@") and (link.parents[2] / word[1:]).is_file():
-                words += _shell_words((link.parents[2] / word[1:]).read_text(errors="replace"))
-            else:
-                words.append(word)
-    return words
-
-
-def _shell_words(text: str) -> list[str]:
-    """Words as the shell reads them (cmake quotes object paths: `"CMakeFiles/x.dir/a.cpp.o"`)."""
-    try:
-        return shlex.split(text)
-    except ValueError:  # unbalanced quotes: take the words as they are
-        return [w.strip('"') for w in text.split()]
-
-
-def _link_outputs(link: Path) -> list[str]:
-    """What a link command makes: the word after `-o`, or an archiver's first file (`ar qc lib.a …`)."""
-    words = _link_words(link)
-    out = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-o"]
-    for i, w in enumerate(words[:-2]):
-        if w.endswith(("ar", "llvm-ar", "gcc-ar")) and words[i + 2].endswith(".a"):
-            out.append(words[i + 2])
-    return out
-
-
-# -- the toolchain ---------------------------------------------------------------------------------
-def compiler_version() -> str:
-    """First line of the C++ compiler's --version."""
-    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or "c++"
-    res = run([cxx, "--version"], timeout=10)
-    return res.stdout.splitlines()[0] if res.returncode == 0 and res.stdout else "unknown"
-
-
-def cmake_version() -> str:
-    res = run(["cmake", "--version"], timeout=10)
-    return res.stdout.splitlines()[0] if res.returncode == 0 and res.stdout else "unknown"
-
-
-@functools.cache
-def toolchain_identity() -> str:
-    """The compiler and cmake, as build keys include them (asked once per process)."""
-    return f"{compiler_version()} | {cmake_version()}"
-
-
-def toolchain(cfg: BuildConfig) -> Environment:
-    """What the builds were made with and where, as reports state it."""
-    return Environment(
-        compiler=compiler_version(),
-        cmake=cmake_version(),
-        cmake_args=list(cfg.cmake_args),
-        host=platform.node(),
-        platform=platform.platform(),
-        python=platform.python_version(),
-        bisectbot=__version__,
-    )

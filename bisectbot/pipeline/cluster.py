@@ -1,6 +1,6 @@
 """Cluster stage: verdicts built and tested on Dask workers, several commits at once.
 
-`ClusterTester` answers the same questions as `verdict.Tester`, but each commit is checked out,
+`ClusterTester` answers the same questions as `verdict.CommitTester`, but each commit is checked out,
 built and run on a Dask worker (`distributed`), and `verdicts` answers a whole round at once:
 the bisect then probes K commits per round (`search.kary_search`). What each worker needs: the
 toolchain (the same compiler as the coordinator: a worker with another one refuses the task,
@@ -31,17 +31,18 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from bisectbot.config import SEED_BLOCK, Config
+from bisectbot.config import Config
+from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core import stats
 from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
 from bisectbot.edges import storage
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import BisectbotError, ClusterError
-from bisectbot.pipeline.build import toolchain_identity
+from bisectbot.pipeline.buildkeys import toolchain_identity
 from bisectbot.pipeline.events import Events, VerdictReached, WorkerDone
 from bisectbot.pipeline.runner import CommitRunner, Prepared
-from bisectbot.pipeline.verdict import Feed, Tester, Untestable
+from bisectbot.pipeline.verdict import CommitTester, Feed, Untestable
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def work(task: WorkTask) -> WorkResult:
     """On a worker: build and test the commit in the worker's own state directory, streaming
     every run to the coordinator."""
     with _streaming_runner(task) as (name, mine, state, runner):
-        verdict = Tester(task.cfg, runner, task.reference, Events()).verdict(task.sha, task.ask)
+        verdict = CommitTester(task.cfg, runner, task.reference, Events()).verdict(task.sha, task.ask)
         build = state.store.build(runner.builder.key(task.cfg.build), task.sha)
         return WorkResult(verdict, name, platform.node(), mine, build, bool(runner.builder.built))
 
@@ -171,7 +172,7 @@ def work_build(task: WorkTask) -> WorkResult:
         return WorkResult(None, name, platform.node(), mine, build, bool(runner.builder.built))
 
 
-class ClusterTester(Tester):
+class ClusterTester(CommitTester):
     """A tester whose verdicts are reached on a Dask cluster, `width` at a time."""
 
     where = "cluster"

@@ -10,7 +10,7 @@ time, and three questions are answered on those runs:
   skipped parent was never tested);
 * does the commit depart from the reference (BAD: beyond eta)? Asked when it has no BAD yet
   (the sticky search places commits without a test);
-* do the two differ at all (the change test, `stats.test_change`)? Always: a commit where
+* do the two differ at all (the change test, `two_sample.test_change`)? Always: a commit where
   nothing changed is never named, whatever the history looks like.
 
 It stops as soon as an answer rules the pair out (the parent departs, the commit does not) or
@@ -23,11 +23,11 @@ import copy
 from dataclasses import dataclass
 from typing import Sequence
 
-from bisectbot.config import SEED_BLOCK
-from bisectbot.core import stats
+from bisectbot.config.seeds import SEED_BLOCK
+from bisectbot.core import stats, two_sample
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, CommitVerdict, Tally
-from bisectbot.pipeline.verdict import Feed, Tester, Untestable, judge
+from bisectbot.pipeline.verdict import CommitTester, Feed, Untestable, judge
 
 FOUND = "found"
 PARENT_DEPARTS = "parent-departs"  # the parent tests like the culprit should: the boundary is lower
@@ -70,7 +70,9 @@ class Confirmation:
         return out + list(self.change or ())
 
 
-def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequence[float] | None) -> Confirmation:
+def confirm(
+    tester: CommitTester, pair: Pair, find: Find, *, level: float, q_bad: Sequence[float] | None
+) -> Confirmation:
     """Run the pair's fresh seeds until the questions are answered (see the module)."""
     cfg, ref = tester.cfg, tester.reference
     budget = cfg.run.max_runs
@@ -132,7 +134,7 @@ def confirm(tester: Tester, pair: Pair, find: Find, *, level: float, q_bad: Sequ
                 break
             if change is None:
                 c, p = feeds["culprit"].tally, feeds["parent"].tally
-                ev = stats.test_change(
+                ev = two_sample.test_change(
                     c.counts,
                     p.counts,
                     ref,

@@ -35,7 +35,7 @@ class Syncing(Event):
 
 
 @dataclass(frozen=True)
-class TestStarted(Event):
+class CommitTestStarted(Event):
     ref: str
     sha: str
 

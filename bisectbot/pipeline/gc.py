@@ -27,7 +27,7 @@ from typing import Iterator
 from bisectbot.config import Config
 from bisectbot.core.retention import BINARIES, BUILD_DIR, LOG, Caps, Item, format_size, to_remove
 from bisectbot.edges import dirlock
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import StateError
 
 

@@ -31,31 +31,32 @@ from bisectbot.core.estimate import Estimate, estimate
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, BuildRecord
 from bisectbot.core.refs import pull_number
-from bisectbot.core.reports import BisectReport, ConfigSummary, JobStop, TestReport
+from bisectbot.core.reports import BisectReport, CommitReport, ConfigSummary, JobStop
 from bisectbot.edges.procs import stop_drivers
 from bisectbot.edges.sandbox import BoxState, Limits, Sandbox, Scratch, sandbox
-from bisectbot.edges.storage import LastGood, StateDir
+from bisectbot.edges.statedir import StateDir
+from bisectbot.edges.storage import LastGood
 from bisectbot.edges.workspace import Export, Workspace
 from bisectbot.errors import BisectbotError, RefError, StateError
 from bisectbot.pipeline import bisect
-from bisectbot.pipeline.bisect import BisectPlan, Narrowing, ReportContext
 from bisectbot.pipeline.budget import Budget, BudgetLimits, BudgetSpent
-from bisectbot.pipeline.build import Placeholders, toolchain
+from bisectbot.pipeline.buildkeys import Placeholders, toolchain
 from bisectbot.pipeline.events import (
     Cancelled,
+    CommitTestStarted,
     EstimateReady,
     Event,
     Events,
     StorageTrimmed,
     Syncing,
-    TestStarted,
     VerdictReached,
 )
 from bisectbot.pipeline.gc import collect, storage_caps
 from bisectbot.pipeline.narrow import narrow_plan
+from bisectbot.pipeline.plan import BisectPlan, Narrowing, ReportContext
 from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
 from bisectbot.pipeline.runner import CommitRunner
-from bisectbot.pipeline.verdict import Tester
+from bisectbot.pipeline.verdict import CommitTester
 
 
 class Session:
@@ -114,7 +115,7 @@ class Session:
         return resolve_reference(self.cfg, self.runner)
 
     @cached_property
-    def tester(self) -> Tester:
+    def tester(self) -> CommitTester:
         if self.cluster is not None:
             if self.sandbox is not None:
                 raise BisectbotError("untrusted code is built and run here, in the sandbox, never on a cluster")
@@ -123,7 +124,7 @@ class Session:
             return ClusterTester(
                 self.cfg, self.runner, self.reference.stats_reference(), self.events, self.cluster, self.worker_root
             )
-        return Tester(self.cfg, self.test_runner, self.reference.stats_reference(), self.events)
+        return CommitTester(self.cfg, self.test_runner, self.reference.stats_reference(), self.events)
 
     def builds(self) -> int:
         """Builds this process made (not replayed), trusted and sandboxed."""
@@ -167,21 +168,27 @@ def _running(session: Session, job: str, kind: str, args: dict[str, Any]) -> Ite
         try:
             yield
         except Cancelled as stop:
-            store.finish_job(job, "cancelled", JobStop("cancelled", by=stop.who).to_json())
+            store.finish_job(job, "cancelled", stop_of(stop).to_json())
             raise
         except BisectbotError as exc:
             try:
-                store.finish_job(job, "failed", JobStop("failed", str(exc)).to_json())
+                store.finish_job(job, "failed", stop_of(exc).to_json())
             except StateError:
                 pass  # the database failed too (a full disk): the first reason is the one to tell
             raise
 
 
+def stop_of(exc: Cancelled | BisectbotError) -> JobStop:
+    """How a job that raised `exc` ended, as its row records it (a caller that caught the error
+    renders this instead of reading the row back)."""
+    if isinstance(exc, Cancelled):
+        return JobStop("cancelled", by=exc.who)
+    return JobStop("failed", str(exc))
+
+
 # -- test ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class TestPlan:
-    __test__ = False  # not a pytest class
-
+class CommitPlan:
     job: str
     sha: str
     ref: str
@@ -239,21 +246,21 @@ def _trusted_only(*refs: str, session: Session | None = None) -> None:
             )
 
 
-def plan_test(session: Session, ref: str) -> TestPlan:
+def plan_test(session: Session, ref: str) -> CommitPlan:
     _trusted_only(ref, session=session)
     session.sync()
     sha = session.workspace.resolve(ref)
     if (number := pull_number(ref)) is not None:  # its own job (and comment) per pull request and head
-        return TestPlan(f"test-{sha[:12]}-{session.cfg.digest()}-pull{number}", sha, ref)
-    return TestPlan(f"test-{sha[:12]}-{session.cfg.digest()}", sha, ref)
+        return CommitPlan(f"test-{sha[:12]}-{session.cfg.digest()}-pull{number}", sha, ref)
+    return CommitPlan(f"test-{sha[:12]}-{session.cfg.digest()}", sha, ref)
 
 
-def run_test(session: Session, plan: TestPlan) -> TestReport:
+def run_test(session: Session, plan: CommitPlan) -> CommitReport:
     """`bisectbot test`: one commit's verdict with the generic test, and its cross-check arms."""
     cfg, store = session.cfg, session.state.store
     args = {"commit": plan.sha, "ref": plan.ref, "config": session.config_path}
     with _running(session, plan.job, "test", args):
-        session.events.emit(TestStarted(plan.ref, plan.sha))
+        session.events.emit(CommitTestStarted(plan.ref, plan.sha))
         tester = session.tester
         detail = tester.verdict(plan.sha, Ask(role="test", alpha=cfg.test.alpha, beta=cfg.test.beta))
         arms = {
@@ -266,7 +273,7 @@ def run_test(session: Session, plan: TestPlan) -> TestReport:
             if pull_number(plan.ref) is None
             else f"bisectbot check {session.config_path} --ref {plan.ref}  # head {plan.sha}"
         )
-        report = TestReport(
+        report = CommitReport(
             job=plan.job,
             commit=plan.sha,
             ref=plan.ref,
@@ -448,7 +455,7 @@ class CheckResult:
     """A scheduled check: the test of the ref, the last known good commit before it, and the
     bisect to run when the fix no longer holds (None when there is nothing to bisect)."""
 
-    test: TestReport
+    test: CommitReport
     last_good: LastGood | None
     bisect: BisectPlan | None
     pull: int | None = None  # a pull request's head, checked in the sandbox

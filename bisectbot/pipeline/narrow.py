@@ -19,8 +19,8 @@ from bisectbot.core import stats
 from bisectbot.core.inputs import InputRule, Narrowed, narrow
 from bisectbot.core.records import BuildRecord
 from bisectbot.edges.workspace import Workspace
-from bisectbot.pipeline.bisect import BisectPlan, Narrowing
 from bisectbot.pipeline.events import Events, LineNarrowed
+from bisectbot.pipeline.plan import BisectPlan, Narrowing
 
 
 def config_paths(cfg: Config) -> tuple[str, ...]:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from bisectbot.config import SEED_BLOCK
+from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core.outcome import Find
 from bisectbot.core.records import CommitVerdict, RunRecord
 from bisectbot.pipeline.runner import Prepared
 from bisectbot.pipeline.sweep import ProgramExecutor, render_argv
-from bisectbot.pipeline.verdict import Tester
+from bisectbot.pipeline.verdict import CommitTester
 
 ROWS = 6  # runs shown per commit
 
@@ -37,7 +37,9 @@ def run_text(rec: RunRecord | None, split: str) -> str:
     return ("" if split == "chars" else " ").join(rec.tokens)
 
 
-def side_by_side(tester: Tester, find: Find, verdicts: list[CommitVerdict], rows: int = ROWS) -> dict[str, Any] | None:
+def side_by_side(
+    tester: CommitTester, find: Find, verdicts: list[CommitVerdict], rows: int = ROWS
+) -> dict[str, Any] | None:
     """The first `rows` runs of the confirmation of the culprit and of its parent (pipeline.confirm),
     and the command that reruns the culprit's first one by hand; None when there is no
     confirmation or either commit cannot be run from the state (its build gone and not rebuildable)."""
@@ -76,7 +78,7 @@ def side_by_side(tester: Tester, find: Find, verdicts: list[CommitVerdict], rows
     }
 
 
-def rerun(tester: Tester, prepared: Prepared, seed: int) -> dict[str, Any] | None:
+def rerun(tester: CommitTester, prepared: Prepared, seed: int) -> dict[str, Any] | None:
     """The exact argv that runs `seed` on the prepared commit's kept binary, where and with
     which environment, and one shell line for people (None for a program not run by argv)."""
     executor = prepared.executor

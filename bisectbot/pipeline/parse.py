@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bisectbot.config import ParseConfig, StatisticConfig
+from bisectbot.config.sections import ParseConfig, StatisticConfig
 
 
 class Incomplete(ValueError):

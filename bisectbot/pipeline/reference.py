@@ -7,7 +7,7 @@ Four ways, chosen in the config:
   (c) `reference.compute.method: numpy`: a forward pass of the tiny GGUF model in numpy plus the
       sampler chain — independent of any llama.cpp build;
   (d) `reference.control`: no exact reference, but a known-good commit: its counts over seeds
-      disjoint from every test (stats.test_against_control pays δ once for their uncertainty).
+      disjoint from every test (control_sample.test_against_control pays δ once for their uncertainty).
 The reference is resolved once, before any commit is judged, and handed to the verdict stage.
 Computed references are cached in the state database by (method, commit, model sha256, prompt,
 sampler settings), so a bisect computes its reference once.
@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from bisectbot.config import ComputedReference, Config
+from bisectbot.config import Config
+from bisectbot.config.sections import ComputedReference
 from bisectbot.core import stats
 from bisectbot.core.keys import json_key
 from bisectbot.core.reports import ReferenceSummary
@@ -199,3 +200,22 @@ def _server(
         raise BisectbotError(f"reference: llama-server gives the condition token {cond!r} probability 0")
     probs = server_reference(binary, model, comp.prompt + cond, **kw)
     return ResolvedReference(_support(probs), first[cond], source)
+
+
+def with_method(cfg: Config, method: str | None, commit: str | None, config_path: str) -> Config:
+    """The config with `bisectbot reference --method/--commit` applied: the reference computed
+    another way (numpy or server, at COMMIT) from the same model and prompt; "config" or none
+    leaves it as the config says."""
+    if not method or method == "config":
+        return cfg
+    if cfg.reference.compute is None:
+        raise BisectbotError(
+            f"{config_path}: reference.compute is not set, so --method {method} has no model and prompt to work from"
+        )
+    update: dict[str, Any] = {"method": method}
+    if commit:
+        update["commit"] = commit
+    comp = cfg.reference.compute.model_copy(update=update)
+    if comp.method == "server" and not comp.commit:
+        raise BisectbotError("--method server needs --commit REF")
+    return cfg.model_copy(update={"reference": cfg.reference.model_copy(update={"compute": comp})})

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bisectbot.config import BuildConfig, Config, Variant
+from bisectbot.config import Config
+from bisectbot.config.sections import BuildConfig, Variant
 from bisectbot.core.keys import json_key
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.policy import UnitCosts, unit_costs
@@ -35,9 +36,11 @@ from bisectbot.core.records import BuildRecord, RunRecord
 from bisectbot.edges.files import content_hash
 from bisectbot.edges.procs import Server, clean_env, free_port, run
 from bisectbot.edges.sandbox import Sandbox, with_explicit
-from bisectbot.edges.storage import StateDir, VariantChoice
+from bisectbot.edges.statedir import StateDir
+from bisectbot.edges.storage import VariantChoice
 from bisectbot.edges.workspace import Export, Workspace
-from bisectbot.pipeline.build import Builder, named_files
+from bisectbot.pipeline.build import Builder
+from bisectbot.pipeline.buildkeys import named_files
 from bisectbot.pipeline.events import Events, VariantChosen, VariantFailed
 from bisectbot.pipeline.sweep import Executor, ProgramExecutor, RunStream, ServerExecutor, render_argv
 

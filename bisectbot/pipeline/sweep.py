@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
-from bisectbot.config import ArmConfig, ParseConfig, RunConfig
+from bisectbot.config.sections import ArmConfig, ParseConfig, RunConfig
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.records import RunRecord
 from bisectbot.edges import localhttp

@@ -1,6 +1,6 @@
 """Verdict stage: one commit → build → runs → sequential test → good / bad / skip / ….
 
-`Tester.verdict` makes sure the commit is built (once, ever), feeds its runs in seed order to
+`CommitTester.verdict` makes sure the commit is built (once, ever), feeds its runs in seed order to
 the sequential test and stops as soon as the test decides. Everything it does is stored, so
 asking again for the same verdict replays the database instead of running anything.
 
@@ -15,8 +15,9 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from bisectbot.config import SEED_BLOCK, Config
-from bisectbot.core import stats
+from bisectbot.config import Config
+from bisectbot.config.seeds import SEED_BLOCK
+from bisectbot.core import broken_end, control_sample, sequential, stats, two_sample
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
 from bisectbot.edges.procs import ServerError
@@ -41,16 +42,16 @@ def judge(
     tolerance, BAD = departs by more than eta; with `ask.q_bad` half its BAD mixture bets on the
     broken end's q̂ (faster, still valid);
     quick: a search step when builds are cheap: BAD as above, or GOOD-SIDE once the commit is
-    shown unlike the broken end's q̂ (never GOOD: it orders the search, stats.test_quick);
+    shown unlike the broken end's q̂ (never GOOD: it orders the search, broken_end.test_quick);
     depart: the BAD side alone (is the working end itself beyond eta? never GOOD);
     bad-model: no test, keep measuring the (already BAD) endpoint until q̂ is good enough
-    relative to the size of the bug (stats.bad_endpoint_enough).
+    relative to the size of the bug (broken_end.bad_endpoint_enough).
     `alike` (every commit's tests run on the common seeds): per commit of `ask.alike`,
     how many shared seeds gave the same observation and how many did not; once the commit is
-    shown like an end (stats.log_e_alike) it is placed beside it, GOOD-SIDE or BAD-SIDE, unless
+    shown like an end (two_sample.log_e_alike) it is placed beside it, GOOD-SIDE or BAD-SIDE, unless
     the test against the reference decided first."""
     if ask.mode == "bad-model":
-        enough = stats.bad_endpoint_enough(counts, reference, eta=eta)
+        enough = broken_end.bad_endpoint_enough(counts, reference, eta=eta)
         return stats.Evidence(
             Verdict.BAD if enough else None,
             sum(counts),
@@ -61,14 +62,16 @@ def judge(
     control = reference.control is not None
     if ask.mode == "quick" and not control:
         assert ask.q_bad is not None
-        quick = stats.test_quick(counts, reference, ask.q_bad, alpha=ask.alpha, beta=ask.beta, max_runs=budget, eta=eta)
+        quick = broken_end.test_quick(
+            counts, reference, ask.q_bad, alpha=ask.alpha, beta=ask.beta, max_runs=budget, eta=eta
+        )
         return _placed_alike(quick, ask, alike) if alike else quick
     if control:
-        ev = stats.test_against_control(
+        ev = control_sample.test_against_control(
             counts, reference, alpha=ask.alpha, beta=ask.beta, tolerance=tolerance, max_runs=budget, eta=eta
         )
     else:
-        ev = stats.test_against_reference(
+        ev = sequential.test_against_reference(
             counts,
             reference,
             alpha=ask.alpha,
@@ -80,7 +83,7 @@ def judge(
         )
     if ask.mode == "quick":
         assert ask.q_bad is not None
-        ev = stats.test_quick(
+        ev = broken_end.test_quick(
             counts, reference.as_point(), ask.q_bad, alpha=ask.alpha, beta=ask.beta, max_runs=budget, eta=eta, bad=ev
         )
     if ask.mode == "depart":
@@ -105,14 +108,14 @@ def _placed_alike(ev: stats.Evidence, ask: Ask, alike: Mapping[str, tuple[int, i
         return ev
     for side, sha, _ in ask.alike:
         agree, differ = alike.get(sha, (0, 0))
-        if stats.log_e_alike(agree, differ) >= math.log(1 / stats.STEER_LEVEL):
+        if two_sample.log_e_alike(agree, differ) >= math.log(1 / two_sample.STEER_LEVEL):
             return stats.Evidence(
                 Verdict(f"{side}-side"),
                 ev.n,
                 ev.log_e_bad,
                 ev.log_e_good,
                 f"like {sha[:12]} (on the {side.upper()} side): the same outcome on {agree} of "
-                f"{agree + differ} seeds both ran (TV < {stats.ALIKE_DELTA:g} between them); not a "
+                f"{agree + differ} seeds both ran (TV < {two_sample.ALIKE_DELTA:g} between them); not a "
                 f"test against the reference",
             )
     return ev
@@ -126,7 +129,7 @@ class Untestable(Exception):
         self.signature = signature
 
 
-class Tester:
+class CommitTester:
     """Judges commits of one config against one reference; every build and run is remembered.
 
     Each verdict it reaches is also emitted (`VerdictReached`), so a job can store it as it
@@ -286,7 +289,7 @@ class _Measured:
     server_error: str | None = None
     executed: int = 0
 
-    def verdict(self, tester: "Tester", prepared: Prepared, ask: Ask) -> CommitVerdict:
+    def verdict(self, tester: "CommitTester", prepared: Prepared, ask: Ask) -> CommitVerdict:
         tally, ev = self.tally, self.evidence
         if self.server_error is not None:
             return tester._reached(
@@ -332,7 +335,7 @@ class Feed:
     reads block 0, the confirmation reads block 1 from `start` (the seeds no earlier test of
     this bisect has looked at). `tally` counts what was fed, failures included."""
 
-    def __init__(self, tester: Tester, sha: str, block: int = 0, start: int = 0):
+    def __init__(self, tester: CommitTester, sha: str, block: int = 0, start: int = 0):
         self.tester, self.sha, self.block, self.start = tester, sha, block, start
         self.prepared = tester.runner.prepare(sha)
         self.tally = Tally(tester.reference.names)

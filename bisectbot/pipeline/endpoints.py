@@ -1,0 +1,110 @@
+"""Stage 1 of a bisect: the ends as given must test as given before any search starts.
+
+The broken end (bad, or the old one with find=fixed) must test BAD against the reference and the
+working one GOOD. When both test the opposite, the ends are the other way round for this --find
+(a fix, not a breakage, or the reverse) and the error says which --find to rerun with; any other
+failure says what the end did and, for a build that failed, the command that prints its log.
+Cross-check arms get their own verdicts at both ends. Kept apart from the search
+(pipeline.bisect) because everything here is about refusing early, with a message a user can act on.
+"""
+
+from __future__ import annotations
+
+from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.records import Ask, CommitVerdict
+from bisectbot.errors import EndpointError
+from bisectbot.pipeline.events import ArmStarted, EndpointStarted
+from bisectbot.pipeline.ledger import Ledger
+
+
+def log_command(ledger: Ledger, v: CommitVerdict) -> str:
+    """For an endpoint whose build failed: the command that prints the whole build log."""
+    if v.verdict is not Verdict.SKIP or v.build in ("ok", "") or not v.build_log:
+        return ""
+    return str(ledger.tester.runner.builder.log_command(v.sha))
+
+
+def check_endpoints(ledger: Ledger) -> None:
+    """Stage 1: the broken end must test BAD and the working end GOOD against the reference
+    (EndpointError otherwise, saying which --find when they are the other way round); then each
+    cross-check arm at both ends, reported beside the main verdicts (arms do not steer the search)."""
+    plan = ledger.plan
+    broken, working = plan.find.broken_ref_name, plan.find.working_ref_name
+    ends = ((broken, plan.broken_pos, Verdict.BAD), (working, plan.working_pos, Verdict.GOOD))
+    if ledger.width > 1:  # both at once
+        for name, pos, _ in ends:
+            ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
+        got = ledger.test_many([(plan.line[pos], plan.ask(f"{name}-endpoint")) for name, pos, _ in ends])
+        for (name, _, want), v in zip(ends, got):
+            if v.verdict is not want:
+                _refuse_swapped(ledger, name, v, want)
+                raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v)))
+    for name, pos, want in ends if ledger.width == 1 else ():
+        ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
+        v = ledger.test(pos, plan.ask(f"{name}-endpoint"))
+        if v.verdict is not want:
+            _refuse_swapped(ledger, name, v, want)
+            raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v)))
+    for arm in ledger.tester.cfg.arms:
+        for name, pos in ((broken, plan.broken_pos), (working, plan.working_pos)):
+            ledger.events.emit(ArmStarted(arm, plan.line[pos]))
+            ledger.test(
+                pos,
+                Ask(
+                    role=f"{name}-endpoint",
+                    alpha=ledger.tester.cfg.test.alpha,
+                    beta=ledger.tester.cfg.test.beta,
+                    arm=arm,
+                ),
+            )
+
+
+def _refuse_swapped(ledger: Ledger, name: str, v: CommitVerdict, want: Verdict) -> None:
+    """An end that tests the opposite of what it should: when the other end does too, the
+    ends are the other way round for this --find (a fix, not a breakage, or the reverse):
+    EndpointError that says which --find to rerun with. Otherwise return (the caller's
+    error says what is wrong)."""
+    plan = ledger.plan
+    if v.verdict is not want.flipped():
+        return
+    other = plan.find.working_ref_name if name == plan.find.broken_ref_name else plan.find.broken_ref_name
+    pos = plan.working_pos if other == plan.find.working_ref_name else plan.broken_pos
+    other_want = Verdict.GOOD if other == plan.find.working_ref_name else Verdict.BAD
+    seen = next((x for x in ledger.verdicts if x.arm == "main" and x.role == f"{other}-endpoint"), None)
+    if seen is None:  # the other end is not tested yet (serially, the broken end comes first)
+        ledger.events.emit(EndpointStarted(other, plan.ref(other), plan.line[pos]))
+        seen = ledger.test(pos, plan.ask(f"{other}-endpoint"))
+    if seen.verdict is not other_want.flipped():
+        return
+    good_v, bad_v = (v, seen) if name == "good" else (seen, v)
+    if plan.find is Find.BAD:
+        hint = (
+            "the bug went away between them: to find the commit that fixed it, rerun with --find fixed "
+            "(or swap --good and --bad if they were mixed up)"
+        )
+    else:
+        hint = "the bug came in between them: to find the commit that broke it, rerun without --find fixed (--find bad)"
+    raise EndpointError(
+        f"the ends are the other way round for --find {plan.find.value}: --good {plan.good_ref} "
+        f"({plan.good[:12]}) tests {good_v.verdict.value.upper()} and --bad {plan.bad_ref} ({plan.bad[:12]}) "
+        f"tests {bad_v.verdict.value.upper()} (BAD = departs from the reference, GOOD = like it); {hint}"
+    )
+
+
+def endpoint_message(name: str, ref: str, v: CommitVerdict, want: Verdict, log_command: str = "") -> str:
+    what = {Verdict.SKIP: "cannot be tested", Verdict.INCONCLUSIVE: "is inconclusive"}.get(
+        v.verdict, f"tests {v.verdict.value.upper()}"
+    )
+    log = f"; the whole build log: {log_command}" if log_command else ""
+    hint = ""
+    if want is Verdict.GOOD and v.verdict in (Verdict.BAD, Verdict.INCONCLUSIVE):
+        hint = (
+            "; if the reference describes this end only roughly (say a stray outcome in a few % of runs), "
+            "it sits between eta and tolerance, where either verdict is allowed: bisectbot does not guess "
+            "there — raise test.eta, or make this commit the reference (reference.control) to find the "
+            "first change from it"
+        )
+    return (
+        f"{name} ref {ref} ({v.sha[:12]}) {what}, expected {want.value.upper()}: "
+        f"{v.reason} (after {v.runs} runs){log}{hint}"
+    )

@@ -1,0 +1,179 @@
+"""What one bisect has reached so far: its verdicts, and what every stage reads from them.
+
+The stages (pipeline.endpoints, the search and the confirmation loop in pipeline.bisect) and the
+report (pipeline.summary) all ask the same questions of the verdicts gathered so far: which
+commits a test against the reference settled, which need no new test, which are built, what the
+broken end looks like, how many runs a step may take, and how much doubt the answer's claims
+carry (the union bound). `Ledger` holds the verdicts and answers those questions; it tests a
+commit only when a stage asks it to, within the bisect's budget, and records the verdict.
+"""
+
+from __future__ import annotations
+
+from bisectbot.core import policy, stats
+from bisectbot.core.outcome import Verdict
+from bisectbot.core.records import Ask, CommitVerdict
+from bisectbot.core.search import SkipBlock
+from bisectbot.pipeline.budget import Budget
+from bisectbot.pipeline.events import BlockOfSkips, Events
+from bisectbot.pipeline.plan import BisectPlan
+from bisectbot.pipeline.verdict import CommitTester
+
+# A search step's budget, relative to the runs the working end's GOOD took (see Ledger.step_budget)
+STEP_BUDGET_FACTOR = 2
+PARENT_BUDGET_FACTOR = 3
+CULPRIT_BUDGET_FACTOR = 2  # × run.max_runs: a commit at the tolerance's edge can need it (not one in the zone)
+STEP_BUDGET_MIN = 200
+
+
+class Ledger:
+    """One bisect's verdicts and the questions the stages ask of them; `verdicts` collects what they reached."""
+
+    def __init__(self, plan: BisectPlan, tester: CommitTester, events: Events, budget: Budget | None = None):
+        self.plan, self.tester, self.events = plan, tester, events
+        self.budget = budget  # --max-builds / --deadline: checked before each verdict (and build)
+        self.verdicts: list[CommitVerdict] = []
+        self.rounds = 0  # search rounds (a step, or K commits at once on a cluster)
+        self.choices: list[policy.Choice] = []  # the strategy chosen before each search, with its forecast
+        self.fresh: dict[str, int] = {}  # per commit: the first block-1 seed no test of this bisect has read
+
+    @property
+    def width(self) -> int:
+        """Commits tested at once: the cluster's workers (pipeline.cluster), else 1."""
+        return int(getattr(self.tester, "width", 1))
+
+    def test_many(self, items: list[tuple[str, Ask]]) -> list[CommitVerdict]:
+        """Several verdicts: at once on a cluster, one after the other otherwise."""
+        if self.width > 1 and len(items) > 1:
+            self._within_budget()
+            out = list(self.tester.verdicts(items))  # type: ignore[attr-defined]
+            self.verdicts.extend(out)
+            return out
+        return [self.test_sha(sha, ask) for sha, ask in items]
+
+    def test(self, pos: int, ask: Ask) -> CommitVerdict:
+        return self.test_sha(self.plan.line[pos], ask)
+
+    def test_sha(self, sha: str, ask: Ask) -> CommitVerdict:
+        self._within_budget()
+        v = self.tester.verdict(sha, ask)
+        self.verdicts.append(v)
+        return v
+
+    def _within_budget(self) -> None:
+        if self.budget is not None:
+            self.budget.before_step()
+
+    def parent_of(self, pos: int) -> str:
+        """The commit before line[pos] on the whole first-parent line: line[pos − 1], or the
+        last commit skipped after it as unable to change the binary."""
+        plan = self.plan
+        skipped = plan.narrowed.stands_for.get(plan.line[pos - 1], ()) if plan.narrowed else ()
+        return skipped[-1] if skipped else plan.line[pos - 1]
+
+    # -- what is known so far ------------------------------------------------------------------
+    def tested(self, sha: str) -> Verdict | None:
+        """The latest GOOD or BAD a test against the reference gave this commit in this bisect."""
+        for v in reversed(self.verdicts):
+            if v.sha == sha and _claims(v) and v.verdict.tested:
+                return v.verdict
+        return None
+
+    def known(self, lo: int, hi: int) -> dict[int, tuple[Verdict, str]]:
+        """Positions strictly between lo and hi that need no new test: tested against the
+        reference (as the search reads them), or skipped (cannot be built or run)."""
+        out: dict[int, tuple[Verdict, str]] = {}
+        where = {sha: i for i, sha in enumerate(self.plan.line)}
+        for v in self.verdicts:
+            pos = where.get(v.sha)
+            if v.arm != "main" or pos is None or not lo < pos < hi:
+                continue
+            if _claims(v) and v.verdict.tested:
+                out[pos] = (self.plan.find.search_verdict(v.verdict), "")
+            elif v.mode == "reference" and v.verdict is Verdict.INCONCLUSIVE and pos not in out:
+                out[pos] = (self.plan.find.search_verdict(placed(v.verdict)), "")
+            elif v.verdict is Verdict.SKIP and v.block == 0 and pos not in out:
+                out[pos] = (Verdict.SKIP, v.signature)
+        return out
+
+    def built(self) -> set[int]:
+        """Positions whose commit this bisect has built (a test there costs runs, not a build)."""
+        where = {sha: i for i, sha in enumerate(self.plan.line)}
+        return {where[v.sha] for v in self.verdicts if v.sha in where and v.build == "ok"}
+
+    def end_verdict(self, name: str) -> CommitVerdict:
+        """The endpoint test of the end the user named `name` (good or bad)."""
+        return next(v for v in self.verdicts if v.arm == "main" and v.role == f"{name}-endpoint")
+
+    def _q_bad(self, model: CommitVerdict | None = None) -> tuple[float, ...]:
+        """The broken end's smoothed distribution: its model when measured, else its endpoint test."""
+        source = model or self.end_verdict(self.plan.find.broken_ref_name)
+        return stats.kt_smooth([source.counts[name] for name in self.tester.reference.names])
+
+    def alike_table(self) -> tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...]:
+        """The commits this search has tested against the reference (the ends, steps that
+        reached GOOD or BAD, or ran out of budget between eta and tolerance), with their
+        observations on the common seeds (block 0, every commit's): a commit run on them that
+        prints what one of them prints, seed for seed, is placed on its side after a few dozen
+        runs (GOOD-SIDE or BAD-SIDE, two_sample.log_e_alike) instead of a whole test. Commits whose
+        distributions are alike usually print the same outputs for the same seed; when they do
+        not (other numerics), the step is tested against the reference as usual. Placements are
+        never models for others: a wrong one cannot spread."""
+        sides: dict[str, Verdict] = {}
+        for v in self.verdicts:  # tested commits only: a placement is never the model of another
+            if v.arm == "main" and v.block == 0 and v.mode in ("reference", "quick"):
+                tested = v.verdict.tested or (v.mode == "reference" and v.verdict is Verdict.INCONCLUSIVE)
+                if tested and (side := placed(v.verdict).side) is not None:
+                    sides[v.sha] = side
+        return tuple((side.value, sha, self.tester.observations(sha)) for sha, side in sides.items())
+
+    def step_budget(self, factor: int = 0) -> int:
+        """Runs a search step may take: STEP_BUDGET_FACTOR × what the working end's GOOD took
+        (at least STEP_BUDGET_MIN), at most run.max_runs. A commit that has not shown GOOD by
+        then (nor BAD) most likely sits between eta and tolerance: the search places it on the
+        bad side (`placed`), and the confirmation decides whether anything is named. The
+        parent's test there gets PARENT_BUDGET_FACTOR × (the same test as the working end's,
+        whose run counts have a long tail)."""
+        working = self.end_verdict(self.plan.find.working_ref_name)
+        times = factor or STEP_BUDGET_FACTOR
+        return min(self.tester.cfg.run.max_runs, max(STEP_BUDGET_MIN, times * working.runs))
+
+    def announce_block(self, pos: int, blocks: tuple[SkipBlock, ...]) -> None:
+        """Tell the observers about a block of commits that failed alike, once it spans more than one."""
+        block = next((b for b in blocks if b.first <= pos <= b.last), None)
+        if block is not None and block.commits > 1 and block.signature:
+            line = self.plan.line
+            self.events.emit(BlockOfSkips(line[block.first], line[block.last], block.commits, block.signature))
+
+    # -- the bound on a wrong answer -----------------------------------------------------------
+    def decisive(self) -> list[CommitVerdict]:
+        """Every claim an answer can rest on: each GOOD or BAD a test against the reference gave
+        (the ends, reference steps, the BAD of quick steps, probes, re-tests on fresh seeds), and
+        each change test that found a change."""
+        return [
+            v
+            for v in self.verdicts
+            if _claims(v) and (v.verdict.tested or (v.role == "confirm-culprit" and v.verdict is Verdict.CHANGED))
+        ]
+
+    def delta(self) -> float:
+        """The control sample's price (0 for an exact reference)."""
+        ref = self.tester.reference
+        return ref.delta if ref.control is not None else 0.0
+
+    def doubt(self) -> float:
+        """The union bound on a wrong answer so far: the claims' error levels, plus a control sample's delta."""
+        return sum(max(v.alpha, v.beta) for v in self.decisive()) + self.delta()
+
+
+def placed(verdict: Verdict) -> Verdict:
+    """How a search reads a step's verdict: a test against the reference that could not show
+    GOOD within its budget is not GOOD, so it goes on the side of the commits that are not
+    (BAD-SIDE, a placement); a skip or anything else stays as it is."""
+    return Verdict.BAD_SIDE if verdict is Verdict.INCONCLUSIVE else verdict
+
+
+def _claims(v: CommitVerdict) -> bool:
+    """A main-arm verdict made by a test (not a model's "enough", a sticky placement or the
+    zone check, which only ever refuses)."""
+    return v.arm == "main" and v.mode in ("reference", "quick", "change")

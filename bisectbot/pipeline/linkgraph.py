@@ -1,0 +1,102 @@
+"""The repository files a build's targets were compiled from, read from cmake's Makefiles: each
+target's link command, followed through the libraries it names to the dependency files of its
+objects.
+
+Why: a build records its inputs so that commits which cannot change the binary are known
+(`core.inputs` narrows the line with them). What cannot be followed is unknown, never guessed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Sequence
+
+from bisectbot.core.inputs import parse_depfile
+
+
+def target_inputs(build_dir: Path, targets: Sequence[str], source: Path) -> list[str] | None:
+    """The repository files the targets were compiled from, as paths relative to `source`: the
+    dependency files (`<object>.d`) of every object linked into them, found by following each
+    target's link command (`CMakeFiles/<target>.dir/link.txt`) through the libraries it names.
+    None when that cannot be followed (another generator, no dependency file for an object):
+    then the inputs are unknown and no commit is skipped (core.inputs)."""
+    link_cmds = {p.parent.name.removesuffix(".dir"): p for p in build_dir.rglob("CMakeFiles/*.dir/link.txt")}
+    outputs: dict[Path, Path] = {}
+    for link in link_cmds.values():
+        cwd = link.parents[2]
+        for out in _link_outputs(link):
+            outputs[(cwd / out).resolve()] = link
+    todo = [link_cmds[t] for t in targets if t in link_cmds]
+    if len(todo) != len(targets):
+        return None
+    seen: set[Path] = set()
+    objects: set[Path] = set()
+    while todo:
+        link = todo.pop()
+        if link in seen:
+            continue
+        seen.add(link)
+        cwd = link.parents[2]
+        own = 0
+        for word in _link_words(link):
+            path = (cwd / word).resolve()
+            if word.endswith((".o", ".obj")):
+                objects.add(path)
+                own += 1
+            elif path in outputs:
+                todo.append(outputs[path])
+        if own == 0 and link.parent.name.removesuffix(".dir") in targets:
+            return None  # a target made of no object we can see: the link command is not understood
+    root = source.resolve()
+    found: set[str] = set()
+    for obj in objects:
+        depfile = obj.with_name(obj.name + ".d")
+        if not depfile.is_file():
+            return None
+        cwd = _compile_dir(obj)
+        for dep in parse_depfile(depfile.read_text(errors="replace")):
+            path = cwd / dep  # relative names are relative to where it was compiled
+            try:
+                found.add(path.resolve().relative_to(root).as_posix())
+            except ValueError:
+                continue  # a system header, or a file generated in the build directory
+    return sorted(found) or None  # nothing from the repository: not understood, so unknown
+
+
+def _compile_dir(obj: Path) -> Path:
+    """Where cmake's Makefiles compile an object: the directory above its `CMakeFiles`."""
+    for parent in obj.parents:
+        if parent.name == "CMakeFiles":
+            return parent.parent
+    return obj.parent
+
+
+def _link_words(link: Path) -> list[str]:
+    """The words of a link command file, response files (`@file`) expanded."""
+    words: list[str] = []
+    for line in link.read_text(errors="replace").splitlines():
+        for word in _shell_words(line):
+            if word.startswith("@") and (link.parents[2] / word[1:]).is_file():
+                words += _shell_words((link.parents[2] / word[1:]).read_text(errors="replace"))
+            else:
+                words.append(word)
+    return words
+
+
+def _shell_words(text: str) -> list[str]:
+    """Words as the shell reads them (cmake quotes object paths: `"CMakeFiles/x.dir/a.cpp.o"`)."""
+    try:
+        return shlex.split(text)
+    except ValueError:  # unbalanced quotes: take the words as they are
+        return [w.strip('"') for w in text.split()]
+
+
+def _link_outputs(link: Path) -> list[str]:
+    """What a link command makes: the word after `-o`, or an archiver's first file (`ar qc lib.a …`)."""
+    words = _link_words(link)
+    out = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-o"]
+    for i, w in enumerate(words[:-2]):
+        if w.endswith(("ar", "llvm-ar", "gcc-ar")) and words[i + 2].endswith(".a"):
+            out.append(words[i + 2])
+    return out
