@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from bisectbot.config import BuildConfig
+from bisectbot.config.sections import BuildConfig
 from bisectbot.edges.procs import run
 from bisectbot.edges.sandbox import missing as sandbox_missing
 from bisectbot.errors import ToolError

@@ -1,37 +1,34 @@
-"""Config stage: read the YAML that names repo, build, run, parse, statistic, reference and test.
+"""The sections of a config file (repo, build, run, parse, statistic, reference, test, arms,
+github, untrusted, storage), as frozen pydantic models that validate themselves.
 
-Validation happens once, here, so later stages can trust every field. Every problem becomes one
-`ConfigError` line naming the file and the key path (``configs/x.yaml: run.timeout: ...``).
-Relative paths are resolved against the config file's directory, never the current directory.
+Each section checks what it can see alone (one of two shapes, known placeholders, probabilities
+that sum to 1); checks across sections are the root's (`bisectbot.config.Config`). Unknown keys
+are refused (`extra="forbid"`), so a misspelt key is an error, never a silent default.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import json
-import os
-import stat
 import string
-import types
-import typing
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bisectbot.errors import ConfigError
+from bisectbot.config.seeds import SEED_BLOCK, commit_seed_index, mix31
 
 # Placeholders every argv template may use; `binaries` adds one per named binary.
 BASE_PLACEHOLDERS = frozenset({"seed", "fixtures", "config_dir", "source", "build"})
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
+    """The base of every section (and of the root): unknown keys are errors, values frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
-class RepoConfig(_Strict):
+class RepoConfig(Strict):
     """Where the project lives: a local checkout (`path`) or a clone URL (`url`)."""
 
     path: str | None = None
@@ -55,33 +52,11 @@ def _check_binaries(value: dict[str, list[str]] | None) -> dict[str, list[str]] 
     return value
 
 
-# Seeds. Block 0, where a commit is tested (`bisectbot test`, a bisect's ends and steps, the
-# bad-model runs), is one common block: run i of every commit uses the same seed. A deterministic
-# program then prints the same at two commits that behave alike, so commits can be compared seed
-# for seed (stats.log_e_alike), and any job in a state directory replays what another ran. Block
-# 1 is each commit's own, for runs no other commit shares (the confirmation's fresh seeds, the
-# sticky search, which multiplies evidence across commits and must not count a run twice):
-#     block 0: first_seed + COMMON_BLOCK + i
-#     block 1: first_seed + offset(sha) + SEED_BLOCK + i,  offset(sha) = (sha's first 32 bits mod 2^14)·2·SEED_BLOCK
-# derived from the sha alone (a resume, another strategy or another bisect reuses the same runs).
-# Indices stay below 2^29 + SEED_BLOCK, far from the control sample's (from 10^9 on).
-SEED_BLOCK = 2**14
-COMMON_BLOCK = 2**29  # past every commit's own blocks
 MODEL_RUNS = 4000  # test.model_runs default
 SEARCH_RUNS = 40000  # test.search_runs default
 
 
-def commit_seed_index(sha: str, block: int, i: int, first_seed: int = 1) -> int:
-    """The index of run i of `block` at commit `sha` (see the comment above)."""
-    if not 0 <= i < SEED_BLOCK or block not in (0, 1):
-        raise ValueError(f"run {i} of block {block} is outside a commit's seeds")
-    if block == 0:
-        return first_seed + COMMON_BLOCK + i
-    offset = (int(sha[:8], 16) % 2**14) * 2 * SEED_BLOCK
-    return first_seed + offset + SEED_BLOCK + i
-
-
-class BuildVariant(_Strict):
+class BuildVariant(Strict):
     """One way to build the program, for a span of the project's history: its cmake targets,
     where their binaries land, and the cmake options only that span understands (targets and
     options get renamed: `speculative` → `llama-speculative`, `LLAMA_NATIVE` → `GGML_NATIVE`)."""
@@ -118,7 +93,7 @@ def _build_choices(
     return choices
 
 
-class BuildConfig(_Strict):
+class BuildConfig(Strict):
     """A CPU-only cmake configure + build. Give `targets` and `binaries`, or `variants`: then per
     commit the first variant the tree supports is built (its targets exist, cmake uses its -D
     options) and recorded."""
@@ -148,7 +123,7 @@ class BuildConfig(_Strict):
         return list(self.choices[0].binaries)
 
 
-class Variant(_Strict):
+class Variant(Strict):
     """One spelling of the command, for a span of the project's history (flags get renamed, the
     output format changes): its argv, what its --help must show, and how its output is read."""
 
@@ -162,7 +137,7 @@ class Variant(_Strict):
     parse: "ParseConfig | None" = None  # this variant's output format (default: the config's parse)
 
 
-class RunConfig(_Strict):
+class RunConfig(Strict):
     """How to run one seed. `argv` is a list: nothing is ever passed through a shell.
 
     Give `argv`, or `variants`: then per commit the first variant whose flags the built binary's
@@ -204,7 +179,7 @@ class RunConfig(_Strict):
         return self.variants if self.variants is not None else [Variant(argv=self.argv or [])]
 
 
-class ParseConfig(_Strict):
+class ParseConfig(Strict):
     """How stdout becomes the list of generated tokens."""
 
     prefix: str = ""  # stdout must start with this (the echoed prompt); it is removed
@@ -225,23 +200,23 @@ class ParseConfig(_Strict):
         return self
 
 
-class Condition(_Strict):
+class Condition(Strict):
     position: int = Field(ge=0)
     token: str
 
 
-class Outcome(_Strict):
+class Outcome(Strict):
     position: int = Field(ge=0)
 
 
-class StatisticConfig(_Strict):
+class StatisticConfig(Strict):
     """Among runs meeting `condition`, the token at `outcome.position` is the observation."""
 
     condition: Condition | None = None
     outcome: Outcome
 
 
-class ComputedReference(_Strict):
+class ComputedReference(Strict):
     """An exact reference computed from the model instead of written down.
 
     `numpy`: a forward pass of the (tiny) GGUF model plus the sampler chain, no build needed.
@@ -268,7 +243,7 @@ class ComputedReference(_Strict):
         return self
 
 
-class ControlReference(_Strict):
+class ControlReference(Strict):
     """No exact reference: run a known-good commit on seeds disjoint from every test, once, and
     use its counts — their own uncertainty is paid for with `delta` (errors ≤ alpha + delta)."""
 
@@ -277,7 +252,7 @@ class ControlReference(_Strict):
     delta: float = Field(default=1e-3, gt=0, lt=0.5)
 
 
-class ReferenceConfig(_Strict):
+class ReferenceConfig(Strict):
     """The distribution a correct build produces: written (`probs`), computed (`compute`), or
     estimated from a control sample (`control`)."""
 
@@ -309,7 +284,7 @@ class ReferenceConfig(_Strict):
         return self
 
 
-class TestConfig(_Strict):
+class StatTestConfig(Strict):
     """Error rates of one verdict: alpha = P(false BAD), beta = P(false GOOD beyond tolerance).
 
     A commit is GOOD when its distribution is within `tolerance` (total variation) of the
@@ -326,7 +301,7 @@ class TestConfig(_Strict):
     search_runs: int = Field(default=SEARCH_RUNS, gt=0)  # the sticky search's budget (then: ambiguous)
 
     @model_validator(mode="after")
-    def _zone(self) -> "TestConfig":
+    def _zone(self) -> "StatTestConfig":
         if self.indifference >= self.tolerance:
             raise ValueError(f"eta ({self.indifference:g}) must be below tolerance ({self.tolerance:g})")
         return self
@@ -337,7 +312,7 @@ class TestConfig(_Strict):
         return 0.3 * self.tolerance if self.eta is None else self.eta
 
 
-class GitHubConfig(_Strict):
+class GitHubConfig(Strict):
     """Where and how the bot talks to GitHub (optional: without it the bot only dry-runs).
 
     Secrets are never in the file: ``token_env`` and ``webhook_secret_env`` name environment
@@ -366,7 +341,7 @@ class GitHubConfig(_Strict):
     call_deadline: float = Field(default=60.0, gt=0)  # one attempt: connect + the whole answer
 
 
-class UntrustedConfig(_Strict):
+class UntrustedConfig(Strict):
     """Limits for untrusted code (a pull request's head, `check --ref pull/<N>/head`), built and
     run under bubblewrap in a throwaway box (edges.sandbox)."""
 
@@ -379,7 +354,7 @@ class UntrustedConfig(_Strict):
     scratch: Path | None = None  # where boxes are made (default: the temp directory)
 
 
-class StorageConfig(_Strict):
+class StorageConfig(Strict):
     """Size caps of the state directory, applied after every bisect and by `bisectbot gc`: the
     least recently used kept binaries, build directories and logs beyond them are removed (a
     removed binary is rebuilt when needed; the database's builds, runs and verdicts stay).
@@ -395,7 +370,7 @@ class StorageConfig(_Strict):
         return any(v is not None for v in (self.max_binaries, self.max_build_dirs, self.max_log_mb, self.max_size_mb))
 
 
-class ArmConfig(_Strict):
+class ArmConfig(Strict):
     """A second path to the same statistic at the same commit, with a verdict of its own: a
     server (llama-server -md) started once per commit and asked once per seed over HTTP.
 
@@ -428,13 +403,7 @@ class ArmConfig(_Strict):
             raise ValueError("give serve, or serve_variants")
         known = {"port", "fixtures", "config_dir"} | set(self.build_choices[0].binaries)
         for v, variant in enumerate(self.serve_choices):
-            where = "serve" if self.serve is not None else f"serve_variants[{v}].argv"
-            for i, arg in enumerate(variant.argv):
-                for name in placeholders_in(arg, f"{where}[{i}]"):
-                    if name not in known:
-                        raise ValueError(
-                            f"{where}[{i}]: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})"
-                        )
+            check_placeholders(variant.argv, "serve" if self.serve is not None else f"serve_variants[{v}].argv", known)
         return self
 
     @property
@@ -446,151 +415,6 @@ class ArmConfig(_Strict):
         return self.serve_variants if self.serve_variants is not None else [Variant(argv=self.serve or [])]
 
 
-class Config(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    repo: RepoConfig
-    fixtures: str | None = None
-    build: BuildConfig
-    run: RunConfig
-    parse: ParseConfig = ParseConfig()
-    statistic: StatisticConfig
-    reference: ReferenceConfig
-    test: TestConfig = TestConfig()
-    arms: dict[str, ArmConfig] = Field(default_factory=dict)
-    # GitHub settings are not part of the experiment: excluded from dumps, so from digest().
-    github: GitHubConfig | None = Field(default=None, exclude=True)
-    # Nor are the sandbox's limits (sandboxed runs are stored under keys that name them).
-    untrusted: UntrustedConfig = Field(default_factory=UntrustedConfig, exclude=True)
-    # Nor are the state directory's size caps (what is kept on disk, never what a run means).
-    storage: StorageConfig = Field(default_factory=StorageConfig, exclude=True)
-
-    # Filled in by `load_config`, not by the YAML.
-    source_path: Path | None = Field(default=None, exclude=True)
-
-    @model_validator(mode="after")
-    def _computable(self) -> "Config":
-        if self.reference.compute is not None:
-            cond, out = self.statistic.condition, self.statistic.outcome.position
-            if not ((cond is None and out == 0) or (cond is not None and cond.position == 0 and out == 1)):
-                raise ValueError(
-                    "reference.compute needs the outcome right after the prompt "
-                    "(outcome 0) or after the condition token (condition 0, outcome 1)"
-                )
-        return self
-
-    @model_validator(mode="after")
-    def _placeholders(self) -> "Config":
-        known = BASE_PLACEHOLDERS | set(self.build.binary_names)
-        for v, variant in enumerate(self.run.templates):
-            where = "run.argv" if self.run.argv is not None else f"run.variants[{v}].argv"
-            for i, arg in enumerate(variant.argv):
-                for name in placeholders_in(arg, f"{where}[{i}]"):
-                    if name not in known:
-                        raise ValueError(
-                            f"{where}[{i}]: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})"
-                        )
-        return self
-
-    # -- derived values -------------------------------------------------------------------
-    @property
-    def config_dir(self) -> Path:
-        return self.source_path.parent if self.source_path else Path.cwd()
-
-    def resolve(self, value: str) -> Path:
-        """A path from the config, relative to the config file's directory ({fixtures} allowed)."""
-        if "{" in value:
-            value = value.format(fixtures=self.fixtures_dir or "", config_dir=self.config_dir)
-        path = Path(os.path.expanduser(value))
-        return path if path.is_absolute() else (self.config_dir / path).resolve()
-
-    @property
-    def fixtures_dir(self) -> Path | None:
-        return self.resolve(self.fixtures) if self.fixtures else None
-
-    @property
-    def repo_source(self) -> str:
-        """What the bot clones from: the resolved local path, or the URL."""
-        return str(self.resolve(self.repo.path)) if self.repo.path else str(self.repo.url)
-
-    def digest(self) -> str:
-        """Hash of everything that defines the experiment, for caching and reproduction lines."""
-        return _digest(_without_unset_additions(self.model_dump(mode="json")))
-
-    def parse_for(self, variant: int) -> "ParseConfig":
-        """How the output of command variant `variant` is read."""
-        return self.run.templates[variant].parse or self.parse
-
-    def experiment_digest(self) -> str:
-        """Hash of what the config says determines per-seed outcomes (build, run, parse,
-        statistic), shown in reports: alpha or the reference do not change it, the command does.
-        Stored runs are keyed by the run key (runner.run_key), which also hashes the binary."""
-        data = _without_unset_additions(self.model_dump(mode="json", include={"build", "run", "parse", "statistic"}))
-        for volatile in ("timeout", "jobs", "max_runs", "retries"):
-            data["run"].pop(volatile, None)
-        data["build"].pop("timeout", None)
-        data["build"].pop("jobs", None)
-        return _digest(data)
-
-    @property
-    def secret_env_names(self) -> tuple[str, ...]:
-        """Environment variables this config names as secrets (the GitHub token, the webhook
-        secret): never passed to builds or runs, whatever their names look like."""
-        gh = self.github
-        return (gh.token_env, gh.webhook_secret_env) if gh is not None else ()
-
-    def with_repo_path(self, path: str) -> "Config":
-        """The same config pointed at another checkout (``--repo``)."""
-        return self.model_copy(update={"repo": RepoConfig(path=str(Path(path).resolve()))})
-
-    def without_arms(self) -> "Config":
-        """The same config with no cross-check arms (``--no-arms``: their builds cost minutes)."""
-        return self.model_copy(update={"arms": {}})
-
-
-def mix31(x: int) -> int:
-    """A bijection of [0, 2^31) that scatters neighbours (xorshift-multiply rounds, each one
-    invertible), so hashed seeds never collide within a sequence."""
-    mask = 0x7FFFFFFF
-    x &= mask
-    for _ in range(2):
-        x ^= x >> 16
-        x = (x * 0x45D9F3B) & mask
-    x ^= x >> 16
-    return x
-
-
-def _without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
-    """A config dump without the keys added after digests were first stored, when they are not
-    set: a config that does not use them keeps its digest (and so its job ids)."""
-    test = data.get("test") or {}
-    for key, default in (("eta", None), ("model_runs", MODEL_RUNS), ("search_runs", SEARCH_RUNS)):
-        if key in test and test[key] == default:
-            test.pop(key)
-    build = data.get("build") or {}
-    if build.get("variants") is None:
-        build.pop("variants", None)
-    for variant in (data.get("run") or {}).get("variants") or []:
-        if variant.get("parse") is None:
-            variant.pop("parse", None)
-        if not variant.get("help_lacks"):
-            variant.pop("help_lacks", None)
-    for arm in (data.get("arms") or {}).values():
-        for key in ("build_variants", "serve_variants", "help_args"):
-            if arm.get(key) is None:
-                arm.pop(key, None)
-        for variant in arm.get("serve_variants") or []:
-            if variant.get("parse") is None:
-                variant.pop("parse", None)
-            if not variant.get("help_lacks"):
-                variant.pop("help_lacks", None)
-    return data
-
-
-def _digest(data: Any) -> str:
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
-
-
 def placeholders_in(template: str, where: str = "template") -> list[str]:
     """Names of `{placeholders}` in one argv element; `{{`/`}}` are literal braces."""
     try:
@@ -599,115 +423,9 @@ def placeholders_in(template: str, where: str = "template") -> list[str]:
         raise ValueError(f"{where}: {exc}") from None
 
 
-def _format_loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-def _did_you_mean(loc: tuple[Any, ...]) -> str:
-    """' (did you mean targets?)' for a misspelt key, found among the keys allowed there.
-
-    Walks the key path through optional sections (`github.isue`), dict values
-    (`arms.<name>.serv`) and list items (`run.variants[0].agrv`)."""
-    annotation: Any = Config
-    for part in loc[:-1]:
-        annotation = _unwrap_optional(annotation)
-        origin = typing.get_origin(annotation)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            field = annotation.model_fields.get(part) if isinstance(part, str) else None
-            if field is None:
-                return ""
-            annotation = field.annotation
-        elif origin in (dict, list):
-            annotation = typing.get_args(annotation)[-1]  # skip the key or index
-        else:
-            return ""
-    model = _unwrap_optional(annotation)
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        return ""
-    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
-def _unwrap_optional(annotation: Any) -> Any:
-    """`X | None` → X (other unions are left alone)."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
-        return args[0]
-    return annotation
-
-
-# A config is a page of YAML; anything this large is the wrong file (or /dev/zero).
-CONFIG_MAX_BYTES = 1 << 20
-
-
-def read_config_text(path: Path) -> str:
-    """The text of a config file: a regular file, at most CONFIG_MAX_BYTES, UTF-8. Opened
-    without blocking so that a FIFO or a device named as the config is refused, not waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = (
-                "a directory"
-                if stat.S_ISDIR(info.st_mode)
-                else "a FIFO"
-                if stat.S_ISFIFO(info.st_mode)
-                else "a device"
-                if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
-                else "not a regular file"
-            )
-            raise ConfigError(f"{path}: cannot read config: it is {kind}, not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = fh.read(CONFIG_MAX_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > CONFIG_MAX_BYTES:
-        raise ConfigError(f"{path}: cannot read config: larger than {CONFIG_MAX_BYTES:,} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(f"{path}: cannot read config: not UTF-8 at byte {exc.start} (line {line})") from None
-
-
-def load_config(path: str | Path) -> Config:
-    """Read and validate a config file; raise ConfigError with file and key path on any problem."""
-    path = Path(path)
-    text = read_config_text(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}: malformed YAML: {where}{problem}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the config must be a mapping of keys, got {type(data).__name__}")
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        # A misspelt key shows up as "unknown" and "missing" at once: name the unknown one first.
-        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-        err = errors[0]
-        loc = _format_loc(err["loc"])
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key" + _did_you_mean(err["loc"])
-        elif err["type"] == "missing":
-            msg = "missing key"
-        msg = msg.removeprefix("Value error, ")
-        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        where = f"{loc}: " if err["loc"] else ""
-        raise ConfigError(f"{path}: {where}{msg}{more}") from None
-    return config.model_copy(update={"source_path": path.resolve()})
+def check_placeholders(argv: Sequence[str], where: str, known: AbstractSet[str]) -> None:
+    """Every `{placeholder}` in an argv must be one the runner fills: a typo fails at load time."""
+    for i, arg in enumerate(argv):
+        for name in placeholders_in(arg, f"{where}[{i}]"):
+            if name not in known:
+                raise ValueError(f"{where}[{i}]: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})")

@@ -1,0 +1,119 @@
+"""How a command ends: its exit code (the table in bisectbot/cli/__init__.py), and every error
+as one line on stderr — a BisectbotError, a refused file, Ctrl-C, a usage error — never a traceback.
+
+`guard` runs a command body; `OneLineGroup` is the command group whose usage errors are one line."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import click
+
+from bisectbot.cli.options import OUTPUT_PARAMS
+from bisectbot.core.outcome import Verdict
+from bisectbot.core.reports import BisectStatus
+from bisectbot.edges.outfiles import output_problem
+from bisectbot.errors import BisectbotError, one_line
+from bisectbot.pipeline.terminal import Terminal
+
+EXIT_OK, EXIT_BAD, EXIT_INPUT, EXIT_UNDECIDED, EXIT_ENDPOINT, EXIT_GITHUB = 0, 1, 2, 3, 4, 5
+TEST_EXIT = {
+    Verdict.GOOD: EXIT_OK,
+    Verdict.BAD: EXIT_BAD,
+    Verdict.INCONCLUSIVE: EXIT_UNDECIDED,
+    Verdict.UNLIKE: EXIT_UNDECIDED,
+    Verdict.SKIP: EXIT_ENDPOINT,
+}
+BISECT_EXIT = {
+    BisectStatus.FOUND: EXIT_OK,
+    BisectStatus.AMBIGUOUS: EXIT_UNDECIDED,
+    BisectStatus.UNCONFIRMED: EXIT_UNDECIDED,
+    BisectStatus.STOPPED: EXIT_UNDECIDED,
+}
+
+
+def guard(fn: Callable[[], int]) -> None:
+    """Run a command body: BisectbotError → one line on stderr and its exit code."""
+    try:
+        _check_outputs()
+        code = _closing(fn)
+    except BisectbotError as exc:
+        click.echo(f"bisectbot: error: {one_line(str(exc))}", err=True)
+        sys.exit(exc.exit_code)
+    except OSError as exc:  # the file system refused something no stage foresaw: still one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"bisectbot: error: {where}{exc.strerror or exc}", err=True)
+        sys.exit(EXIT_INPUT)
+    except KeyboardInterrupt:
+        click.echo("bisectbot: interrupted; rerun the same command to resume", err=True)
+        sys.exit(130)
+    sys.exit(code)
+
+
+def _check_outputs() -> None:
+    """Before a command body runs: every output file it was given (OUTPUT_PARAMS) can be
+    written, so a bad path is one line and exit 2 before anything is built, not a traceback
+    (exit 1, "test: BAD") after the whole run."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if param.name in OUTPUT_PARAMS and isinstance(value, str) and (problem := output_problem(value)):
+            raise BisectbotError(f"{param.opts[0] if param.opts else param.name} {value}: {problem}")
+
+
+def _closing(fn: Callable[[], int]) -> int:
+    """Run a command body; however it ends, the live status line is erased first, so that an
+    error (or the summary) starts on a clean line and the cursor is shown again."""
+    try:
+        return fn()
+    finally:
+        Terminal.close_all()
+
+
+class _OneLineUsage(click.ClickException):
+    """A usage error as the one line (and exit 2) every bad input gets, instead of click's
+    Usage/Try/Error block: `bisectbot: error: <what> (see bisectbot <command> --help)`."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, exc: click.UsageError):
+        names = []
+        ctx: click.Context | None = exc.ctx
+        while ctx is not None:
+            names.append(ctx.info_name or "")
+            ctx = ctx.parent
+        where = " ".join(["bisectbot", *reversed(names[:-1])])  # the root's name as typed may be a path
+        super().__init__(f"{one_line(exc.format_message())} (see {where} --help)")
+        # click 8.5 declares exit_code a ClassVar; click reads it from the instance all the same
+        self.exit_code = exc.exit_code  # type: ignore[misc]  # 2, or 128 under --git-bisect
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"bisectbot: error: {self.format_message()}", err=True)
+
+
+class OneLineGroup(click.Group):
+    """The command group: every usage error (unknown option, bad value, missing argument) is
+    one line with click's exit code; a group called bare still shows its help."""
+
+    group_class = type  # subgroups made with .group() are OneLineGroups too
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _OneLineUsage(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _OneLineUsage(exc) from None

@@ -1,0 +1,160 @@
+"""The commands that need no project of one's own: `demo` (a generated history with a planted
+defect, bisected end to end), `doctor` (what this machine lacks for a build) and `fixtures`
+(the tiny GGUF models the llama tests use)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bisectbot import doctor
+from bisectbot.cli.guard import EXIT_INPUT, EXIT_OK, EXIT_UNDECIDED, OneLineGroup, guard
+from bisectbot.cli.options import color_option, json_option, markdown_option, quiet_option
+from bisectbot.cli.wiring import announce_state, one_stdout, open_state, write_json, write_summary
+from bisectbot.config import load_config
+from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
+from bisectbot.errors import BisectbotError
+from bisectbot.pipeline import jobs
+from bisectbot.pipeline.events import Events
+from bisectbot.pipeline.terminal import Terminal, summary_width
+
+
+@click.command()
+@click.option(
+    "--commits",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=DEMO_MIN_COMMITS),
+    help=f"Commits in the generated history (at least {DEMO_MIN_COMMITS}).",
+)
+@click.option("--seed", default=0, show_default=True, help="Seed that places the planted culprit.")
+@click.option(
+    "--outside",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Share of ordinary commits that touch only files the build never compiles (CI, a "
+    "CUDA file, scripts, docs), as most of llama.cpp's do; the bisect skips them.",
+)
+@click.option(
+    "--dir",
+    "workdir",
+    type=click.Path(file_okay=False),
+    help="Where to generate the demo (default: a new temporary directory).",
+)
+@json_option
+@markdown_option
+@quiet_option
+@color_option
+def demo(
+    commits: int,
+    seed: int,
+    outside: float,
+    workdir: str | None,
+    json_path: str | None,
+    md_path: str | None,
+    quiet: bool,
+    color: str,
+) -> None:
+    """Generate a C++ speculative sampler with a planted defect in its history, and bisect it."""
+    import tempfile
+
+    from bisectbot.demo import generate_demo
+    from bisectbot.report import bisect_markdown
+    from bisectbot.report_text import bisect_text
+
+    def body() -> int:
+        one_stdout(json_path, md_path)
+        root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bisectbot-demo-"))
+        if workdir and root.exists() and any(root.iterdir()):
+            raise BisectbotError(f"--dir {root} is not empty: give a new or empty directory")
+        terminal = Terminal(quiet=quiet, color=color)
+        doctor.preflight()  # git makes the history, cmake, make and c++ build it
+        terminal.line(f"generating a {commits}-commit history in {root} …")
+        history = generate_demo(root, n_commits=commits, seed=seed, outside=outside)
+        cfg = load_config(history.config)
+        with open_state(root / "state") as state:
+            session = jobs.Session(cfg, state, Events(terminal), config_path=str(history.config))
+            plan = jobs.plan_bisect(session, history.good, history.bad)
+            announce_state(terminal, session, plan.line)
+            report = jobs.run_bisect(session, plan)
+        found = report.first_bad == history.culprit
+        outcome = (
+            f"planted culprit {history.culprit[:12]}: "
+            f"{'found' if found else 'NOT found'} with {report.builds} builds "
+            f"(bound {report.builds_bound}) and {report.runs} runs"
+        )
+        if json_path != "-":
+            write_summary(terminal, bisect_text(report, summary_width()), bisect_markdown(report), md_path, color)
+            click.echo(outcome)
+        else:  # stdout is the JSON's alone
+            if md_path:
+                Path(md_path).write_text(bisect_markdown(report))
+            terminal.line(outcome)
+        write_json(json_path, report.to_json())
+        return EXIT_OK if found else EXIT_UNDECIDED
+
+    guard(body)
+
+
+@click.command("doctor")
+@click.argument("config", type=click.Path(), required=False)
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False),
+    help="Also check that git can read this checkout (safe.directory, ownership).",
+)
+def doctor_command(config: str | None, repo: str | None) -> None:
+    """Check that this machine has what bisectbot needs: cmake, make, compilers, git, ccache.
+
+    One line per check; a missing piece names the Debian/Ubuntu package to install. With CONFIG:
+    its cmake generator (make or ninja) and its local repository are checked too. Exit 0 when
+    everything required is there, 2 otherwise (optional pieces only warn).
+    """
+
+    def body() -> int:
+        cfg = load_config(config) if config else None
+        where = Path(repo) if repo else (Path(cfg.repo_source) if cfg and cfg.repo.path else None)
+        results = doctor.checks(doctor.cmake_args_of(cfg.build) if cfg else (), where)
+        click.echo(doctor.platform_line())
+        for check in results:
+            click.echo(check.line())
+        failed = [c.name for c in results if c.failed]
+        if failed:
+            click.echo(f"bisectbot doctor: missing {', '.join(failed)}: builds cannot run here", err=True)
+            return EXIT_INPUT
+        return EXIT_OK
+
+    guard(body)
+
+
+@click.group(cls=OneLineGroup)
+def fixtures() -> None:
+    """Generate test fixtures (the tiny GGUF models of llama.cpp #29975)."""
+
+
+@fixtures.command("tiny-llama")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory to write target.gguf and draft.gguf into.",
+)
+@click.option("--seed", default=132, show_default=True, help="Generator seed (132 made the committed files).")
+def tiny_llama(out_dir: str, seed: int) -> None:
+    """Write a tiny random Llama target (2 layers, F32, vocab a..h, EOS h) and a noisy draft.
+
+    Deterministic: the same seed writes byte-identical files. Prints their sha256s.
+    """
+    from bisectbot.llama.fixtures import write_tiny_llama
+
+    def body() -> int:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, digest in write_tiny_llama(out, seed).items():
+            click.echo(f"{digest}  {out / name}")
+        return 0
+
+    guard(body)

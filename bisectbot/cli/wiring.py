@@ -1,0 +1,154 @@
+"""What command bodies share, so each stays one library call: the config loaded and the state
+directory opened the one way, the machine checked before a build, and the results written out
+(the kept state line, the summary on stdout, the JSON report)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import click
+
+from bisectbot import doctor
+from bisectbot.cli.options import reset_state_given
+from bisectbot.config import Config, load_config
+from bisectbot.edges.statedir import StateDir
+from bisectbot.edges.workspace import uncommitted_changes
+from bisectbot.pipeline import jobs
+from bisectbot.pipeline.terminal import Terminal, print_summary
+from bisectbot.report_text import state_line
+
+
+def default_state_dir(cfg: Config) -> Path:
+    """Deterministic per (config name, repository), so rerunning a command resumes it."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bisectbot"
+    tag = hashlib.sha256(cfg.repo_source.encode()).hexdigest()[:8]
+    return base / f"{cfg.name}-{tag}"
+
+
+def load(config: str, repo: str | None, arms: bool = True) -> Config:
+    """The config, with --repo's checkout instead of its repo and without its arms under --no-arms."""
+    cfg = load_config(config)
+    cfg = cfg.with_repo_path(repo) if repo else cfg
+    return cfg if arms else cfg.without_arms()
+
+
+def preflight(cfg: Config) -> None:
+    """Before a command that builds touches anything: every program it needs is on PATH."""
+    doctor.preflight(doctor.cmake_args_of(cfg.build))
+
+
+def warn_uncommitted(cfg: Config) -> None:
+    """One kept line when the local checkout has uncommitted edits: the bot clones committed
+    history, so a user who edited the tree and tests HEAD would otherwise think the edits ran."""
+    if changed := uncommitted_changes(cfg.repo_source):
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        click.echo(
+            f"bisectbot: warning: {cfg.repo_source} has uncommitted changes ({shown}): they are not "
+            "tested, only committed commits are (HEAD as committed); commit them to test them",
+            err=True,
+        )
+
+
+def open_state(root: Path) -> StateDir:
+    """The state directory, its unusable database moved aside first when --reset-state asks:
+    the one way every command opens it."""
+    state = StateDir(root, reset=reset_state_given())
+    if state.store.moved_aside is not None:
+        click.echo(
+            f"bisectbot: {state.store.path} could not be used: moved aside to "
+            f"{state.store.moved_aside}; started a fresh state database",
+            err=True,
+        )
+    return state
+
+
+def state_of(cfg: Config, state_dir: str | None) -> StateDir:
+    """The state directory --state names, or the config's default one, opened."""
+    return open_state(Path(state_dir) if state_dir else default_state_dir(cfg))
+
+
+@contextmanager
+def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
+    """A Dask client for --workers / --scheduler (closed afterwards), or None: serial."""
+    if not workers and not scheduler:
+        yield None
+        return
+    from bisectbot.pipeline.cluster import connect
+
+    client = connect(workers, scheduler)
+    try:
+        yield client
+    finally:
+        cluster = client.cluster
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def announce_state(terminal: Terminal, session: jobs.Session, shas: Sequence[str]) -> frozenset[str]:
+    """The kept 'state: DIR (…)' line: what the state holds, and how much of it is at the job's
+    commits (runs under any run key, builds under this config's build key). Returns the commits
+    whose builds were stored, to tell afterwards which builds were replayed."""
+    stored = session.state.store.stored(session.runner.builder.key(session.cfg.build), shas)
+    terminal.line(
+        state_line(
+            session.state.root, stored.runs, stored.builds, stored.runs_here, len(stored.builds_here), len(set(shas))
+        )
+    )
+    return stored.builds_here
+
+
+def replayed_builds(session: jobs.Session, stored: frozenset[str], tested: Iterable[str]) -> int:
+    """Commits tested whose build came from the state (stored before, not rebuilt now)."""
+    return len((set(tested) & stored) - set(session.runner.builder.built))
+
+
+def one_stdout(json_path: str | None, md_path: str | None) -> None:
+    """A usage error when both --json and --markdown want stdout."""
+    if json_path == "-" and md_path == "-":
+        raise click.UsageError("--json - and --markdown - both want stdout: give one of them a file")
+
+
+def write_summary(terminal: Terminal, text: str, markdown: str, md_path: str | None, color: str) -> None:
+    """The summary on stdout: plain text that fits the terminal, or the Markdown with
+    `--markdown -`; `--markdown FILE` also writes the Markdown there."""
+    terminal.close()
+    if md_path and md_path != "-":
+        Path(md_path).write_text(markdown)
+    if md_path == "-":
+        click.echo(markdown, nl=False)
+    else:
+        print_summary(text, color)
+
+
+def write_outputs(
+    terminal: Terminal,
+    text: str,
+    markdown: str,
+    data: dict[str, Any],
+    json_path: str | None,
+    md_path: str | None,
+    color: str,
+) -> None:
+    """A report's three forms: the summary (or the Markdown) on stdout unless `--json -` claims
+    stdout for the JSON alone; the Markdown to `--markdown FILE`; the JSON to `--json`."""
+    if json_path != "-":
+        write_summary(terminal, text, markdown, md_path, color)
+    elif md_path and md_path != "-":
+        Path(md_path).write_text(markdown)
+    write_json(json_path, data)
+
+
+def write_json(path: str | None, data: dict[str, Any]) -> None:
+    """The JSON report to --json's file, or to stdout for '-'; nothing without --json."""
+    if path:
+        text = json.dumps(data, indent=2, sort_keys=False) + "\n"
+        if path == "-":
+            click.echo(text, nl=False)
+        else:
+            Path(path).write_text(text)

@@ -1,0 +1,262 @@
+"""Config stage: read the YAML that names repo, build, run, parse, statistic, reference and test.
+
+Validation happens once, here, so later stages can trust every field. Every problem becomes one
+`ConfigError` line naming the file and the key path (``configs/x.yaml: run.timeout: ...``).
+Relative paths are resolved against the config file's directory, never the current directory.
+
+This module is the package's face: `load_config` and the root `Config`, with the checks across
+sections. The sections themselves are `config.sections`, the seed layout `config.seeds`, and what
+keeps old digests (so job ids) stable `config.compat`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import stat
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from bisectbot.config.compat import without_unset_additions
+from bisectbot.config.sections import (
+    BASE_PLACEHOLDERS,
+    ArmConfig,
+    BuildConfig,
+    GitHubConfig,
+    ParseConfig,
+    ReferenceConfig,
+    RepoConfig,
+    RunConfig,
+    StatisticConfig,
+    StatTestConfig,
+    StorageConfig,
+    Strict,
+    UntrustedConfig,
+    check_placeholders,
+)
+from bisectbot.errors import ConfigError
+
+__all__ = ["CONFIG_MAX_BYTES", "Config", "load_config", "read_config_text"]
+
+
+class Config(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    repo: RepoConfig
+    fixtures: str | None = None
+    build: BuildConfig
+    run: RunConfig
+    parse: ParseConfig = ParseConfig()
+    statistic: StatisticConfig
+    reference: ReferenceConfig
+    test: StatTestConfig = StatTestConfig()
+    arms: dict[str, ArmConfig] = Field(default_factory=dict)
+    # GitHub settings are not part of the experiment: excluded from dumps, so from digest().
+    github: GitHubConfig | None = Field(default=None, exclude=True)
+    # Nor are the sandbox's limits (sandboxed runs are stored under keys that name them).
+    untrusted: UntrustedConfig = Field(default_factory=UntrustedConfig, exclude=True)
+    # Nor are the state directory's size caps (what is kept on disk, never what a run means).
+    storage: StorageConfig = Field(default_factory=StorageConfig, exclude=True)
+
+    # Filled in by `load_config`, not by the YAML.
+    source_path: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _computable(self) -> "Config":
+        if self.reference.compute is not None:
+            cond, out = self.statistic.condition, self.statistic.outcome.position
+            if not ((cond is None and out == 0) or (cond is not None and cond.position == 0 and out == 1)):
+                raise ValueError(
+                    "reference.compute needs the outcome right after the prompt "
+                    "(outcome 0) or after the condition token (condition 0, outcome 1)"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _placeholders(self) -> "Config":
+        known = BASE_PLACEHOLDERS | set(self.build.binary_names)
+        for v, variant in enumerate(self.run.templates):
+            check_placeholders(
+                variant.argv, "run.argv" if self.run.argv is not None else f"run.variants[{v}].argv", known
+            )
+        return self
+
+    # -- derived values -------------------------------------------------------------------
+    @property
+    def config_dir(self) -> Path:
+        return self.source_path.parent if self.source_path else Path.cwd()
+
+    def resolve(self, value: str) -> Path:
+        """A path from the config, relative to the config file's directory ({fixtures} allowed)."""
+        if "{" in value:
+            value = value.format(fixtures=self.fixtures_dir or "", config_dir=self.config_dir)
+        path = Path(os.path.expanduser(value))
+        return path if path.is_absolute() else (self.config_dir / path).resolve()
+
+    @property
+    def fixtures_dir(self) -> Path | None:
+        return self.resolve(self.fixtures) if self.fixtures else None
+
+    @property
+    def repo_source(self) -> str:
+        """What the bot clones from: the resolved local path, or the URL."""
+        return str(self.resolve(self.repo.path)) if self.repo.path else str(self.repo.url)
+
+    def digest(self) -> str:
+        """Hash of everything that defines the experiment, for caching and reproduction lines."""
+        return _digest(without_unset_additions(self.model_dump(mode="json")))
+
+    def parse_for(self, variant: int) -> "ParseConfig":
+        """How the output of command variant `variant` is read."""
+        return self.run.templates[variant].parse or self.parse
+
+    def experiment_digest(self) -> str:
+        """Hash of what the config says determines per-seed outcomes (build, run, parse,
+        statistic), shown in reports: alpha or the reference do not change it, the command does.
+        Stored runs are keyed by the run key (runner.run_key), which also hashes the binary."""
+        data = without_unset_additions(self.model_dump(mode="json", include={"build", "run", "parse", "statistic"}))
+        for volatile in ("timeout", "jobs", "max_runs", "retries"):
+            data["run"].pop(volatile, None)
+        data["build"].pop("timeout", None)
+        data["build"].pop("jobs", None)
+        return _digest(data)
+
+    @property
+    def secret_env_names(self) -> tuple[str, ...]:
+        """Environment variables this config names as secrets (the GitHub token, the webhook
+        secret): never passed to builds or runs, whatever their names look like."""
+        gh = self.github
+        return (gh.token_env, gh.webhook_secret_env) if gh is not None else ()
+
+    def with_repo_path(self, path: str) -> "Config":
+        """The same config pointed at another checkout (``--repo``)."""
+        return self.model_copy(update={"repo": RepoConfig(path=str(Path(path).resolve()))})
+
+    def without_arms(self) -> "Config":
+        """The same config with no cross-check arms (``--no-arms``: their builds cost minutes)."""
+        return self.model_copy(update={"arms": {}})
+
+
+def _digest(data: Any) -> str:
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _did_you_mean(loc: tuple[Any, ...]) -> str:
+    """' (did you mean targets?)' for a misspelt key, found among the keys allowed there.
+
+    Walks the key path through optional sections (`github.isue`), dict values
+    (`arms.<name>.serv`) and list items (`run.variants[0].agrv`)."""
+    annotation: Any = Config
+    for part in loc[:-1]:
+        annotation = _unwrap_optional(annotation)
+        origin = typing.get_origin(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(part) if isinstance(part, str) else None
+            if field is None:
+                return ""
+            annotation = field.annotation
+        elif origin in (dict, list):
+            annotation = typing.get_args(annotation)[-1]  # skip the key or index
+        else:
+            return ""
+    model = _unwrap_optional(annotation)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    """`X | None` → X (other unions are left alone)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
+
+
+# A config is a page of YAML; anything this large is the wrong file (or /dev/zero).
+CONFIG_MAX_BYTES = 1 << 20
+
+
+def read_config_text(path: Path) -> str:
+    """The text of a config file: a regular file, at most CONFIG_MAX_BYTES, UTF-8. Opened
+    without blocking so that a FIFO or a device named as the config is refused, not waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(info.st_mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(info.st_mode)
+                else "a device"
+                if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "not a regular file"
+            )
+            raise ConfigError(f"{path}: cannot read config: it is {kind}, not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(CONFIG_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > CONFIG_MAX_BYTES:
+        raise ConfigError(f"{path}: cannot read config: larger than {CONFIG_MAX_BYTES:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}: cannot read config: not UTF-8 at byte {exc.start} (line {line})") from None
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a config file; raise ConfigError with file and key path on any problem."""
+    path = Path(path)
+    text = read_config_text(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: malformed YAML: {where}{problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of keys, got {type(data).__name__}")
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        # A misspelt key shows up as "unknown" and "missing" at once: name the unknown one first.
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        err = errors[0]
+        loc = _format_loc(err["loc"])
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key" + _did_you_mean(err["loc"])
+        elif err["type"] == "missing":
+            msg = "missing key"
+        msg = msg.removeprefix("Value error, ")
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        where = f"{loc}: " if err["loc"] else ""
+        raise ConfigError(f"{path}: {where}{msg}{more}") from None
+    return config.model_copy(update={"source_path": path.resolve()})

@@ -1,0 +1,68 @@
+"""Compatibility of config digests: keys added to the config after digests were first stored.
+
+A config's digest names its jobs (`pipeline.jobs`: a killed bisect resumes under the same job id)
+and is shown in reports. A key added to a section changes every dump, so every digest, unless the
+dump leaves it out while it is not set. Each item below says what it keeps working, since when,
+and when it can go: dropping an item changes the digest of every config that leaves its key
+unset, so a job started before the drop starts over as a new job instead of resuming (its stored
+builds and runs, keyed apart from the digest, are still reused).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bisectbot.config.sections import MODEL_RUNS, SEARCH_RUNS
+
+
+def without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
+    """A config dump (`Config.model_dump`) without the keys added after digests were first
+    stored, when they are not set: a config that does not use them keeps its digest (and so its
+    job ids). Changes `data` in place and returns it."""
+    _test_budgets(data)
+    _build_variants(data)
+    _run_variant_keys(data)
+    _arm_keys(data)
+    return data
+
+
+def _test_budgets(data: dict[str, Any]) -> None:
+    """test.eta, test.model_runs, test.search_runs at their defaults. Added 2026-12-01 (8c854a4).
+    Can go once no state directory holds an unfinished job from before then."""
+    test = data.get("test") or {}
+    for key, default in (("eta", None), ("model_runs", MODEL_RUNS), ("search_runs", SEARCH_RUNS)):
+        if key in test and test[key] == default:
+            test.pop(key)
+
+
+def _build_variants(data: dict[str, Any]) -> None:
+    """build.variants unset. Added 2026-12-01 (39663b4, build variants). Can go once no state
+    directory holds an unfinished job from before then."""
+    build = data.get("build") or {}
+    if build.get("variants") is None:
+        build.pop("variants", None)
+
+
+def _run_variant_keys(data: dict[str, Any]) -> None:
+    """run.variants[].parse unset (39663b4) and run.variants[].help_lacks empty (ef3f778), both
+    added 2026-12-01. Can go once no state directory holds an unfinished job from before then."""
+    for variant in (data.get("run") or {}).get("variants") or []:
+        if variant.get("parse") is None:
+            variant.pop("parse", None)
+        if not variant.get("help_lacks"):
+            variant.pop("help_lacks", None)
+
+
+def _arm_keys(data: dict[str, Any]) -> None:
+    """arms.<name>.build_variants, serve_variants, help_args unset (39663b4), and their
+    serve_variants[].parse unset and help_lacks empty (39663b4, ef3f778), all added 2026-12-01.
+    Can go once no state directory holds an unfinished job from before then."""
+    for arm in (data.get("arms") or {}).values():
+        for key in ("build_variants", "serve_variants", "help_args"):
+            if arm.get(key) is None:
+                arm.pop(key, None)
+        for variant in arm.get("serve_variants") or []:
+            if variant.get("parse") is None:
+                variant.pop("parse", None)
+            if not variant.get("help_lacks"):
+                variant.pop("help_lacks", None)
