@@ -35,22 +35,20 @@ Why it is built this way:
 from __future__ import annotations
 
 import logging
-import math
-import queue
 import threading
-import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from bisectbot.config import Config, GitHubConfig, load_config
+from bisectbot.config import Config, load_config
+from bisectbot.config.sections import GitHubConfig
 from bisectbot.core.outcome import Verdict
-from bisectbot.core.reports import BisectReport, JobStop, TestReport, load_result
-from bisectbot.edges.files import file_sha256
-from bisectbot.edges.storage import JobRow, StateDir
+from bisectbot.core.reports import BisectReport, CommitReport, JobResult, JobStop, load_result
+from bisectbot.edges.files import fixture_hashes
+from bisectbot.edges.statedir import StateDir
+from bisectbot.edges.storage import JobRow
 from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError, one_line
-from bisectbot.github.client import IssueClient, format_since
+from bisectbot.github.client import format_since
 from bisectbot.github.commands import (
     BisectCommand,
     CancelCommand,
@@ -70,39 +68,22 @@ from bisectbot.github.comment import (
     render_pull_check,
     render_status,
 )
+from bisectbot.github.issueclient import IssueClient
 from bisectbot.github.memory import BotMemory, CommandRow, Cursor, TargetRow
 from bisectbot.github.outbox import Outbox
+from bisectbot.github.progress import CommentObserver, ProgressPoster
 from bisectbot.pipeline import jobs
-from bisectbot.pipeline.bisect import BisectPlan
 from bisectbot.pipeline.events import (
-    BisectStarted,
-    Building,
-    Built,
     Cancelled,
     CancelToken,
-    Confirming,
-    EndpointStarted,
-    Event,
     Events,
     Observer,
-    StepStarted,
-    StickyVisit,
 )
+from bisectbot.pipeline.plan import BisectPlan
 
 log = logging.getLogger(__name__)
 
 STATUS_MARKER = "check-status"
-MAX_FIXTURE_FILES = 50
-
-
-def fixture_hashes(directory: Path | None) -> dict[str, str]:
-    """sha256 of each file under the fixtures directory (sorted; capped so huge trees stay cheap)."""
-    if directory is None or not Path(directory).is_dir():
-        return {}
-    out: dict[str, str] = {}
-    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file())[:MAX_FIXTURE_FILES]:
-        out[str(path.relative_to(directory))] = file_sha256(path)
-    return out
 
 
 def _one_line(exc: BaseException) -> str:
@@ -114,117 +95,12 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-# -- progress into the job comment ---------------------------------------------------------------
-class CommentObserver:
-    """Turns a job's events into the body of its comment: where it is, what it does, the last
-    lines. Pure bookkeeping on the job's thread; `offer` hands each new body to the poster."""
-
-    def __init__(self, title: str, ctx: CommentContext, offer: Callable[[str], None]):
-        self.title, self.ctx, self.offer = title, ctx, offer
-        self.lines: list[str] = []
-        self.where = "starting"
-        self.doing = ""
-        self.commit_no = 0
-        self.total = 0
-
-    def __call__(self, event: Event) -> None:
-        if event.transient:
-            return
-        self.lines = (self.lines + [event.text().strip()])[-60:]
-        if isinstance(event, BisectStarted):
-            self.total = 2 + event.steps
-        elif isinstance(event, EndpointStarted):
-            self.commit_no += 1
-            self.where, self.doing = f"testing {event.name} {event.ref} = {event.sha[:12]}", ""
-        elif isinstance(event, StepStarted):
-            self.commit_no += 1
-            self.where, self.doing = f"bisect step {event.number} of ~{event.estimate}, `{event.sha[:12]}`", ""
-        elif isinstance(event, StickyVisit):
-            self.commit_no += 1
-            self.where, self.doing = f"sticky bisection at `{event.sha[:12]}`", ""
-        elif isinstance(event, Confirming):
-            self.where, self.doing = "confirming the culprit against its parent on fresh seeds", ""
-        elif isinstance(event, Building):
-            self.doing = "building"
-        elif isinstance(event, Built):
-            self.doing = "running seeds"
-        self.offer(self.body())
-
-    def phase(self) -> str:
-        of = f" of ~{self.total}" if self.total else ""
-        head = f"commit {self.commit_no}{of}: {self.where}" if self.commit_no else self.where
-        return head + (f" — {self.doing}" if self.doing else "")
-
-    def body(self) -> str:
-        return render_progress(self.title, self.phase(), self.lines, self.ctx).fit()
-
-
-class ProgressPoster:
-    """Posts a job's progress from a thread of its own, so GitHub never slows the job.
-
-    The latest body offered is posted at most every `interval` seconds (the first at once);
-    bodies offered in between replace each other. With `poll_cancel` it also asks, every
-    `max(interval, 5)` seconds, whether `/cancel` arrived, and stops the job through `cancel`.
-    `stop()` waits for a post in flight, so no late progress edit can overwrite the result."""
-
-    def __init__(
-        self,
-        post: Callable[[str], object],
-        interval: float,
-        cancel: CancelToken,
-        *,
-        poll_cancel: Callable[[], str | None] | None = None,
-    ):
-        self.post, self.interval, self.cancel, self.poll_cancel = post, interval, cancel, poll_cancel
-        self._latest: str | None = None
-        self._posted: str | None = None
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="bisectbot-progress", daemon=True)
-
-    def offer(self, body: str) -> None:
-        with self._lock:
-            self._latest = body
-        self._wake.set()
-
-    def __enter__(self) -> "ProgressPoster":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stopping = True
-        self._wake.set()
-        self._thread.join(timeout=1.0)  # a /cancel poll may still be waiting on GitHub: not for it
-
-    def _run(self) -> None:
-        last_post = last_poll = -math.inf
-        while not self._stopping:
-            now = time.monotonic()
-            with self._lock:
-                body = self._latest
-            if body is not None and body != self._posted and now - last_post >= self.interval and not self._stopping:
-                last_post = now
-                try:
-                    self.post(body)
-                    self._posted = body
-                except GitHubError as exc:
-                    log.warning("progress update failed (the job goes on): %s", exc)
-            if self.poll_cancel is not None and now - last_poll >= max(self.interval, 5.0):
-                last_poll = now
-                who = self.poll_cancel()
-                if who is not None:
-                    self.cancel.cancel(who)
-            self._wake.wait(timeout=max(0.05, min(self.interval, 5.0)))
-            self._wake.clear()
-
-
 # -- the bot ---------------------------------------------------------------------------------------
 @dataclass
 class CheckOutcome:
     """What `check` did: the test, the bisect if one ran, and whether every comment was posted."""
 
-    test: TestReport
+    test: CommitReport
     bisect: BisectReport | None = None
     bisect_error: str | None = None
     published: bool = True
@@ -268,6 +144,7 @@ class Bot:
         self.poll_cancels = poll_cancels  # watch: look for /cancel comments while a job runs
         self._running: dict[int, CancelToken] = {}  # issue -> the running job's token
         self._stopped: set[int] = set()  # issues whose job a /cancel stopped
+        self._ended: set[str] = set()  # jobs this bot ran to their end (no progress posts after)
         self._lock = threading.Lock()
         self._contexts: dict[str, CommentContext] = {}
         self.outbox = Outbox()
@@ -470,22 +347,16 @@ class Bot:
             token.cancel(who)
 
     # -- jobs ----------------------------------------------------------------------------------
-    def bisect_job(self, cfg: Config, config_path: str, plan: BisectPlan, issue: int | None) -> JobRow:
-        """Run (or resume) one bisect with its job comment; return its stored job row."""
+    def bisect_job(self, cfg: Config, config_path: str, plan: BisectPlan, issue: int | None) -> JobResult:
+        """Run (or resume) one bisect with its job comment; return how it ended (its report, or
+        why it stopped: what the job's row records, rendered without reading it back)."""
         title = self._title(plan)
         token = CancelToken()
         if issue is None:
-            self._run_bisect(self.session(cfg, config_path, cancel=token), plan)
-            return self._job_row(plan.job)
-        self.memory.set_target(
-            plan.job,
-            issue,
-            plan.job,
-            "bisect",
-            {"config": config_path, "title": title, "good_ref": plan.good_ref, "bad_ref": plan.bad_ref},
-        )
+            return self._run_bisect(self.session(cfg, config_path, cancel=token), plan)
+        extra = {"config": config_path, "title": title, "good_ref": plan.good_ref, "bad_ref": plan.bad_ref}
         ctx = self.ctx(cfg)
-        if self.store.job(plan.job) is None:
+        if self.memory.set_target(plan.job, issue, plan.job, "bisect", extra):
             self._progress(issue, plan.job, render_progress(title, "queued", [], ctx).fit())
         poll = (lambda: self._poll_for_cancel(issue)) if self.poll_cancels else None
         if poll is not None and (who := poll()) is not None:
@@ -497,30 +368,27 @@ class Bot:
             self._running[issue] = token
         try:
             with poster:
-                self._run_bisect(
+                outcome = self._run_bisect(
                     self.session(cfg, config_path, CommentObserver(title, ctx, poster.offer), cancel=token), plan
                 )
         finally:
             with self._lock:
                 self._running.pop(issue, None)
-        row = self._job_row(plan.job)
-        if row.status == "cancelled":
+                self._ended.add(plan.job)
+        if isinstance(outcome, JobStop) and outcome.status == "cancelled":
             with self._lock:
                 self._stopped.add(issue)
-        self.queue_publish(plan.job, issue)
-        return row
+        body = self.render_result("bisect", extra, "bisect", {"good": plan.good, "bad": plan.bad}, outcome, ctx)
+        self._publish(plan.job, issue, body.fit())
+        return outcome
 
-    def _run_bisect(self, session: jobs.Session, plan: BisectPlan) -> None:
-        """The job records how it ended (done, failed, cancelled); the comment shows it."""
+    def _run_bisect(self, session: jobs.Session, plan: BisectPlan) -> JobResult:
+        """The job records how it ended (done, failed, cancelled); the same end is returned."""
         try:
-            jobs.run_bisect(session, plan)
+            return jobs.run_bisect(session, plan)
         except (Cancelled, BisectbotError) as exc:
             log.info("bisect %s ended without a result: %s", plan.job, exc)
-
-    def _job_row(self, job: str) -> JobRow:
-        row = self.store.job(job)
-        assert row is not None, f"job {job} was never started"
-        return row
+            return jobs.stop_of(exc)
 
     def _poll_for_cancel(self, issue: int) -> str | None:
         """watch mode: a `/cancel` on the issue since the cursor, claimed here (it needs no reply)."""
@@ -575,16 +443,16 @@ class Bot:
                 )
                 self.queue_publish(report.job, issue)
         if result.bisect is not None:
-            row = self.bisect_job(self.cfg, self.config_path, result.bisect, issue)
-            outcome = load_result(row.kind, row.status, row.result)
+            outcome = self.bisect_job(self.cfg, self.config_path, result.bisect, issue)
             if isinstance(outcome, BisectReport):
                 out.bisect = outcome
-            else:
-                out.bisect_error = outcome.message if isinstance(outcome, JobStop) and outcome.message else row.status
+            elif isinstance(outcome, JobStop):
+                out.bisect_error = outcome.message or outcome.status
         return out
 
     # -- publishing ----------------------------------------------------------------------------
     def render(self, target: TargetRow, job: JobRow) -> Document:
+        """The final body of a stored target (a result published after a restart)."""
         extra = target.extra
         cfg = self.cfg
         if extra.get("config") and extra["config"] != self.config_path:
@@ -592,11 +460,23 @@ class Bot:
                 cfg = load_config(extra["config"])
             except ConfigError:
                 cfg = self.cfg
-        ctx = self.ctx(cfg)
-        result = load_result(job.kind, job.status, job.result)
-        if isinstance(result, TestReport) and target.kind == "status":
+        outcome = load_result(job.kind, job.status, job.result)
+        return self.render_result(target.kind, extra, job.kind, job.args, outcome, self.ctx(cfg), job.status)
+
+    def render_result(
+        self,
+        target_kind: str,
+        extra: dict[str, Any],
+        job_kind: str,
+        args: dict[str, Any],
+        result: JobResult | None,
+        ctx: CommentContext,
+        status: str = "done",
+    ) -> Document:
+        """A comment target's final body, from the job's result as it ended."""
+        if isinstance(result, CommitReport) and target_kind == "status":
             return render_status(result, ctx, date=extra.get("date", ""), alarm=bool(extra.get("alarm")))
-        if isinstance(result, TestReport) and target.kind == "pull":
+        if isinstance(result, CommitReport) and target_kind == "pull":
             return render_pull_check(
                 result,
                 ctx,
@@ -604,7 +484,7 @@ class Bot:
                 date=extra.get("date", ""),
                 sandbox=str(extra.get("sandbox") or "no network"),
             )
-        if isinstance(result, TestReport) and target.kind == "alarm":
+        if isinstance(result, CommitReport) and target_kind == "alarm":
             return render_alarm(result, ctx, last_good=extra.get("last_good"), date=extra.get("date", ""))
         if isinstance(result, BisectReport):  # the refs as the user gave them (the job ran on their shas)
             return render_bisect(
@@ -617,17 +497,26 @@ class Bot:
             )
         if isinstance(result, JobStop) and result.status == "cancelled":
             return render_cancelled(extra.get("title", "bisect"), result.by, ctx)
-        message = result.message if isinstance(result, JobStop) and result.message else job.status
-        return render_failed(job.kind, job.args, message, ctx)
+        message = result.message if isinstance(result, JobStop) and result.message else status
+        return render_failed(job_kind, args, message, ctx)
 
     def _post_target(self, marker: str, issue: int) -> None:
-        """Outbox thread: post the final body of one comment target (GitHubError: kept, retried)."""
+        """Outbox thread: post the final body of one stored comment target (GitHubError: kept, retried)."""
         target = self.memory.target(marker, issue)
         job = self.store.job(target.job) if target else None
         if target is None or job is None or job.status == "running" or target.published:
             return
         cid = self.client.upsert_job_comment(issue, marker, self.render(target, job).fit())
         self.memory.mark_target_published(marker, issue, cid)
+
+    def _publish(self, marker: str, issue: int, body: str) -> None:
+        """Hand a job's final body, rendered from the result in hand, to the outbox (it replaces
+        the job's last progress); a restart publishes what is still owed from the database."""
+
+        def send() -> None:
+            self.memory.mark_target_published(marker, issue, self.client.upsert_job_comment(issue, marker, body))
+
+        self.outbox.put(("comment", issue, marker), f"publish {marker} on #{issue}", send)
 
     def queue_publish(self, marker: str, issue: int) -> None:
         """Hand a finished target's final body to the outbox (it replaces the job's last progress)."""
@@ -657,8 +546,7 @@ class Bot:
     # -- small GitHub writes: through the outbox, never on a job's path --------------------------
     def _progress(self, issue: int, job: str, body: str) -> None:
         def send() -> None:
-            row = self.store.job(job)
-            if row is None or row.status == "running":  # once the job ended, its result owns the comment
+            if job not in self._ended:  # once the job ended, its result owns the comment
                 self.client.upsert_job_comment(issue, job, body)
 
         self.outbox.put(("comment", issue, job), f"update the progress of {job} on #{issue}", send)
@@ -678,111 +566,3 @@ class Bot:
             self.memory.mark_reply_posted(issue, key, self.client.post_comment(issue, text, key))
 
         self.outbox.put(("reply", issue, key), f"reply on #{issue} ({key})", send)
-
-
-# -- watch and serve -------------------------------------------------------------------------------
-def watch(bot: Bot, issue: int, *, once: bool, interval: float, stop: threading.Event | None = None) -> None:
-    """Poll `issue` for commands: resume claimed ones, post pending results, handle new ones."""
-    stop = stop or threading.Event()
-    bot.poll_cancels = True
-    bot.resume_interrupted()
-    while True:
-        bot.publish_pending()
-        try:
-            bot.poll(issue)
-        except GitHubError as exc:
-            if once:
-                bot.settle(bot.gh.retry_give_up_after)
-                raise
-            log.error("polling #%s failed, trying again in %.0f s: %s", issue, interval, exc)
-        if once:
-            _, owed = bot.settle(bot.gh.retry_give_up_after)
-            if owed:
-                log.warning("%d comment(s) still owed to GitHub: posted by the next watch or `bisectbot publish`", owed)
-            return
-        if stop.wait(interval):
-            return
-
-
-class BotServer:
-    """`bisectbot serve`: webhooks in on HTTP threads, jobs run one at a time on a worker thread.
-
-    The HTTP thread verifies, de-duplicates (delivery ids in the state database), claims the
-    command and queues its comment id; `/cancel` also reaches the running job at once. On start
-    the worker first resumes commands a previous server had claimed.
-    """
-
-    def __init__(
-        self,
-        cfg: Config,
-        config_path: str,
-        state_dir: Path,
-        client: IssueClient,
-        secret: bytes,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        terminal: Observer = lambda event: None,
-    ):
-        from bisectbot.github.webhook import make_webhook_server
-
-        self.cfg = cfg
-        self.state = StateDir(state_dir)
-        self.bot = Bot(cfg, config_path, self.state, client, terminal)
-        self.jobs: queue.Queue[int | None] = queue.Queue()
-        self.error: BaseException | None = None
-        self.httpd = make_webhook_server(host, port, secret, self.on_command, BotMemory(self.state.store))
-        self._threads: list[threading.Thread] = []
-
-    @property
-    def port(self) -> int:
-        return int(self.httpd.server_address[1])
-
-    def on_command(self, payload: dict[str, Any]) -> None:
-        """HTTP thread: claim and queue (answer GitHub fast); `/cancel` also flags the job."""
-        repo = str((payload.get("repository") or {}).get("full_name", ""))
-        gh = self.cfg.github
-        if gh is not None and repo and repo.lower() != gh.repo.lower():
-            return  # a webhook for another repository
-        c, issue = payload["comment"], int((payload.get("issue") or {}).get("number", 0))
-        user = c.get("user") or {}
-        body, assoc, login = (
-            str(c.get("body") or ""),
-            str(c.get("author_association") or ""),
-            str(user.get("login") or ""),
-        )
-        if not issue:
-            return
-        own = self.bot.is_own(login, str(user.get("type") or "User"), body)
-        if isinstance(parse_comment(body, assoc, login), CancelCommand) and not own:
-            self.bot.request_cancel(issue, login)
-        if self.bot.claim(int(c["id"]), issue, login, assoc, body, str(user.get("type") or "User")):
-            self.jobs.put(int(c["id"]))
-
-    def _work(self) -> None:
-        try:
-            self.bot.resume_interrupted()
-            self.bot.publish_pending()
-            while (item := self.jobs.get()) is not None:
-                self.bot.handle_claimed(item)  # ends every command, whatever it raises
-                self.bot.publish_pending()
-        except BaseException as exc:  # the database itself failed: surfaced by `serve`
-            self.error = exc
-            log.exception("bisectbot worker stopped")
-
-    def start(self) -> "BotServer":
-        worker = threading.Thread(target=self._work, name="bisectbot-worker", daemon=True)
-        http = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        self._threads = [worker, http]
-        worker.start()
-        http.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.jobs.put(None)
-        self._threads[0].join(timeout=600)
-        self.bot.outbox.flush(5.0)
-        self.bot.outbox.close()
-        self.state.close()

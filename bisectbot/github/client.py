@@ -14,101 +14,52 @@ Why it looks like this:
   jitter, a plain permission 403, 404 or 422 is never retried, and the whole call gives up
   before ``RetryPolicy.give_up_after`` seconds with a one-line :class:`GitHubError` naming the
   method and URL (never the token). Every call passes through :meth:`GitHubClient._call`.
-* **An overall deadline per attempt.** requests and urllib3 bound each socket read, not the
-  whole answer: a server that trickles a byte a second keeps a call alive for hours. A
-  watchdog timer cuts the socket of an attempt that has not finished within
-  ``RetryPolicy.attempt_deadline`` (connect + the whole response); the attempt fails like a
-  timeout. A ``Retry-After`` longer than the call may wait is not waited for here: the error
-  carries it (``GitHubError.retry_after``) so the caller can reschedule instead of giving up.
-* **Dry run.** :class:`DryRunClient` has the same interface and writes what would be posted;
-  :func:`make_client` picks it when no credentials are configured.
+* **An overall deadline per attempt.** Each attempt runs under the socket watchdog
+  (`github.watchdog`): one that has not finished within ``RetryPolicy.attempt_deadline``
+  (connect + the whole response) has its socket cut and fails like a timeout. A
+  ``Retry-After`` longer than the call may wait is not waited for here: the error carries it
+  (``GitHubError.retry_after``) so the caller can reschedule instead of giving up.
+* **Dry run.** `github.dryrun.DryRunClient` keeps the same promise (`github.issueclient`) and
+  writes what would be posted; :func:`make_client` picks it when no credentials are configured.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import re
-import socket
-import sys
 import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, TextIO, TypeVar, runtime_checkable
+from typing import Any, Callable, Mapping, TypeVar
 
 import github3
 import github3.exceptions as gh_exc
 import requests
 import tenacity
-import urllib3.connection
-import urllib3.connectionpool
 from github3.issues.comment import IssueComment
 from github3.session import AppInstallationTokenAuth, GitHubSession
 
-from bisectbot.config import Config, GitHubConfig
+from bisectbot.config import Config
+from bisectbot.config.sections import GitHubConfig
 from bisectbot.errors import GitHubError, one_line
-from bisectbot.github.comment import BODY_LIMIT, neutral
+from bisectbot.github.dryrun import DryRunClient
+from bisectbot.github.issueclient import JOB_MARKER, KEY_RE, REACTIONS, REPLY_MARKER, Comment, clip
+from bisectbot.github.watchdog import DeadlinePassed, Watchdog
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 DEFAULT_API_URL = "https://api.github.com"
-JOB_MARKER = "<!-- bisectbot:job={} -->"
-REPLY_MARKER = "<!-- bisectbot:reply={} -->"
 CLAIM_BUDGET = 10.0  # seconds a job claim may take: the job waits for it (then runs unclaimed)
-REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
-_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _SINCE_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 
 
-# --------------------------------------------------------------------------- data
-
-
-@dataclass(frozen=True)
-class Comment:
-    """An issue comment as bisectbot needs it (decoupled from github3 objects)."""
-
-    id: int
-    issue_number: int
-    body: str
-    author: str
-    author_type: str  # "User" or "Bot"
-    author_association: str  # OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, NONE, ...
-    created_at: datetime
-    updated_at: datetime
-    html_url: str
-
-
-@runtime_checkable
-class IssueClient(Protocol):
-    """What the bot needs from GitHub; the real client or the dry run."""
-
-    bot_login: str
-
-    def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
-        """Create the job's comment once, then edit it in place; return its id."""
-        ...
-
-    def post_comment(self, issue: int, body: str, key: str) -> int:
-        """Post a one-off reply (e.g. a refusal) at most once per ``key``; return its id."""
-        ...
-
-    def react(self, comment_id: int, content: str = "eyes") -> None:
-        """Add a reaction (acknowledge a command) to a comment."""
-        ...
-
-    def claim_job(self, issue: int, job_id: str, instance: str, body: str) -> bool:
-        """Create the job's comment as `instance`'s claim; False if another instance has the job."""
-        ...
-
-    def comments(self, issue: int, since: int | datetime | str | None = None) -> list[Comment]:
-        """Comments newer than ``since`` (a comment id, or an inclusive timestamp), oldest first."""
-        ...
+# --------------------------------------------------------------------------- policy and credentials
 
 
 @dataclass
@@ -148,22 +99,6 @@ class AppCredentials:
     private_key_path: Path
     installation_id: int
     renew_margin: float = 300.0  # renew this many seconds before the 1 h token expires
-
-
-# --------------------------------------------------------------------------- limits
-
-
-def _clip(text: str, limit: int = BODY_LIMIT) -> str:
-    """Never send GitHub more than it takes. Bodies come fitted (`comment.Document.fit`); a
-    longer one is cut at a line end, with a note. No bidirectional control gets through: what
-    a comment echoes (refs, config names) reads as it is."""
-    text = neutral(text)
-    if len(text) <= limit:
-        return text
-    note = f"\n\n*… {len(text) - limit:,}+ characters cut to fit GitHub's comment limit …*\n"
-    keep = limit - len(note)
-    line_end = text.rfind("\n", 0, keep)
-    return text[: line_end if line_end > keep // 2 else keep] + note
 
 
 # --------------------------------------------------------------------------- retries
@@ -233,10 +168,6 @@ class _GitHubWait(tenacity.wait.wait_base):
         return max(backoff, self.policy.secondary_wait) if failure.secondary else backoff
 
 
-class _DeadlinePassed(Exception):
-    """An attempt's watchdog cut its connection (retried like a timeout, reported as such)."""
-
-
 def _float_header(headers: Mapping[str, str], name: str) -> float | None:
     value = headers.get(name)
     try:
@@ -270,72 +201,6 @@ def _request_of(exc: BaseException) -> tuple[str, str] | None:
     if req is None or not getattr(req, "url", None):
         return None
     return str(req.method), str(req.url)
-
-
-# --------------------------------------------------------------------------- the watchdog
-
-
-class _Sockets:
-    """Which HTTP connection each thread is using right now, so a watchdog can cut it.
-
-    urllib3 opens and reuses connections deep inside requests; the only hook that sees every
-    request on the thread that makes it is the connection class. A cut shuts the socket down,
-    which wakes the blocked read with an error: the attempt fails as if it had timed out."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_thread: dict[int, urllib3.connection.HTTPConnection] = {}
-        self._cut: set[int] = set()
-
-    def using(self, conn: urllib3.connection.HTTPConnection) -> None:
-        with self._lock:
-            self._by_thread[threading.get_ident()] = conn
-
-    def cut(self, thread: int) -> None:
-        """Watchdog thread: end the attempt running on `thread`."""
-        with self._lock:
-            self._cut.add(thread)
-            conn = self._by_thread.get(thread)
-        sock = getattr(conn, "sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def was_cut(self) -> bool:
-        with self._lock:
-            return threading.get_ident() in self._cut
-
-    def done(self) -> None:
-        with self._lock:
-            self._by_thread.pop(threading.get_ident(), None)
-            self._cut.discard(threading.get_ident())
-
-
-def _watched_adapter(sockets: _Sockets) -> requests.adapters.HTTPAdapter:
-    """An HTTPAdapter whose connections report themselves to `sockets` on every request."""
-
-    def tracked(base: type[urllib3.connection.HTTPConnection]) -> type[urllib3.connection.HTTPConnection]:
-        class Tracked(base):  # type: ignore[valid-type, misc]
-            def request(self, *args: Any, **kwargs: Any) -> None:
-                sockets.using(self)
-                super().request(*args, **kwargs)
-
-        return Tracked
-
-    class Pool(urllib3.connectionpool.HTTPConnectionPool):
-        ConnectionCls = tracked(urllib3.connection.HTTPConnection)
-
-    class TlsPool(urllib3.connectionpool.HTTPSConnectionPool):
-        ConnectionCls = tracked(urllib3.connection.HTTPSConnection)  # type: ignore[assignment]
-
-    class Adapter(requests.adapters.HTTPAdapter):
-        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TlsPool}
-
-    return Adapter()
 
 
 # --------------------------------------------------------------------------- the client
@@ -373,9 +238,8 @@ class GitHubClient:
         # github3.GitHubEnterprise appends /api/v3 to a host URL; the session's base_url takes any
         # API root as it is (github.com, GitHub Enterprise, the test stand-in).
         session.base_url = self.api_url
-        self._sockets = _Sockets()
-        for prefix in ("http://", "https://"):
-            session.mount(prefix, _watched_adapter(self._sockets))
+        self._watchdog = Watchdog()
+        self._watchdog.mount(session)
         self._gh = github3.GitHub(session=session)
         if token is not None:
             self._gh.login(token=token)
@@ -420,23 +284,12 @@ class GitHubClient:
         )
 
         def attempt() -> T:
-            with self._lock:
-                watchdog = threading.Timer(policy.attempt_deadline, self._sockets.cut, (threading.get_ident(),))
-                watchdog.daemon = True
-                watchdog.start()
-                try:
-                    self._ensure_token()
-                    return fn()
-                except (gh_exc.GitHubException, requests.RequestException):
-                    if self._sockets.was_cut():
-                        raise _DeadlinePassed() from None
-                    raise
-                finally:
-                    watchdog.cancel()
-                    self._sockets.done()
+            with self._lock, self._watchdog.deadline(policy.attempt_deadline):
+                self._ensure_token()
+                return fn()
 
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(lambda e: isinstance(e, _DeadlinePassed) or _classify(e).retry),
+            retry=tenacity.retry_if_exception(lambda e: isinstance(e, DeadlinePassed) or _classify(e).retry),
             wait=_GitHubWait(policy),
             stop=tenacity.stop_before_delay(policy.give_up_after),
             sleep=policy.sleep,
@@ -445,7 +298,7 @@ class GitHubClient:
         start = time.monotonic()
         try:
             return retrying(attempt)
-        except _DeadlinePassed:
+        except DeadlinePassed:
             attempts = retrying.statistics.get("attempt_number", 1)
             err = GitHubError(
                 f"GitHub {method} {url} failed: no complete answer within "
@@ -544,8 +397,8 @@ class GitHubClient:
 
     def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
         """Create the job's comment once, then edit it in place. Safe to retry and to restart."""
-        if not _KEY_RE.fullmatch(job_id):
-            raise ValueError(f"job id {job_id!r} must match {_KEY_RE.pattern}")
+        if not KEY_RE.fullmatch(job_id):
+            raise ValueError(f"job id {job_id!r} must match {KEY_RE.pattern}")
         return self._create_once(int(issue), JOB_MARKER.format(job_id), body, edit=True)
 
     def claim_job(self, issue: int, job_id: str, instance: str, body: str) -> bool:
@@ -557,8 +410,8 @@ class GitHubClient:
         is created and the issue listed again, and when two bots created at once the earliest
         comment wins (the other deletes its own). A comment without an owner (an older bot)
         counts as ours. Later edits keep the comment's marker line."""
-        if not _KEY_RE.fullmatch(job_id) or not _KEY_RE.fullmatch(instance):
-            raise ValueError(f"job id {job_id!r} and instance {instance!r} must match {_KEY_RE.pattern}")
+        if not KEY_RE.fullmatch(job_id) or not KEY_RE.fullmatch(instance):
+            raise ValueError(f"job id {job_id!r} and instance {instance!r} must match {KEY_RE.pattern}")
         issue = int(issue)
         target = self.issue(issue)
         me = self.bot_login.lower()
@@ -573,7 +426,7 @@ class GitHubClient:
         def claim() -> bool:
             found = job_comments()
             if not found:
-                created = target.create_comment(_clip(f"{mine}\n{body}"))
+                created = target.create_comment(clip(f"{mine}\n{body}"))
                 if created is None:
                     raise GitHubError(
                         f"GitHub POST {self._url('issues', issue, 'comments')} failed: no comment was created"
@@ -593,19 +446,19 @@ class GitHubClient:
     def post_comment(self, issue: int, body: str, key: str) -> int:
         """Post a reply once per ``key`` (e.g. the command comment's id): a retry or a
         restart that handles the same command again does not answer twice."""
-        if not _KEY_RE.fullmatch(key):
-            raise ValueError(f"reply key {key!r} must match {_KEY_RE.pattern}")
+        if not KEY_RE.fullmatch(key):
+            raise ValueError(f"reply key {key!r} must match {KEY_RE.pattern}")
         return self._create_once(int(issue), REPLY_MARKER.format(key), body, edit=False)
 
     def _create_once(self, issue: int, marker: str, body: str, *, edit: bool) -> int:
-        full = _clip(f"{marker}\n{body}")
+        full = clip(f"{marker}\n{body}")
         key = (issue, marker)
         known = self._known.get(key)
         if known is not None and not edit:
             return int(known.id)
         if known is not None:
             url = self._url("issues", "comments", known.id)
-            if self._call("PATCH", url, lambda: _edit(known, _clip(f"{_first_line(known.body or '')}\n{body}"))):
+            if self._call("PATCH", url, lambda: _edit(known, clip(f"{_first_line(known.body or '')}\n{body}"))):
                 return int(known.id)
             self._known.pop(key, None)  # deleted by someone: find or create again
         target = self.issue(issue)
@@ -621,7 +474,7 @@ class GitHubClient:
             ours = [c for c in target.comments() if c.user.login.lower() == me and names(c.body or "")]
             if ours:
                 first = min(ours, key=lambda c: c.id)
-                if not edit or _edit(first, _clip(f"{_first_line(first.body or '')}\n{body}")):
+                if not edit or _edit(first, clip(f"{_first_line(first.body or '')}\n{body}")):
                     return first
             created = target.create_comment(full)
             if created is None:
@@ -685,70 +538,6 @@ def format_since(since: datetime | str) -> str:
     if since.tzinfo is None:
         since = since.replace(tzinfo=timezone.utc)  # naive means UTC here
     return since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# --------------------------------------------------------------------------- dry run
-
-
-class DryRunClient:
-    """Same interface, posts nothing: writes what would be posted (no credentials needed)."""
-
-    def __init__(self, out: TextIO | str | Path | None = None, repo: str = "owner/repo") -> None:
-        self.repo = repo
-        self._path = Path(out) if isinstance(out, (str, Path)) else None
-        self._stream = out if out is not None and not isinstance(out, (str, Path)) else None
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._keys: dict[tuple[int, str], int] = {}
-        self.bot_login = "bisectbot-dry-run"
-
-    def _write(self, text: str) -> None:
-        with self._lock:
-            if self._path is not None:
-                with self._path.open("a", encoding="utf-8") as f:
-                    f.write(text)
-            else:
-                stream = self._stream or sys.stdout
-                stream.write(text)
-                stream.flush()
-
-    def _id_for(self, issue: int, key: str) -> tuple[int, bool]:
-        with self._lock:
-            k = (int(issue), key)
-            if k in self._keys:
-                return self._keys[k], False
-            self._keys[k] = next(self._ids)
-            return self._keys[k], True
-
-    def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
-        if not _KEY_RE.fullmatch(job_id):
-            raise ValueError(f"job id {job_id!r} must match {_KEY_RE.pattern}")
-        cid, new = self._id_for(issue, "job=" + job_id)
-        verb = "create" if new else "edit"
-        full = _clip(f"{JOB_MARKER.format(job_id)}\n{body}")
-        self._write(
-            f"--- dry run: would {verb} comment {cid} on {self.repo}#{issue} (job {job_id}) ---\n{full}\n--- end ---\n"
-        )
-        return cid
-
-    def claim_job(self, issue: int, job_id: str, instance: str, body: str) -> bool:
-        self.upsert_job_comment(issue, job_id, body)
-        return True  # a dry run is alone
-
-    def post_comment(self, issue: int, body: str, key: str) -> int:
-        cid, new = self._id_for(issue, "reply=" + key)
-        if new:
-            full = _clip(f"{REPLY_MARKER.format(key)}\n{body}")
-            self._write(f"--- dry run: would post comment {cid} on {self.repo}#{issue} ---\n{full}\n--- end ---\n")
-        return cid
-
-    def react(self, comment_id: int, content: str = "eyes") -> None:
-        if content not in REACTIONS:
-            raise ValueError(f"unknown reaction {content!r}")
-        self._write(f"--- dry run: would react {content} to comment {comment_id} ---\n")
-
-    def comments(self, issue: int, since: int | datetime | str | None = None) -> list[Comment]:
-        return []  # nothing to read without credentials
 
 
 # --------------------------------------------------------------------------- factory

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence, Union
 from bisectbot import __version__
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
-from bisectbot.core.reports import BisectReport, BisectStatus, ReferenceSummary, TestReport
+from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, ReferenceSummary
 from bisectbot.core.stats import MISSED
 from bisectbot.report import (
     assumption_lines,
@@ -233,7 +233,7 @@ def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], referenc
     )
 
 
-def reproduction_footer(report: Union[BisectReport, TestReport], ctx: CommentContext, range_text: str) -> Collapsed:
+def reproduction_footer(report: Union[BisectReport, CommitReport], ctx: CommentContext, range_text: str) -> Collapsed:
     env, cfg = report.environment, report.config
     verdicts = report.verdicts if isinstance(report, BisectReport) else [report.detail]
     seeds = []
@@ -386,7 +386,7 @@ def render_cancelled(title: str, who: str | None, ctx: CommentContext) -> Docume
     )
 
 
-def _test_summary(result: TestReport, ctx: CommentContext) -> tuple[Block, ...]:
+def _test_summary(result: CommitReport, ctx: CommentContext) -> tuple[Block, ...]:
     v = result.detail
     return (
         f"Reference: {reference_line(result.reference)}",
@@ -396,7 +396,7 @@ def _test_summary(result: TestReport, ctx: CommentContext) -> tuple[Block, ...]:
     )
 
 
-def render_status(result: TestReport, ctx: CommentContext, *, date: str, alarm: bool = False) -> Document:
+def render_status(result: CommitReport, ctx: CommentContext, *, date: str, alarm: bool = False) -> Document:
     """The one status comment per issue that scheduled checks keep updating."""
     link = commit_ref(result.commit, None, ctx)
     v = result.detail
@@ -410,7 +410,7 @@ def render_status(result: TestReport, ctx: CommentContext, *, date: str, alarm: 
     return Document((head, f"{_code(result.ref)} after {v.runs} runs: {counts}", details, last))
 
 
-def _test_parts(result: TestReport, ctx: CommentContext) -> tuple[str, Collapsed, Block]:
+def _test_parts(result: CommitReport, ctx: CommentContext) -> tuple[str, Collapsed, Block]:
     """What a check's comment shows under its head: the counts against the reference, the
     details collapsed, and the summary's last (collapsed) unit."""
     v = result.detail
@@ -419,7 +419,7 @@ def _test_parts(result: TestReport, ctx: CommentContext) -> tuple[str, Collapsed
     return counts, Collapsed("Details", tuple(u for u in summary if not isinstance(u, Collapsed))), summary[-1]
 
 
-def render_pull_check(result: TestReport, ctx: CommentContext, *, number: int, date: str, sandbox: str) -> Document:
+def render_pull_check(result: CommitReport, ctx: CommentContext, *, number: int, date: str, sandbox: str) -> Document:
     """A pull request's head, checked in the sandbox: does it restore the reference distribution?"""
     v = result.detail
     tested = f"pull/{int(number)}/head = {commit_ref(result.commit, None, ctx)}"
@@ -444,7 +444,7 @@ def render_pull_check(result: TestReport, ctx: CommentContext, *, number: int, d
     )
 
 
-def render_alarm(result: TestReport, ctx: CommentContext, *, last_good: str | None, date: str) -> Document:
+def render_alarm(result: CommitReport, ctx: CommentContext, *, last_good: str | None, date: str) -> Document:
     """The fix no longer holds: say so loudly, and what happens next."""
     sha = result.commit
     head = f"### bisectbot: ⚠️ the fix no longer holds at {commit_ref(sha, result.detail.subject, ctx)}"

@@ -124,15 +124,18 @@ class BotMemory:
             for r in self.store.rows("SELECT comment_id FROM bot_commands WHERE status='claimed' ORDER BY comment_id")
         ]
 
-    def set_target(self, marker: str, issue: int, job: str, kind: str, extra: dict[str, Any] | None = None) -> None:
-        """(Re)point an issue comment at a job result; it is unpublished until posted."""
+    def set_target(self, marker: str, issue: int, job: str, kind: str, extra: dict[str, Any] | None = None) -> bool:
+        """(Re)point an issue comment at a job result; it is unpublished until posted. True when
+        the issue had no such comment target yet (a new job there: its comment starts as queued)."""
         with self.store.write() as db:
+            known = db.execute("SELECT 1 FROM bot_targets WHERE marker=? AND issue=?", (marker, int(issue))).fetchone()
             db.execute(
                 "INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) "
                 "VALUES (?,?,?,?,?,0,?) ON CONFLICT(marker, issue) DO UPDATE SET job=excluded.job, "
                 "kind=excluded.kind, extra=excluded.extra, published=0, updated=excluded.updated",
                 (marker, int(issue), job, kind, json.dumps(extra or {}), time.time()),
             )
+        return known is None
 
     @decoded
     def target(self, marker: str, issue: int) -> TargetRow | None:
