@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
-from bisectbot.core.reports import BisectReport, BisectStatus, Environment, ReferenceSummary, TestReport
+from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
 from bisectbot.core.stats import MISSED, OTHER
 
 OTHER_LABELS = {OTHER: "other", MISSED: "missed"}
@@ -315,7 +315,7 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_markdown(r: TestReport) -> str:
+def commit_markdown(r: CommitReport) -> str:
     """The human summary of `bisectbot test` (one commit's verdict)."""
     v = r.detail
     lines = [

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from bisectbot.core.outcome import Find
 from bisectbot.core.records import CommitVerdict
-from bisectbot.core.reports import BisectReport, BisectStatus, Environment, ReferenceSummary, TestReport
+from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
 from bisectbot.core.stats import MISSED, OTHER
 from bisectbot.report import OTHER_LABELS, bisect_headline, cost_line, reference_line, role_label
 
@@ -200,7 +200,7 @@ def outputs_text(outputs: dict | None, width: int) -> list[str]:
     return lines
 
 
-def test_text(r: TestReport, width: int = 80) -> str:
+def commit_text(r: CommitReport, width: int = 80) -> str:
     """The terminal summary of `bisectbot test`: every line at most `width` (≥ 50) characters."""
     width = max(MIN_WIDTH, width)
     v = r.detail
@@ -244,6 +244,3 @@ def replayed_line(runs: int, runs_executed: int, builds: int, builds_replayed: i
         f"from state: {runs_replayed:,} of {runs:,} runs and {builds_replayed:,} of {builds:,} builds "
         "(replayed, not run again)"
     )
-
-
-test_text.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
