@@ -409,7 +409,7 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
 
     if server:
         from bisectbot.config import load_config
-        from bisectbot.edges.storage import StateDir
+        from bisectbot.edges.statedir import StateDir
         from bisectbot.pipeline.jobs import Session
         from bisectbot.pipeline.reference import resolve_reference
 

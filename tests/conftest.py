@@ -95,7 +95,7 @@ def _is_missing_dependency(reason: str) -> bool:
     return MISSING_TOOL in reason or "could not import" in reason
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+def pytest_runtest_logreport(report: pytest.CommitReport) -> None:
     if report.skipped and isinstance(report.longrepr, tuple):
         reason = str(report.longrepr[2]).removeprefix("Skipped: ")
         if _is_missing_dependency(reason):

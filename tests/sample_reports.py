@@ -6,7 +6,14 @@ from __future__ import annotations
 from bisectbot import __version__
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
-from bisectbot.core.reports import BisectReport, BisectStatus, ConfigSummary, Environment, ReferenceSummary, TestReport
+from bisectbot.core.reports import (
+    BisectReport,
+    BisectStatus,
+    CommitReport,
+    ConfigSummary,
+    Environment,
+    ReferenceSummary,
+)
 
 CULPRIT = "60488cfca65a3397efe863d5a17de27690693113"
 PARENT = "2d5528afbae2786560f2830e76f49dbba90ef99b"
@@ -134,8 +141,8 @@ def bisect_report(n_extra: int = 0) -> BisectReport:
     )
 
 
-def a_test_report(v: Verdict) -> TestReport:
-    return TestReport(
+def a_test_report(v: Verdict) -> CommitReport:
+    return CommitReport(
         job="test-x",
         commit=BAD,
         ref="master",

@@ -12,10 +12,9 @@ from bisectbot.config import load_config
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import BisectStatus
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline import bisect
-from bisectbot.pipeline.bisect import BisectPlan, reproduce_line, steps_estimate
 from bisectbot.pipeline.events import (
     BisectStarted,
     Confirming,
@@ -27,6 +26,8 @@ from bisectbot.pipeline.events import (
     VerdictReached,
 )
 from bisectbot.pipeline.jobs import Session, plan_bisect
+from bisectbot.pipeline.plan import BisectPlan, steps_estimate
+from bisectbot.pipeline.summary import reproduce_line
 
 LINE = tuple(f"{i:040x}" for i in range(10))
 

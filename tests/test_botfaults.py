@@ -11,12 +11,13 @@ import pytest
 
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import GitHubError
-from bisectbot.github.bot import Bot, watch
+from bisectbot.github.bot import Bot
 from bisectbot.github.client import GitHubClient, RetryPolicy
 from bisectbot.github.commands import BisectCommand
 from bisectbot.github.outbox import Outbox
+from bisectbot.github.serve import watch
 from bisectbot.pipeline.events import Syncing
 
 from conftest import bisectbot_argv

@@ -6,9 +6,10 @@ from pathlib import Path
 
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.workspace import Workspace
-from bisectbot.pipeline.build import Builder, build_dir_key, build_key, toolchain
+from bisectbot.pipeline.build import Builder
+from bisectbot.pipeline.buildkeys import build_dir_key, build_key, toolchain
 from bisectbot.pipeline.events import Building, Built, Event, Events
 
 
@@ -58,7 +59,7 @@ def test_a_timed_out_build_is_retried_once_the_timeout_is_raised(small_demo: Dem
 
 
 def test_build_keys() -> None:
-    from bisectbot.config import BuildConfig
+    from bisectbot.config.sections import BuildConfig
 
     a = BuildConfig(cmake_args=["-DX=1"], targets=["t"], binaries={"binary": ["t"]})
     other_args = a.model_copy(update={"cmake_args": ["-DX=2"]})

@@ -13,13 +13,13 @@ from bisectbot.config import load_config
 from bisectbot.errors import GitHubError
 from bisectbot.github.client import (
     AppCredentials,
-    DryRunClient,
     GitHubClient,
     RetryPolicy,
     format_since,
     make_client,
 )
 from bisectbot.github.comment import BODY_LIMIT
+from bisectbot.github.dryrun import DryRunClient
 
 try:  # tests/ is on sys.path when it is not a package (pytest's default "prepend" import mode)
     from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server, make_standard_server  # noqa: F401

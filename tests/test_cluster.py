@@ -22,7 +22,7 @@ from bisectbot.core.outcome import Verdict
 from bisectbot.core.records import Ask
 from bisectbot.core.reports import BisectStatus
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import ClusterError
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.cluster import connect

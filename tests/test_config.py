@@ -95,7 +95,8 @@ def test_shipped_configs_load() -> None:
 
 
 def test_hashed_seeds_are_distinct_and_scattered() -> None:
-    from bisectbot.config import RunConfig, mix31
+    from bisectbot.config.sections import RunConfig
+    from bisectbot.config.seeds import mix31
 
     run = RunConfig(argv=["x"], seeds="hashed")
     seeds = [run.seed(i) for i in range(1, 20001)]

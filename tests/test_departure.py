@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from bench import simbisect as sb
+from bisectbot.core import broken_end
 from bisectbot.core import stats as S
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline import confirm
@@ -134,7 +135,7 @@ def test_a_sticky_visit_that_does_not_settle_is_probed_against_the_reference(mon
     """A commit the sticky search cannot put on either side within its visit budget ends the
     search there; it is tested against the reference (a probe, a claim in the bound) and the
     search goes on on its side."""
-    monkeypatch.setattr(S, "STICKY_VISIT_RUNS", 60)
+    monkeypatch.setattr(broken_end, "STICKY_VISIT_RUNS", 60)
     hist = sb.History(128, {0: REF, 50: sb.joint(TV15)}, salt=7)
     report = sb.run_report(sb.sim_config(), hist, strategy="sticky")
     probes = [v for v in report.verdicts if v.role == "probe"]
@@ -150,7 +151,7 @@ def test_two_commits_that_cannot_be_told_apart_are_not_named(monkeypatch) -> Non
     def never(*args, **kw):  # type: ignore[no-untyped-def]
         return S.Evidence(S.Verdict.INCONCLUSIVE, 2, 0.0, 0.0, "no change shown after 1 + 1 runs (budget 1 each)")
 
-    monkeypatch.setattr(confirm.stats, "test_change", never)
+    monkeypatch.setattr(confirm.two_sample, "test_change", never)
     hist = sb.History(64, {0: REF, 30: GROSS}, salt=8)
     report = sb.run_report(sb.sim_config(), hist)
     assert report.status.value == "ambiguous" and report.first_bad is None and report.confidence == 0.0
@@ -167,7 +168,7 @@ def test_a_working_end_in_the_indifference_zone_is_named_as_the_reason(monkeypat
     def never(*args, **kw):  # type: ignore[no-untyped-def]
         return S.Evidence(S.Verdict.INCONCLUSIVE, 2, 0.0, 0.0, "no change shown")
 
-    monkeypatch.setattr(confirm.stats, "test_change", never)
+    monkeypatch.setattr(confirm.two_sample, "test_change", never)
     zone = {0: sb.joint(P, other=0.06), 30: sb.joint([1.0, 0.0, 0.0], other=0.06)}
     report = sb.run_report(sb.sim_config(), sb.History(64, zone, salt=19))
     assert report.status.value == "ambiguous"

@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.config import BuildConfig, load_config
+from bisectbot.config import load_config
+from bisectbot.config.sections import BuildConfig
 from bisectbot.core.inputs import Change, InputRule, matches, narrow, parse_depfile
 from bisectbot.core.reports import BisectStatus
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.pipeline import jobs
-from bisectbot.pipeline.bisect import Narrowing
 from bisectbot.pipeline.build import Builder
 from bisectbot.pipeline.events import Event, Events, LineNarrowed
+from bisectbot.pipeline.plan import Narrowing
 
 from conftest import TOOLCHAIN, require
 
@@ -256,7 +257,7 @@ def test_the_narrowing_is_announced(mixed_demo: DemoHistory, tmp_path: Path) -> 
 def test_link_commands_are_read_as_the_shell_reads_them(tmp_path: Path) -> None:
     """cmake quotes object paths in link.txt (llama.cpp's do); a target whose link command names
     no object we can see leaves the inputs unknown rather than empty."""
-    from bisectbot.pipeline.build import target_inputs
+    from bisectbot.pipeline.linkgraph import target_inputs
 
     src, build = tmp_path / "src", tmp_path / "build"
     (src / "ex").mkdir(parents=True)

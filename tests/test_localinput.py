@@ -27,7 +27,8 @@ import yaml
 from bisectbot.config import load_config
 from bisectbot.core.records import BuildRecord, RunRecord
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges.storage import SCHEMA_VERSION, StateDir, Store
+from bisectbot.edges.statedir import StateDir
+from bisectbot.edges.storage import SCHEMA_VERSION, Store
 from bisectbot.errors import StateError
 from bisectbot.pipeline import jobs
 

@@ -32,7 +32,7 @@ from bisectbot.edges.outfiles import output_problem
 from bisectbot.edges.workspace import Workspace, uncommitted_changes
 from bisectbot.errors import GitError
 from bisectbot.pipeline import jobs
-from bisectbot.pipeline.build import cmake_error
+from bisectbot.pipeline.cmake import cmake_error
 from sample_reports import bisect_report
 
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
@@ -201,7 +201,7 @@ def test_a_failed_configure_says_why_and_names_the_build_log_command(demo: DemoH
 def test_the_bot_names_no_local_command_in_what_it_posts(demo: DemoHistory, tmp_path: Path) -> None:
     """Event lines and failure reasons end up in the bot's comments: no host paths there."""
     from bisectbot.config import load_config
-    from bisectbot.edges.storage import StateDir
+    from bisectbot.edges.statedir import StateDir
     from bisectbot.github.bot import Bot
 
     cfg = load_config(demo.config)

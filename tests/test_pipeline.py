@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bisectbot.config import commit_seed_index
+from bisectbot.config.seeds import commit_seed_index
 from bisectbot.demo import DemoHistory
 
 from conftest import bisectbot_argv, subprocess_env

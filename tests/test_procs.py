@@ -15,7 +15,7 @@ from typing import Callable
 import pytest
 
 from bisectbot.edges import children, dirlock
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import StateError
 
 from conftest import subprocess_env
@@ -25,7 +25,7 @@ SLEEPER = """
 import sys
 from pathlib import Path
 from bisectbot.edges.procs import run
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 with StateDir(Path(sys.argv[1])):
     run(["sh", "-c", "sleep 300 & sleep 300 & wait"], timeout=600)
 """
@@ -34,8 +34,8 @@ with StateDir(Path(sys.argv[1])):
 BUILDER = """
 import sys
 from pathlib import Path
-from bisectbot.config import BuildConfig
-from bisectbot.edges.storage import StateDir
+from bisectbot.config.sections import BuildConfig
+from bisectbot.edges.statedir import StateDir
 from bisectbot.pipeline.build import build_commit
 cfg = BuildConfig(targets=["slow"], binaries={"binary": ["slow.txt"]}, jobs=2)
 with StateDir(Path(sys.argv[1])) as state:

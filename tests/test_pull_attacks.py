@@ -315,7 +315,7 @@ def test_a_tampered_kept_binary_is_rebuilt_not_run(attacked: Attacked) -> None:
 
 def test_a_file_dropped_into_a_trusted_build_directory_wipes_it(attacked: Attacked) -> None:
     from bisectbot.config import load_config
-    from bisectbot.edges.storage import StateDir
+    from bisectbot.edges.statedir import StateDir
     from bisectbot.edges.workspace import Workspace
     from bisectbot.pipeline.build import Builder
     from bisectbot.pipeline.events import Events

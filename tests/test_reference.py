@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bisectbot.config import load_config
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import BisectbotError
 from bisectbot.pipeline.events import Events

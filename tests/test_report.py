@@ -9,9 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.reports import SCHEMA_VERSION, BisectReport, BisectStatus, JobStop, TestReport, load_result
+from bisectbot.core.reports import SCHEMA_VERSION, BisectReport, BisectStatus, CommitReport, JobStop, load_result
 from bisectbot.report import bisect_markdown, fmt_e, observed_vs_reference
-from bisectbot.report import test_markdown as markdown_of_test
+from bisectbot.report import commit_markdown as markdown_of_test
 from sample_reports import BAD, CULPRIT, GOOD, PARENT, REFERENCE, a_test_report, bisect_report, verdict
 
 README = (Path(__file__).resolve().parents[1] / "docs" / "json-report.md").read_text()
@@ -47,7 +47,7 @@ def test_test_json_has_the_documented_fields_and_reads_back() -> None:
     documented = _names(section[: section.index("`reference` holds")])
     assert documented <= set(data)
     assert (data["verdict"], data["runs"], data["counts"]) == ("bad", report.detail.runs, report.detail.counts)
-    assert TestReport.from_json(data) == report
+    assert CommitReport.from_json(data) == report
     assert load_result("test", "done", data) == report
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bisectbot.config import Variant
+from bisectbot.config.sections import Variant
 from bisectbot.edges.files import content_hash
 from bisectbot.pipeline.runner import missing_for_variant, pick_variant, run_key
 

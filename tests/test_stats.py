@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import simulate as sim
-from bisectbot.core import search
+from bisectbot.core import broken_end, control_sample, search, sequential, skips, two_sample
 from bisectbot.core import stats as S
 
 REF = sim.ref_29975()
@@ -100,7 +100,7 @@ def test_with_eta_zero_an_unseen_token_is_bad_at_once() -> None:
 
 # -- the indifference zone (eta): BAD means "farther than eta from the reference" ---------------
 
-ETA = 0.03  # the default for tolerance 0.1 (TestConfig.indifference)
+ETA = 0.03  # the default for tolerance 0.1 (StatTestConfig.indifference)
 TV15 = sim.joint(S.hardest_tv_shift(P_COND, 0.15))
 
 
@@ -150,11 +150,11 @@ def test_betting_toward_the_bad_end_keeps_false_bad_below_alpha_and_speeds_a_sub
     q_hat = np.asarray(S.kt_smooth(rng.multinomial(1800, tv10)))
     lb = math.log(1 / ALPHA)
     edge = sim.draw_counts(rng, sim.joint(S.hardest_tv_shift(P_COND, ETA)), 2000, 1500).astype(float)
-    false_bad = (S.log_e_depart_many(edge, REF, ETA, toward=q_hat) >= lb).any(-1).mean()
+    false_bad = (sequential.log_e_depart_many(edge, REF, ETA, toward=q_hat) >= lb).any(-1).mean()
     assert false_bad <= ALPHA + 3 * math.sqrt(ALPHA / 2000), false_bad
     bug = sim.draw_counts(rng, tv10, 200, 4000).astype(float)
-    with_q = sim.first_true(S.log_e_depart_many(bug, REF, ETA, toward=q_hat) >= math.log(2000))
-    without = sim.first_true(S.log_e_depart_many(bug, REF, ETA) >= math.log(2000))
+    with_q = sim.first_true(sequential.log_e_depart_many(bug, REF, ETA, toward=q_hat) >= math.log(2000))
+    without = sim.first_true(sequential.log_e_depart_many(bug, REF, ETA) >= math.log(2000))
     assert (with_q >= 0).mean() >= 0.97  # measured 0.99 (0.975 without), median 1,430 runs (1,790)
     assert np.median(np.where(with_q >= 0, with_q, 4000)) < 0.9 * np.median(np.where(without >= 0, without, 4000))
 
@@ -175,7 +175,7 @@ def test_the_ball_maximum_is_never_underestimated() -> None:
             p /= p.sum()
         n = rng.multinomial(int(rng.integers(1, 80)), rng.dirichlet(np.full(k, 0.5))).astype(float)
         eta = float(rng.choice([0.02, 0.05, 0.1, 0.3]))
-        got = float(S.log_sup_tv_ball_many(n, p, eta))
+        got = float(sequential.log_sup_tv_ball_many(n, p, eta))
         best = -math.inf
         for start in range(4):
             x0 = p if start == 0 else 0.5 * p + 0.5 * rng.dirichlet(np.ones(k))
@@ -211,7 +211,7 @@ def test_sticky_learns_the_good_side_around_a_tolerant_reference() -> None:
             return int(np.searchsorted(cdf_bad if i >= culprit else cdf_good, rng.random(), side="right"))
 
         res = search.sticky_bisect(
-            45, run, good, bad_counts, confidence=0.999, max_runs=60_000, good_strength=S.STICKY_GOOD_STRENGTH
+            45, run, good, bad_counts, confidence=0.999, max_runs=60_000, good_strength=broken_end.STICKY_GOOD_STRENGTH
         )
         right += res.culprit == culprit
     assert right == 10
@@ -232,7 +232,7 @@ def _change_first_passage(
     centres_y: list,
 ) -> np.ndarray:
     cx, cy = sim.draw_counts(rng, q_x, paths, runs), sim.draw_counts(rng, q_y, paths, runs)
-    log_e = S.log_e_change_many(cx, cy, [REF.estimate, *centres_x], [REF.estimate, *centres_y])
+    log_e = two_sample.log_e_change_many(cx, cy, [REF.estimate, *centres_x], [REF.estimate, *centres_y])
     return sim.first_true(log_e >= math.log(1 / alpha))
 
 
@@ -266,32 +266,36 @@ def test_likeness_seed_for_seed_is_a_valid_placement() -> None:
     at d = delta a commit is placed beside the end at most STEER_LEVEL of the time; identical
     outputs are placed after ~120 seeds; a few differing seeds only delay it."""
     rng = np.random.default_rng(35)
-    threshold = math.log(1 / S.STEER_LEVEL)
-    differ = rng.random((20_000, 2000)) < S.ALIKE_DELTA
+    threshold = math.log(1 / two_sample.STEER_LEVEL)
+    differ = rng.random((20_000, 2000)) < two_sample.ALIKE_DELTA
     agree_n, differ_n = np.cumsum(~differ, axis=1), np.cumsum(differ, axis=1)
-    log_e = agree_n * math.log((1 - S.ALIKE_DELTA / 4) / (1 - S.ALIKE_DELTA)) + differ_n * math.log(0.25)
+    log_e = agree_n * math.log((1 - two_sample.ALIKE_DELTA / 4) / (1 - two_sample.ALIKE_DELTA)) + differ_n * math.log(
+        0.25
+    )
     placed = (log_e >= threshold).any(axis=1).mean()
-    assert placed <= S.STEER_LEVEL + 3 * math.sqrt(S.STEER_LEVEL / 20_000), placed
-    assert S.log_e_alike(118, 0) < threshold <= S.log_e_alike(119, 0)
-    assert S.log_e_alike(119 + 36, 1) >= threshold > S.log_e_alike(119 + 34, 1)
+    assert placed <= two_sample.STEER_LEVEL + 3 * math.sqrt(two_sample.STEER_LEVEL / 20_000), placed
+    assert two_sample.log_e_alike(118, 0) < threshold <= two_sample.log_e_alike(119, 0)
+    assert two_sample.log_e_alike(119 + 36, 1) >= threshold > two_sample.log_e_alike(119 + 34, 1)
 
 
 def test_skipping_for_failing_runs_needs_evidence_in_proportion() -> None:
     """Every run failing: skipped after 7 runs. Half of them failing (the null's edge): skipped
     at most SKIP_LEVEL of the time. 10% failing (the audit's case, 5 early failures in 7 runs
     used to skip): never within 4,000 runs."""
-    assert not S.mostly_failing(6, 0) and S.mostly_failing(7, 0)
-    assert not S.mostly_failing(5, 2)  # the audit's 5 failures in 7 runs
+    assert not skips.mostly_failing(6, 0) and skips.mostly_failing(7, 0)
+    assert not skips.mostly_failing(5, 2)  # the audit's 5 failures in 7 runs
     rng = np.random.default_rng(36)
 
     def skipped(rate: float, paths: int, runs: int) -> float:
         fails = np.cumsum(rng.random((paths, runs)) < rate, axis=1)
         oks = np.arange(1, runs + 1) - fails
-        terms = [math.log(w) + fails * math.log(2 * f) + oks * math.log(2 * (1 - f)) for f, w in S.SKIP_ALTERNATIVES]
+        terms = [
+            math.log(w) + fails * math.log(2 * f) + oks * math.log(2 * (1 - f)) for f, w in skips.SKIP_ALTERNATIVES
+        ]
         log_e = np.logaddexp.reduce(np.stack(terms), axis=0)
-        return float((log_e >= math.log(1 / S.SKIP_LEVEL)).any(axis=1).mean())
+        return float((log_e >= math.log(1 / skips.SKIP_LEVEL)).any(axis=1).mean())
 
-    assert skipped(0.5, 20_000, 400) <= S.SKIP_LEVEL + 3 * math.sqrt(S.SKIP_LEVEL / 20_000)
+    assert skipped(0.5, 20_000, 400) <= skips.SKIP_LEVEL + 3 * math.sqrt(skips.SKIP_LEVEL / 20_000)
     assert skipped(0.1, 2_000, 4000) == 0.0
     assert skipped(0.9, 2_000, 60) == 1.0
 
@@ -299,16 +303,17 @@ def test_skipping_for_failing_runs_needs_evidence_in_proportion() -> None:
 def test_a_quick_step_never_says_good() -> None:
     q_hat = S.kt_smooth([82, 0, 0, 0, 18])
     like_reference = [30, 40, 18, 0, 18]
-    ev = S.test_quick(like_reference, REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03)
+    ev = broken_end.test_quick(like_reference, REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03)
     assert ev.decision is S.Verdict.GOOD_SIDE and "not a test against the reference" in ev.reason
     # a milder defect is unlike the broken end too: placed GOOD-SIDE after a few runs, which is
     # why a placement never counts as GOOD (the confirmation tests the parent against the reference)
     mild = [round(x) for x in 20 * sim.joint(S.hardest_tv_shift(P_COND, 0.15))]
     assert (
-        S.test_quick(mild, REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03).decision is S.Verdict.GOOD_SIDE
+        broken_end.test_quick(mild, REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03).decision
+        is S.Verdict.GOOD_SIDE
     )
     assert (
-        S.test_quick([60, 0, 0, 0, 10], REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03).decision
+        broken_end.test_quick([60, 0, 0, 0, 10], REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03).decision
         is S.Verdict.BAD
     )
 
@@ -317,18 +322,18 @@ def test_control_sample_mode() -> None:
     rng = np.random.default_rng(16)
     m = sim.draw_counts(rng, REF.p, 1, 20_000)[0, -1]
     control = S.Reference.from_control(dict(zip(REF.names, m.tolist())), delta=1e-3)
-    assert control.names == REF.names and S.control_radius(control) < 0.05
+    assert control.names == REF.names and control_sample.control_radius(control) < 0.05
     runs = sim.draw_counts(rng, GROSS, 1, 60)[0]
     first = next(
         i
         for i, c in enumerate(runs)
-        if S.test_against_control(c, control, alpha=5e-4, beta=5e-4, tolerance=0.1, max_runs=1000).decision
+        if control_sample.test_against_control(c, control, alpha=5e-4, beta=5e-4, tolerance=0.1, max_runs=1000).decision
         is S.Verdict.BAD
     )
     assert first < 40
     false_bad = 0
     for path in sim.draw_counts(rng, REF.p, 200, 300):
-        ev = S.test_against_control(path[-1], control, alpha=0.01, beta=0.01, tolerance=0.1, max_runs=1000)
+        ev = control_sample.test_against_control(path[-1], control, alpha=0.01, beta=0.01, tolerance=0.1, max_runs=1000)
         false_bad += ev.log_e_bad >= math.log(100)
     assert false_bad <= 6  # ≤ α + δ = 1.1% of 200, with margin
 
@@ -374,10 +379,12 @@ def test_sequential_matches_vectorised() -> None:
     rng = np.random.default_rng(18)
     path = sim.draw_counts(rng, TV10, 1, 400)[0]
     for eta in (0.0, 0.03):
-        vb = S.log_e_depart_many(path.astype(float), REF, eta)
-        vg = S.log_e_good_many(path.astype(float), REF, 0.1, eta=eta)
+        vb = sequential.log_e_depart_many(path.astype(float), REF, eta)
+        vg = sequential.log_e_good_many(path.astype(float), REF, 0.1, eta=eta)
         for t in range(0, 400, 37):
-            ev = S.test_against_reference(path[t], REF, alpha=1e-9, beta=1e-9, tolerance=0.1, max_runs=10**6, eta=eta)
+            ev = sequential.test_against_reference(
+                path[t], REF, alpha=1e-9, beta=1e-9, tolerance=0.1, max_runs=10**6, eta=eta
+            )
             assert ev.log_e_bad == pytest.approx(vb[t]) and ev.log_e_good == pytest.approx(vg[t])
 
 
@@ -389,7 +396,7 @@ counts5 = st.lists(st.integers(0, 300), min_size=5, max_size=5)
 @settings(max_examples=150, deadline=None)
 @given(counts5, st.sampled_from([0.05, 0.1, 0.3]))
 def test_e_values_nonnegative_and_well_defined(counts, tol) -> None:
-    ev = S.test_against_reference(counts, REF, alpha=1e-3, beta=1e-3, tolerance=tol, max_runs=500)
+    ev = sequential.test_against_reference(counts, REF, alpha=1e-3, beta=1e-3, tolerance=tol, max_runs=500)
     for v in (ev.log_e_bad, ev.log_e_good):  # log E ∈ [−inf, +inf], never NaN ⇔ E ≥ 0
         assert not math.isnan(v)
     assert ev.log_e_bad > -math.inf  # the mixture never gives zero mass to seen data
@@ -403,9 +410,9 @@ def test_e_values_nonnegative_and_well_defined(counts, tol) -> None:
 def test_zero_probability_outcome_is_bad(counts, extra) -> None:
     counts = list(counts)
     counts[3] += extra  # OTHER has reference probability 0
-    ev = S.test_against_reference(counts, REF, alpha=1e-6, beta=1e-6, tolerance=0.1, max_runs=10**6)
+    ev = sequential.test_against_reference(counts, REF, alpha=1e-6, beta=1e-6, tolerance=0.1, max_runs=10**6)
     assert ev.decision is S.Verdict.BAD and ev.log_e_bad == math.inf
-    ev2 = S.test_quick(counts, REF, S.kt_smooth([80, 0, 0, 0, 20]), alpha=1e-6, beta=1e-6, max_runs=10**6)
+    ev2 = broken_end.test_quick(counts, REF, S.kt_smooth([80, 0, 0, 0, 20]), alpha=1e-6, beta=1e-6, max_runs=10**6)
     assert ev2.decision is S.Verdict.BAD
 
 
@@ -437,7 +444,7 @@ def _sequential_dirichlet(seq: list[int], a: np.ndarray) -> float:
 @settings(max_examples=80, deadline=None)
 @given(counts5, st.lists(st.integers(0, 200), min_size=5, max_size=5))
 def test_quick_statistic_is_valid_shape(counts, bad) -> None:
-    ev = S.test_quick(counts, REF, S.kt_smooth(bad), alpha=1e-3, beta=1e-3, max_runs=10**6)
+    ev = broken_end.test_quick(counts, REF, S.kt_smooth(bad), alpha=1e-3, beta=1e-3, max_runs=10**6)
     assert not math.isnan(ev.log_e_bad) and not math.isnan(ev.log_e_good)
     assert ev.decision is not S.Verdict.GOOD  # a quick step never says GOOD
     if counts[3] == 0:

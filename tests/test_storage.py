@@ -15,9 +15,10 @@ import pytest
 
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
-from bisectbot.core.reports import TestReport, load_result
+from bisectbot.core.reports import CommitReport, load_result
 from bisectbot.demo import generate_demo
-from bisectbot.edges.storage import SCHEMA_VERSION, LastGood, StateDir, Store
+from bisectbot.edges.statedir import StateDir
+from bisectbot.edges.storage import SCHEMA_VERSION, LastGood, Store
 from bisectbot.errors import StateError
 from bisectbot.github.memory import BotMemory, Cursor
 
@@ -105,7 +106,7 @@ def test_results_written_by_b6ae5a0_read_back_as_typed_reports(tmp_path: Path) -
             state.store.job(j) for (j,) in rows(state.root / "state.sqlite3", "SELECT id FROM jobs WHERE status='done'")
         ]
     reports = [load_result(j.kind, j.status, j.result) for j in done if j is not None]
-    assert len(reports) == 2 and all(isinstance(r, TestReport) for r in reports)
+    assert len(reports) == 2 and all(isinstance(r, CommitReport) for r in reports)
     assert all(r.verdict is Verdict.GOOD and r.detail.runs > 0 for r in reports)  # type: ignore[union-attr]
 
 

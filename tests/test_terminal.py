@@ -25,7 +25,7 @@ from bisectbot.core.stats import MISSED, OTHER
 from bisectbot.demo import DemoHistory
 from bisectbot.pipeline.events import BuildPhase, Built, RunsProgress, StepStarted, VerdictReached
 from bisectbot.pipeline.terminal import Terminal, print_summary, wants_color
-from bisectbot.report_text import bisect_text, replayed_line, shell_lines, state_line, test_text
+from bisectbot.report_text import bisect_text, commit_text, replayed_line, shell_lines, state_line
 from sample_reports import BAD_COUNTS, a_test_report, bisect_report, verdict
 
 from conftest import bisectbot_argv, needs
@@ -116,7 +116,7 @@ def test_in_ci_and_in_pipes_no_transient_line_is_written() -> None:
 def test_the_summary_on_stdout_is_coloured_only_where_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    text = test_text(a_test_report(Verdict.BAD))
+    text = commit_text(a_test_report(Verdict.BAD))
     plain = io.StringIO()
     print_summary(text, "auto", plain)  # a pipe
     assert plain.getvalue() == text
@@ -200,7 +200,7 @@ def test_the_text_summary_fits_the_width_and_names_what_a_person_needs(width: in
 
 
 def test_the_test_summary_fits_and_a_long_shell_command_breaks_between_arguments() -> None:
-    text = test_text(a_test_report(Verdict.INCONCLUSIVE), 60)
+    text = commit_text(a_test_report(Verdict.INCONCLUSIVE), 60)
     assert max(len(ln) for ln in text.splitlines()) <= 60 and "INCONCLUSIVE" in text
     words = [
         "bisectbot",

@@ -24,9 +24,9 @@ from bisectbot.demo import DemoHistory, generate_demo
 from bisectbot.edges import sandbox as sandboxes
 from bisectbot.edges.procs import run, stop_drivers
 from bisectbot.edges.sandbox import Limits, Sandbox, SandboxError, Scratch, sandbox
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.workspace import Workspace
-from bisectbot.github.bot import watch
+from bisectbot.github.serve import watch
 from bisectbot.pipeline.build import Builder
 from bisectbot.pipeline.events import Events
 

@@ -1,4 +1,4 @@
-"""The verdict stage: the pure `judge`, and `Tester` on a real generated history (real builds,
+"""The verdict stage: the pure `judge`, and `CommitTester` on a real generated history (real builds,
 real runs): decisions, replay, skips, the events it emits, cancellation, the sticky feed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from bisectbot.core import stats
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.records import Ask
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.pipeline.events import Building, Cancelled, Event, Events, VerdictReached
 from bisectbot.pipeline.jobs import Session
 from bisectbot.pipeline.verdict import Untestable, judge
