@@ -12,8 +12,6 @@ keeps old digests (so job ids) stable `config.compat`.
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import os
 import stat
 import types
@@ -41,6 +39,7 @@ from bisectbot.config.sections import (
     UntrustedConfig,
     check_placeholders,
 )
+from bisectbot.core.keys import json_key
 from bisectbot.errors import ConfigError
 
 __all__ = ["CONFIG_MAX_BYTES", "Config", "load_config", "read_config_text"]
@@ -144,8 +143,7 @@ class Config(Strict):
 
 
 def _digest(data: Any) -> str:
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    return json_key(data, 16, compact=True)
 
 
 def _format_loc(loc: tuple[Any, ...]) -> str:

@@ -8,7 +8,9 @@ import json
 from typing import Any
 
 
-def json_key(value: Any, length: int, *, sort_keys: bool = True) -> str:
-    """The first `length` hex digits of the sha256 of `value` as JSON. `sort_keys=False` only
-    where keys were stored that way already (changing it would orphan them)."""
-    return hashlib.sha256(json.dumps(value, sort_keys=sort_keys).encode()).hexdigest()[:length]
+def json_key(value: Any, length: int, *, sort_keys: bool = True, compact: bool = False) -> str:
+    """The first `length` hex digits of the sha256 of `value` as JSON. `sort_keys=False` and
+    `compact=True` (no spaces after separators) only where keys were stored that way already
+    (changing either would orphan them: config digests are compact)."""
+    separators = (",", ":") if compact else None
+    return hashlib.sha256(json.dumps(value, sort_keys=sort_keys, separators=separators).encode()).hexdigest()[:length]
