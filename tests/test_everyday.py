@@ -301,3 +301,22 @@ def test_gc_of_a_missing_state_directory_is_one_line(demo: DemoHistory, tmp_path
         proc.stderr.strip()
         == f"bisectbot: error: state directory {tmp_path / 'none'} does not exist: nothing to collect"
     )
+
+
+def test_log_finds_the_state_the_bisect_used_and_names_a_missing_one(demo: DemoHistory) -> None:
+    """No --state anywhere: the config's storage.state_dir (the demo's: ./state beside the
+    config) is where the bisect writes and where `log` and `build-log` read; before anything
+    ran, they say which directory they looked in, and create nothing."""
+    where = demo.config.parent / "state"
+    assert "state_dir: ./state" in demo.config.read_text()
+    missing = cli("log", str(demo.config))
+    assert missing.returncode == 2 and str(where) in missing.stderr and "nothing has run there" in missing.stderr
+    assert not where.exists()  # a read-only command made nothing
+    assert cli("build-log", str(demo.config), "--commit", "main").returncode == 2 and not where.exists()
+    proc = cli("bisect", str(demo.config), "--good", demo.good, "--bad", "main", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert (where / "state.sqlite3").is_file()
+    log = cli("log", str(demo.config), "--json", "-")
+    assert log.returncode == 0, log.stderr
+    data = json.loads(log.stdout)
+    assert data["state"] == str(where) and [j["kind"] for j in data["jobs"]] == ["bisect"]

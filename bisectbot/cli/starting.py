@@ -11,7 +11,7 @@ import click
 from bisectbot import doctor
 from bisectbot.cli.guard import EXIT_INPUT, EXIT_OK, EXIT_UNDECIDED, OneLineGroup, guard
 from bisectbot.cli.options import color_option, json_option, markdown_option, quiet_option
-from bisectbot.cli.wiring import announce_state, one_stdout, open_state, write_json, write_summary
+from bisectbot.cli.wiring import announce_state, one_stdout, state_of, write_json, write_summary
 from bisectbot.config import load_config
 from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.errors import BisectbotError
@@ -74,7 +74,7 @@ def demo(
         terminal.line(f"generating a {commits}-commit history in {root} …")
         history = generate_demo(root, n_commits=commits, seed=seed, outside=outside)
         cfg = load_config(history.config)
-        with open_state(root / "state") as state:
+        with state_of(cfg, None) as state:  # the config's storage.state_dir: root/state
             session = jobs.Session(cfg, state, Events(terminal), config_path=str(history.config))
             plan = jobs.plan_bisect(session, history.good, history.bad)
             announce_state(terminal, session, plan.line)
@@ -88,6 +88,7 @@ def demo(
         if json_path != "-":
             write_summary(terminal, bisect_text(report, summary_width()), bisect_markdown(report), md_path, color)
             click.echo(outcome)
+            click.echo(f"every commit it tested: bisectbot log {history.config}")
         else:  # stdout is the JSON's alone
             if md_path:
                 Path(md_path).write_text(bisect_markdown(report))

@@ -41,11 +41,11 @@ def log_command(config: str, state_dir: str | None, json_path: str | None) -> No
 
     def body() -> int:
         cfg = load_config(config)
-        with state_of(cfg, state_dir) as state:
+        with state_of(cfg, state_dir, existing=True) as state:
             entries = job_log(state.store)
             root = state.root
         if json_path != "-":
-            click.echo(log_text(entries, shutil.get_terminal_size((80, 24)).columns), nl=False)
+            click.echo(log_text(entries, shutil.get_terminal_size((80, 24)).columns, where=str(root)), nl=False)
         write_json(json_path, {"state": str(root), "jobs": [e.to_json() for e in entries]})
         return EXIT_OK
 
@@ -63,7 +63,7 @@ def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) ->
 
     def body() -> int:
         cfg = load(config, repo)
-        with state_of(cfg, state_dir) as state:
+        with state_of(cfg, state_dir, existing=True) as state:
             sha, rec = kept_build(jobs.Session(cfg, state, config_path=config), ref)
             notes = f" ({rec.notes})" if rec.notes else ""
             click.echo(

@@ -17,14 +17,20 @@ from bisectbot import doctor
 from bisectbot.cli.options import reset_state_given
 from bisectbot.config import Config, load_config
 from bisectbot.edges.statedir import StateDir
+from bisectbot.edges.storage import database_path
 from bisectbot.edges.workspace import uncommitted_changes
+from bisectbot.errors import StateError
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.terminal import Terminal, print_summary
 from bisectbot.report_text import state_line
 
 
 def default_state_dir(cfg: Config) -> Path:
-    """Deterministic per (config name, repository), so rerunning a command resumes it."""
+    """`storage.state_dir` (relative to the config file), else one per (config name,
+    repository) under the cache: the same for every command, so rerunning one resumes it and
+    `log`, `build-log` and `gc` read what the bisect wrote."""
+    if cfg.storage.state_dir:
+        return (cfg.config_dir / os.path.expanduser(cfg.storage.state_dir)).resolve()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bisectbot"
     tag = hashlib.sha256(cfg.repo_source.encode()).hexdigest()[:8]
     return base / f"{cfg.name}-{tag}"
@@ -67,9 +73,14 @@ def open_state(root: Path) -> StateDir:
     return state
 
 
-def state_of(cfg: Config, state_dir: str | None) -> StateDir:
-    """The state directory --state names, or the config's default one, opened."""
-    return open_state(Path(state_dir) if state_dir else default_state_dir(cfg))
+def state_of(cfg: Config, state_dir: str | None, *, existing: bool = False) -> StateDir:
+    """The state directory --state names, or the config's default one, opened. `existing`: for
+    commands that only read it, a missing directory is an error naming it, and nothing is made."""
+    root = Path(state_dir) if state_dir else default_state_dir(cfg)
+    if existing and not database_path(root).is_file():
+        given = "--state" if state_dir else "this config's default (storage.state_dir, or give --state)"
+        raise StateError(f"no state directory at {root} ({given}): nothing has run there yet")
+    return open_state(root)
 
 
 @contextmanager

@@ -360,6 +360,9 @@ class StorageConfig(Strict):
     removed binary is rebuilt when needed; the database's builds, runs and verdicts stay).
     Unset: no cap."""
 
+    # Where the state directory is (relative to the config file). Unset: one per config name and
+    # repository under $XDG_CACHE_HOME/bisectbot (~/.cache/bisectbot). Every command finds it there.
+    state_dir: str | None = None
     max_binaries: int | None = Field(default=None, ge=0)  # kept per-commit binary directories
     max_build_dirs: int | None = Field(default=None, ge=0)  # persistent cmake build directories
     max_log_mb: float | None = Field(default=None, ge=0)  # build and server logs, in all

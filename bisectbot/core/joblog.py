@@ -123,10 +123,10 @@ def logged_job(
     return LoggedJob(job_id, kind, status, dict(args), result, created, updated, tuple(commits))
 
 
-def log_text(jobs: Sequence[LoggedJob], width: int = 80) -> str:
+def log_text(jobs: Sequence[LoggedJob], width: int = 80, where: str = "") -> str:
     """Every job, oldest first: a head line, then one line per commit, none wider than `width`."""
     if not jobs:
-        return "no jobs in this state directory yet\n"
+        return f"no jobs in the state directory {where} yet\n" if where else "no jobs in this state directory yet\n"
     lines: list[str] = []
     for job in jobs:
         lines.append(_cut(f"{job.title} · {job.outcome}", width))

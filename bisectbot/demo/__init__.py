@@ -510,6 +510,7 @@ def demo_config() -> dict:
             "condition_prob": condition_prob(CONDITION_TOKEN),
         },
         "test": {"alpha": 0.0005, "beta": 0.0005, "tolerance": 0.1},
+        "storage": {"state_dir": "./state"},  # beside the config: `bisectbot log` finds it there
     }
 
 
