@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bisectbot.config import load_config
 from bisectbot.demo import generate_demo
-from bisectbot.edges.storage import StateDir
+from bisectbot.edges.statedir import StateDir
 from bisectbot.pipeline import jobs
 
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from bisectbot.config import load_config  # noqa: E402
 from bisectbot.demo import generate_demo  # noqa: E402
-from bisectbot.edges.storage import StateDir  # noqa: E402
+from bisectbot.edges.statedir import StateDir  # noqa: E402
 from bisectbot.github.bot import Bot  # noqa: E402
 from bisectbot.github.client import GitHubClient, RetryPolicy  # noqa: E402
 

@@ -164,7 +164,7 @@ def category_files(tree: Path, inputs: set[str]) -> dict[str, list[str]]:
 
 def rule_part(commits: int) -> None:
     from bisectbot.edges.workspace import Workspace
-    from bisectbot.pipeline.build import target_inputs
+    from bisectbot.pipeline.linkgraph import target_inputs
 
     source, builds = E2E / "state" / "src", sorted((E2E / "state").glob("build-*"))
     if not source.is_dir() or not builds:

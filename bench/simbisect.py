@@ -2,7 +2,7 @@
 
 Only the edges are simulated: there is no git, no build and no program. A `SimRunner` stands
 where `CommitRunner` stands and answers the same calls (prepare a commit, give its seed block,
-stream its runs); everything above it is the real code: the Tester and its sequential tests,
+stream its runs); everything above it is the real code: the CommitTester and its sequential tests,
 the endpoint tests, the bad-model stage, the search strategies, the confirmation loop and the
 summary. A run's outcome is a function of (the commit's distribution, the seed) alone, as for a
 deterministic program: two commits with the same distribution give the same run for the same
@@ -40,7 +40,15 @@ from bisectbot.pipeline import bisect
 from bisectbot.pipeline.events import Events
 from bisectbot.pipeline.reference import resolve_reference
 from bisectbot.pipeline.runner import Prepared
-from bisectbot.pipeline.verdict import Tester
+
+try:  # pipeline.plan holds the plan's records now; an older checkout (bench_stats.py --baseline REV) has them in bisect
+    from bisectbot.pipeline.plan import BisectPlan, ReportContext
+except ImportError:
+    BisectPlan, ReportContext = bisect.BisectPlan, bisect.ReportContext  # type: ignore[attr-defined,misc]
+try:  # renamed from Tester (pytest collects names starting with "Test")
+    from bisectbot.pipeline.verdict import CommitTester
+except ImportError:
+    from bisectbot.pipeline.verdict import Tester as CommitTester  # type: ignore[attr-defined,no-redef]
 
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
 CONDITION_29975 = 0.82
@@ -302,12 +310,12 @@ def run_report(
     events = Events()
     runner = SimRunner(cfg, history, costs)
     resolved = resolve_reference(cfg)
-    tester = Tester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
+    tester = CommitTester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
     narrowed = history.narrowed() if history.equivalent else None
     line = narrowed.line if narrowed is not None else tuple(history.shas)
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
-    plan = bisect.BisectPlan("sim", line, "good", "bad", find, strategy, level, "sim.yaml", narrowed=narrowed)
-    context = bisect.ReportContext(
+    plan = BisectPlan("sim", line, "good", "bad", find, strategy, level, "sim.yaml", narrowed=narrowed)
+    context = ReportContext(
         resolved.summary(cfg), ConfigSummary("sim", "", "sim.yaml"), Environment("", "", [], "", "", "", "")
     )
     return bisect.run_bisect(plan, tester, events, context)

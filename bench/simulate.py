@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bisectbot.core import search
+from bisectbot.core import broken_end, search, sequential
 from bisectbot.core import stats as S
 
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
@@ -96,8 +96,8 @@ def simulate_generic(
     decs, runs = [], []
     for start in range(0, paths, chunk):
         c = draw_counts(rng, q, min(chunk, paths - start), max_runs).astype(float)
-        bad = first_true(S.log_e_depart_many(c, ref, eta) >= lb)
-        good = first_true(S.log_e_good_many(c, ref, tolerance, eta=eta) >= lg)
+        bad = first_true(sequential.log_e_depart_many(c, ref, eta) >= lb)
+        good = first_true(sequential.log_e_good_many(c, ref, tolerance, eta=eta) >= lg)
         o = _decide(bad, good, max_runs)
         decs.append(o.decision)
         runs.append(o.runs)
@@ -125,13 +125,13 @@ class RunSource:
 def calibrate_bad(
     rng: np.random.Generator, ref: S.Reference, q_bad: np.ndarray, max_runs: int = 100_000, block: int = 50
 ) -> tuple[np.ndarray, int]:
-    """Measure the bad endpoint until stats.bad_endpoint_enough. Returns (q̂, runs used)."""
+    """Measure the bad endpoint until broken_end.bad_endpoint_enough. Returns (q̂, runs used)."""
     counts = np.zeros(q_bad.size)
     runs = 0
     while runs < max_runs:
         for row in draw_counts(rng, q_bad, 1, block)[0]:
             runs += 1
-            if S.bad_endpoint_enough(counts + row, ref):
+            if broken_end.bad_endpoint_enough(counts + row, ref):
                 return np.asarray(S.kt_smooth(counts + row)), runs
         counts = counts + row
     return np.asarray(S.kt_smooth(counts)), runs

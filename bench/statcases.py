@@ -1,0 +1,316 @@
+"""The cases of `bench_stats.py` and how their results are judged: the distributions, the
+histories (with llama.cpp's share of commits that cannot change the binary), the tasks the Dask
+workers run, what counts as a wrong answer, and the tables with 95% Clopper–Pearson bounds.
+
+Kept apart from the runner so that the workers (and a `--baseline` child running an older
+bisectbot) import only this and the simulators, never the command line.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from scipy.stats import beta as beta_dist
+
+from bench import simbisect as sb
+from bench import simulate as sim
+from bisectbot.core import stats as S
+
+ALPHA = 5e-4
+TOL = 0.1
+ETA = 0.3 * TOL  # the default indifference (StatTestConfig)
+P_COND = list(sb.P_29975.values())
+
+
+# -- distributions ----------------------------------------------------------------------------
+def shifted(tv: float, along: float | None = None) -> np.ndarray:
+    """The conditional distribution at TV `tv` from the reference in the hardest direction (the
+    direction of the TV `along` shift when given, so two defects push the same way)."""
+    p = np.asarray(P_COND)
+    if along is None:
+        return np.asarray(S.hardest_tv_shift(P_COND, tv))
+    step = np.asarray(S.hardest_tv_shift(P_COND, along)) - p
+    return p + step * (tv / along)
+
+
+GROSS = np.array([1.0, 0.0, 0.0])  # #29975: after `f`, always `e`
+
+
+# -- bounds -----------------------------------------------------------------------------------
+def upper95(k: int, n: int) -> float:
+    return 1.0 if k >= n else float(beta_dist.ppf(0.95, k + 1, n - k))
+
+
+def lower95(k: int, n: int) -> float:
+    return 0.0 if k <= 0 else float(beta_dist.ppf(0.05, k, n - k + 1))
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def rate_up(k: int, n: int) -> str:
+    return f"{pct(k / n)} ({k}/{n}; ≤ {pct(upper95(k, n))})"
+
+
+def rate_down(k: int, n: int) -> str:
+    return f"{pct(k / n)} ({k}/{n}; ≥ {pct(lower95(k, n))})"
+
+
+# -- tasks (run on the Dask workers) -----------------------------------------------------------
+def verdict_task(
+    name: str, cond: list[float], other: float, eta: float, paths: int, budget: int, seed: int
+) -> dict[str, Any]:
+    """`paths` sequential verdicts at one commit (the generic test, as an endpoint or re-test)."""
+    ref = sim.ref_29975()
+    q = sim.joint(cond, other=other)
+    o = sim.simulate_generic(
+        np.random.default_rng(seed),
+        ref,
+        q,
+        alpha=ALPHA,
+        beta=ALPHA,
+        tolerance=TOL,
+        max_runs=budget,
+        paths=paths,
+        eta=eta,
+    )
+    bad = o.runs[o.decision == sim.BAD]
+    return {
+        "name": name,
+        "paths": paths,
+        "bad": int((o.decision == sim.BAD).sum()),
+        "good": int((o.decision == sim.GOOD).sum()),
+        "bad_runs": bad.tolist(),
+    }
+
+
+def history(case: dict[str, Any], rep: int) -> tuple[sb.History, list[int]]:
+    """The case's history for one repetition (fixed by its number): a share of the commits
+    cannot change the binary (llama.cpp's mix, `EQUIVALENT`), the change points at random
+    commits that can; and the positions where something changed."""
+    rng = np.random.default_rng([case["seed"], rep])
+    n, shifts = case["n"], case["shifts"]
+    inner = np.arange(1, n - 1)
+    equivalent = frozenset(int(p) for p in inner[rng.random(inner.size) < case.get("equivalent", EQUIVALENT)])
+    can = [p for p in range(1, n) if p not in equivalent]
+    where = sorted(int(p) for p in rng.choice(can, size=len(shifts), replace=False))
+    changes = {0: sb.joint(P_COND, case["other"])}
+    for pos, cond in zip(where, shifts):
+        changes[pos] = sb.joint(cond, case["other"])
+    return sb.History(
+        n, changes, salt=case["seed"] * 1_000_003 + rep, equivalent=equivalent, failing=case.get("failing", 0.0)
+    ), where
+
+
+def bisect_task(
+    case: dict[str, Any], reps: list[int], max_runs: int | None, costs: str = "llama", strategy: str = "auto"
+) -> list[dict[str, Any]]:
+    """Bisects of the case's histories through run_bisect; what each named and cost (seconds at
+    both cost settings)."""
+    import bisectbot
+
+    cfg = sb.sim_config(max_runs)
+    out = []
+    for rep in reps:
+        hist, where = history(case, rep)
+        t0 = time.perf_counter()
+        o = sb.run_one(cfg, hist, strategy, costs=costs)
+        out.append(
+            {
+                **asdict(o),
+                "rep": rep,
+                "where": where,
+                "seconds": time.perf_counter() - t0,
+                "llama_s": o.seconds("llama"),
+                "demo_s": o.seconds("demo"),
+                "costs": costs,
+                "code": str(Path(bisectbot.__file__).parent),
+            }
+        )
+    return out
+
+
+# -- cases ------------------------------------------------------------------------------------
+EQUIVALENT = 0.55  # share of llama.cpp's first-parent commits that cannot change llama-speculative
+
+
+def cond_tv(cond: Sequence[float], other: float) -> float:
+    """Total variation of a conditional outcome distribution (with a stray share) from the reference's."""
+    q = np.append(np.asarray(cond, float) * (1 - other), other)
+    return 0.5 * float(np.abs(q - np.append(P_COND, 0.0)).sum())
+
+
+def bisect_cases(scale: float) -> list[dict[str, Any]]:
+    """The histories: every change below eta or beyond tolerance (`zone` False: the first
+    departure must be named), and three shapes with something inside the indifference zone."""
+
+    def reps(n: int) -> int:
+        return max(10, int(n * scale))
+
+    tv15, tv30 = shifted(0.15), shifted(0.30, along=0.15)
+    two = [
+        ("two defects: TV 0.15 then gross", [tv15, GROSS]),
+        ("two defects: TV 0.15 then TV 0.30 (same way)", [tv15, tv30]),
+    ]
+    cases = []
+    for i, (label, shifts) in enumerate(two):
+        for n in (64, 1024):
+            cases.append(
+                {
+                    "label": f"{label}, N = {n}",
+                    "n": n,
+                    "shifts": [s.tolist() for s in shifts],
+                    "other": 0.0,
+                    "reps": reps(300),
+                    "seed": 100 + 10 * i + (n > 64),
+                }
+            )
+    for j, (label, shift) in enumerate((("gross", GROSS), ("TV 0.15", tv15))):
+        cases.append(
+            {
+                "label": f"2% stray outcome on every commit, one {label} defect, N = 1024",
+                "n": 1024,
+                "shifts": [shift.tolist()],
+                "other": 0.02,
+                "reps": reps(300),
+                "seed": 200 + j,
+            }
+        )
+    cases.append(
+        {
+            "label": "one TV 0.1 defect (hardest direction), N = 4096",
+            "n": 4096,
+            "shifts": [shifted(0.1).tolist()],
+            "other": 0.0,
+            "reps": reps(300),
+            "seed": 300,
+        }
+    )
+    cases.append(
+        {
+            "label": "10% of runs fail, one TV 0.15 defect, N = 256",
+            "n": 256,
+            "shifts": [tv15.tolist()],
+            "other": 0.0,
+            "failing": 0.10,
+            "reps": reps(300),
+            "seed": 400,
+        }
+    )
+    # inside the indifference zone (eta 0.03 … tolerance 0.1): either verdict is allowed there
+    cases.append(
+        {
+            "label": "three change points: TV 0.06, TV 0.12, gross, N = 256",
+            "n": 256,
+            "shifts": [shifted(0.06).tolist(), shifted(0.12, along=0.06).tolist(), GROSS.tolist()],
+            "other": 0.0,
+            "reps": reps(300),
+            "seed": 500,
+        }
+    )
+    cases.append(
+        {
+            "label": "5% stray outcome on every commit, one TV 0.15 defect, N = 256",
+            "n": 256,
+            "shifts": [tv15.tolist()],
+            "other": 0.05,
+            "reps": reps(300),
+            "seed": 600,
+        }
+    )
+    for case in cases:
+        case["tvs"] = [cond_tv(c, case["other"]) for c in case["shifts"]]
+        case["base_tv"] = cond_tv(P_COND, case["other"])
+        case["zone"] = any(ETA < tv < TOL for tv in [case["base_tv"], *case["tvs"]])
+    return cases
+
+
+def wrong(case: dict[str, Any], named: int | None, where: list[int]) -> bool:
+    """The issue's definition: a commit where nothing changed, a commit after the first change
+    beyond the tolerance, or a commit whose own distribution is within eta of the reference
+    (nothing named, or an ambiguous range, is not wrong)."""
+    if named is None:
+        return False
+    if named not in where:
+        return True
+    j = where.index(named)
+    return any(tv >= TOL - 1e-9 for tv in case["tvs"][:j]) or case["tvs"][j] <= ETA
+
+
+def summarise(case: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(results)
+    first = sum(r["named"] == r["where"][0] for r in results)
+    later = sum(r["named"] is not None and r["named"] in r["where"][1:] for r in results)
+    nothing = sum(r["named"] is not None and r["named"] not in r["where"] for r in results)
+    unnamed = sum(r["named"] is None for r in results)
+    named = [r for r in results if r["named"] is not None]
+    bad = [r for r in results if wrong(case, r["named"], r["where"])]
+    confident_wrong = sum(r["confidence"] >= 0.99 for r in bad)
+    conf = min((r["confidence"] for r in named), default=1.0)
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    return {
+        "label": case["label"],
+        "n": n,
+        "first": first,
+        "later": later,
+        "nothing": nothing,
+        "unnamed": unnamed,
+        "wrong": len(bad),
+        "confident_wrong": confident_wrong,
+        "min_conf": conf,
+        "zone": case.get("zone", False),
+        "mean_conf": float(np.mean([r["confidence"] for r in named])) if named else 0.0,
+        "runs": float(np.mean([r["runs"] for r in results])),
+        "builds": float(np.mean([r["builds"] for r in results])),
+        "cost": float(np.mean([r["runs"] + sb.BUILD_COST * r["builds"] for r in results])),
+        "llama_s": float(np.mean([r.get("llama_s", 0.0) for r in results])),
+        "demo_s": float(np.mean([r.get("demo_s", 0.0) for r in results])),
+        "seconds": float(np.mean([r["seconds"] for r in results])),
+        "statuses": statuses,
+        "strategies": sorted({r["strategy"] for r in results}),
+    }
+
+
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+
+
+def bisect_table(summaries: list[dict[str, Any]], setting: str) -> str:
+    rows = []
+    for s in summaries:
+        rows.append(
+            (
+                s["label"] + (" [zone]" if s["zone"] else ""),
+                rate_down(s["first"], s["n"]),
+                rate_up(s["confident_wrong"], s["n"]),
+                rate_up(s["wrong"], s["n"]),
+                rate_up(s["unnamed"], s["n"]),
+                f"{s['min_conf']:.4f}",
+                f"{s['runs']:,.0f} / {s['builds']:.1f}",
+                f"{s[setting + '_s']:,.0f} s",
+                ",".join(s["strategies"]),
+            )
+        )
+    return table(
+        (
+            "history",
+            "first departure named",
+            "wrong, stated confidence ≥ 0.99",
+            "wrong (any)",
+            "nothing named",
+            "min stated confidence",
+            "mean runs / builds",
+            f"mean wall ({setting} costs)",
+            "strategy",
+        ),
+        rows,
+    )
