@@ -120,7 +120,7 @@ def test_test_command_good_and_bad(small_demo: DemoHistory, tmp_path: Path) -> N
     "args, expected",
     [
         (("--good", "no-such-ref", "--bad", "main"), "'no-such-ref' does not resolve"),
-        (("--good", "main", "--bad", "main~3"), "not an ancestor"),
+        (("--good", "main", "--bad", "main~3"), "--good and --bad swapped?"),
         (("--good", "$(touch pwned)", "--bad", "main"), "does not resolve"),
         (("--good", "--upload-pack=touch pwned", "--bad", "main"), "refusing ref"),
     ],

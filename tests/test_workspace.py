@@ -70,10 +70,12 @@ def test_refs_that_do_not_resolve_are_refused(upstream: Path, tmp_path: Path, re
 
 def test_good_not_ancestor_of_bad(upstream: Path, tmp_path: Path) -> None:
     ws = Workspace(str(upstream), tmp_path / "state" / "src")
-    with pytest.raises(RefError, match="not an ancestor"):
+    with pytest.raises(RefError, match="not an ancestor.*--good and --bad swapped"):
         ws.first_parent_line(ws.resolve("main"), ws.resolve("v0"))
     with pytest.raises(RefError, match="first-parent"):
         ws.first_parent_line(ws.resolve("side"), ws.resolve("main"))
+    with pytest.raises(RefError, match="different branches"):  # neither holds the other
+        ws.first_parent_line(ws.resolve("side"), ws.resolve("main~1"))
 
 
 def test_new_upstream_commits_are_fetched(upstream: Path, tmp_path: Path) -> None:

@@ -246,7 +246,12 @@ class Workspace:
         if good == bad:
             raise RefError(f"good and bad are the same commit {good[:12]}")
         if not self.is_ancestor(good, bad):
-            raise RefError(f"good {good[:12]} is not an ancestor of bad {bad[:12]}")
+            if self.is_ancestor(bad, good):
+                raise RefError(
+                    f"good {good[:12]} is not an ancestor of bad {bad[:12]}, but bad is an ancestor of good: "
+                    "--good and --bad swapped? --good is the older end (with --find fixed too)"
+                )
+            raise RefError(f"good {good[:12]} is not an ancestor of bad {bad[:12]} (they are on different branches)")
         line = self.repo.git.rev_list("--first-parent", "--reverse", f"{good}..{bad}").split()
         # good must sit on bad's first-parent line, else the range is not a line to bisect.
         parent = self.repo.git.rev_parse(f"{line[0]}^1") if line else None
