@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+from bisectbot.core.diagnose import LABELS, observed_cells
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
-from bisectbot.core.stats import MISSED, OTHER
-
-OTHER_LABELS = {OTHER: "other", MISSED: "missed"}
+from bisectbot.core.stats import MISSED
 
 
 def fmt_e(log_e: float) -> str:
@@ -30,19 +29,11 @@ def fmt_e(log_e: float) -> str:
 
 def observed_vs_reference(counts: dict[str, int], reference: ReferenceSummary) -> str:
     """'e 14 (1.00 vs 0.35) · g 0 (0 vs 0.45)': outcome frequencies among runs meeting the condition."""
-    names = [n for n in reference.categories if n != MISSED]
-    probs = reference.prob_of
-    met = sum(counts.get(n, 0) for n in names)
-    p_met = sum(probs[n] for n in names) or 1.0
-    parts = []
-    for n in names:
-        c = counts.get(n, 0)
-        if n == OTHER and c == 0:
-            continue
-        freq = f"{c / met:.2f}" if met else "–"
-        parts.append(f"{OTHER_LABELS.get(n, n)} {c} ({freq} vs {probs[n] / p_met:.2f})")
-    missed = counts.get(MISSED)
-    if missed:
+    parts = [
+        f"{c.label} {c.count} ({f'{c.freq:.2f}' if c.freq is not None else '–'} vs {c.ref:.2f})"
+        for c in observed_cells(counts, reference.categories, reference.category_probs)
+    ]
+    if missed := counts.get(MISSED):
         parts.append(f"missed {missed}")
     return " · ".join(parts)
 
@@ -211,7 +202,7 @@ def outputs_lines(r: BisectReport) -> list[str]:
             cells += [
                 str(row[f"{side}_seed"]),
                 f"`{_cell(row[side])}`" if row[side] else "–",
-                OTHER_LABELS.get(row[f"{side}_outcome"], row[f"{side}_outcome"]) or "–",
+                LABELS.get(row[f"{side}_outcome"], row[f"{side}_outcome"]) or "–",
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, "", "</details>"]

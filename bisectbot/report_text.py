@@ -12,11 +12,11 @@ from __future__ import annotations
 import textwrap
 from typing import Sequence
 
+from bisectbot.core.diagnose import LABELS, observed_pairs
 from bisectbot.core.outcome import Find
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
-from bisectbot.core.stats import MISSED, OTHER
-from bisectbot.report import OTHER_LABELS, bisect_headline, cost_line, reference_line, role_label
+from bisectbot.report import bisect_headline, cost_line, reference_line, role_label
 
 MIN_WIDTH = 50  # narrower than this, lines are laid out as for 50 columns (a 40-hex sha and ` \` fit)
 INDENT = "    "
@@ -56,37 +56,13 @@ def shell_lines(command: str, width: int) -> list[str]:
 
 
 def short_observed(counts: dict[str, int], reference: ReferenceSummary) -> str:
-    """'b .67/.20 d .25/.30 …': observed frequency / reference probability among the runs that met
-    the condition, the largest departures first (so a cut drops the least telling)."""
-    names = [n for n in reference.categories if n != MISSED]
-    probs = reference.prob_of
-    met = sum(counts.get(n, 0) for n in names)
-    p_met = sum(probs[n] for n in names) or 1.0
-    if not met:
-        return f"missed {counts.get(MISSED, 0)}" if counts.get(MISSED) else ""
-    cells = []
-    for n in names:
-        c = counts.get(n, 0)
-        if n == OTHER and c == 0:
-            continue
-        freq, ref = c / met, probs[n] / p_met
-        cells.append((abs(freq - ref), f"{OTHER_LABELS.get(n, n)} {_p(freq)}/{_p(ref)}"))
-    cells.sort(key=lambda cell: -cell[0])
-    return " ".join(text for _, text in cells)
+    """'b .67/.20 d .25/.30 …' (`core.diagnose.observed_pairs`, the largest departures first)."""
+    return observed_pairs(counts, reference.categories, reference.category_probs)
 
 
 def _ref(sha: str, ref: str) -> str:
     """'d48abffb1f06 (main)', or the sha alone when the ref was (a prefix of) it."""
     return sha[:12] if sha.startswith(ref) else f"{sha[:12]} ({ref})"
-
-
-def _p(x: float) -> str:
-    """0.25 → '.25', 1.0 → '1', 0 → '0': two digits in little room."""
-    if x >= 0.995:
-        return "1"
-    if x < 0.005:
-        return "0"
-    return f"{x:.2f}".lstrip("0")
 
 
 def verdict_rows(
@@ -189,7 +165,7 @@ def outputs_text(outputs: dict | None, width: int) -> list[str]:
     for row in outputs["rows"]:
         for side in ("parent", "culprit"):
             named = row.get(side + "_outcome")
-            outcome = f" → {OTHER_LABELS.get(named, named)}" if named else ""  # as in the Markdown
+            outcome = f" → {LABELS.get(named, named)}" if named else ""  # as in the Markdown
             lines.append(cut(f"  {row['run']:>2} {side:<7} seed {row[side + '_seed']}: {row[side]}{outcome}", width))
     rerun = outputs.get("rerun")
     if rerun and rerun.get("command"):

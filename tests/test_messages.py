@@ -385,3 +385,42 @@ def test_no_changes_are_reported_where_there_is_no_work_tree(tmp_path: Path) -> 
     assert uncommitted_changes(str(tmp_path / "bare.git")) == []
     assert uncommitted_changes("https://example.invalid/x.git") == []
     assert uncommitted_changes(str(tmp_path / "nowhere")) == []
+
+
+# -- 6. an end that tests the wrong way shows its data and the likely config cause -----------------
+def variant_config(demo: DemoHistory, tmp_path: Path, change: Any) -> Path:
+    """The demo's config changed by `change(data)`, written beside it (its repo path still holds)."""
+    data = yaml.safe_load(demo.config.read_text())
+    change(data)
+    path = demo.config.with_name(f"{tmp_path.name}.yaml")
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def bisect_error(config: Path, demo: DemoHistory, tmp_path: Path) -> str:
+    proc = cli("bisect", str(config), "--good", demo.good, "--bad", "main", "--state", str(tmp_path / "st"), "-q")
+    assert proc.returncode == 4, proc.stderr
+    return one_error_line(proc.stderr)
+
+
+def test_a_misspelt_outcome_is_named_with_the_observed_distribution(demo: DemoHistory, tmp_path: Path) -> None:
+    def misspell(data: dict) -> None:
+        probs = data["reference"]["probs"]
+        data["reference"]["probs"] = {("ee" if k == "e" else k): v for k, v in probs.items()}
+
+    line = bisect_error(variant_config(demo, tmp_path, misspell), demo, tmp_path)
+    assert "good ref" in line and "tests BAD, expected GOOD" in line
+    assert "observed/reference " in line and "other " in line  # the data: the unlisted outcome's share
+    assert "gave outcomes reference.probs does not list (most often 'e' ×" in line
+    assert "'e' looks like the reference's 'ee', misspelt there?" in line
+    assert "raise test.eta" not in line  # the eta advice is for real departures, not for this
+
+
+def test_an_undecided_end_says_what_to_raise_and_by_how_much(demo: DemoHistory, tmp_path: Path) -> None:
+    def small_budget(data: dict) -> None:
+        data["run"]["max_runs"] = 60
+
+    line = bisect_error(variant_config(demo, tmp_path, small_budget), demo, tmp_path)
+    assert "is inconclusive" in line and "undecided after" in line
+    assert re.search(r"observed TV [\d.]+ from the reference: (GOOD|BAD) needs about [\d,]+ runs", line), line
+    assert re.search(r"raise run.max_runs to [\d,]+", line), line

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from bisectbot.core import skips
 from bisectbot.core.outcome import Verdict
+from bisectbot.core.stats import OTHER
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,15 @@ class Tally:
     last: int | None = None
     last_category: int | None = None  # category of the last run (None: failed or not counted)
     last_failure: RunRecord | None = None
+    others: Counter[str] = field(default_factory=Counter)  # outcomes the reference lacks, by their text
 
     def __post_init__(self) -> None:
         self.counts = [0] * len(self.names)
 
-    def add(self, rec: RunRecord, category: int | None) -> None:
-        """Count one run; `category` is its index in `names` (None: failed or not counted)."""
+    def add(self, rec: RunRecord, category: int | None, outcome: str | None = None) -> None:
+        """Count one run; `category` is its index in `names` (None: failed or not counted);
+        `outcome`, the run's outcome text, is kept when the category is OTHER (what a misspelt
+        reference name looks like)."""
         self.consumed += 1
         self.first = rec.seed if self.first is None else self.first
         self.last = rec.seed
@@ -80,6 +84,8 @@ class Tally:
             self.last_failure = rec
         elif category is not None:
             self.counts[category] += 1
+            if outcome is not None and self.names[category] == OTHER:
+                self.others[outcome] += 1
 
     @property
     def mostly_failed(self) -> bool:
@@ -170,6 +176,7 @@ class CommitVerdict:
     build_variant: int | None = None  # which build.variants entry was built
     build_notes: str = ""  # e.g. built in a clean directory after the reused one failed
     signature: str = ""  # skips: what the failure looks like (the same at commits failing alike)
+    others: dict[str, int] = field(default_factory=dict)  # the most frequent outcomes the reference lacks
 
     @classmethod
     def of(
@@ -215,6 +222,7 @@ class CommitVerdict:
             build_variant=build.variant if build.log else None,
             build_notes=build.notes,
             signature=signature,
+            others=dict(tally.others.most_common(5)) if tally else {},
         )
 
     @property

@@ -429,7 +429,7 @@ class RemoteFeed(Feed):
                     raise Untestable(res.why, masked(f"build {res.build.status}: {res.why}" if res.build else res.why))
                 self._buffer, self._next = list(res.records), self._next + count
             rec = self._buffer.pop(0)
-            self.tally.add(rec, self.tester.category(rec))
+            self.tally.add(rec, *self.tester.classify(rec))
             if self.tally.mostly_failed:
                 self._failed = self.tally.failure_reason()
                 raise Untestable(self._failed, self.tally.failure_signature(self.prepared.variant))

@@ -10,6 +10,8 @@ Cross-check arms get their own verdicts at both ends. Kept apart from the search
 
 from __future__ import annotations
 
+from bisectbot.config.seeds import SEED_BLOCK
+from bisectbot.core.diagnose import likely_causes, observed_pairs, undecided_hint
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, CommitVerdict
 from bisectbot.errors import EndpointError
@@ -22,6 +24,31 @@ def log_command(ledger: Ledger, v: CommitVerdict) -> str:
     if v.verdict is not Verdict.SKIP or v.build in ("ok", "") or not v.build_log:
         return ""
     return str(ledger.tester.runner.builder.log_command(v.sha))
+
+
+def diagnosis(ledger: Ledger, v: CommitVerdict) -> list[str]:
+    """What an end that tested the wrong way showed: its observed distribution against the
+    reference, the config mistakes its runs point at, or for an undecided test what to raise."""
+    reference, cfg = ledger.tester.reference, ledger.tester.cfg
+    out = []
+    if pairs := observed_pairs(v.counts, reference.names, reference.probs):
+        out.append(f"observed/reference {pairs}")
+    causes = likely_causes(v.counts, v.failures, v.others, reference)
+    out += [f"likely cause: {cause}" for cause in causes]
+    if not causes and v.verdict is Verdict.INCONCLUSIVE and v.counts:
+        out.append(
+            undecided_hint(
+                v.counts,
+                reference,
+                alpha=v.alpha,
+                beta=v.beta,
+                tolerance=cfg.test.tolerance,
+                eta=cfg.test.indifference,
+                max_runs=cfg.run.max_runs,
+                cap=SEED_BLOCK,
+            )
+        )
+    return out
 
 
 def check_endpoints(ledger: Ledger) -> None:
@@ -38,13 +65,17 @@ def check_endpoints(ledger: Ledger) -> None:
         for (name, _, want), v in zip(ends, got):
             if v.verdict is not want:
                 _refuse_swapped(ledger, name, v, want)
-                raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v)))
+                raise EndpointError(
+                    endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v), diagnosis(ledger, v))
+                )
     for name, pos, want in ends if ledger.width == 1 else ():
         ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
         v = ledger.test(pos, plan.ask(f"{name}-endpoint"))
         if v.verdict is not want:
             _refuse_swapped(ledger, name, v, want)
-            raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v)))
+            raise EndpointError(
+                endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v), diagnosis(ledger, v))
+            )
     for arm in ledger.tester.cfg.arms:
         for name, pos in ((broken, plan.broken_pos), (working, plan.working_pos)):
             ledger.events.emit(ArmStarted(arm, plan.line[pos]))
@@ -91,13 +122,18 @@ def _refuse_swapped(ledger: Ledger, name: str, v: CommitVerdict, want: Verdict) 
     )
 
 
-def endpoint_message(name: str, ref: str, v: CommitVerdict, want: Verdict, log_command: str = "") -> str:
+def endpoint_message(
+    name: str, ref: str, v: CommitVerdict, want: Verdict, log_command: str = "", diagnosis: list[str] | None = None
+) -> str:
+    """One line: what the end did, why, the data it showed and what to change."""
     what = {Verdict.SKIP: "cannot be tested", Verdict.INCONCLUSIVE: "is inconclusive"}.get(
         v.verdict, f"tests {v.verdict.value.upper()}"
     )
     log = f"; the whole build log: {log_command}" if log_command else ""
+    shown = "".join(f"; {line}" for line in diagnosis or [])
     hint = ""
-    if want is Verdict.GOOD and v.verdict in (Verdict.BAD, Verdict.INCONCLUSIVE):
+    misspelt = any("misspelt there?" in line for line in diagnosis or [])  # then eta is not the point
+    if want is Verdict.GOOD and v.verdict is Verdict.BAD and not misspelt:
         hint = (
             "; if the reference describes this end only roughly (say a stray outcome in a few % of runs), "
             "it sits between eta and tolerance, where either verdict is allowed: bisectbot does not guess "
@@ -106,5 +142,5 @@ def endpoint_message(name: str, ref: str, v: CommitVerdict, want: Verdict, log_c
         )
     return (
         f"{name} ref {ref} ({v.sha[:12]}) {what}, expected {want.value.upper()}: "
-        f"{v.reason} (after {v.runs} runs){log}{hint}"
+        f"{v.reason}{'' if f'after {v.runs} runs' in v.reason else f' (after {v.runs} runs)'}{log}{shown}{hint}"
     )

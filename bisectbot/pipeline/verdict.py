@@ -151,10 +151,14 @@ class CommitTester:
 
     def category(self, rec: RunRecord) -> int | None:
         """Which category of the reference one run falls in (None: failed, or not counted)."""
+        return self.classify(rec)[0]
+
+    def classify(self, rec: RunRecord) -> tuple[int | None, str | None]:
+        """The run's category and its outcome text (None: failed, or no outcome token)."""
         if not rec.ok:
-            return None
+            return None, None
         obs = observe(rec.tokens or (), self.cfg.statistic)
-        return self.reference.index(obs.outcome, obs.met_condition)
+        return self.reference.index(obs.outcome, obs.met_condition), obs.outcome
 
     def verdict(self, sha: str, ask: Ask) -> CommitVerdict:
         """The commit's answer to `ask` (on a cross-check arm when `ask.arm` names one).
@@ -201,8 +205,8 @@ class CommitTester:
         try:
             with stream:
                 for rec in stream:
-                    category = self.category(rec)
-                    out.tally.add(rec, category)
+                    category, outcome = self.classify(rec)
+                    out.tally.add(rec, category, outcome)
                     if out.tally.mostly_failed:
                         out.failed = out.tally.failure_signature(prepared.variant)
                         break
@@ -354,7 +358,7 @@ class Feed:
             if self.stream is None:
                 raise Untestable(self.prepared.why, _skip_signature(self.prepared))
             for rec in self.stream:
-                self.tally.add(rec, self.tester.category(rec))
+                self.tally.add(rec, *self.tester.classify(rec))
                 if self.tally.mostly_failed:
                     signature = self.tally.failure_signature(self.prepared.variant)
                     retry = runner.variant_failed(self.prepared, self.tally.failure_reason())

@@ -1,0 +1,184 @@
+"""What a commit's runs looked like, and which config mistake they point at (pure).
+
+Why: a config mistake surfaces as a verdict. One misspelt outcome name in `reference.probs` makes
+the good end test BAD with `E_bad = 1e+04 ≥ 1/alpha`, and nothing said that 42% of the runs gave
+an outcome the reference does not have. An endpoint that tests the wrong way (or cannot decide)
+therefore shows its observed distribution against the reference and, when the runs look like a
+config problem rather than a real departure, says which key to look at:
+
+* outcomes the reference does not list (with the reference name each one is close to);
+* a condition met far less often than the reference says;
+* runs that mostly could not be read (the parse section);
+* an undecided test: whether more runs can decide it, and about how many.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from bisectbot.core.stats import MISSED, OTHER, Reference
+
+OTHER_LABEL = "other"  # how OTHER is written in reports
+MISSED_LABEL = "missed"
+OTHER_SHARE = 0.05  # outcomes the reference lacks: worth a word from this share of the runs on
+FAILED_SHARE = 0.2  # runs that could not be read or failed: from this share on
+CONDITION_FACTOR = 3.0  # condition met this many times less often than the reference says
+
+
+def short_p(x: float) -> str:
+    """0.25 → '.25', 1.0 → '1', 0 → '0': two digits in little room."""
+    if x >= 0.995:
+        return "1"
+    if x < 0.005:
+        return "0"
+    return f"{x:.2f}".lstrip("0")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One outcome of a commit's runs beside the reference: among the runs that met the condition."""
+
+    label: str  # the outcome, OTHER and MISSED written as 'other' and 'missed'
+    count: int
+    freq: float | None  # observed share (None: no run met the condition)
+    ref: float  # the reference's share
+
+
+LABELS = {OTHER: OTHER_LABEL, MISSED: MISSED_LABEL}
+
+
+def observed_cells(counts: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]) -> list[Cell]:
+    """The one computation behind every observed-vs-reference rendering (terminal, Markdown,
+    comments, error messages), in the reference's order; OTHER only when seen, MISSED apart."""
+    prob_of = dict(zip(categories, probs))
+    names = [n for n in categories if n != MISSED]
+    met = sum(counts.get(n, 0) for n in names)
+    p_met = sum(prob_of[n] for n in names) or 1.0
+    return [
+        Cell(LABELS.get(n, n), counts.get(n, 0), counts.get(n, 0) / met if met else None, prob_of[n] / p_met)
+        for n in names
+        if not (n == OTHER and counts.get(n, 0) == 0)
+    ]
+
+
+def observed_pairs(counts: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]) -> str:
+    """'b .67/.20 d .25/.30 …': observed share / reference share, the largest departures first
+    (so a cut drops the least telling); 'missed N' when no run met the condition."""
+    cells = observed_cells(counts, categories, probs)
+    if not any(c.count for c in cells):
+        return f"{MISSED_LABEL} {counts.get(MISSED, 0)}" if counts.get(MISSED) else ""
+    cells.sort(key=lambda c: -abs((c.freq or 0.0) - c.ref))
+    return " ".join(f"{c.label} {short_p(c.freq or 0.0)}/{short_p(c.ref)}" for c in cells)
+
+
+def likely_causes(
+    counts: Mapping[str, int],
+    failures: Mapping[str, int],
+    others: Mapping[str, int],
+    reference: Reference,
+) -> list[str]:
+    """Config mistakes the runs point at, each one sentence (none: the runs look like a real
+    departure). `others` counts the outcomes that fell in OTHER, by their text."""
+    causes: list[str] = []
+    prob_of = dict(zip(reference.names, reference.probs))
+    support = [n for n in reference.names if n not in (OTHER, MISSED)]
+    met = sum(counts.get(n, 0) for n in reference.names if n != MISSED)
+    n_other = counts.get(OTHER, 0)
+    if met and n_other / met >= OTHER_SHARE and prob_of.get(OTHER, 0.0) == 0.0:
+        top = sorted(others.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+        seen = ", ".join(f"{name!r} ×{n}" for name, n in top)
+        unseen = [n for n in support if not counts.get(n)]
+        close = [(name, m[0]) for name, _ in top if (m := difflib.get_close_matches(name, unseen or support, 1, 0.5))]
+        hint = "; ".join(f"{name!r} looks like the reference's {ref!r}" for name, ref in close)
+        causes.append(
+            f"{n_other} of {met} runs ({n_other / met:.0%}) gave outcomes reference.probs does not list"
+            + (f" (most often {seen})" if seen else "")
+            + (f": {hint}, misspelt there?" if hint else ": is reference.probs complete, and statistic.outcome right?")
+        )
+    if reference.condition_prob is not None:
+        total = met + counts.get(MISSED, 0)
+        rate = met / total if total else 0.0
+        if total >= 20 and rate * CONDITION_FACTOR < reference.condition_prob:
+            causes.append(
+                f"the condition was met in {rate:.0%} of runs, the reference says {reference.condition_prob:.0%}: "
+                "check statistic.condition (token, position) and reference.condition_prob"
+            )
+    failed = sum(failures.values())
+    runs = failed + met + counts.get(MISSED, 0)
+    if runs and failed / runs >= FAILED_SHARE:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(failures.items(), key=lambda kv: -kv[1]))
+        causes.append(
+            f"{failed} of {runs} runs ({failed / runs:.0%}) failed or could not be read ({kinds}): "
+            "check the parse: section (prefix, split, expect_tokens) against one run's output"
+        )
+    return causes
+
+
+def _mixture_runs(rate: float, target: float, k: int, floor: int) -> int:
+    """n with n·rate − ((k−1)/2)·log n ≥ target: the runs a Dirichlet-mixture e-process needs
+    to reach `target` when each run adds `rate` nats on average (a fixed point, rounded up)."""
+    n = max(float(floor), 2.0)
+    for _ in range(200):
+        n_next = (target + 0.5 * (k - 1) * math.log(max(n, 2.0))) / rate
+        if abs(n_next - n) < 1:
+            break
+        n = n_next
+    return max(int(math.ceil(n)), floor + 1)
+
+
+def undecided_hint(
+    counts: Mapping[str, int],
+    reference: Reference,
+    *,
+    alpha: float,
+    beta: float,
+    tolerance: float,
+    eta: float,
+    max_runs: int,
+    cap: int,
+) -> str:
+    """What to change when a test stopped undecided at its budget, estimated from the runs it
+    saw (plug-in frequencies q̂ against p, less the TV that sampling alone gives): the runs BAD needs (KL(q̂‖p) nats per run), or GOOD
+    (at least 2·(tolerance − TV)² nats per run, Pinsker), or that the commit sits between eta
+    and the tolerance, where more runs do not help. `cap` is the most run.max_runs can be."""
+    names = list(reference.names)
+    total = sum(counts.get(n, 0) for n in names)
+    if not total:
+        return "no run was counted: see the causes above, or raise run.max_runs"
+    q = [counts.get(n, 0) / total for n in names]
+    p = list(reference.probs)
+    # The plug-in TV of n runs of the reference itself is about ½·Σ√(2p(1−p)/(πn)), not 0 (0.045
+    # after 150 runs of #29975's reference): only what stands above that is taken as departure.
+    noise = 0.5 * sum(math.sqrt(2 * b * (1 - b) / (math.pi * total)) for b in p)
+    tv = max(0.0, 0.5 * sum(abs(a - b) for a, b in zip(q, p)) - noise)
+    k = sum(1 for b in p if b > 0)
+
+    def raise_to(n: int, what: str) -> str:
+        n = max(n, math.ceil(1.5 * total))  # the plug-in rate says "decided by now": noise; half again
+        if n > cap:
+            return (
+                f"{what} would need about {n:,} runs, more than run.max_runs can be ({cap:,}, one seed "
+                "block): loosen test.alpha/test.beta or widen test.tolerance"
+            )
+        return f"{what} needs about {n:,} runs: raise run.max_runs to {min(cap, math.ceil(n * 1.25)):,}"
+
+    if tv > eta:  # BAD's null is the eta-ball around p: each run adds at least 2·(TV − eta)² nats
+        kl = sum(a * math.log(a / b) for a, b in zip(q, p) if a > 0 and b > 0)
+        rate = 2 * (tv - eta) ** 2 if eta > 0 else kl
+        if rate > 0:
+            said = f"observed TV {tv:.3f} from the reference: BAD " + raise_to(
+                _mixture_runs(rate, math.log(1 / alpha), k, total), "x"
+            ).removeprefix("x ")
+            if tv < tolerance:
+                said += (
+                    f" (it is between test.eta {eta:g} and test.tolerance {tolerance:g}, where either verdict "
+                    "is allowed: raise test.eta if this much is expected, or make this commit the reference)"
+                )
+            return said
+    gap = max(tolerance - tv, 1e-9)  # GOOD's null is TV ≥ tolerance: at least 2·gap² nats per run
+    return f"observed TV {tv:.3f} from the reference: GOOD " + raise_to(
+        _mixture_runs(2 * gap * gap, math.log(1 / beta), k, total), "x"
+    ).removeprefix("x ")

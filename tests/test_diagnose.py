@@ -1,0 +1,91 @@
+"""core.diagnose: the observed distribution beside the reference, the config mistakes runs point
+at, and how many runs an undecided test would need (checked against the test itself)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from bisectbot.core.diagnose import likely_causes, observed_cells, observed_pairs, undecided_hint
+from bisectbot.core.sequential import test_against_reference as against_reference
+from bisectbot.core.stats import MISSED, OTHER, Reference
+
+REF = Reference.from_probs({"e": 0.345, "g": 0.452, "h": 0.203})
+CONDITIONAL = Reference.from_probs({"e": 0.345, "g": 0.452, "h": 0.203}, condition_prob=0.82)
+
+
+def test_cells_and_pairs_are_one_computation() -> None:
+    counts = {"e": 40, "g": 20, "h": 40, OTHER: 0}
+    cells = observed_cells(counts, REF.names, REF.probs)
+    assert [(c.label, c.count) for c in cells] == [("e", 40), ("g", 20), ("h", 40)]  # OTHER unseen: left out
+    assert observed_pairs(counts, REF.names, REF.probs) == "g .20/.45 h .40/.20 e .40/.34"  # largest first
+    assert observed_pairs({OTHER: 3, "e": 1}, REF.names, REF.probs).startswith("other .75/0")
+    assert observed_pairs({MISSED: 7}, CONDITIONAL.names, CONDITIONAL.probs) == "missed 7"
+
+
+def test_a_misspelt_reference_name_is_pointed_at() -> None:
+    ref = Reference.from_probs({"e": 0.345, "gg": 0.452, "h": 0.203})  # the program prints 'g'
+    causes = likely_causes({"e": 35, "gg": 0, "h": 20, OTHER: 45}, {}, {"g": 45}, ref)
+    assert len(causes) == 1
+    assert "45 of 100 runs (45%) gave outcomes reference.probs does not list" in causes[0]
+    assert "'g' looks like the reference's 'gg', misspelt there?" in causes[0]
+
+
+def test_a_real_departure_is_not_called_a_config_mistake() -> None:
+    assert likely_causes({"e": 90, "g": 5, "h": 5, OTHER: 0}, {}, {}, REF) == []
+    assert likely_causes({"e": 90, "g": 5, "h": 5, OTHER: 2}, {}, {"x": 2}, REF) == []  # 2% stray: not a cause
+
+
+def test_a_rare_condition_and_unreadable_runs_are_named() -> None:
+    causes = likely_causes({"e": 3, "g": 3, "h": 4, OTHER: 0, MISSED: 90}, {}, {}, CONDITIONAL)
+    assert causes == [
+        "the condition was met in 10% of runs, the reference says 82%: check statistic.condition "
+        "(token, position) and reference.condition_prob"
+    ]
+    causes = likely_causes({"e": 10, "g": 10, "h": 5}, {"unparsable": 70, "crash": 5}, {}, REF)
+    assert causes and "75 of 100 runs (75%) failed or could not be read (unparsable 70, crash 5)" in causes[0]
+
+
+def hint(counts: dict[str, int], **kw: float) -> str:
+    args = {"alpha": 1e-3, "beta": 1e-3, "tolerance": 0.1, "eta": 0.03, "max_runs": 200, "cap": 16384, **kw}
+    return undecided_hint(counts, REF, **args)  # type: ignore[arg-type]
+
+
+def advised(text: str) -> int | None:
+    found = re.search(r"raise run.max_runs to ([\d,]+)", text)
+    return int(found.group(1).replace(",", "")) if found else None
+
+
+def test_the_hint_says_which_verdict_is_near_and_where_more_runs_do_not_help() -> None:
+    assert "GOOD needs about" in hint({"e": 69, "g": 90, "h": 41})
+    assert "BAD needs about" in hint({"e": 120, "g": 40, "h": 40})
+    between = hint({"e": 5_900, "g": 9_040, "h": 5_060})  # TV 0.05: between eta and the tolerance
+    assert "between test.eta 0.03 and test.tolerance 0.1" in between and "raise test.eta" in between
+    assert "more than run.max_runs can be (16,384" in hint({"e": 690, "g": 904, "h": 406}, tolerance=0.02, eta=0.0)
+
+
+@pytest.mark.parametrize("q", [(0.345, 0.452, 0.203), (0.33, 0.47, 0.20)], ids=["like", "near"])
+def test_the_advised_budget_decides_a_good_commit_most_of_the_time(q: tuple[float, ...]) -> None:
+    """Calibration of the estimate: commits stopped undecided after 300 runs, given the budget
+    the hint advises from those runs, reach GOOD within it in ≥ 70% of 60 simulated histories
+    (fixed seed; a hint that calls the commit "between eta and tolerance" by sampling noise
+    counts as a miss), and the advice is not wildly more than needed (median use ≥ a fifth)."""
+    rng = np.random.default_rng(7)
+    decided, used = 0, []
+    for _ in range(60):
+        draws = rng.choice(3, size=20_000, p=q)
+        first = np.bincount(draws[:300], minlength=3)
+        budget = advised(hint(dict(zip("egh", map(int, first)))))
+        if budget is None:
+            continue
+        for n in range(10, budget + 1, 10):  # looked at every 10 runs (valid at any stopping time)
+            counts = np.append(np.bincount(draws[:n], minlength=3), 0)
+            ev = against_reference(counts, REF, alpha=1e-3, beta=1e-3, tolerance=0.1, max_runs=budget, eta=0.03)
+            if ev.decision is not None:
+                decided += ev.decision.value == "good"
+                used.append(n / budget)
+                break
+    assert decided >= 0.7 * 60, decided  # measured: 57 and 46 of 60
+    assert float(np.median(used)) >= 0.2, used
