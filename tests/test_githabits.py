@@ -222,6 +222,9 @@ def test_git_bisect_run_names_the_planted_culprit(history: DemoHistory, tmp_path
         )
     }
     assert history.culprit in tested and tested <= set(history.commits)
+    # -q: one line per step on stdout (its verdict), not the whole summary
+    said = [ln for ln in run.stdout.splitlines() if ln.startswith("bisectbot: ")]
+    assert len(said) == len(tested) and "reproduce:" not in run.stdout, run.stdout
 
 
 @pytest.mark.heavy

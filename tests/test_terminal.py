@@ -256,9 +256,9 @@ def test_test_prints_the_state_line_then_what_it_replayed(small_demo: DemoHistor
     runs = json.loads((tmp_path / "first.json").read_text())["runs"]
     assert f"state: {state} (new)" in first.stderr.splitlines()
     assert "from state:" not in first.stderr
-    # stdout: the plain-text summary, 80 columns in a pipe
+    # stdout: the plain-text summary; in a pipe nothing is cut to a width
     assert first.stdout.startswith(f"bisectbot: {small_demo.culprit[:12]} is BAD after")
-    assert max(len(ln) for ln in first.stdout.splitlines()) <= 80 and "| commit |" not in first.stdout
+    assert "| commit |" not in first.stdout and "…" not in first.stdout
     again = subprocess.run(
         [*argv, "--markdown", "-"], capture_output=True, text=True, env={**env, "CI": "1", "COLUMNS": "60"}, timeout=120
     )

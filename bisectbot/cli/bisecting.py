@@ -335,9 +335,12 @@ def test(
                 replayed_builds(session, stored, [plan.sha]),
             ):
                 terminal.line(line)
+        text = commit_text(report, summary_width())
+        if quiet:  # one line per commit (under `git bisect run`, one per step); --json/--markdown stay whole
+            text = text.splitlines(keepends=True)[0]
         write_outputs(
             terminal,
-            commit_text(report, summary_width()),
+            text,
             commit_markdown(report),
             report.to_json(),
             json_path,

@@ -57,7 +57,7 @@ json_option = click.option(
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Write the JSON report here ('-' for stdout).",
 )
-quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output (`test`: its summary in one line).")
 color_option = click.option(
     "--color",
     type=click.Choice(COLOR_MODES),

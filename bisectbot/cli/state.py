@@ -15,6 +15,7 @@ from bisectbot.config import load_config
 from bisectbot.core.retention import parse_size
 from bisectbot.errors import BisectbotError
 from bisectbot.pipeline import jobs
+from bisectbot.pipeline.terminal import summary_width
 
 
 def _size(value: str | None) -> int | None:
@@ -34,7 +35,6 @@ def _size(value: str | None) -> int | None:
 def log_command(config: str, state_dir: str | None, json_path: str | None) -> None:
     """What was tested in the state directory, as `git bisect log`: each job (bisect GOOD..BAD
     or test), oldest first, with one line per commit: verdict, runs and when."""
-    import shutil
 
     from bisectbot.core.joblog import log_text
     from bisectbot.pipeline.history import job_log
@@ -45,7 +45,7 @@ def log_command(config: str, state_dir: str | None, json_path: str | None) -> No
             entries = job_log(state.store)
             root = state.root
         if json_path != "-":
-            click.echo(log_text(entries, shutil.get_terminal_size((80, 24)).columns, where=str(root)), nl=False)
+            click.echo(log_text(entries, summary_width(), where=str(root)), nl=False)
         write_json(json_path, {"state": str(root), "jobs": [e.to_json() for e in entries]})
         return EXIT_OK
 

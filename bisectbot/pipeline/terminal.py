@@ -180,9 +180,15 @@ class Terminal:
 atexit.register(Terminal.close_all)  # never leave the cursor hidden behind a status line
 
 
+NO_CUT = 100_000  # the summary's width when stdout is a file or a pipe: nothing is cut
+
+
 def summary_width() -> int:
-    """Columns for the summary on stdout: COLUMNS, else the terminal's, else 80 (pipes)."""
-    return shutil.get_terminal_size((80, 24)).columns
+    """Columns for the summary on stdout: COLUMNS, else the terminal's; written to a file or a
+    pipe, no width at all (a subject or a host line cut at 80 columns helps nobody there)."""
+    if os.environ.get("COLUMNS", "").isdigit() or _isatty(sys.stdout):
+        return shutil.get_terminal_size((80, 24)).columns
+    return NO_CUT
 
 
 def print_summary(text: str, color: str = "auto", stream: TextIO | None = None) -> None:
