@@ -17,6 +17,24 @@ from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Env
 from bisectbot.core.stats import MISSED
 
 
+def count_of(n: int, word: str) -> str:
+    """'1 build', '6 builds', '1,460 runs': a count with its noun, singular when it is one."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def bound_text(r: BisectReport) -> str:
+    """The build bound, and when the bisect went past it, why (never exceeded silently)."""
+    if r.builds <= r.builds_bound:
+        return f"bound {r.builds_bound}"
+    skipped = len({v.sha for v in r.verdicts if v.arm == "main" and v.verdict is Verdict.SKIP})
+    walked = sum(1 for cp in r.change_points if not cp.get("first"))
+    why = [
+        *([f"{count_of(skipped, 'commit')} that could not be built or run (each costs a build)"] if skipped else []),
+        *([f"{count_of(walked, 'walk-back')} past a boundary whose parent departs"] if walked else []),
+    ]
+    return f"bound {r.builds_bound}, exceeded: " + ("; ".join(why) or "re-tests of commits around the culprit")
+
+
 def fmt_e(log_e: float) -> str:
     """An e-value from its log, compactly: 3.2e4, 0.41, ∞."""
     if math.isinf(log_e) and log_e > 0:
@@ -41,7 +59,37 @@ def observed_vs_reference(counts: dict[str, int], reference: ReferenceSummary) -
 def evidence_cell(v: CommitVerdict) -> str:
     if v.verdict is Verdict.SKIP:
         return v.reason[:120]
+    if v.mode == "bad-model":  # no test: the broken end measured further (its verdict is its earlier row's)
+        return "measured, not tested"
     return f"E_bad {fmt_e(v.log_e_bad)}, E_good {fmt_e(v.log_e_good)}"
+
+
+def glossary(
+    eta: float | None, tolerance: float | None, verdicts: Sequence[CommitVerdict], *, missed: bool = False
+) -> list[str]:
+    """What the figures beside the verdicts mean, one line each: said where they appear (the
+    terminal summary and the Markdown), for a reader who has not read the design."""
+    alpha = min((v.alpha for v in verdicts if v.alpha), default=None)
+    beta = min((v.beta for v in verdicts if v.beta), default=None)
+    eta_s = f" {eta:g}" if eta is not None else ""
+    tol_s = f" {tolerance:g}" if tolerance is not None else ""
+    lines = [
+        "TV (total variation): half the summed differences between observed and reference shares; "
+        "0 = the same distribution, 1 = nothing in common.",
+        f"BAD: farther than eta{eta_s} in TV from the reference, said when the evidence E_bad reaches "
+        f"1/alpha{f' = {1 / alpha:,.0f}' if alpha else ''}: a commit within eta is called BAD with "
+        "probability at most alpha.",
+        f"GOOD: within the tolerance{tol_s} in TV, said when E_good reaches 1/beta"
+        f"{f' = {1 / beta:,.0f}' if beta else ''}: a commit farther than the tolerance is called GOOD "
+        "with probability at most beta. Between eta and the tolerance either verdict may come.",
+        "observed/reference: each outcome's share of the runs that met the condition, then the reference's"
+        + ("; other = outcomes the reference does not list" if any(v.counts.get("<other>") for v in verdicts) else "")
+        + ("; missed = runs that did not meet the condition" if missed else "")
+        + ".",
+        "runs: seeds run for that verdict; commits share their first seeds (compared run by run), "
+        "re-tests on fresh seeds take new ones.",
+    ]
+    return lines
 
 
 def role_label(v: CommitVerdict, find: Find = Find.BAD) -> str:
@@ -160,7 +208,7 @@ def cost_line(r: BisectReport) -> str | None:
         return None
     actual, unit = cost["actual"], cost["unit"]
     text = (
-        f"cost: {actual['builds']} builds + {actual['runs']:,} runs ≈ {_duration(actual['seconds'])} at "
+        f"cost: {count_of(actual['builds'], 'build')} + {actual['runs']:,} runs ≈ {_duration(actual['seconds'])} at "
         f"{_duration(unit['build_seconds'])} a build and {unit['run_seconds']:.3g} s a run"
     )
     estimate = cost.get("estimate")
@@ -238,6 +286,11 @@ def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str) -> str:
     return f"bisectbot: {what} commit is one of {len(r.candidates)}"
 
 
+def _glossary_block(lines: list[str]) -> list[str]:
+    """The glossary folded away in Markdown (GitHub shows the summary line)."""
+    return ["<details><summary>How to read this</summary>", "", *[f"- {line}" for line in lines], "", "</details>"]
+
+
 def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     """The human summary of a bisect."""
     lines = ["## " + bisect_headline(r, lambda sha: f"`{sha}`"), ""]
@@ -251,8 +304,9 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     lines += [
         "",
         f"**{r.status.value}** · {r.commits} commits between `{r.good[:12]}` ({r.good_ref}) and "
-        f"`{r.bad[:12]}` ({r.bad_ref}){searched_text(r)} · **{r.builds} builds** "
-        f"(⌈log2 N{chr(39) if r.skipped_equivalent else ''}⌉ + 3 = {r.builds_bound}) · **{r.runs} runs** "
+        f"`{r.bad[:12]}` ({r.bad_ref}){searched_text(r)} · **{count_of(r.builds, 'build')}** "
+        f"(⌈log2 N{chr(39) if r.skipped_equivalent else ''}⌉ + 3 = {bound_text(r).removeprefix('bound ')}) · "
+        f"**{count_of(r.runs, 'run')}** "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
         f"(per-step error ≤ {r.step_alpha:.1e})",
         *(["", line[0].upper() + line[1:]] if (line := cost_line(r)) else []),
@@ -260,6 +314,8 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         f"Reference: {reference_line(r.reference)}",
         "",
         verdict_table(r.verdicts, r.reference, link, r.find),
+        "",
+        *_glossary_block(glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None)),
     ]
     if r.find is Find.FIXED:
         lines += ["", f"Verdicts: {r.find.verdict_words}."]
@@ -319,6 +375,10 @@ def commit_markdown(r: CommitReport) -> str:
         verdict_table([v], r.reference),
         "",
         f"Why: {v.reason}",
+        "",
+        *_glossary_block(
+            glossary(r.eta, r.tolerance, [v, *r.arms.values()], missed=r.reference.condition_prob is not None)
+        ),
     ]
     for name, av in r.arms.items():
         lines += [

@@ -16,7 +16,7 @@ from bisectbot.core.diagnose import LABELS, observed_pairs
 from bisectbot.core.outcome import Find
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
-from bisectbot.report import bisect_headline, cost_line, reference_line, role_label
+from bisectbot.report import bisect_headline, bound_text, cost_line, count_of, glossary, reference_line, role_label
 
 MIN_WIDTH = 50  # narrower than this, lines are laid out as for 50 columns (a 40-hex sha and ` \` fit)
 INDENT = "    "
@@ -99,6 +99,11 @@ def environment_text(env: Environment, width: int) -> list[str]:
     ]
 
 
+def glossary_text(lines: list[str], width: int) -> list[str]:
+    """The glossary under the verdict rows: what TV, BAD, GOOD and the columns mean."""
+    return ["", "how to read it:", *[ln for line in lines for ln in wrap(f"- {line}", width, "  ")]]
+
+
 def bisect_text(r: BisectReport, width: int = 80) -> str:
     """The terminal summary of a bisect: every line at most `width` (≥ 50) characters."""
     width = max(MIN_WIDTH, width)
@@ -117,7 +122,7 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
     searched = f" ({r.searched} can change the binary)" if r.skipped_equivalent else ""
     lines += [""] + wrap(
         f"{r.status.value.upper()} · {r.commits} commits {_ref(r.good, r.good_ref)} .. {_ref(r.bad, r.bad_ref)}"
-        f"{searched} · {r.builds} builds (bound {r.builds_bound}) · {r.runs} runs "
+        f"{searched} · {count_of(r.builds, 'build')} ({bound_text(r)}) · {count_of(r.runs, 'run')} "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
         f"(per-step error ≤ {r.step_alpha:.1e})",
         width,
@@ -127,6 +132,9 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
         lines += wrap(cost, width, INDENT)
     lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
     lines += ["", *verdict_rows(r.verdicts, r.reference, width, r.find)]
+    lines += glossary_text(
+        glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None), width
+    )
     if r.find is Find.FIXED:
         lines += wrap(f"verdicts: {r.find.verdict_words}", width, INDENT)
     if r.skip_blocks:
@@ -187,6 +195,9 @@ def commit_text(r: CommitReport, width: int = 80) -> str:
     lines += wrap(f"why: {v.reason}", width, INDENT)
     lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
     lines += ["", *verdict_rows([v, *r.arms.values()], r.reference, width)]
+    lines += glossary_text(
+        glossary(r.eta, r.tolerance, [v, *r.arms.values()], missed=r.reference.condition_prob is not None), width
+    )
     if v.failures:
         lines += wrap("failed runs: " + ", ".join(f"{k} {n}" for k, n in v.failures.items()), width, INDENT)
     lines += ["", "reproduce:", *shell_lines(r.reproduce, width), "", *environment_text(r.environment, width)]

@@ -198,7 +198,7 @@ def test_comment_observer_tracks_the_phase_from_typed_events() -> None:
     body = bodies[-1]
     assert "⏳ commit 2 of ~6: bisect step 2 of ~4, `60488cfca65a`\n" in body
     assert "[step 2/~4] 60488cfca65a (position 8 of 11)" in body  # the last lines, collapsed
-    assert "seeds 3/6000" not in body
+    assert "3 of at most 6000 runs" not in body
 
 
 def wait_for(predicate, timeout: float = 10.0) -> bool:

@@ -52,7 +52,7 @@ def test_a_terminal_status_line_fits_the_width_and_is_erased_when_closed(monkeyp
     term.close()
     shown = out.getvalue()
     status = shown.split("\x1b[?25l", 1)[1].split("\r", 1)[0]  # the first frame of rich's Live
-    assert status.startswith(f"  {SHA[:12]} seeds 12/6000") and status.endswith("…")
+    assert status.startswith(f"  {SHA[:12]} 12 of at most 6000 runs") and status.endswith("…")
     assert 0 < len(status) <= 80  # cut to the width: never wraps on an 80-column terminal
     assert "\x1b[2K[step 2/~4] 60488cfca65a (position 8 of 11)\n" in shown  # the status was erased first
     assert shown.endswith("\x1b[2K")  # and erased when closed

@@ -55,7 +55,7 @@ def test_the_live_status_line_is_cut_to_columns_and_erased_before_the_summary() 
     term.close()
     shown = out.getvalue()
     drawn = [SGR.sub("", p) for p in re.split(r"\r|\n|\x1b\[2K|\x1b\[1A|\x1b\[\?25[lh]", shown)]
-    status = [p for p in drawn if "seeds 12/6000" in p]
+    status = [p for p in drawn if "12 of at most 6000 runs" in p]
     assert status and all(len(p) <= 60 for p in status) and status[0].endswith("…")
     assert "[step 2/~4] 60488cfca65a (position 8 of 11)\n" in SGR.sub("", shown)
     assert shown.endswith("\x1b[2K")  # closing erased the status line (rich's transient Live)
@@ -92,7 +92,7 @@ def test_no_color_and_dumb_terminals_get_no_colour_codes_a_terminal_does() -> No
     term(RunsProgress(SHA, 1, 10, "a=1 BAD"))
     term(a_verdict_event(Verdict.GOOD))
     term.close()
-    assert term.live and "seeds 1/10" in live.getvalue() and not SGR.search(live.getvalue())
+    assert term.live and "1 of at most 10 runs" in live.getvalue() and not SGR.search(live.getvalue())
     assert wants_color("auto", True, {"NO_COLOR": ""})  # empty means unset (no-color.org)
     assert wants_color("always", False, {"NO_COLOR": "1"}) and not wants_color("never", True, {})
 
@@ -189,7 +189,7 @@ def test_the_text_summary_fits_the_width_and_names_what_a_person_needs(width: in
     assert max(len(ln) for ln in lines) <= width
     assert report.first_bad and report.first_bad in text and (report.last_good or "-") in text
     prose = " ".join(text.split())  # wrapped prose, read as one line
-    assert "FOUND" in prose and "6 builds (bound 7)" in prose and "1460 runs" in prose
+    assert "FOUND" in prose and "6 builds (bound 7)" in prose and "1,460 runs" in prose
     rows = [ln for ln in lines if ln.startswith(report.first_bad[:12])]
     assert rows and "retest-culprit" in rows[0] and "BAD" in rows[0]
     assert "observed/reference: b .67/.20" in text  # the largest departure first

@@ -18,6 +18,7 @@ from bisectbot.errors import BisectbotError
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.events import Events
 from bisectbot.pipeline.terminal import Terminal, summary_width
+from bisectbot.report import bound_text, count_of
 
 
 @click.command()
@@ -82,8 +83,8 @@ def demo(
         found = report.first_bad == history.culprit
         outcome = (
             f"planted culprit {history.culprit[:12]}: "
-            f"{'found' if found else 'NOT found'} with {report.builds} builds "
-            f"(bound {report.builds_bound}) and {report.runs} runs"
+            f"{'found' if found else 'NOT found'} with {count_of(report.builds, 'build')} "
+            f"({bound_text(report)}) and {count_of(report.runs, 'run')}"
         )
         if json_path != "-":
             write_summary(terminal, bisect_text(report, summary_width()), bisect_markdown(report), md_path, color)

@@ -187,6 +187,8 @@ class CommitReport:
     reproduce: str
     schema_version: int = SCHEMA_VERSION
     kind: str = "test"
+    eta: float | None = None  # BAD: departs by more than this (total variation)
+    tolerance: float | None = None  # GOOD: within this
 
     @property
     def verdict(self) -> Verdict:
@@ -213,6 +215,8 @@ class CommitReport:
             "config": asdict(self.config),
             "environment": asdict(self.environment),
             "reproduce": self.reproduce,
+            "eta": self.eta,
+            "tolerance": self.tolerance,
         }
 
     @classmethod
@@ -228,6 +232,8 @@ class CommitReport:
             config=ConfigSummary.from_json(data["config"]),
             environment=Environment.from_json(data.get("environment", {})),
             reproduce=data.get("reproduce", ""),
+            eta=data.get("eta"),
+            tolerance=data.get("tolerance"),
             schema_version=data.get("schema_version", 1),
         )
 

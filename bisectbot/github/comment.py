@@ -25,8 +25,10 @@ from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Ref
 from bisectbot.core.stats import MISSED
 from bisectbot.report import (
     assumption_lines,
+    bound_text,
     build_and_run_notes,
     change_point_lines,
+    count_of,
     observed_vs_reference,
     reference_line,
     skip_block_lines,
@@ -288,7 +290,8 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
         (
             head,
             *body,
-            f"**{report.status.value}** · {range_text} · {report.builds} builds · {report.runs} runs · "
+            f"**{report.status.value}** · {range_text} · {count_of(report.builds, 'build')} "
+            f"({bound_text(report)}) · {count_of(report.runs, 'run')} · "
             f"confidence ≥ {report.confidence:.2%}",
             f"Reference: {reference_line(report.reference)}",
             verdict_table(report.verdicts, report.reference, ctx.link, report.find),

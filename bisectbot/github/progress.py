@@ -54,7 +54,10 @@ class CommentObserver:
             self.where, self.doing = f"testing {event.name} {event.ref} = {event.sha[:12]}", ""
         elif isinstance(event, StepStarted):
             self.commit_no += 1
-            self.where, self.doing = f"bisect step {event.number} of ~{event.estimate}, `{event.sha[:12]}`", ""
+            of = (
+                f"of ~{event.estimate}" if event.number <= event.estimate else f"(past the ~{event.estimate} estimated)"
+            )
+            self.where, self.doing = f"bisect step {event.number} {of}, `{event.sha[:12]}`", ""
         elif isinstance(event, StickyVisit):
             self.commit_no += 1
             self.where, self.doing = f"sticky bisection at `{event.sha[:12]}`", ""

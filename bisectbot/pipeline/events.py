@@ -134,7 +134,8 @@ class StepStarted(Event):
     last: int
 
     def text(self) -> str:
-        return f"[step {self.number}/~{self.estimate}] {self.sha[:12]} (position {self.position} of {self.last})"
+        of = f"/~{self.estimate}" if self.number <= self.estimate else f", past the ~{self.estimate} estimated"
+        return f"[step {self.number}{of}] {self.sha[:12]} (position {self.position} of {self.last})"
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,7 @@ class RunsProgress(Event):
     counts: str  # 'a=3 c=12'
 
     def text(self) -> str:
-        return f"  {self.sha[:12]} seeds {self.consumed}/{self.budget}: {self.counts}"
+        return f"  {self.sha[:12]} {self.consumed} of at most {self.budget} runs: {self.counts}"
 
 
 @dataclass(frozen=True)

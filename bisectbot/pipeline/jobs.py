@@ -284,6 +284,8 @@ def run_test(session: Session, plan: CommitPlan) -> CommitReport:
             config=context.config,
             environment=context.environment,
             reproduce=reproduce,
+            eta=session.cfg.test.indifference,
+            tolerance=session.cfg.test.tolerance,
         )
         store.finish_job(plan.job, "done", report.to_json())
     return report
