@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
-from bisectbot.config import load_config
+from bisectbot.config import Config, load_config
 from bisectbot.errors import ConfigError
 
 GOOD = {
@@ -165,3 +168,64 @@ def test_the_new_test_keys_left_at_their_defaults_keep_a_config_s_digest(tmp_pat
     same = {**GOOD, "test": {"model_runs": 4000, "search_runs": 40000}}
     assert load_config(write(tmp_path, same)).digest() == base
     assert load_config(write(tmp_path, {**GOOD, "test": {"eta": 0.02}})).digest() != base
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "configs" / "example.yaml"
+
+
+def _models_in(annotation: object, suffix: str = "") -> list[tuple[type[BaseModel], str]]:
+    """The section models an annotation holds (through optional, union, list and dict types),
+    each with how its keys' path goes on: `[]` for a list item, `.<name>` for a dict value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [(annotation, suffix)]
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is dict:
+        return _models_in(args[1], suffix + ".<name>")
+    if origin is list:
+        return _models_in(args[0], suffix + "[]")
+    return [found for arg in args for found in _models_in(arg, suffix)]
+
+
+def _schema_keys() -> list[tuple[str, str, str]]:
+    """(top-level section, key, key path) of every key of the config schema, breadth first. A
+    section model met again deeper (`run.variants[].parse` is a ParseConfig, like `parse`) has
+    its keys listed once, where it is met first."""
+    keys: list[tuple[str, str, str]] = []
+    seen: set[type[BaseModel]] = {Config}
+    queue: list[tuple[type[BaseModel], str, str]] = [(Config, "", "")]
+    while queue:
+        model, path, section = queue.pop(0)
+        hints = typing.get_type_hints(model)  # resolves forward references (Variant.parse)
+        for name, field in model.model_fields.items():
+            if model is Config and name == "source_path":  # filled in by load_config
+                continue
+            key = field.alias or name
+            here = f"{path}.{key}" if path else key
+            keys.append((section or key, key, here))
+            for sub, suffix in _models_in(hints[name]):
+                if sub not in seen:
+                    seen.add(sub)
+                    queue.append((sub, here + suffix, section or key))
+    return keys
+
+
+def test_the_example_config_shows_every_key_of_the_schema() -> None:
+    """configs/example.yaml is the reference of every key: each key of the schema is in it, live
+    or commented out (`# key:`), within its top-level section; and the file loads."""
+    load_config(EXAMPLE)
+    text = EXAMPLE.read_text()
+    keys = _schema_keys()
+    assert {"run.variants[].help_lacks", "arms.<name>.serve_variants", "github.call_deadline"} <= {
+        path for _, _, path in keys
+    }  # the walk reaches optional, list and dict sections
+    top = "|".join(re.escape(name) for name in Config.model_fields)
+    # A top-level key, live or commented, at the start of a line opens its section.
+    starts = [(m.group(1), m.start()) for m in re.finditer(rf"^#? ?({top}):", text, re.M)]
+    ends = [at for _, at in starts[1:]] + [len(text)]
+    sections = {name: text[at:end] for (name, at), end in zip(starts, ends)}
+    missing = []
+    for section, key, path in keys:
+        where = sections.get(section, "")
+        if not re.search(rf"(^[ \t]*(#[ \t]*)*(- )?|[{{,][ \t]*){re.escape(key)}:", where, re.M):
+            missing.append(path)
+    assert not missing, f"{EXAMPLE.name} does not show these keys of the config schema: {', '.join(missing)}"
