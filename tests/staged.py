@@ -20,64 +20,13 @@ from typing import Any
 import yaml
 
 from bisectbot.core.stats import hardest_tv_shift
-from bisectbot.demo import _git, _git_env
+from bisectbot.demo.choice import Step, write_choice_history
 
 LETTERS = "abc"
 REFERENCE = (0.35, 0.45, 0.20)
 MILD = tuple(round(x, 6) for x in hardest_tv_shift(REFERENCE, 0.15))
 GROSS = (1.0, 0.0, 0.0)
 STRAY = 0.02
-
-MAIN = r"""#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include "table.h"
-#include "util.h"
-
-int main(int argc, char ** argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0) { puts("usage: prog SEED"); return argc < 2; }
-    const unsigned long long seed = strtoull(argv[1], NULL, 10);
-    const double u = uniform01(seed, 1), v = uniform01(seed, 2);
-    if (v < STRAY) { puts("z"); return 0; }  /* a stray outcome */
-    double acc = 0.0;
-    for (int i = 0; i < N_OUTCOMES; ++i) {
-        acc += PROBS[i];
-        if (u < acc) { printf("%c\n", LETTERS[i]); return 0; }
-    }
-    printf("%c\n", LETTERS[N_OUTCOMES - 1]);
-    return 0;
-}
-"""
-
-UTIL_H = """#pragma once
-double uniform01(unsigned long long seed, unsigned long long stream);
-"""
-
-UTIL_C = """#include "util.h"
-/* splitmix64: a uniform in [0, 1) fixed by (seed, stream) */
-double uniform01(unsigned long long seed, unsigned long long stream) {
-    unsigned long long z = seed * 0x9E3779B97F4A7C15ULL + stream * 0xBF58476D1CE4E5B9ULL + 0x94D049BB133111EBULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    return (double)(z >> 11) / 9007199254740992.0;
-}
-/* revision @@REV@@ */
-"""
-
-CMAKE = """cmake_minimum_required(VERSION 3.16)
-project(staged VERSION 0.1 LANGUAGES C)
-set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
-add_executable(prog src/main.c src/util.c)
-"""
-
-
-def _table(probs: tuple[float, ...], stray: float) -> str:
-    values = ", ".join(repr(float(p)) for p in probs)
-    return (
-        f"#pragma once\n#define N_OUTCOMES {len(probs)}\nstatic const double PROBS[N_OUTCOMES] = {{{values}}};\n"
-        f'static const char LETTERS[] = "{LETTERS}";\nstatic const double STRAY = {stray!r};\n'
-    )
 
 
 @dataclass(frozen=True)
@@ -115,47 +64,13 @@ def plan(seed: int, n: int = 24) -> list[str]:
 
 def write_staged(dest: Path, seed: int, *, stray: bool = False, n: int = 24) -> Staged:
     """History `seed` in dest/repo (fixed dates: shas are stable)."""
-    repo = dest / "repo"
-    repo.mkdir(parents=True)
-    env = _git_env()
-    _git(repo, "init", "-q", "--template=", "-b", "main", env=env)
-    kinds = plan(seed, n)
-    probs, rev, notes, shas = REFERENCE, 0, 0, []
-    for i, kind in enumerate(kinds):
-        if kind == "mild":
-            probs = MILD
-        elif kind == "gross":
-            probs = GROSS
-        elif kind == "src":
-            rev += 1
-        elif kind == "docs":
-            notes += 1
-        files = {
-            "CMakeLists.txt": CMAKE,
-            "src/main.c": MAIN,
-            "src/util.h": UTIL_H,
-            "src/util.c": UTIL_C.replace("@@REV@@", str(rev)),
-            "src/table.h": _table(probs, STRAY if stray else 0.0),
-            "README.md": "# staged\n" + "".join(f"- note {k}\n" for k in range(notes)),
-        }
-        for rel, text in files.items():
-            out = repo / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8", newline="\n")
-        date = f"{1709283600 + i * 3600} +0000"
-        cenv = dict(
-            env,
-            GIT_AUTHOR_NAME="Staged",
-            GIT_AUTHOR_EMAIL="staged@example.com",
-            GIT_AUTHOR_DATE=date,
-            GIT_COMMITTER_NAME="Staged",
-            GIT_COMMITTER_EMAIL="staged@example.com",
-            GIT_COMMITTER_DATE=date,
-        )
-        _git(repo, "add", "--all", ".", env=cenv)
-        _git(repo, "commit", "-q", "--allow-empty", "--no-verify", "-m", f"{kind} ({i})", env=cenv)
-        shas.append(_git(repo, "rev-parse", "HEAD", env=cenv))
-    return Staged(repo, tuple(shas), tuple(kinds))
+    table = {"mild": MILD, "gross": GROSS}
+    steps = [
+        Step(kind, table.get(kind, REFERENCE if i == 0 else None), (STRAY if stray else 0.0) if i == 0 else None)
+        for i, kind in enumerate(plan(seed, n))
+    ]
+    h = write_choice_history(dest, steps, name="staged")
+    return Staged(h.repo, h.commits, h.kinds)
 
 
 def config(history: Staged, dest: Path, **test: Any) -> Path:

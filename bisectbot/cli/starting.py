@@ -19,6 +19,7 @@ from bisectbot.pipeline import jobs
 from bisectbot.pipeline.events import Events
 from bisectbot.pipeline.terminal import Terminal, summary_width
 from bisectbot.report import bound_text, count_of
+from bisectbot.report_text import shell_lines, wrap
 
 
 @click.command()
@@ -88,8 +89,10 @@ def demo(
         )
         if json_path != "-":
             write_summary(terminal, bisect_text(report, summary_width()), bisect_markdown(report), md_path, color)
-            click.echo(outcome)
-            click.echo(f"every commit it tested: bisectbot log {history.config}")
+            click.echo("\n".join(wrap(outcome, summary_width(), "    ")))
+            click.echo(
+                "every commit it tested:\n" + "\n".join(shell_lines(f"bisectbot log {history.config}", summary_width()))
+            )
         else:  # stdout is the JSON's alone
             if md_path:
                 Path(md_path).write_text(bisect_markdown(report))

@@ -53,6 +53,7 @@ def _check_binaries(value: dict[str, list[str]] | None) -> dict[str, list[str]] 
 
 
 MODEL_RUNS = 4000  # test.model_runs default
+CONTROL_MAX_RUNS = 2**16  # reference.control.max_runs: the most a control sample grows to
 SEARCH_RUNS = 40000  # test.search_runs default
 
 
@@ -244,11 +245,16 @@ class ComputedReference(Strict):
 
 
 class ControlReference(Strict):
-    """No exact reference: run a known-good commit on seeds disjoint from every test, once, and
-    use its counts — their own uncertainty is paid for with `delta` (errors ≤ alpha + delta)."""
+    """No exact reference: run a known-good commit on seeds disjoint from every test and use its
+    counts — their own uncertainty is paid for with `delta` (errors ≤ alpha + delta). `runs`
+    control runs come first; while a test has run more runs than the control has, the control
+    grows (by half, up to `max_runs`), so it costs about as much as the longest test needs. The
+    confidence set for its distribution holds at every size at once (Ville), so growing it as
+    tests go costs no extra error."""
 
     commit: str
-    runs: int = Field(default=20000, gt=0)
+    runs: int = Field(default=1000, gt=0)  # control runs before the first test
+    max_runs: int = Field(default=CONTROL_MAX_RUNS, gt=0)  # the most it grows to (seeds of its own)
     delta: float = Field(default=1e-3, gt=0, lt=0.5)
 
 

@@ -122,6 +122,7 @@ class BisectReport:
     posterior: float | None = None  # the sticky search's posterior (not a bound)
     eta: float | None = None  # BAD: departs by more than this (total variation)
     tolerance: float | None = None  # GOOD: within this
+    control_runs: int | None = None  # runs of the control commit (reference.control), not in `runs`
     # the commits that can change the binary (the search ran over these), the others skipped as
     # equivalent to their parent, those of them between last_good and first_bad, and the rule
     searched: int | None = None
@@ -189,6 +190,7 @@ class CommitReport:
     kind: str = "test"
     eta: float | None = None  # BAD: departs by more than this (total variation)
     tolerance: float | None = None  # GOOD: within this
+    control_runs: int | None = None  # runs of the control commit (reference.control), not in `runs`
 
     @property
     def verdict(self) -> Verdict:
@@ -217,6 +219,7 @@ class CommitReport:
             "reproduce": self.reproduce,
             "eta": self.eta,
             "tolerance": self.tolerance,
+            "control_runs": self.control_runs,
         }
 
     @classmethod
@@ -234,6 +237,7 @@ class CommitReport:
             reproduce=data.get("reproduce", ""),
             eta=data.get("eta"),
             tolerance=data.get("tolerance"),
+            control_runs=data.get("control_runs"),
             schema_version=data.get("schema_version", 1),
         )
 

@@ -54,7 +54,7 @@ from bisectbot.pipeline.events import (
 from bisectbot.pipeline.gc import collect, storage_caps
 from bisectbot.pipeline.narrow import narrow_plan
 from bisectbot.pipeline.plan import BisectPlan, Narrowing, ReportContext
-from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
+from bisectbot.pipeline.reference import GrowingControl, ResolvedReference, resolve_reference
 from bisectbot.pipeline.runner import CommitRunner
 from bisectbot.pipeline.verdict import CommitTester
 
@@ -124,7 +124,9 @@ class Session:
             return ClusterTester(
                 self.cfg, self.runner, self.reference.stats_reference(), self.events, self.cluster, self.worker_root
             )
-        return CommitTester(self.cfg, self.test_runner, self.reference.stats_reference(), self.events)
+        control = GrowingControl(self.cfg, self.runner, self.reference) if self.reference.control is not None else None
+        reference = control.reference if control is not None else self.reference.stats_reference()
+        return CommitTester(self.cfg, self.test_runner, reference, self.events, control)
 
     def builds(self) -> int:
         """Builds this process made (not replayed), trusted and sandboxed."""
@@ -280,12 +282,13 @@ def run_test(session: Session, plan: CommitPlan) -> CommitReport:
             detail=detail,
             arms=arms,
             builds=session.builds(),
-            reference=context.reference,
+            reference=tester.control.grown(context.reference) if tester.control else context.reference,
             config=context.config,
             environment=context.environment,
             reproduce=reproduce,
             eta=session.cfg.test.indifference,
             tolerance=session.cfg.test.tolerance,
+            control_runs=tester.control.attempted if tester.control is not None else None,
         )
         store.finish_job(plan.job, "done", report.to_json())
     return report

@@ -20,7 +20,7 @@ are left out: seeing one proves BAD.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -120,13 +120,22 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
 def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, dict[str, int]]:
     """`runs` runs of a known-good commit, on seeds no test uses, counted by category."""
     sha = runner.workspace.resolve(ref)
+    counts, failures = _control_runs(cfg, runner, sha, 0, runs)
+    if failures * 2 > runs or not counts:
+        raise BisectbotError(f"reference.control: {failures} of {runs} runs at {sha[:12]} failed")
+    return sha, dict(counts)
+
+
+def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count: int) -> tuple[Counter[str], int]:
+    """Control runs start … start + count − 1 at `sha` (stored like any run, so a resume replays
+    them): their outcomes counted (MISSED for a missed condition), and how many failed."""
     prepared = runner.prepare(sha)
     if prepared.executor is None:
-        raise BisectbotError(f"reference.control: {ref} ({sha[:12]}) cannot be tested: {prepared.why}")
-    seeds = runner.seeds(CONTROL_SEED_OFFSET + cfg.run.first_seed, runs)
+        raise BisectbotError(f"reference.control: {sha[:12]} cannot be tested: {prepared.why}")
+    seeds = runner.seeds(CONTROL_SEED_OFFSET + cfg.run.first_seed + start, count)
     counts: Counter[str] = Counter()
     failures = 0
-    runner.events.emit(ControlStarted(sha, runs))
+    runner.events.emit(ControlStarted(sha, count))
     with runner.runs(prepared, seeds) as stream:
         for rec in stream:
             if not rec.ok:
@@ -135,10 +144,71 @@ def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tu
             obs = observe(rec.tokens or (), cfg.statistic)
             outcome = obs.outcome if obs.outcome is not None else stats.OTHER
             counts[outcome if obs.met_condition else stats.MISSED] += 1
-            runner.events.emit(RunsProgress(sha, sum(counts.values()), runs, "control"))
-    if failures * 2 > runs or not counts:
-        raise BisectbotError(f"reference.control: {failures} of {runs} runs at {sha[:12]} failed")
-    return sha, dict(counts)
+            runner.events.emit(RunsProgress(sha, sum(counts.values()), count, "control"))
+    return counts, failures
+
+
+class GrowingControl:
+    """The control sample of `reference.control`, grown while tests need more than it has.
+
+    Why it may grow: its confidence set {r : Σ m log r ≥ log KT(m) − log(1/δ)} holds the true
+    distribution at every sample size at once (KT(m)/L_p(m) is a martingale: Ville), so a test
+    may use the set of whatever size the control has when it looks, chosen from the data, at
+    errors ≤ α + δ still. Its categories stay those of the first sample: a later outcome it never
+    showed counts as OTHER, as the tests count it (a coarsening both sides share)."""
+
+    GROWTH = 1.5  # grown to this many times its size, or to the test's runs if more
+
+    def __init__(self, cfg: Config, runner: CommitRunner, resolved: ResolvedReference):
+        assert cfg.reference.control is not None and resolved.control is not None
+        self.cfg, self.runner, self.resolved = cfg, runner, resolved
+        self.sha = runner.workspace.resolve(cfg.reference.control.commit)
+        self.max_runs = max(cfg.reference.control.max_runs, cfg.reference.control.runs)
+        self.attempted = cfg.reference.control.runs  # run indices used so far, failures included
+        self.reference = resolved.stats_reference()
+
+    @property
+    def runs(self) -> int:
+        """Control runs counted (failures left out)."""
+        return sum((self.resolved.control or {}).values())
+
+    def wants(self, test_runs: int) -> bool:
+        return test_runs > self.runs and self.attempted < self.max_runs
+
+    def grow(self, test_runs: int) -> stats.Reference:
+        """Run more control runs (to ≥ `test_runs`, and by at least half), and the reference
+        with them: same categories, new counts."""
+        target = min(self.max_runs, max(test_runs, int(self.attempted * self.GROWTH)))
+        more, _ = _control_runs(self.cfg, self.runner, self.sha, self.attempted, target - self.attempted)
+        self.attempted = target
+        names = set(self.reference.names)
+        counts = dict(self.resolved.control or {})
+        for outcome, n in more.items():
+            if outcome in names:
+                counts[outcome] = counts.get(outcome, 0) + n
+            elif outcome != stats.MISSED:  # a missed condition is not counted without MISSED
+                counts[stats.OTHER] = counts.get(stats.OTHER, 0) + n
+        total = sum(counts.values())
+        delta = self.resolved.delta
+        self.resolved = ResolvedReference(
+            {k: v / total for k, v in counts.items()},
+            None,
+            f"control sample of {total} runs at {self.sha[:12]} (δ = {delta:g}; grown as tests needed)",
+            counts,
+            delta,
+        )
+        self.reference = self.resolved.stats_reference()
+        return self.reference
+
+    def grown(self, summary: ReferenceSummary) -> ReferenceSummary:
+        """`summary` (made when the job started) with the control's counts as they ended."""
+        return replace(
+            summary,
+            probs=dict(self.resolved.probs),
+            source=self.resolved.source,
+            categories=list(self.reference.names),
+            category_probs=list(self.reference.probs),
+        )
 
 
 def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedReference]) -> ResolvedReference:

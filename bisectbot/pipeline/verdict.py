@@ -23,6 +23,7 @@ from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord, T
 from bisectbot.edges.procs import ServerError
 from bisectbot.pipeline.events import Events, RunsProgress, VerdictReached
 from bisectbot.pipeline.parse import observe
+from bisectbot.pipeline.reference import GrowingControl
 from bisectbot.pipeline.runner import CommitRunner, Prepared
 
 
@@ -139,8 +140,16 @@ class CommitTester:
     # sticky search (its feed runs here, not on the workers).
     where = "here"
 
-    def __init__(self, cfg: Config, runner: CommitRunner, reference: stats.Reference, events: Events):
+    def __init__(
+        self,
+        cfg: Config,
+        runner: CommitRunner,
+        reference: stats.Reference,
+        events: Events,
+        control: GrowingControl | None = None,
+    ):
         self.cfg, self.runner, self.reference, self.events = cfg, runner, reference, events
+        self.control = control  # a control-sample reference that grows while tests need it to
 
     def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
         """Build commits, one after the other (a cluster's tester builds them at once)."""
@@ -214,6 +223,8 @@ class CommitTester:
                         theirs = table.get(rec.seed)
                         if rec.ok and theirs is not None:
                             alike[sha][(-1 if category is None else category) != theirs] += 1
+                    if self.control is not None and self.control.wants(out.tally.consumed):
+                        self.reference = self.control.grow(out.tally.consumed)
                     if rec.ok:
                         out.evidence = judge(
                             out.tally.counts,
