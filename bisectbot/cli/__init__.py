@@ -2,7 +2,7 @@
 
 `main` is the command group (the `bisectbot` script, `python -m bisectbot.cli`); the commands live
 by who uses them: bisecting.py (bisect, test, reference), state.py (log, build-log, gc),
-starting.py (demo, doctor, fixtures), serving.py (the GitHub bot's watch, serve, check, publish).
+starting.py (demo, init, doctor, fixtures), serving.py (the GitHub bot's watch, serve, check, publish).
 Under them: guard.py (exit codes, every error one line), options.py (the shared options) and
 wiring.py (config and state directory opened, summary and JSON written).
 
@@ -24,7 +24,7 @@ from bisectbot import __version__
 from bisectbot.cli.bisecting import bisect, reference, test
 from bisectbot.cli.guard import OneLineGroup
 from bisectbot.cli.serving import check, publish, serve, watch
-from bisectbot.cli.starting import demo, doctor_command, fixtures
+from bisectbot.cli.starting import demo, doctor_command, fixtures, init
 from bisectbot.cli.state import build_log, gc, log_command
 
 
@@ -38,6 +38,7 @@ from bisectbot.cli.state import build_log, gc, log_command
         build_log,
         gc,
         demo,
+        init,
         doctor_command,
         fixtures,
         watch,

@@ -163,3 +163,69 @@ def tiny_llama(out_dir: str, seed: int) -> None:
         return 0
 
     guard(body)
+
+
+@click.command()
+@click.argument("repo", type=click.Path(exists=True, file_okay=False))
+@click.argument("argv", nargs=-1, required=True)
+@click.option("--good", required=True, help="A commit (ref) known to behave right: built, sampled, and tested GOOD.")
+@click.option("--target", help="The cmake target that builds the program (without it: the list of targets).")
+@click.option("--name", default="project", show_default=True, help="The config's name (reports, state directory).")
+@click.option("--position", default=0, show_default=True, help="Which output token is the outcome.")
+@click.option(
+    "--probs",
+    help="The exact reference as OUTCOME=P,… (e.g. a=0.3,b=0.7); without it, a measured one: runs of --good.",
+)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where to write it [default: NAME.yaml].")
+@quiet_option
+def init(
+    repo: str,
+    argv: tuple[str, ...],
+    good: str,
+    target: str | None,
+    name: str,
+    position: int,
+    probs: str | None,
+    output: str | None,
+    quiet: bool,
+) -> None:
+    """Write a working config for REPO from the command line ARGV (after `--`; {binary} is the
+    program, {seed} the seed): list the cmake targets, build --target at --good, run it on a few
+    seeds to propose how its output is read, and test --good GOOD with the config."""
+    from bisectbot.pipeline.newconfig import write_config
+
+    def body() -> int:
+        table = _probs(probs) if probs else None
+        out = Path(output or f"{name}.yaml")
+        terminal = Terminal(quiet=quiet)
+        path, report = write_config(
+            repo,
+            good,
+            list(argv),
+            out=out,
+            target=target,
+            name=name,
+            probs=table,
+            position=position,
+            events=Events(terminal),
+        )
+        terminal.close()
+        click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")
+        click.echo(f"next: bisectbot bisect {path} --good {good} --bad BAD")
+        return EXIT_OK
+
+    guard(body)
+
+
+def _probs(text: str) -> dict[str, float]:
+    """--probs a=0.3,b=0.7 → {"a": 0.3, "b": 0.7}, or a click error naming the part."""
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not OUTCOME=PROBABILITY", param_hint="--probs") from None
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{part!r} is not OUTCOME=PROBABILITY", param_hint="--probs")
+    return out
