@@ -62,6 +62,7 @@ def test_init_writes_a_config_that_tests_the_good_commit_good(project: tuple[Pat
     assert (tmp_path / "choice-state" / "state.sqlite3").is_file()  # where the bisect will find it
 
 
+@pytest.mark.heavy  # more cmake builds (README: Tests)
 def test_init_takes_an_exact_reference_and_refuses_one_that_is_wrong(project: tuple[Path, str], tmp_path: Path) -> None:
     repo, good = project
     proc = init(tmp_path, repo, good, "--probs", "a=0.3,b=0.45,c=0.25", "-o", "exact.yaml")
@@ -73,6 +74,7 @@ def test_init_takes_an_exact_reference_and_refuses_one_that_is_wrong(project: tu
     assert wrong.returncode == 2 and "tests BAD with it" in wrong.stderr, wrong.stderr
 
 
+@pytest.mark.heavy  # more cmake builds (README: Tests)
 def test_init_names_the_programs_when_the_target_is_wrong(project: tuple[Path, str], tmp_path: Path) -> None:
     repo, good = project
     proc = init(tmp_path, repo, good, "--target", "nope")

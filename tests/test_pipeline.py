@@ -393,22 +393,25 @@ def test_control_sample_serves_as_reference(small_demo: DemoHistory, tmp_path: P
 
 @pytest.mark.heavy  # about a minute of builds and runs (README: Tests)
 def test_a_control_sample_grows_while_a_test_needs_it(small_demo: DemoHistory, tmp_path: Path) -> None:
-    """A small control sample first (300 runs); a test that runs longer grows it (to at least
-    its own runs), a quick BAD does not; the JSON counts the control's runs apart."""
+    """A small control sample first (the default 1000 runs); a test that runs longer than a
+    third of it grows it (to three times its own runs), a quick BAD does not; the JSON counts
+    the control's runs apart."""
     data = yaml.safe_load(small_demo.config.read_text())
     data["repo"]["path"] = str(small_demo.repo)
-    data["reference"] = {"control": {"commit": small_demo.good, "runs": 300}}
+    data["reference"] = {"control": {"commit": small_demo.good}}
     cfg = tmp_path / "control.yaml"
     cfg.write_text(yaml.safe_dump(data))
     state = str(tmp_path / "st")
     bad = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-")
     result = json.loads(bad.stdout)
-    assert result["verdict"] == "bad" and result["control_runs"] == 300, bad.stderr
-    assert result["runs"] < 300 and "control sample of 300 runs" in result["reference"]["source"]
+    assert result["verdict"] == "bad" and result["control_runs"] == 1000, bad.stderr
+    assert result["runs"] * 3 <= 1000 and "control sample of 1000 runs" in result["reference"]["source"]
     good = cli("test", str(cfg), "--commit", small_demo.commits[2], "--state", state, "--json", "-")
     result = json.loads(good.stdout)
     assert result["verdict"] == "good", good.stderr
-    assert result["control_runs"] >= result["runs"] > 300 and "grown as tests needed" in result["reference"]["source"]
+    assert (
+        result["control_runs"] >= 3 * result["runs"] > 1000 and "grown as tests needed" in result["reference"]["source"]
+    )
     con = sqlite3.connect(tmp_path / "st" / "state.sqlite3")
     control_seeds = {
         r[0] for r in con.execute("SELECT seed FROM runs WHERE sha=? AND seed >= 1000000000", (small_demo.good,))

@@ -247,8 +247,8 @@ class ComputedReference(Strict):
 class ControlReference(Strict):
     """No exact reference: run a known-good commit on seeds disjoint from every test and use its
     counts — their own uncertainty is paid for with `delta` (errors ≤ alpha + delta). `runs`
-    control runs come first; while a test has run more runs than the control has, the control
-    grows (by half, up to `max_runs`), so it costs about as much as the longest test needs. The
+    control runs come first; while a test has run more than a third as many runs as the control
+    has, the control grows (by half at least, up to `max_runs`). The
     confidence set for its distribution holds at every size at once (Ville), so growing it as
     tests go costs no extra error."""
 

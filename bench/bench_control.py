@@ -1,0 +1,114 @@
+"""A measured reference against an exact one, side by side, on a project that is not llama.cpp.
+
+    python bench/bench_control.py              # 3 histories (a few minutes on 2 cores)
+    python bench/bench_control.py --histories 6
+
+The shape of issue 23: a 44-commit history of a small C program that prints one seeded choice
+(bisectbot.demo.choice), one commit moving one outcome 0.30 → 0.38 (TV 0.08), one commit that
+does not compile (the next fixes it), the rest compiled-file or docs-only changes. Each history
+is bisected twice with the default test settings, each in a state directory of its own: with the
+exact reference (the probabilities written in the config), and with `reference.control` naming
+the good endpoint (a measured reference: its runs are counted in the report's `control_runs`).
+Printed: per history and in all, whether each found the change, its builds, its runs, the
+control's runs and the ratio of all runs (control included) measured / exact. The target
+(issue 23) is a ratio ≤ 2.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from bisectbot.demo.choice import ChoiceHistory, Step, choice_config, write_choice_history
+
+N = 44
+BEFORE = (0.30, 0.45, 0.25)
+AFTER = (0.38, round(0.45 - 0.08 * 0.45 / 0.70, 6), round(0.25 - 0.08 * 0.25 / 0.70, 6))
+
+
+def history(dest: Path, seed: int) -> ChoiceHistory:
+    """One history of the shape: the change and the break at random places."""
+    rnd = random.Random(seed)
+    change = rnd.randrange(4, N - 4)
+    broken = rnd.choice([i for i in range(2, N - 2) if abs(i - change) > 1])
+    steps = [Step("first", BEFORE)]
+    for i in range(1, N):
+        if i == change:
+            steps.append(Step("change", AFTER))
+        elif i == broken:
+            steps.append(Step("break", broken=True))
+        else:
+            steps.append(Step("src" if rnd.random() < 0.45 else "docs"))
+    return write_choice_history(dest, steps, name="choice")
+
+
+def bisect(h: ChoiceHistory, config: dict, work: Path, label: str) -> dict:
+    path = work / f"{label}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    out = work / f"{label}.json"
+    argv = [sys.executable, "-m", "bisectbot.cli", "bisect", str(path), "--good", h.commits[0], "--bad", "main"]
+    argv += ["--state", str(work / f"state-{label}"), "--json", str(out), "-q"]
+    start = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    if not out.exists():
+        return {"found": False, "error": proc.stderr.strip()[-300:], "seconds": seconds}
+    report = json.loads(out.read_text())
+    named = report["first_bad"]
+    return {
+        "found": named == h.first("change"),
+        "named": f"{report['status']} {h.commits.index(named) if named in h.commits else '-'}/{h.kinds.index('change')}",
+        "status": report["status"],
+        "builds": report["builds"],
+        "runs": report["runs"],
+        "control": report.get("control_runs") or 0,
+        "seconds": seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--histories", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--max-runs", type=int, default=16384, help="run.max_runs of both configs")
+    args = parser.parse_args()
+    probs = dict(zip("abc", BEFORE))
+    totals = {"exact": 0, "measured": 0}
+    print(f"{'history':>7}  {'exact: found builds runs':>26}  {'measured: found builds runs + control':>38}  ratio")
+    for seed in range(args.first_seed, args.first_seed + args.histories):
+        with tempfile.TemporaryDirectory(prefix="bench-control-") as tmp:
+            work = Path(tmp)
+            h = history(work, seed)
+            exact_cfg, measured_cfg = choice_config(h, probs), choice_config(h, None, control=h.commits[0])
+            for cfg in (exact_cfg, measured_cfg):
+                cfg["run"]["max_runs"] = args.max_runs
+            exact = bisect(h, exact_cfg, work, "exact")
+            measured = bisect(h, measured_cfg, work, "measured")
+        if "error" in exact or "error" in measured:
+            print(f"{seed:>7}  exact: {exact.get('error', 'ok')} | measured: {measured.get('error', 'ok')}")
+            continue
+        totals["exact"] += exact["runs"]
+        totals["measured"] += measured["runs"] + measured["control"]
+        ratio = (measured["runs"] + measured["control"]) / exact["runs"]
+        print(
+            f"{seed:>7}  {str(exact['found']):>6} {exact['builds']:>6} {exact['runs']:>12,}  "
+            f"{str(measured['found']):>6} {measured['builds']:>6} {measured['runs']:>12,} + {measured['control']:>8,}"
+            f"  {ratio:.2f}  (named/change: exact {exact['named']}, measured {measured['named']})"
+        )
+    if totals["exact"]:
+        print(
+            f"\nall runs, measured / exact: {totals['measured']:,} / {totals['exact']:,} = "
+            f"{totals['measured'] / totals['exact']:.2f} (target ≤ 2.5)"
+        )
+
+
+if __name__ == "__main__":
+    main()
