@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from bisectbot.core.diagnose import LABELS, observed_cells
+from bisectbot.core.diagnose import LABELS, observed_cells, tv_from_reference
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
@@ -286,6 +286,53 @@ def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str) -> str:
     return f"bisectbot: {what} commit is one of {len(r.candidates)}"
 
 
+def distance_rows(r: BisectReport) -> list[tuple[int, str, float, Verdict]]:
+    """(position on the line, sha, TV from the reference, verdict) of every tested commit on the
+    line, in history order, each commit once (its longest main-arm test): where it moved."""
+    best: dict[str, CommitVerdict] = {}
+    for v in r.verdicts:
+        if v.arm == "main" and v.sha in r.positions and v.counts and v.runs >= best.get(v.sha, v).runs:
+            best[v.sha] = v
+    rows = []
+    for sha, v in best.items():
+        tv = tv_from_reference(v.counts, r.reference.categories, r.reference.category_probs)
+        if tv is not None:
+            rows.append((r.positions[sha], sha, tv, v.verdict))
+    return sorted(rows)
+
+
+def distance_chart(r: BisectReport) -> tuple[str, str] | None:
+    """The distance from the reference along the history as a Mermaid xychart (Markdown,
+    comments): one bar per tested commit in history order, eta and the tolerance as lines.
+    Returns (what the chart shows, its Mermaid source), or None with fewer than two commits."""
+    rows = distance_rows(r)
+    if len(rows) < 2:
+        return None
+    labels = ", ".join(f'"{pos}"' for pos, *_ in rows)
+    top = max(0.2, min(1.0, max(tv for _, _, tv, _ in rows) * 1.1))
+    lines = [
+        "xychart-beta",
+        '    title "distance from the reference along the history (TV)"',
+        f'    x-axis "commit position" [{labels}]',
+        f'    y-axis "TV" 0 --> {top:.2f}',
+        f"    bar [{', '.join(f'{tv:.3f}' for _, _, tv, _ in rows)}]",
+    ]
+    legend = "bars: each tested commit's TV"
+    for name, level in (("eta", r.eta), ("tolerance", r.tolerance)):
+        if level is not None:
+            lines.append(f"    line [{', '.join(f'{level:g}' for _ in rows)}]")
+            legend += f"; line: {name} {level:g}"
+    return f"Chart: distance from the reference along the history ({legend})", "\n".join(lines)
+
+
+def _chart_block(chart: tuple[str, str] | None) -> list[str]:
+    """A chart folded away in Markdown, its Mermaid source in a fenced block."""
+    if chart is None:
+        return []
+    summary, source = chart
+    return ["", f"<details><summary>{summary}</summary>", "", "```mermaid", source, "```", "", "</details>"]
+
+
 def _glossary_block(lines: list[str]) -> list[str]:
     """The glossary folded away in Markdown (GitHub shows the summary line)."""
     return ["<details><summary>How to read this</summary>", "", *[f"- {line}" for line in lines], "", "</details>"]
@@ -316,6 +363,7 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         verdict_table(r.verdicts, r.reference, link, r.find),
         "",
         *_glossary_block(glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None)),
+        *_chart_block(distance_chart(r)),
     ]
     if r.find is Find.FIXED:
         lines += ["", f"Verdicts: {r.find.verdict_words}."]

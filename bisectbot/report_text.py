@@ -16,7 +16,16 @@ from bisectbot.core.diagnose import LABELS, observed_pairs
 from bisectbot.core.outcome import Find
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
-from bisectbot.report import bisect_headline, bound_text, cost_line, count_of, glossary, reference_line, role_label
+from bisectbot.report import (
+    bisect_headline,
+    bound_text,
+    cost_line,
+    count_of,
+    distance_rows,
+    glossary,
+    reference_line,
+    role_label,
+)
 
 MIN_WIDTH = 50  # narrower than this, lines are laid out as for 50 columns (a 40-hex sha and ` \` fit)
 INDENT = "    "
@@ -104,6 +113,27 @@ def glossary_text(lines: list[str], width: int) -> list[str]:
     return ["", "how to read it:", *[ln for line in lines for ln in wrap(f"- {line}", width, "  ")]]
 
 
+def distance_bars(r: BisectReport, width: int) -> list[str]:
+    """The distance from the reference along the history, one bar per tested commit (in
+    history order), eta and the tolerance marked: where the distribution moved."""
+    rows = distance_rows(r)
+    if len(rows) < 2:
+        return []
+    room = max(10, min(width, 100) - 36)
+    scale = room / max(0.2, max(tv for _, _, tv, _ in rows))
+    levels = [
+        (name, level, sym) for name, level, sym in (("eta", r.eta, "┆"), ("tolerance", r.tolerance, "│")) if level
+    ]
+    marks = {round(level * scale): sym for _, level, sym in levels}
+    legend = ", ".join(f"{name} {level:g} {sym}" for name, level, sym in levels)
+    out = ["", f"distance from the reference along the history (TV; {legend}):"]
+    for pos, sha, tv, verdict in rows:
+        n = round(tv * scale)
+        bar = "".join("█" if i < n else marks.get(i, " ") for i in range(max(n, max(marks, default=0) + 1)))
+        out.append(cut(f"{pos:>5} {sha[:12]} {bar} {tv:.3f} {verdict.value.upper()}", width))
+    return out
+
+
 def bisect_text(r: BisectReport, width: int = 80) -> str:
     """The terminal summary of a bisect: every line at most `width` (≥ 50) characters."""
     width = max(MIN_WIDTH, width)
@@ -135,6 +165,7 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
     lines += glossary_text(
         glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None), width
     )
+    lines += distance_bars(r, width)
     if r.find is Find.FIXED:
         lines += wrap(f"verdicts: {r.find.verdict_words}", width, INDENT)
     if r.skip_blocks:

@@ -89,3 +89,12 @@ def test_the_advised_budget_decides_a_good_commit_most_of_the_time(q: tuple[floa
                 break
     assert decided >= 0.7 * 60, decided  # measured: 57 and 46 of 60
     assert float(np.median(used)) >= 0.2, used
+
+
+def test_tv_from_the_reference() -> None:
+    from bisectbot.core.diagnose import tv_from_reference
+
+    assert tv_from_reference({"e": 345, "g": 452, "h": 203}, REF.names, REF.probs) == pytest.approx(0.0, abs=1e-9)
+    assert tv_from_reference({"e": 10}, REF.names, REF.probs) == pytest.approx(0.655)  # all on e
+    assert tv_from_reference({OTHER: 5}, REF.names, REF.probs) == pytest.approx(1.0)  # nothing in common
+    assert tv_from_reference({}, REF.names, REF.probs) is None

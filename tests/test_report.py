@@ -152,3 +152,26 @@ def test_variants_clean_rebuilds_and_skip_blocks_are_in_the_markdown() -> None:
     assert "- 12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: killed by SIGSEGV" in md
     one = markdown_of_test(replace(a_test_report(Verdict.BAD), detail=old))
     assert "Built and run with:\n- `" in one and "command variant 5" in one
+
+
+def test_the_distance_along_the_history_is_charted_in_history_order() -> None:
+    """Where the distribution moved: one entry per tested commit, by its place on the line (not
+    the order it was tested in), as bars on the terminal and a Mermaid chart in the Markdown."""
+    from bisectbot.report import distance_chart, distance_rows
+    from bisectbot.report_text import bisect_text
+
+    report = bisect_report()
+    positions = {v.sha: p for v, p in zip(report.verdicts, (11, 0, 6, 5))}
+    report = replace(report, positions=positions)
+    rows = distance_rows(report)
+    assert [pos for pos, *_ in rows] == [0, 5, 6, 11]
+    assert rows[0][2] < report.eta < report.tolerance < rows[2][2]  # good end near, culprit far
+    summary, source = distance_chart(report) or ("", "")
+    assert 'x-axis "commit position" ["0", "5", "6", "11"]' in source and source.count("line [") == 2
+    assert "eta 0.03" in summary and "tolerance 0.1" in summary
+    assert "```mermaid\nxychart-beta" in bisect_markdown(report)
+    text = bisect_text(report, 80)
+    bars = text[text.index("distance from the reference along the history") :].splitlines()[1:5]
+    assert [ln.split()[0] for ln in bars] == ["0", "5", "6", "11"] and all(len(ln) <= 80 for ln in bars)
+    assert "█" in bars[2] and bars[2].endswith("BAD") and bars[0].endswith("GOOD")
+    assert distance_chart(replace(report, positions={})) is None  # no places, no chart

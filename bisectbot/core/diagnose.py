@@ -64,6 +64,17 @@ def observed_cells(counts: Mapping[str, int], categories: Sequence[str], probs: 
     ]
 
 
+def tv_from_reference(counts: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]) -> float | None:
+    """Total variation between a commit's observed shares and the reference's, among the runs
+    that met the condition (None: no such run). What the distance charts plot."""
+    cells = observed_cells(counts, categories, probs)
+    if not any(c.count for c in cells):
+        return None
+    seen = {c.label for c in cells}
+    missing = sum(p for n, p in zip(categories, probs) if LABELS.get(n, n) not in seen and n != MISSED)
+    return 0.5 * (sum(abs((c.freq or 0.0) - c.ref) for c in cells) + missing)
+
+
 def observed_pairs(counts: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]) -> str:
     """'b .67/.20 d .25/.30 …': observed share / reference share, the largest departures first
     (so a cut drops the least telling); 'missed N' when no run met the condition."""

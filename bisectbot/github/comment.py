@@ -29,6 +29,7 @@ from bisectbot.report import (
     build_and_run_notes,
     change_point_lines,
     count_of,
+    distance_chart,
     observed_vs_reference,
     reference_line,
     skip_block_lines,
@@ -286,6 +287,8 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
     )
     series = _chart_series(report)
     chart: tuple[Block, ...] = (distribution_chart(series, report.reference),) if series else ()
+    if (along := distance_chart(report)) is not None:
+        chart += (Collapsed(along[0], (Code(along[1], "mermaid"),)),)
     return Document(
         (
             head,

@@ -109,6 +109,7 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         eta=test.indifference,
         tolerance=test.tolerance,
         control_runs=ledger.tester.control.attempted if ledger.tester.control is not None else None,
+        positions={v.sha: plan.line.index(v.sha) for v in verdicts if v.sha in plan.line},
         searched=plan.n,
         skipped_equivalent=plan.total - plan.n,
         boundary_skipped=gap,
