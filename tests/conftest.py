@@ -27,6 +27,7 @@ TOOLS: dict[str, doctor.Tool] = {
     "setpriv": doctor.Tool("setpriv", ("setpriv",), "util-linux", False, "runs a child as another user"),
     "tmux": doctor.Tool("tmux", ("tmux",), "tmux", False, "an 80-column terminal for the demo"),
     "ps": doctor.Tool("ps", ("ps",), "procps", False, "lists the processes a test's sandbox may have left"),
+    "chromium": doctor.Tool("chromium", ("chromium",), "chromium", False, "a real browser for the report pages"),
 }
 TOOLCHAIN = ("git", "cmake", "make", "c++")  # what building the demo takes
 
@@ -95,7 +96,7 @@ def _is_missing_dependency(reason: str) -> bool:
     return MISSING_TOOL in reason or "could not import" in reason
 
 
-def pytest_runtest_logreport(report: pytest.CommitReport) -> None:
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and isinstance(report.longrepr, tuple):
         reason = str(report.longrepr[2]).removeprefix("Skipped: ")
         if _is_missing_dependency(reason):

@@ -210,7 +210,8 @@ def test_history_shape_and_config(tmp_path: Path) -> None:
 
     cfg = yaml.safe_load(h.config.read_text())
     assert h.config.parent == h.repo.parent and (h.config.parent / cfg["repo"]["path"]).resolve() == h.repo
-    assert list(cfg) == ["name", "repo", "build", "run", "parse", "statistic", "reference", "test"]
+    assert list(cfg) == ["name", "repo", "build", "run", "parse", "statistic", "reference", "test", "storage"]
+    assert cfg["storage"] == {"state_dir": "./state"}  # beside the config: `bisectbot log` finds it
     assert cfg["run"]["argv"] == ["{binary}", "--seed", "{seed}", "--prompt", "ab", "-n", "4"]
     assert cfg["statistic"] == {"condition": {"position": 0, "token": "c"}, "outcome": {"position": 1}}
     assert cfg["reference"] == {"probs": reference_probs("c"), "condition_prob": 0.4}

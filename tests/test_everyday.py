@@ -165,6 +165,8 @@ def bisect(demo: DemoHistory, state: Path, *extra: str) -> tuple[subprocess.Comp
         str(state),
         "--json",
         str(out),
+        "--html",
+        str(out.with_suffix(".html")),
         *extra,
     )
     return proc, json.loads(out.read_text()) if out.exists() and proc.returncode in (0, 3) else {}
@@ -207,6 +209,11 @@ def test_the_same_command_without_the_limit_finishes_and_rebuilds_nothing(
     assert report["status"] == "found" and report["first_bad"] == demo.culprit and report["stopped"] is None
     assert built(proc.stderr).isdisjoint(built(first.stderr)), "a build of the stopped run was made again"
     assert "from what this state has seen" in proc.stderr and "3 already built" in proc.stderr
+
+
+def test_the_html_page_is_written_beside_the_json(finished: tuple, state: Path) -> None:
+    page = state.parent.joinpath(f"{state.name}.html").read_text()
+    assert page.startswith("<!doctype html>") and '<svg class="chart"' in page and "<script" not in page
 
 
 def test_the_culprits_and_parents_runs_and_a_command_for_one_seed(finished: tuple, demo: DemoHistory) -> None:

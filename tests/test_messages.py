@@ -229,8 +229,8 @@ def output_cases(demo: DemoHistory, tmp: Path) -> list[tuple[list[str], Path]]:
 
 
 OUTPUT_OPTIONS = {
-    "bisect": ("--json", "--markdown"),
-    "test": ("--json", "--markdown"),
+    "bisect": ("--json", "--markdown", "--html"),
+    "test": ("--json", "--markdown", "--html"),
     "demo": ("--json", "--markdown"),
     "check": ("--json",),
     "reference": ("--json",),
@@ -239,7 +239,11 @@ OUTPUT_OPTIONS = {
 
 def test_every_output_option_is_covered() -> None:
     for command, options in OUTPUT_OPTIONS.items():
-        have = {p.opts[0] for p in main.commands[command].params if p.opts and p.opts[0] in ("--json", "--markdown")}
+        have = {
+            p.opts[0]
+            for p in main.commands[command].params
+            if p.opts and p.opts[0] in ("--json", "--markdown", "--html")
+        }
         assert have == set(options), command
 
 

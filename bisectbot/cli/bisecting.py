@@ -16,6 +16,7 @@ from bisectbot.cli.guard import BISECT_EXIT, TEST_EXIT, guard
 from bisectbot.cli.options import (
     arms_option,
     color_option,
+    html_option,
     json_option,
     markdown_option,
     quiet_option,
@@ -143,6 +144,7 @@ def _duration(value: str | None) -> tuple[float, str] | None:
 @json_option
 @state_option
 @markdown_option
+@html_option
 @arms_option
 @quiet_option
 @color_option
@@ -166,6 +168,7 @@ def bisect(
     json_path: str | None,
     state_dir: str | None,
     md_path: str | None,
+    html_path: str | None,
     arms: bool,
     quiet: bool,
     color: str,
@@ -176,6 +179,7 @@ def bisect(
     Killed or interrupted? Run the same command again: it resumes from the state database.
     """
     from bisectbot.report import bisect_markdown
+    from bisectbot.report_html import report_html
     from bisectbot.report_text import bisect_text
 
     started = time.monotonic()  # --deadline counts from here
@@ -219,6 +223,8 @@ def bisect(
             md_path,
             color,
         )
+        if html_path:
+            Path(html_path).write_text(report_html(report))
         if report.status is BisectStatus.STOPPED:
             click.echo(f"bisectbot: {report.message}", err=True)
         return BISECT_EXIT[report.status]
@@ -282,6 +288,7 @@ def _git_bisect_guard(fn: Callable[[], int]) -> None:
 @repo_option
 @json_option
 @markdown_option
+@html_option
 @state_option
 @arms_option
 @quiet_option
@@ -300,6 +307,7 @@ def test(
     repo: str | None,
     json_path: str | None,
     md_path: str | None,
+    html_path: str | None,
     state_dir: str | None,
     arms: bool,
     quiet: bool,
@@ -308,6 +316,7 @@ def test(
 ) -> None:
     """Build one commit and give its verdict: GOOD, BAD, INCONCLUSIVE or SKIP."""
     from bisectbot.report import commit_markdown
+    from bisectbot.report_html import report_html
     from bisectbot.report_text import commit_text
 
     if ref is None and not git_bisect:
@@ -347,6 +356,8 @@ def test(
             md_path,
             color,
         )
+        if html_path:
+            Path(html_path).write_text(report_html(report))
         return GIT_BISECT_EXIT[report.verdict] if git_bisect else TEST_EXIT[report.verdict]
 
     (_git_bisect_guard if git_bisect else guard)(body)

@@ -71,6 +71,12 @@ markdown_option = click.option(
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Also write the Markdown summary here ('-': on stdout instead of the plain-text summary).",
 )
+html_option = click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="Also write one self-contained HTML page with the report and its charts (SVG, no script).",
+)
 arms_option = click.option(
     "--arms/--no-arms",
     default=True,
@@ -80,4 +86,4 @@ arms_option = click.option(
 
 
 # Parameters naming a file a command writes its output to: checked before the command starts.
-OUTPUT_PARAMS = ("json_path", "md_path")
+OUTPUT_PARAMS = ("json_path", "md_path", "html_path")
