@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from bisectbot.core.diagnose import LABELS, observed_cells, tv_from_reference
+from bisectbot.core.diagnose import LABELS, observed_cells
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
@@ -288,17 +288,8 @@ def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str) -> str:
 
 def distance_rows(r: BisectReport) -> list[tuple[int, str, float, Verdict]]:
     """(position on the line, sha, TV from the reference, verdict) of every tested commit on the
-    line, in history order, each commit once (its longest main-arm test): where it moved."""
-    best: dict[str, CommitVerdict] = {}
-    for v in r.verdicts:
-        if v.arm == "main" and v.sha in r.positions and v.counts and v.runs >= best.get(v.sha, v).runs:
-            best[v.sha] = v
-    rows = []
-    for sha, v in best.items():
-        tv = tv_from_reference(v.counts, r.reference.categories, r.reference.category_probs)
-        if tv is not None:
-            rows.append((r.positions[sha], sha, tv, v.verdict))
-    return sorted(rows)
+    line, in history order (the report's `along`): where the distribution moved."""
+    return [(int(a["position"]), str(a["commit"]), float(a["tv"]), Verdict(a["verdict"])) for a in r.along]
 
 
 def distance_chart(r: BisectReport) -> tuple[str, str] | None:

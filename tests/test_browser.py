@@ -14,6 +14,7 @@ from typing import Iterator
 
 import pytest
 
+from bisectbot.core.diagnose import distance_along
 from bisectbot.github.comment import CommentContext, render_bisect
 from bisectbot.report import bisect_markdown
 from bisectbot.report_html import report_html
@@ -39,7 +40,9 @@ def page() -> Iterator[object]:
 
 def placed_report():  # type: ignore[no-untyped-def]
     report = bisect_report()
-    return replace(report, positions={v.sha: p for v, p in zip(report.verdicts, (11, 0, 6, 5))})
+    positions = {v.sha: p for v, p in zip(report.verdicts, (11, 0, 6, 5))}
+    ref = report.reference
+    return replace(report, along=distance_along(report.verdicts, positions, ref.categories, ref.category_probs))
 
 
 def mermaid_blocks(markdown: str) -> list[str]:

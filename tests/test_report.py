@@ -157,12 +157,14 @@ def test_variants_clean_rebuilds_and_skip_blocks_are_in_the_markdown() -> None:
 def test_the_distance_along_the_history_is_charted_in_history_order() -> None:
     """Where the distribution moved: one entry per tested commit, by its place on the line (not
     the order it was tested in), as bars on the terminal and a Mermaid chart in the Markdown."""
+    from bisectbot.core.diagnose import distance_along
     from bisectbot.report import distance_chart, distance_rows
     from bisectbot.report_text import bisect_text
 
     report = bisect_report()
     positions = {v.sha: p for v, p in zip(report.verdicts, (11, 0, 6, 5))}
-    report = replace(report, positions=positions)
+    ref = report.reference
+    report = replace(report, along=distance_along(report.verdicts, positions, ref.categories, ref.category_probs))
     rows = distance_rows(report)
     assert [pos for pos, *_ in rows] == [0, 5, 6, 11]
     assert rows[0][2] < report.eta < report.tolerance < rows[2][2]  # good end near, culprit far
@@ -174,4 +176,4 @@ def test_the_distance_along_the_history_is_charted_in_history_order() -> None:
     bars = text[text.index("distance from the reference along the history") :].splitlines()[1:5]
     assert [ln.split()[0] for ln in bars] == ["0", "5", "6", "11"] and all(len(ln) <= 80 for ln in bars)
     assert "█" in bars[2] and bars[2].endswith("BAD") and bars[0].endswith("GOOD")
-    assert distance_chart(replace(report, positions={})) is None  # no places, no chart
+    assert distance_chart(replace(report, along=[])) is None  # no places, no chart

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from bisectbot.core.records import CommitVerdict
 from bisectbot.core.stats import MISSED, OTHER, Reference
 
 OTHER_LABEL = "other"  # how OTHER is written in reports
@@ -73,6 +74,24 @@ def tv_from_reference(counts: Mapping[str, int], categories: Sequence[str], prob
     seen = {c.label for c in cells}
     missing = sum(p for n, p in zip(categories, probs) if LABELS.get(n, n) not in seen and n != MISSED)
     return 0.5 * (sum(abs((c.freq or 0.0) - c.ref) for c in cells) + missing)
+
+
+def distance_along(
+    verdicts: Sequence[CommitVerdict], positions: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]
+) -> list[dict[str, object]]:
+    """Where the distribution moved: each tested commit on the line once (its longest main-arm
+    test), in history order, with its TV from the reference and its verdict — the series the
+    distance charts draw, kept in the report so renderers only read it."""
+    best: dict[str, CommitVerdict] = {}
+    for v in verdicts:
+        if v.arm == "main" and v.sha in positions and v.counts and v.runs >= best.get(v.sha, v).runs:
+            best[v.sha] = v
+    out = []
+    for sha, v in best.items():
+        tv = tv_from_reference(v.counts, categories, probs)
+        if tv is not None:
+            out.append({"commit": sha, "position": positions[sha], "tv": round(tv, 4), "verdict": v.verdict.value})
+    return sorted(out, key=lambda row: int(str(row["position"])))
 
 
 def observed_pairs(counts: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]) -> str:

@@ -123,7 +123,7 @@ class BisectReport:
     eta: float | None = None  # BAD: departs by more than this (total variation)
     tolerance: float | None = None  # GOOD: within this
     control_runs: int | None = None  # runs of the control commit (reference.control), not in `runs`
-    positions: dict[str, int] = field(default_factory=dict)  # tested commit -> its index on the line
+    along: list[dict[str, Any]] = field(default_factory=list)  # core.diagnose.distance_along: TV by position
     # the commits that can change the binary (the search ran over these), the others skipped as
     # equivalent to their parent, those of them between last_good and first_bad, and the rule
     searched: int | None = None

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from bisectbot.core import policy, stats
+from bisectbot.core.diagnose import distance_along
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict, distinct_runs
 from bisectbot.core.reports import BisectReport, BisectStatus
@@ -74,6 +75,8 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
     claims = ledger.decisive()
     delta = ledger.delta()
     doubt = ledger.doubt()
+    control = ledger.tester.control
+    reference = control.grown(context.reference) if control is not None else context.reference
     return BisectReport(
         job=plan.job,
         status=dep.status,
@@ -96,7 +99,7 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         step_alpha=plan.level,
         message=dep.message,
         verdicts=list(verdicts),
-        reference=ledger.tester.control.grown(context.reference) if ledger.tester.control else context.reference,
+        reference=reference,
         config=context.config,
         environment=context.environment,
         strategy=dep.strategies[0] if dep.strategies else found.strategy,
@@ -109,7 +112,12 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         eta=test.indifference,
         tolerance=test.tolerance,
         control_runs=ledger.tester.control.attempted if ledger.tester.control is not None else None,
-        positions={v.sha: plan.line.index(v.sha) for v in verdicts if v.sha in plan.line},
+        along=distance_along(
+            verdicts,
+            {v.sha: plan.line.index(v.sha) for v in verdicts if v.sha in plan.line},
+            reference.categories,
+            reference.category_probs,
+        ),
         searched=plan.n,
         skipped_equivalent=plan.total - plan.n,
         boundary_skipped=gap,
