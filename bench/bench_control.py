@@ -87,7 +87,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-control-") as tmp:
             work = Path(tmp)
             h = history(work, seed)
-            exact_cfg, measured_cfg = choice_config(h, probs), choice_config(h, None, control=h.commits[0])
+            exact_cfg, measured_cfg = choice_config(h.repo, probs), choice_config(h.repo, None, control=h.commits[0])
             for cfg in (exact_cfg, measured_cfg):
                 cfg["run"]["max_runs"] = args.max_runs
             exact = bisect(h, exact_cfg, work, "exact")

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from bisectbot.core.stats import hardest_tv_shift
-from bisectbot.demo.choice import Step, write_choice_history
+from bisectbot.demo.choice import Step, choice_config, write_choice_history
 
 LETTERS = "abc"
 REFERENCE = (0.35, 0.45, 0.20)
@@ -75,21 +75,9 @@ def write_staged(dest: Path, seed: int, *, stray: bool = False, n: int = 24) -> 
 
 def config(history: Staged, dest: Path, **test: Any) -> Path:
     """Its bisectbot config: the exact reference, the default test levels (or `test`)."""
-    data = {
-        "name": "staged",
-        "repo": {"path": str(history.repo)},
-        "build": {
-            "cmake_args": ["-DCMAKE_BUILD_TYPE=Release"],
-            "targets": ["prog"],
-            "binaries": {"binary": ["bin/prog"]},
-            "timeout": 300,
-        },
-        "run": {"argv": ["{binary}", "{seed}"], "max_runs": 4000, "timeout": 10, "jobs": 0},
-        "parse": {"split": "chars", "expect_tokens": 1},
-        "statistic": {"outcome": {"position": 0}},
-        "reference": {"probs": dict(zip(LETTERS, REFERENCE))},
-        **({"test": test} if test else {}),
-    }
+    data = choice_config(history.repo, dict(zip(LETTERS, REFERENCE)), name="staged")
+    if test:
+        data["test"] = test
     path = dest / "staged.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -222,9 +222,9 @@ def bisect(
             json_path,
             md_path,
             color,
+            html_path,
+            lambda: report_html(report),
         )
-        if html_path:
-            Path(html_path).write_text(report_html(report))
         if report.status is BisectStatus.STOPPED:
             click.echo(f"bisectbot: {report.message}", err=True)
         return BISECT_EXIT[report.status]
@@ -355,9 +355,9 @@ def test(
             json_path,
             md_path,
             color,
+            html_path,
+            lambda: report_html(report),
         )
-        if html_path:
-            Path(html_path).write_text(report_html(report))
         return GIT_BISECT_EXIT[report.verdict] if git_bisect else TEST_EXIT[report.verdict]
 
     (_git_bisect_guard if git_bisect else guard)(body)

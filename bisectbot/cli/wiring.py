@@ -9,7 +9,7 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import click
 
@@ -145,14 +145,19 @@ def write_outputs(
     json_path: str | None,
     md_path: str | None,
     color: str,
+    html_path: str | None = None,
+    html: Callable[[], str] = str,
 ) -> None:
-    """A report's three forms: the summary (or the Markdown) on stdout unless `--json -` claims
-    stdout for the JSON alone; the Markdown to `--markdown FILE`; the JSON to `--json`."""
+    """A report's forms: the summary (or the Markdown) on stdout unless `--json -` claims stdout
+    for the JSON alone; the Markdown to `--markdown FILE`; the JSON to `--json`; the page
+    `html()` makes to `--html FILE`."""
     if json_path != "-":
         write_summary(terminal, text, markdown, md_path, color)
     elif md_path and md_path != "-":
         Path(md_path).write_text(markdown)
     write_json(json_path, data)
+    if html_path:
+        Path(html_path).write_text(html())
 
 
 def write_json(path: str | None, data: dict[str, Any]) -> None:

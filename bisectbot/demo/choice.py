@@ -131,13 +131,13 @@ def write_choice_history(dest: Path, steps: Sequence[Step], *, name: str = "choi
 
 
 def choice_config(
-    history: ChoiceHistory, probs: dict[str, float] | None, *, control: str | None = None, name: str = "choice"
+    repo: Path, probs: dict[str, float] | None, *, control: str | None = None, name: str = "choice"
 ) -> dict:
     """A bisectbot config for it: the exact reference `probs`, or a control sample at `control`."""
     reference: dict = {"probs": probs} if control is None else {"control": {"commit": control}}
     return {
         "name": name,
-        "repo": {"path": str(history.repo)},
+        "repo": {"path": str(repo)},
         "build": {
             "cmake_args": ["-DCMAKE_BUILD_TYPE=Release"],
             "targets": ["prog"],
