@@ -65,7 +65,7 @@ def test_every_exit_code_the_cli_can_return_is_documented() -> None:
 # its own layer or lower ones, never a higher one, and no import cycle may form.
 LAYERS = [
     ["bisectbot.errors", "bisectbot.core"],
-    ["bisectbot.config", "bisectbot.report", "bisectbot.report_text"],
+    ["bisectbot.config", "bisectbot.report", "bisectbot.report_text", "bisectbot.report_html"],
     ["bisectbot.edges", "bisectbot.doctor"],
     ["bisectbot.llama", "bisectbot.demo"],
     ["bisectbot.pipeline"],
@@ -164,10 +164,10 @@ def test_the_image_runs_as_an_ordinary_user_and_code_changes_keep_the_dependency
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_shell_completion_works_as_the_readme_says(shell: str) -> None:
-    """The README's completion lines name click's variable for this program; a wrong name
+    """The completion lines (docs/install.md) name click's variable for this program; a wrong name
     would print nothing at all (click then runs the command line instead)."""
-    readme = (ROOT / "README.md").read_text()
-    assert f"_BISECTBOT_COMPLETE={shell}_source bisectbot >" in readme
+    install = (ROOT / "docs" / "install.md").read_text()
+    assert f"_BISECTBOT_COMPLETE={shell}_source bisectbot >" in install
     import os
 
     # the installed script (click derives the variable from the program's name), next to this
