@@ -211,9 +211,13 @@ def test_the_same_command_without_the_limit_finishes_and_rebuilds_nothing(
     assert "from what this state has seen" in proc.stderr and "3 already built" in proc.stderr
 
 
-def test_the_html_page_is_written_beside_the_json(finished: tuple, state: Path) -> None:
+def test_the_html_page_is_written_beside_the_json(finished: tuple, state: Path, demo: DemoHistory) -> None:
     page = state.parent.joinpath(f"{state.name}.html").read_text()
     assert page.startswith("<!doctype html>") and '<svg class="chart"' in page and "<script" not in page
+    along = finished[1]["along"]  # the distance series the charts draw: by place in the history
+    assert [a["position"] for a in along] == sorted({demo.commits.index(a["commit"]) for a in along})
+    culprit = next(a for a in along if a["commit"] == demo.culprit)
+    assert culprit["tv"] > finished[1]["tolerance"] and culprit["verdict"] in ("bad", "changed")
 
 
 def test_the_culprits_and_parents_runs_and_a_command_for_one_seed(finished: tuple, demo: DemoHistory) -> None:

@@ -114,7 +114,7 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         control_runs=ledger.tester.control.attempted if ledger.tester.control is not None else None,
         along=distance_along(
             verdicts,
-            {v.sha: plan.line.index(v.sha) for v in verdicts if v.sha in plan.line},
+            {sha: i for i, sha in enumerate(plan.narrowed.full if plan.narrowed is not None else plan.line)},
             reference.categories,
             reference.category_probs,
         ),
