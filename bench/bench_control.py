@@ -6,9 +6,10 @@
 The shape of issue 23: a 44-commit history of a small C program that prints one seeded choice
 (bisectbot.demo.choice), one commit moving one outcome 0.30 → 0.38 (TV 0.08), one commit that
 does not compile (the next fixes it), the rest compiled-file or docs-only changes. Each history
-is bisected twice with the default test settings, each in a state directory of its own: with the
-exact reference (the probabilities written in the config), and with `reference.control` naming
-the good endpoint (a measured reference: its runs are counted in the report's `control_runs`).
+is bisected twice with the configs `bisectbot init` writes (default test settings), each in a
+state directory of its own: with the exact reference (`init --probs`), and with a measured one
+(`init` without --probs: `reference.control` at the good endpoint, a two-sample test against
+its runs, which are counted in the report's `control_runs`).
 Printed: per history and in all, whether each found the change, its builds, its runs, the
 control's runs and the ratio of all runs (control included) measured / exact. The target
 (issue 23) is a ratio ≤ 2.5.
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from bisectbot.demo.choice import ChoiceHistory, Step, choice_config, write_choice_history
+from bisectbot.demo.choice import ChoiceHistory, Step, write_choice_history
 
 N = 44
 BEFORE = (0.30, 0.45, 0.25)
@@ -50,9 +51,24 @@ def history(dest: Path, seed: int) -> ChoiceHistory:
     return write_choice_history(dest, steps, name="choice")
 
 
-def bisect(h: ChoiceHistory, config: dict, work: Path, label: str) -> dict:
+def init_config(h: ChoiceHistory, work: Path, label: str, probs: dict[str, float] | None, max_runs: int) -> Path:
+    """The config `bisectbot init` writes for the history (exact reference with `probs`)."""
     path = work / f"{label}.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    argv = [sys.executable, "-m", "bisectbot.cli", "init", str(h.repo), "--good", h.commits[0], "-o", str(path)]
+    argv += ["--name", label, "-q"]
+    if probs:
+        argv += ["--probs", ",".join(f"{k}={v}" for k, v in probs.items())]
+    proc = subprocess.run([*argv, "--", "{binary}", "{seed}"], capture_output=True, text=True, cwd=work)
+    if proc.returncode != 0:
+        raise SystemExit(f"bisectbot init failed for {label}: {proc.stderr.strip()[-300:]}")
+    if max_runs:
+        config = yaml.safe_load(path.read_text())
+        config["run"]["max_runs"] = max_runs
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def bisect(h: ChoiceHistory, path: Path, work: Path, label: str) -> dict:
     out = work / f"{label}.json"
     argv = [sys.executable, "-m", "bisectbot.cli", "bisect", str(path), "--good", h.commits[0], "--bad", "main"]
     argv += ["--state", str(work / f"state-{label}"), "--json", str(out), "-q"]
@@ -78,7 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--histories", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=1)
-    parser.add_argument("--max-runs", type=int, default=16384, help="run.max_runs of both configs")
+    parser.add_argument("--max-runs", type=int, default=0, help="run.max_runs of both configs (default: init's)")
     args = parser.parse_args()
     probs = dict(zip("abc", BEFORE))
     totals = {"exact": 0, "measured": 0}
@@ -87,11 +103,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-control-") as tmp:
             work = Path(tmp)
             h = history(work, seed)
-            exact_cfg, measured_cfg = choice_config(h.repo, probs), choice_config(h.repo, None, control=h.commits[0])
-            for cfg in (exact_cfg, measured_cfg):
-                cfg["run"]["max_runs"] = args.max_runs
-            exact = bisect(h, exact_cfg, work, "exact")
-            measured = bisect(h, measured_cfg, work, "measured")
+            exact = bisect(h, init_config(h, work, "exact", probs, args.max_runs), work, "exact")
+            measured = bisect(h, init_config(h, work, "measured", None, args.max_runs), work, "measured")
         if "error" in exact or "error" in measured:
             print(f"{seed:>7}  exact: {exact.get('error', 'ok')} | measured: {measured.get('error', 'ok')}")
             continue

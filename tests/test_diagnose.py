@@ -98,3 +98,33 @@ def test_tv_from_the_reference() -> None:
     assert tv_from_reference({"e": 10}, REF.names, REF.probs) == pytest.approx(0.655)  # all on e
     assert tv_from_reference({OTHER: 5}, REF.names, REF.probs) == pytest.approx(1.0)  # nothing in common
     assert tv_from_reference({}, REF.names, REF.probs) is None
+
+
+def test_the_advised_budget_holds_for_a_control_sample_too() -> None:
+    """With a measured reference (each run paired with two control runs, `core.control_sample`)
+    the hint scales its estimate by 1 + 1/2; a commit like the reference stopped after 300 runs
+    then reaches GOOD within the advised budget in ≥ 70% of 40 simulated histories."""
+    from bisectbot.core.control_sample import paired_evidence
+
+    rng = np.random.default_rng(11)
+    p = np.asarray((0.345, 0.452, 0.203))
+    decided = 0
+    for _ in range(40):
+        tested, control = rng.choice(3, size=20_000, p=p), rng.choice(3, size=40_000, p=p)
+        first = np.bincount(tested[:300], minlength=3)
+        budget = advised(hint(dict(zip("egh", map(int, first))), slower=1.5))
+        if budget is None:
+            continue
+        ev = paired_evidence(
+            tested[:budget].tolist(),
+            control[: 2 * budget].tolist(),
+            3,
+            ratio=2,
+            alpha=1e-3,
+            beta=1e-3,
+            tolerance=0.1,
+            eta=0.03,
+            max_runs=budget,
+        )
+        decided += ev.decision is not None and ev.decision.value == "good"
+    assert decided >= 0.7 * 40, decided

@@ -52,7 +52,7 @@ def test_a_missing_model_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_control_sample_becomes_a_reference_with_its_counts() -> None:
-    resolved = ResolvedReference({"a": 0.75, "b": 0.25}, None, "control", {"a": 3, "b": 1}, 1e-3)
+    resolved = ResolvedReference({"a": 0.75, "b": 0.25}, None, "control", {"a": 3, "b": 1})
     ref = resolved.stats_reference()
     assert ref.control == (3, 1, 0) and ref.names == ("a", "b", "<other>")
     assert ref.estimate[2] > 0  # the KT estimate: a category the sample never saw is possible

@@ -318,24 +318,52 @@ def test_a_quick_step_never_says_good() -> None:
     )
 
 
-def test_control_sample_mode() -> None:
+def _paired_paths(rng: np.random.Generator, q: np.ndarray, p: np.ndarray, paths: int, runs: int, **kw) -> list:
+    """Verdicts of the two-sample test over `paths` simulated commits (q) against controls (p),
+    two control runs beside each tested run."""
+    out = []
+    for _ in range(paths):
+        tested = rng.choice(q.size, size=runs, p=q).tolist()
+        control = rng.choice(p.size, size=2 * runs, p=p).tolist()
+        out.append(control_sample.paired_evidence(tested, control, q.size, ratio=2, max_runs=runs, **kw))
+    return out
+
+
+def test_control_sample_two_sample_test_calibration() -> None:
+    """The paired two-sample test against a control (no exact reference), by simulation:
+    false BAD at a commit exactly eta away ≤ alpha, false GOOD exactly at the tolerance ≤ beta,
+    a gross change BAD within a few dozen runs, the reference itself GOOD within the budget."""
     rng = np.random.default_rng(16)
-    m = sim.draw_counts(rng, REF.p, 1, 20_000)[0, -1]
-    control = S.Reference.from_control(dict(zip(REF.names, m.tolist())), delta=1e-3)
-    assert control.names == REF.names and control_sample.control_radius(control) < 0.05
-    runs = sim.draw_counts(rng, GROSS, 1, 60)[0]
-    first = next(
-        i
-        for i, c in enumerate(runs)
-        if control_sample.test_against_control(c, control, alpha=5e-4, beta=5e-4, tolerance=0.1, max_runs=1000).decision
-        is S.Verdict.BAD
+    p = np.asarray(REF.p)
+    levels = dict(alpha=0.05, beta=0.05, tolerance=0.1, eta=0.03)
+    at_eta = np.asarray(S.hardest_tv_shift(p, 0.03))
+    false_bad = sum(ev.decision is S.Verdict.BAD for ev in _paired_paths(rng, at_eta, p, 150, 1500, **levels))
+    assert false_bad <= 15  # ≤ 5% of 150 is 7.5; 15 is beyond the 99.9% binomial quantile
+    at_tol = np.asarray(S.hardest_tv_shift(p, 0.1))
+    false_good = sum(ev.decision is S.Verdict.GOOD for ev in _paired_paths(rng, at_tol, p, 150, 1500, **levels))
+    assert false_good <= 15
+    strict = dict(alpha=5e-4, beta=5e-4, tolerance=0.1, eta=0.03)
+    gross = _paired_paths(rng, np.asarray(GROSS, dtype=float), p, 20, 200, **strict)
+    assert all(ev.decision is S.Verdict.BAD and ev.n < 60 for ev in gross)  # the exact reference: ~15
+    same = _paired_paths(rng, p, p, 20, 4000, **strict)
+    assert sum(ev.decision is S.Verdict.GOOD for ev in same) >= 19 and not any(
+        ev.decision is S.Verdict.BAD for ev in same
     )
-    assert first < 40
-    false_bad = 0
-    for path in sim.draw_counts(rng, REF.p, 200, 300):
-        ev = control_sample.test_against_control(path[-1], control, alpha=0.01, beta=0.01, tolerance=0.1, max_runs=1000)
-        false_bad += ev.log_e_bad >= math.log(100)
-    assert false_bad <= 6  # ≤ α + δ = 1.1% of 200, with margin
+
+
+def test_paired_test_is_valid_whatever_the_control_says() -> None:
+    """With eta = 0 (the point null q = p), a commit identical to the control's commit is BAD in
+    at most alpha of the paths: the control's own noise is in the test (a test against the
+    control's frequencies taken as exact would fire far more often); bad input is refused."""
+    rng = np.random.default_rng(23)
+    p = np.array([0.5, 0.3, 0.2, 0.0])
+    levels = dict(alpha=0.05, beta=0.05, tolerance=0.1, eta=0.0)
+    false_bad = sum(ev.decision is S.Verdict.BAD for ev in _paired_paths(rng, p, p, 200, 800, **levels))
+    assert false_bad <= 18
+    with pytest.raises(ValueError, match="control run"):
+        control_sample.PairedTest(4, 0.1, 0.03).add(0, [])
+    with pytest.raises(ValueError, match="eta"):
+        control_sample.PairedTest(4, 0.1, 0.2)
 
 
 def test_sticky_bisect_finds_gross_culprit() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bisectbot.config.sections import CONTROL_MAX_RUNS, MODEL_RUNS, SEARCH_RUNS
+from bisectbot.config.sections import MODEL_RUNS, SEARCH_RUNS
 
 
 def without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
@@ -23,7 +23,6 @@ def without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
     _build_variants(data)
     _run_variant_keys(data)
     _arm_keys(data)
-    _control_max_runs(data)
     return data
 
 
@@ -67,13 +66,3 @@ def _arm_keys(data: dict[str, Any]) -> None:
                 variant.pop("parse", None)
             if not variant.get("help_lacks"):
                 variant.pop("help_lacks", None)
-
-
-def _control_max_runs(data: dict[str, Any]) -> None:
-    """reference.control.max_runs at its default. Added 2026-12-03 (the control grows while tests
-    need it). A config that leaves reference.control.runs unset changed digest anyway (its default
-    went from 20000 to 1000: a different reference). Can go once no state directory holds an
-    unfinished control-sample job from before then."""
-    control = (data.get("reference") or {}).get("control") or {}
-    if control.get("max_runs") == CONTROL_MAX_RUNS:
-        control.pop("max_runs")

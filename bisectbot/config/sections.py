@@ -53,7 +53,7 @@ def _check_binaries(value: dict[str, list[str]] | None) -> dict[str, list[str]] 
 
 
 MODEL_RUNS = 4000  # test.model_runs default
-CONTROL_MAX_RUNS = 2**16  # reference.control.max_runs: the most a control sample grows to
+DEFAULT_CONTROL_RATIO = 2  # reference.control.ratio: control runs beside each tested run (bench_control)
 SEARCH_RUNS = 40000  # test.search_runs default
 
 
@@ -245,17 +245,17 @@ class ComputedReference(Strict):
 
 
 class ControlReference(Strict):
-    """No exact reference: run a known-good commit on seeds disjoint from every test and use its
-    counts — their own uncertainty is paid for with `delta` (errors ≤ alpha + delta). `runs`
-    control runs come first; while a test has run more than a third as many runs as the control
-    has, the control grows (by half at least, up to `max_runs`). The
-    confidence set for its distribution holds at every size at once (Ville), so growing it as
-    tests go costs no extra error."""
+    """No exact reference: run a known-good commit on seeds disjoint from every test, and test
+    each commit against its runs with a two-sample test (`core.control_sample`): each tested run
+    is paired with `ratio` control runs, at the same alpha, beta and eta as an exact reference.
+    `runs` control runs come first (they fix the categories); the control then grows while a
+    test needs more (by half at least), up to `ratio` × run.max_runs, or `max_runs` if less."""
 
     commit: str
-    runs: int = Field(default=1000, gt=0)  # control runs before the first test
-    max_runs: int = Field(default=CONTROL_MAX_RUNS, gt=0)  # the most it grows to (seeds of its own)
-    delta: float = Field(default=1e-3, gt=0, lt=0.5)
+    runs: int = Field(default=200, gt=0)  # control runs before the first test
+    ratio: int = Field(default=DEFAULT_CONTROL_RATIO, ge=1, le=16)  # control runs beside each tested run
+    max_runs: int | None = Field(default=None, gt=0)  # the most it counts (default ratio × run.max_runs)
+    delta: float | None = Field(default=None, gt=0, lt=0.5)  # no longer used (the paired test needs none)
 
 
 class ReferenceConfig(Strict):

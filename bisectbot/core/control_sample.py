@@ -1,143 +1,146 @@
-"""Tests against a reference known only through a control sample (pure).
+"""A commit against a reference known only through a control sample: a two-sample test (pure).
 
-Control-sample mode: no exact reference, but m runs of a known-good commit on seeds disjoint
-from every test (`Reference.from_control`). A KT confidence set for p, paid for with δ once per
-bisect, turns the BAD and GOOD tests of `core.sequential` into tests against that set, so
-their errors stay below α + δ and β + δ.
+Control-sample mode: no exact reference, but runs of a known-good commit on seeds disjoint from
+every test (`Reference.from_control`). Each run of the tested commit is paired with the next
+`ratio` runs of the control, in seed order (a block of its own within this test). For a set S
+of categories,
+
+    z = 1[x ∈ S] − (share of the block in S)      has mean  q(S) − p(S),  z ∈ [−1, 1],
+
+whatever p is: the control's noise enters as variance (p(1−p)/ratio), not as a worst-case
+radius. Betting on z (Waudby-Smith & Ramdas, "Estimating means of bounded random variables by
+betting", JRSS-B 2023) gives anytime-valid tests at the same α, β and η as the exact reference:
+
+* BAD,  H0: TV(q, p) ≤ η, i.e. q(S) − p(S) ≤ η for every S. One bet per run on the set S the
+  pairs seen so far point at (predictable), wealth ∏(1 + λ(z − η)): a supermartingale under
+  H0 for any predictable S and λ ∈ [0, 1/(1+η)). A mixture over λ (a grid and a plug-in).
+* GOOD, H0: TV(q, p) ≥ tolerance, i.e. q(S) − p(S) ≥ tolerance for some S. For every S a wealth
+  ∏(1 + λ(tolerance − z)); GOOD needs all of them past 1/β (the null is their union).
+
+The control is shared by every test of a bisect (that is what makes it cheap: it grows to
+`ratio` × the longest test, not the sum). Each test is valid for a commit chosen apart from
+the control's noise; the search's path depends on earlier verdicts, which saw the same control.
+The confirmation that names a commit compares it with its parent directly (`two_sample`), on
+fresh seeds, never through the control.
+
+`PairedTest` keeps one test's running wealth (runs are fed in seed order, so a replay from the
+database gives the same numbers); `evidence` turns it into the verdict.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from scipy.special import gammaln, xlogy
 
-from bisectbot.core.sequential import GOOD_NUMERATOR_WEIGHT, log_sup_tv_ball_many, log_sup_tv_null_many
-from bisectbot.core.stats import (
-    Evidence,
-    Reference,
-    as_counts,
-    binary_kl,
-    check_levels,
-    decide,
-    log_lik_many,
-    log_mixture_many,
-    prior_matrix,
-    subset_masks,
-)
+from bisectbot.core.stats import Evidence, check_levels, decide, subset_masks
+
+# Bet sizes as fractions of the largest allowed (1/(1+η) for BAD, 1/(1−tolerance) for GOOD):
+# a subtle change wants a small bet, a gross one a large one. Any fixed grid is valid.
+BAD_GRID = (0.01, 0.02, 0.04, 0.07, 0.11, 0.17, 0.25, 0.4, 0.6, 0.85)
+GOOD_GRID = (0.05, 0.1, 0.15, 0.22, 0.3, 0.4, 0.55, 0.75)
+DEFAULT_RATIO = 2  # control runs per tested run (bench/bench_control.py)
 
 
-def log_kt(m: Sequence[int]) -> float:
-    """log of the Krichevsky–Trofimov (Dirichlet ½) marginal likelihood of a sequence with counts m."""
-    ma = np.asarray(m, dtype=float)
-    k = ma.size
-    return float(gammaln(ma + 0.5).sum() - k * gammaln(0.5) - gammaln(ma.sum() + k / 2) + gammaln(k / 2))
+@dataclass
+class PairedTest:
+    """The running two-sample wealth of one commit's test against the control.
+
+    `add(x, block)`: one tested run (its category) with its block of control runs."""
+
+    k: int
+    tolerance: float
+    eta: float
+    masks: np.ndarray = field(init=False, repr=False)
+    n: int = field(init=False, default=0)
+    tested: np.ndarray = field(init=False, repr=False)  # counts of the tested runs paired so far
+    control: np.ndarray = field(init=False, repr=False)  # counts of their control blocks
+    _bad: np.ndarray = field(init=False, repr=False)  # log wealth per BAD bet size
+    _good: np.ndarray = field(init=False, repr=False)  # (subsets, bet sizes)
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.tolerance < 1.0) or not (0.0 <= self.eta < self.tolerance):
+            raise ValueError(f"need 0 ≤ eta < tolerance < 1, got eta {self.eta!r}, tolerance {self.tolerance!r}")
+        self.masks = subset_masks(self.k)
+        self.tested = np.zeros(self.k)
+        self.control = np.zeros(self.k)
+        self._bad_l = np.asarray(BAD_GRID) / (1 + self.eta)
+        self._good_l = np.asarray(GOOD_GRID) / (1 - self.tolerance)
+        self._bad = np.zeros(len(BAD_GRID))
+        self._good = np.zeros((len(self.masks), len(GOOD_GRID)))
+
+    def add(self, x: int, block: Sequence[int]) -> None:
+        """One tested run in category `x`, paired with `block` (categories of control runs no
+        earlier run of this test was paired with)."""
+        if not block:
+            raise ValueError("a tested run needs at least one control run beside it")
+        share = np.bincount(np.asarray(block), minlength=self.k)[: self.k] / len(block)
+        # BAD: bet on the categories the pairs so far show above the control (predictable)
+        q = (self.tested + 0.5) / (self.n + self.k / 2)
+        p = (self.control + 0.5) / (self.control.sum() + self.k / 2)
+        up = q > p
+        if 0 < up.sum() < self.k:
+            z = float(up[x]) - float(share[up].sum())
+            self._bad += np.log1p(self._bad_l * (z - self.eta))
+        zs = self.masks[:, x] - self.masks @ share
+        self._good += np.log1p(self._good_l[None, :] * (self.tolerance - zs)[:, None])
+        self.tested[x] += 1
+        self.control += np.bincount(np.asarray(block), minlength=self.k)[: self.k]
+        self.n += 1
+
+    @property
+    def log_e_bad(self) -> float:
+        """log of the BAD wealth (the mixture over bet sizes)."""
+        return float(np.logaddexp.reduce(self._bad) - math.log(len(self._bad)))
+
+    @property
+    def log_e_good(self) -> float:
+        """log of the GOOD wealth: the least over the sets S (each a mixture over bet sizes)."""
+        if self.n == 0:
+            return 0.0
+        return float((np.logaddexp.reduce(self._good, axis=1) - math.log(self._good.shape[1])).min())
+
+    def evidence(self, *, alpha: float, beta: float, max_runs: int, ratio: int) -> Evidence:
+        """The verdict so far: BAD at E_bad ≥ 1/α, GOOD at E_good ≥ 1/β, INCONCLUSIVE at the budget."""
+        check_levels(alpha, beta)
+        return decide(
+            self.n,
+            self.log_e_bad,
+            self.log_e_good,
+            alpha,
+            beta,
+            max_runs,
+            good_what=f"TV < {self.tolerance:g}, against {self.control.sum():.0f} control runs ({ratio} per run)",
+            bad_what=f"TV > {self.eta:g}, against {self.control.sum():.0f} control runs"
+            if self.eta > 0
+            else f"against {self.control.sum():.0f} control runs",
+        )
 
 
-def control_radius(control: Reference) -> float:
-    """max TV(r, m/M) over the confidence set C_p = {r : Σ m_k log r_k ≥ log KT(m) − log(1/δ)}.
-
-    C_p holds p with probability ≥ 1 − δ (Markov on KT(m)/L_p(m), whose mean is 1). In KL terms
-    C_p = {r : KL(m/M ‖ r) ≤ κ}, κ = [Σ m log(m/M) − log KT(m) + log(1/δ)] / M, and for each S
-    the largest r(S) solves d(p̂(S) ‖ t) = κ (data processing makes it binary).
-    """
-    return _control_geometry(control.control, control.delta)[1]
-
-
-@lru_cache(maxsize=16)
-def _control_geometry(m: tuple[int, ...], delta: float) -> tuple[float, float]:
-    """(threshold on Σ m log r, TV radius)."""
-    ma = np.asarray(m, dtype=float)
-    tot = ma.sum()
-    thr = log_kt(m) - math.log(1 / delta)
-    kappa = (float(xlogy(ma, ma / tot).sum()) - thr) / tot
-    p_hat = ma / tot
-    radius = 0.0
-    for mask in subset_masks(ma.size):
-        ps = float(mask @ p_hat)
-        lo, hi = ps, 1.0
-        if binary_kl(ps, hi) <= kappa:
-            radius = max(radius, 1.0 - ps)
-            continue
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if binary_kl(ps, mid) <= kappa else (lo, mid)
-        radius = max(radius, lo - ps)
-    return thr, radius
-
-
-def _control_max_loglik(n: np.ndarray, m: np.ndarray, thr: float) -> float:
-    """max_{r ∈ C_p} Σ n_k log r_k. KKT puts the maximiser on r(s) = (1−s)·n/N + s·m/M, at the
-    smallest s ∈ [0, 1] where Σ m log r(s) ≥ thr (concave along the segment, max at s = 1)."""
-    tot_n, tot_m = n.sum(), m.sum()
-    if tot_n == 0:
-        return 0.0
-    a, b = n / tot_n, m / tot_m
-
-    def h(s: float) -> float:
-        with np.errstate(divide="ignore"):
-            return float(xlogy(m, (1 - s) * a + s * b).sum())
-
-    if h(0.0) >= thr:
-        s = 0.0
-    else:
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if h(mid) >= thr else (mid, hi)
-        s = hi
-    with np.errstate(divide="ignore"):
-        return float(xlogy(n, (1 - s) * a + s * b).sum())
-
-
-def test_against_control(
-    counts: Sequence[int],
-    control: Reference,
+def paired_evidence(
+    tested: Sequence[int],
+    control: Sequence[int],
+    k: int,
     *,
+    ratio: int,
     alpha: float,
     beta: float,
     tolerance: float,
+    eta: float,
     max_runs: int,
-    eta: float = 0.0,
 ) -> Evidence:
-    """Generic test when the reference is a control sample m (Reference.from_control).
-
-    BAD:  log M_n − max_{r ∈ C_p} Σ n_k log r_k ≥ log(1/α). On the event p ∈ C_p (prob ≥ 1−δ)
-          the max is ≥ log L_p(n), so the statistic is below the BAD e-process: false BAD ≤ α + δ.
-    GOOD: the universal-inference test around p̂ = m/M with tolerance shrunk by the set's TV
-          radius ρ (TV(q,p) ≥ ε and TV(p,p̂) ≤ ρ imply TV(q,p̂) ≥ ε − ρ): false GOOD ≤ β + δ.
-    The mixture priors centre on the KT-smoothed control (m + ½)/(M + K/2), never 0.
-    δ is paid once for the whole bisect (the control sample is collected once).
-    With an indifference zone η > 0 the BAD null is every r within η of C_p; C_p lies within
-    TV ρ of p̂, so the sup over the ball of radius ρ + η around p̂ bounds it (valid, a little
-    conservative).
-    """
-    check_levels(alpha, beta)
-    if control.control is None:
-        raise ValueError("test_against_control needs a Reference built with Reference.from_control")
-    n = as_counts(counts, control)
-    m = np.asarray(control.control, dtype=float)
-    total = int(n.sum())
-    thr = _control_geometry(control.control, control.delta)[0]
-    radius = control_radius(control)
-    p_smooth = np.asarray(control.estimate)
-    a = prior_matrix(tuple(p_smooth))
-    if eta > 0:
-        log_bad = float(log_mixture_many(n, a)) - float(log_sup_tv_ball_many(n, m / m.sum(), min(radius + eta, 1.0)))
-    else:
-        log_bad = float(log_mixture_many(n, a)) - _control_max_loglik(n, m, thr)
-    eps = tolerance - radius
-    if eps <= 0:
-        log_good = -math.inf
-        what = f"cannot certify: control radius {radius:.3g} ≥ tolerance {tolerance:g}"
-    else:
-        num = np.logaddexp(
-            math.log(GOOD_NUMERATOR_WEIGHT) + log_lik_many(n, p_smooth),
-            math.log1p(-GOOD_NUMERATOR_WEIGHT) + log_mixture_many(n, a),
-        )
-        log_good = float(num - log_sup_tv_null_many(n, m / m.sum(), eps))
-        what = f"TV < {tolerance:g} incl. control radius {radius:.3g}"
-    return decide(total, log_bad, log_good, alpha, beta, max_runs, good_what=what)
+    """The test over whole sequences (for tests and benches): run i of `tested` paired with
+    control runs [i·ratio, (i+1)·ratio); stops at the first decision, like the pipeline."""
+    test = PairedTest(k, tolerance, eta)
+    ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs, ratio=ratio)
+    for i, x in enumerate(tested):
+        block = control[i * ratio : (i + 1) * ratio]
+        if len(block) < ratio:
+            break
+        test.add(x, block)
+        ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs, ratio=ratio)
+        if ev.decision is not None:
+            break
+    return ev

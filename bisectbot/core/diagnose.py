@@ -169,11 +169,14 @@ def undecided_hint(
     eta: float,
     max_runs: int,
     cap: int,
+    slower: float = 1.0,
 ) -> str:
     """What to change when a test stopped undecided at its budget, estimated from the runs it
     saw (plug-in frequencies q̂ against p, less the TV that sampling alone gives): the runs BAD needs (KL(q̂‖p) nats per run), or GOOD
     (at least 2·(tolerance − TV)² nats per run, Pinsker), or that the commit sits between eta
-    and the tolerance, where more runs do not help. `cap` is the most run.max_runs can be."""
+    and the tolerance, where more runs do not help. `cap` is the most run.max_runs can be.
+    `slower`: how many times the runs an exact reference needs the test needs (a control
+    sample's two-sample test, each run paired with `ratio` control runs: 1 + 1/ratio)."""
     names = list(reference.names)
     total = sum(counts.get(n, 0) for n in names)
     if not total:
@@ -187,7 +190,7 @@ def undecided_hint(
     k = sum(1 for b in p if b > 0)
 
     def raise_to(n: int, what: str) -> str:
-        n = max(n, math.ceil(1.5 * total))  # the plug-in rate says "decided by now": noise; half again
+        n = max(math.ceil(n * slower), math.ceil(1.5 * total))  # the plug-in rate says "decided by now": noise; half again
         if n > cap:
             return (
                 f"{what} would need about {n:,} runs, more than run.max_runs can be ({cap:,}, one seed "

@@ -19,8 +19,7 @@ the job as it is reached (`run_bisect` runs them all):
    and the parent, built commits first (`Bisection.first_departure`); two commits that cannot
    be told apart make the answer ambiguous, saying why;
 5. summary (pipeline.summary): the report, whose confidence is a union bound over every claim
-   the answer rests on (each GOOD/BAD against the reference, each change found) and the control
-   sample's delta, with the forecast the strategy was chosen by beside what the bisect took.
+   the answer rests on (each GOOD/BAD against the reference, each change found), with the forecast the strategy was chosen by beside what the bisect took.
 Stages 2–4 live here, on `Bisection`, a `Ledger` (pipeline.ledger: the verdicts so far and what
 is known from them); the plan and the records the stages hand on are in pipeline.plan.
 Per-verdict error levels come from the whole-bisect confidence (`BisectPlan.level`). Everything

@@ -414,6 +414,7 @@ class RemoteFeed(Feed):
         self._next = start
         self.prepared = Prepared(sha, BuildRecord(sha, "unknown", {}, "", 0.0), None, "not built yet")
         self._failed: str | None = None
+        self.paired, self.capped = None, False  # a cluster has no control-sample reference (jobs.py)
 
     def next(self) -> int:
         while True:
@@ -434,6 +435,7 @@ class RemoteFeed(Feed):
                 self._failed = self.tally.failure_reason()
                 raise Untestable(self._failed, self.tally.failure_signature(self.prepared.variant))
             if self.tally.last_category is not None:
+                self._pair(self.tally.last_category)
                 return self.tally.last_category
 
     def close(self) -> None:

@@ -119,7 +119,15 @@ def confirm(
                 outcome, why = UNTESTABLE, f"{current} {feeds[current].sha[:12]} cannot be run on fresh seeds: {exc}"
                 break
             for name in sorted(needed - decided.keys()):
-                ev = judge(feeds[name].tally.counts, asks[name], ref, tolerance=tol, budget=budgets[name], eta=eta)
+                ev = judge(
+                    feeds[name].tally.counts,
+                    asks[name],
+                    ref,
+                    tolerance=tol,
+                    budget=budgets[name],
+                    eta=eta,
+                    paired=feeds[name].paired_evidence(asks[name], budgets[name]),
+                )
                 if ev.decision is None:
                     continue
                 decided[name] = (ev, copy.deepcopy(feeds[name].tally))

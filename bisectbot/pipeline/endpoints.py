@@ -46,6 +46,7 @@ def diagnosis(ledger: Ledger, v: CommitVerdict) -> list[str]:
                 eta=cfg.test.indifference,
                 max_runs=cfg.run.max_runs,
                 cap=SEED_BLOCK,
+                slower=1 + 1 / control.ratio if (control := ledger.tester.control) is not None else 1.0,
             )
         )
     return out

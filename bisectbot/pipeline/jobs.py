@@ -119,6 +119,11 @@ class Session:
         if self.cluster is not None:
             if self.sandbox is not None:
                 raise BisectbotError("untrusted code is built and run here, in the sandbox, never on a cluster")
+            if self.cfg.reference.control is not None:
+                raise BisectbotError(
+                    "reference.control cannot be used with a cluster yet: every tested run is paired "
+                    "with the control's runs here, in seed order; use an exact reference or no cluster"
+                )
             from bisectbot.pipeline.cluster import ClusterTester
 
             return ClusterTester(

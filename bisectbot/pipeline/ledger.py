@@ -156,14 +156,9 @@ class Ledger:
             if _claims(v) and (v.verdict.tested or (v.role == "confirm-culprit" and v.verdict is Verdict.CHANGED))
         ]
 
-    def delta(self) -> float:
-        """The control sample's price (0 for an exact reference)."""
-        ref = self.tester.reference
-        return ref.delta if ref.control is not None else 0.0
-
     def doubt(self) -> float:
-        """The union bound on a wrong answer so far: the claims' error levels, plus a control sample's delta."""
-        return sum(max(v.alpha, v.beta) for v in self.decisive()) + self.delta()
+        """The union bound on a wrong answer so far: the claims' error levels."""
+        return sum(max(v.alpha, v.beta) for v in self.decisive())
 
 
 def placed(verdict: Verdict) -> Verdict:

@@ -7,7 +7,8 @@ Four ways, chosen in the config:
   (c) `reference.compute.method: numpy`: a forward pass of the tiny GGUF model in numpy plus the
       sampler chain — independent of any llama.cpp build;
   (d) `reference.control`: no exact reference, but a known-good commit: its counts over seeds
-      disjoint from every test (control_sample.test_against_control pays δ once for their uncertainty).
+      disjoint from every test, paired run for run with the tested commit's runs
+      (core.control_sample: a two-sample test; the control grows while tests need it).
 The reference is resolved once, before any commit is judged, and handed to the verdict stage.
 Computed references are cached in the state database by (method, commit, model sha256, prompt,
 sampler settings), so a bisect computes its reference once.
@@ -27,7 +28,10 @@ from typing import Any, Callable
 from bisectbot.config import Config
 from bisectbot.config.sections import ComputedReference
 from bisectbot.core import stats
+from bisectbot.core.control_sample import PairedTest
 from bisectbot.core.keys import json_key
+from bisectbot.core.outcome import Verdict
+from bisectbot.core.records import Ask
 from bisectbot.core.reports import ReferenceSummary
 from bisectbot.edges.files import file_sha256
 from bisectbot.edges.procs import clean_env
@@ -47,11 +51,10 @@ class ResolvedReference:
     condition_prob: float | None
     source: str  # human-readable: where the numbers come from
     control: dict[str, int] | None = None  # the control sample's counts, when it is one
-    delta: float = 0.0
 
     def stats_reference(self) -> stats.Reference:
         if self.control is not None:
-            return stats.Reference.from_control(self.control, self.delta)
+            return stats.Reference.from_control(self.control)
         return stats.Reference.from_probs(self.probs, self.condition_prob)
 
     def summary(self, cfg: Config) -> ReferenceSummary:
@@ -82,9 +85,8 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
         return ResolvedReference(
             {k: v / total for k, v in counts.items()},
             None,
-            f"control sample of {total} runs at {sha[:12]} (δ = {ref.control.delta:g})",
+            f"control sample of {total} runs at {sha[:12]}",
             counts,
-            ref.control.delta,
         )
     comp = ref.compute
     assert comp is not None
@@ -120,20 +122,20 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
 def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, dict[str, int]]:
     """`runs` runs of a known-good commit, on seeds no test uses, counted by category."""
     sha = runner.workspace.resolve(ref)
-    counts, failures = _control_runs(cfg, runner, sha, 0, runs)
-    if failures * 2 > runs or not counts:
+    outcomes, failures = _control_runs(cfg, runner, sha, 0, runs)
+    if failures * 2 > runs or not outcomes:
         raise BisectbotError(f"reference.control: {failures} of {runs} runs at {sha[:12]} failed")
-    return sha, dict(counts)
+    return sha, dict(Counter(outcomes))
 
 
-def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count: int) -> tuple[Counter[str], int]:
+def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count: int) -> tuple[list[str], int]:
     """Control runs start … start + count − 1 at `sha` (stored like any run, so a resume replays
-    them): their outcomes counted (MISSED for a missed condition), and how many failed."""
+    them): their outcomes in seed order (MISSED for a missed condition), and how many failed."""
     prepared = runner.prepare(sha)
     if prepared.executor is None:
         raise BisectbotError(f"reference.control: {sha[:12]} cannot be tested: {prepared.why}")
     seeds = runner.seeds(CONTROL_SEED_OFFSET + cfg.run.first_seed + start, count)
-    counts: Counter[str] = Counter()
+    outcomes: list[str] = []
     failures = 0
     runner.events.emit(ControlStarted(sha, count))
     with runner.runs(prepared, seeds) as stream:
@@ -143,68 +145,116 @@ def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count
                 continue
             obs = observe(rec.tokens or (), cfg.statistic)
             outcome = obs.outcome if obs.outcome is not None else stats.OTHER
-            counts[outcome if obs.met_condition else stats.MISSED] += 1
-            runner.events.emit(RunsProgress(sha, sum(counts.values()), count, "control"))
-    return counts, failures
+            outcomes.append(outcome if obs.met_condition else stats.MISSED)
+            runner.events.emit(RunsProgress(sha, len(outcomes), count, "control"))
+    return outcomes, failures
+
+
+def control_cap(cfg: Config) -> int:
+    """The most control runs a bisect may count: `ratio` beside every run of the longest test the
+    budget allows (run.max_runs), unless reference.control.max_runs says less."""
+    control = cfg.reference.control
+    assert control is not None
+    derived = control.ratio * cfg.run.max_runs
+    return min(derived, control.max_runs) if control.max_runs else derived
 
 
 class GrowingControl:
-    """The control sample of `reference.control`, grown while tests need more than it has.
+    """The control sample of `reference.control`: its runs in seed order, paired with tested
+    runs by `core.control_sample.PairedTest`, and grown while a test needs more of them.
 
-    Why it may grow: its confidence set {r : Σ m log r ≥ log KT(m) − log(1/δ)} holds the true
-    distribution at every sample size at once (KT(m)/L_p(m) is a martingale: Ville), so a test
-    may use the set of whatever size the control has when it looks, chosen from the data, at
-    errors ≤ α + δ still. Its categories stay those of the first sample: a later outcome it never
-    showed counts as OTHER, as the tests count it (a coarsening both sides share)."""
+    Run i of every test is paired with control runs [i·ratio, (i+1)·ratio): the control is as
+    long as `ratio` × the longest test, not the sum of the tests. Growth asks for whole blocks of
+    runs (by half at least), up to `control_cap`. Its categories stay those of the first sample:
+    a later outcome it never showed counts as OTHER, as the tests count it (a coarsening both
+    sides share); a missed condition without a MISSED category is not counted, as in the tests."""
 
-    GROWTH = 1.5  # grown to this many times its size, or to the test's runs if more
-    # The control is kept at RATIO × the runs of the test that looks at it: its confidence set's
-    # radius, not the test's own noise, is what holds a verdict back (bench/bench_control.py, the
-    # issue-23 shape: at 1× the bisect ended unconfirmed with 4.4× the exact reference's runs, at
-    # 3× it found the change with 5.2×).
-    RATIO = 3
+    GROWTH = 1.5
 
     def __init__(self, cfg: Config, runner: CommitRunner, resolved: ResolvedReference):
-        assert cfg.reference.control is not None and resolved.control is not None
+        control = cfg.reference.control
+        assert control is not None and resolved.control is not None
         self.cfg, self.runner, self.resolved = cfg, runner, resolved
-        self.sha = runner.workspace.resolve(cfg.reference.control.commit)
-        self.max_runs = max(cfg.reference.control.max_runs, cfg.reference.control.runs)
-        self.attempted = cfg.reference.control.runs  # run indices used so far, failures included
+        self.sha = runner.workspace.resolve(control.commit)
+        self.ratio = control.ratio
+        self.cap = control_cap(cfg)
         self.reference = resolved.stats_reference()
+        outcomes, _ = _control_runs(cfg, runner, self.sha, 0, control.runs)  # replayed from the store
+        self.attempted = control.runs  # run indices used so far, failures included
+        self.sequence = self._categories(outcomes)
 
     @property
     def runs(self) -> int:
-        """Control runs counted (failures left out)."""
-        return sum((self.resolved.control or {}).values())
+        """Control runs counted (failures and uncounted runs left out)."""
+        return len(self.sequence)
 
-    def wants(self, test_runs: int) -> bool:
-        """Whether a test at `test_runs` runs needs a larger control."""
-        return test_runs * self.RATIO > self.runs and self.attempted < self.max_runs
+    def _categories(self, outcomes: list[str]) -> list[int]:
+        out = []
+        for outcome in outcomes:
+            missed = outcome == stats.MISSED
+            index = self.reference.index(None if missed else outcome, not missed)
+            if index is None and not missed:
+                index = self.reference.index(stats.OTHER)
+            if index is not None:
+                out.append(index)
+        return out
 
-    def grow(self, test_runs: int) -> stats.Reference:
-        """Run more control runs (to ≥ `test_runs`, and by at least half), and the reference
-        with them: same categories, new counts."""
-        target = min(self.max_runs, max(int(test_runs * self.RATIO), int(self.attempted * self.GROWTH)))
-        more, _ = _control_runs(self.cfg, self.runner, self.sha, self.attempted, target - self.attempted)
-        self.attempted = target
-        names = set(self.reference.names)
-        counts = dict(self.resolved.control or {})
-        for outcome, n in more.items():
-            if outcome in names:
-                counts[outcome] = counts.get(outcome, 0) + n
-            elif outcome != stats.MISSED:  # a missed condition is not counted without MISSED
-                counts[stats.OTHER] = counts.get(stats.OTHER, 0) + n
-        total = sum(counts.values())
-        delta = self.resolved.delta
+    def test(self, tolerance: float, eta: float) -> PairedTest:
+        """A fresh two-sample test of one commit against this control."""
+        return PairedTest(len(self.reference.names), tolerance, eta)
+
+    def pair(self, test: PairedTest, category: int) -> bool:
+        """Pair the test's next run (in `category`) with its block of control runs, growing the
+        control when it has too few; False when the cap leaves no block for it."""
+        need = (test.n + 1) * self.ratio
+        if need > len(self.sequence) and not self._grow(need):
+            return False
+        test.add(category, self.sequence[need - self.ratio : need])
+        return True
+
+    def evidence(self, test: PairedTest, ask: Ask, budget: int, capped: bool = False) -> stats.Evidence:
+        """The test's verdict so far (`capped`: the control could not grow for its next run)."""
+        if capped:
+            return stats.Evidence(
+                Verdict.INCONCLUSIVE,
+                test.n,
+                test.log_e_bad,
+                test.log_e_good,
+                f"undecided after {test.n} runs: the control reached its cap of {self.cap:,} runs "
+                f"({self.ratio} per tested run; raise run.max_runs or reference.control.max_runs)",
+            )
+        return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget, ratio=self.ratio)
+
+    def _grow(self, need: int) -> bool:
+        """Run more control runs until `need` are counted (by half at least, within the cap);
+        False when the cap is reached first."""
+        while len(self.sequence) < need:
+            if len(self.sequence) >= self.cap:
+                return False
+            missing = min(self.cap, max(need, int(len(self.sequence) * self.GROWTH))) - len(self.sequence)
+            outcomes, failures = _control_runs(self.cfg, self.runner, self.sha, self.attempted, missing)
+            self.attempted += missing
+            if failures * 2 > missing:
+                raise BisectbotError(f"reference.control: {failures} of {missing} more runs at {self.sha[:12]} failed")
+            self.sequence += self._categories(outcomes)
+        self._recount()
+        return True
+
+    def _recount(self) -> None:
+        """The reference the reports show: the control's counts as they are now."""
+        names = self.reference.names
+        counts = {name: 0 for name in names}
+        for index in self.sequence:
+            counts[names[index]] += 1
+        total = len(self.sequence)
         self.resolved = ResolvedReference(
             {k: v / total for k, v in counts.items()},
             None,
-            f"control sample of {total} runs at {self.sha[:12]} (δ = {delta:g}; grown as tests needed)",
+            f"control sample of {total} runs at {self.sha[:12]} (grown as tests needed, "
+            f"{self.ratio} beside each tested run)",
             counts,
-            delta,
         )
         self.reference = self.resolved.stats_reference()
-        return self.reference
 
     def grown(self, summary: ReferenceSummary) -> ReferenceSummary:
         """`summary` (made when the job started) with the control's counts as they ended."""

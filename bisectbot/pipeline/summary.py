@@ -3,8 +3,8 @@
 The search (pipeline.bisect) ends in a `Departure` (status, message, the boundary, the change
 points crossed); the report adds what the answer rests on: the named commit and its parent's
 counts, the confidence as a union bound over every claim (each GOOD/BAD against the reference,
-each change found) plus a control sample's delta, the assumptions behind it, the blocks of
-commits that could not be tested, the forecast the strategy was chosen by beside what the bisect
+each change found), the assumptions behind it, the blocks of commits that could not be
+tested, the forecast the strategy was chosen by beside what the bisect
 took, and the command that reproduces it. Kept apart from the search so that deciding and
 explaining do not mix: nothing here tests a commit.
 """
@@ -71,9 +71,8 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
     gap = list(narrowed.stands_for.get(plan.line[found.result.last_good], ())) if narrowed else []
     # What is reported rests on its claims (tests against the reference, the change test):
     # a wrong answer needs one of them to be wrong, so the bound is their summed error
-    # levels, plus the control sample's delta when the reference is one.
+    # levels (a control sample's tests are two-sample tests at the same levels).
     claims = ledger.decisive()
-    delta = ledger.delta()
     doubt = ledger.doubt()
     control = ledger.tester.control
     reference = control.grown(context.reference) if control is not None else context.reference
@@ -107,7 +106,7 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         skip_blocks=skip_block_summaries(ledger, found.result.blocks),
         reproduce=reproduce_line(plan, dep.strategies[0] if dep.strategies else found.strategy),
         change_points=_change_points(ledger, dep, culprit),
-        assumptions=_assumptions(ledger, dep, claims, delta),
+        assumptions=_assumptions(ledger, dep, claims),
         posterior=found.posterior,
         eta=test.indifference,
         tolerance=test.tolerance,
@@ -221,7 +220,7 @@ def _change_points(ledger: Ledger, dep: Departure, culprit: str | None) -> list[
     return out
 
 
-def _assumptions(ledger: Ledger, dep: Departure, claims: list[CommitVerdict], delta: float) -> list[str]:
+def _assumptions(ledger: Ledger, dep: Departure, claims: list[CommitVerdict]) -> list[str]:
     """What the stated confidence rests on, from what this bisect saw."""
     test, ref = ledger.tester.cfg.test, ledger.tester.reference
     changes = sum(1 for v in claims if v.role == "confirm-culprit")
@@ -241,7 +240,11 @@ def _assumptions(ledger: Ledger, dep: Departure, claims: list[CommitVerdict], de
             f"{len(dep.crossed)} boundary(ies) ruled out on the way (their parent departs): listed in change_points"
         )
     if ref.control is not None:
-        out.append(f"the reference is a control sample of {sum(ref.control)} runs; its delta {delta:g} is included")
+        out.append(
+            f"the reference is a control sample of {sum(ref.control)} runs, shared by every test (each run "
+            f"paired with its own control runs): each test holds its level for a commit chosen apart from "
+            f"the control's noise; the change test naming the commit does not use the control"
+        )
     if dep.found.posterior is not None:
         out.append(
             f"the sticky search's posterior ({dep.found.posterior:.4f}) is a Bayesian probability "

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 from bisectbot.config import Config
 from bisectbot.config.seeds import SEED_BLOCK
-from bisectbot.core import broken_end, control_sample, sequential, stats, two_sample
+from bisectbot.core import broken_end, sequential, stats, two_sample
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
 from bisectbot.edges.procs import ServerError
@@ -36,10 +36,12 @@ def judge(
     budget: int,
     eta: float = 0.0,
     alike: Mapping[str, tuple[int, int]] | None = None,
+    paired: stats.Evidence | None = None,
 ) -> stats.Evidence:
     """The sequential test the question asks for, on the counts so far (pure).
 
-    reference: the generic test against the reference (or its control sample): GOOD = within
+    reference: the generic test against the reference (or, with `paired`, the two-sample test
+    of the runs against the control's, `control_sample.PairedTest`, already run): GOOD = within
     tolerance, BAD = departs by more than eta; with `ask.q_bad` half its BAD mixture bets on the
     broken end's q̂ (faster, still valid);
     quick: a search step when builds are cheap: BAD as above, or GOOD-SIDE once the commit is
@@ -68,9 +70,7 @@ def judge(
         )
         return _placed_alike(quick, ask, alike) if alike else quick
     if control:
-        ev = control_sample.test_against_control(
-            counts, reference, alpha=ask.alpha, beta=ask.beta, tolerance=tolerance, max_runs=budget, eta=eta
-        )
+        ev = paired or stats.Evidence(None, int(sum(counts)), 0.0, 0.0, "no run paired with the control yet")
     else:
         ev = sequential.test_against_reference(
             counts,
@@ -210,6 +210,9 @@ class CommitTester:
         out = _Measured(Tally(self.reference.names), len(seeds))
         ends = {sha: dict(table) for _, sha, table in ask.alike}
         alike = {sha: [0, 0] for sha in ends}
+        control = self.control if ask.mode != "bad-model" else None
+        paired = control.test(self.cfg.test.tolerance, self.cfg.test.indifference) if control else None
+        capped = False  # the control could not grow for the next run
         stream = self.runner.runs(prepared, seeds)
         try:
             with stream:
@@ -223,8 +226,9 @@ class CommitTester:
                         theirs = table.get(rec.seed)
                         if rec.ok and theirs is not None:
                             alike[sha][(-1 if category is None else category) != theirs] += 1
-                    if self.control is not None and self.control.wants(out.tally.consumed):
-                        self.reference = self.control.grow(out.tally.consumed)
+                    if control is not None and paired is not None and category is not None and not capped:
+                        capped = not control.pair(paired, category)
+                        self.reference = control.reference
                     if rec.ok:
                         out.evidence = judge(
                             out.tally.counts,
@@ -234,6 +238,7 @@ class CommitTester:
                             budget=out.budget,
                             eta=self.cfg.test.indifference,
                             alike={k: (a, d) for k, (a, d) in alike.items()},
+                            paired=control.evidence(paired, ask, out.budget, capped) if control and paired else None,
                         )
                         self.events.emit(RunsProgress(prepared.sha, out.tally.consumed, out.budget, out.tally.short()))
                         if out.evidence.decision is not None:
@@ -355,6 +360,9 @@ class Feed:
         self.prepared = tester.runner.prepare(sha)
         self.tally = Tally(tester.reference.names)
         self.stream = tester.runner.runs(self.prepared, self._seeds()) if self.prepared.executor is not None else None
+        control = tester.control
+        self.paired = control.test(tester.cfg.test.tolerance, tester.cfg.test.indifference) if control else None
+        self.capped = False
 
     def _seeds(self) -> list[int]:
         """The rest of the commit's block: a commit next to the boundary may need more runs than
@@ -380,9 +388,24 @@ class Feed:
                     self.stream = runner.runs(retry, self._seeds())
                     break
                 if self.tally.last_category is not None:
+                    self._pair(self.tally.last_category)
                     return self.tally.last_category
             else:
                 raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
+
+    def _pair(self, category: int) -> None:
+        """With a control-sample reference: pair the run just counted with its control runs."""
+        control = self.tester.control
+        if control is not None and self.paired is not None and not self.capped:
+            self.capped = not control.pair(self.paired, category)
+            self.tester.reference = control.reference
+
+    def paired_evidence(self, ask: Ask, budget: int) -> stats.Evidence | None:
+        """The two-sample test's verdict on the runs fed so far (None: the reference is exact)."""
+        control = self.tester.control
+        if control is None or self.paired is None:
+            return None
+        return control.evidence(self.paired, ask, budget, self.capped)
 
     def verdict(
         self,
