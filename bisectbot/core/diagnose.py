@@ -190,7 +190,9 @@ def undecided_hint(
     k = sum(1 for b in p if b > 0)
 
     def raise_to(n: int, what: str) -> str:
-        n = max(math.ceil(n * slower), math.ceil(1.5 * total))  # the plug-in rate says "decided by now": noise; half again
+        n = max(
+            math.ceil(n * slower), math.ceil(1.5 * total)
+        )  # the plug-in rate says "decided by now": noise; half again
         if n > cap:
             return (
                 f"{what} would need about {n:,} runs, more than run.max_runs can be ({cap:,}, one seed "
