@@ -249,7 +249,7 @@ class ControlReference(Strict):
     each commit against its runs with a two-sample test (`core.control_sample`): each tested run
     is paired with `ratio` control runs, at the same alpha, beta and eta as an exact reference.
     `runs` control runs come first (they fix the categories); the control then grows while a
-    test needs more (by half at least), up to `ratio` × run.max_runs, or `max_runs` if less."""
+    test needs more (by a tenth at least), up to `ratio` × run.max_runs, or `max_runs` if less."""
 
     commit: str
     runs: int = Field(default=200, gt=0)  # control runs before the first test

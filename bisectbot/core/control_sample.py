@@ -41,7 +41,11 @@ from bisectbot.core.stats import Evidence, check_levels, decide, subset_masks
 # a subtle change wants a small bet, a gross one a large one. Any fixed grid is valid.
 BAD_GRID = (0.01, 0.02, 0.04, 0.07, 0.11, 0.17, 0.25, 0.4, 0.6, 0.85)
 GOOD_GRID = (0.05, 0.1, 0.15, 0.22, 0.3, 0.4, 0.55, 0.75)
-DEFAULT_RATIO = 2  # control runs per tested run (bench/bench_control.py)
+# Half of the GOOD wealth bets, per set S, the size that grows fastest when the commit is the
+# control's own distribution: λ = tol / (tol² + Var z), Var z = p(S)(1 − p(S))(1 + 1/ratio) with
+# p(S) from the control runs paired so far (predictable), as the exact test's GOOD numerator
+# weighs the reference itself. The other half is the grid (any q).
+GOOD_PLUG_IN_WEIGHT = 0.5
 
 
 @dataclass
@@ -70,6 +74,7 @@ class PairedTest:
         self._good_l = np.asarray(GOOD_GRID) / (1 - self.tolerance)
         self._bad = np.zeros(len(BAD_GRID))
         self._good = np.zeros((len(self.masks), len(GOOD_GRID)))
+        self._good_plug = np.zeros(len(self.masks))
 
     def add(self, x: int, block: Sequence[int]) -> None:
         """One tested run in category `x`, paired with `block` (categories of control runs no
@@ -86,6 +91,10 @@ class PairedTest:
             self._bad += np.log1p(self._bad_l * (z - self.eta))
         zs = self.masks[:, x] - self.masks @ share
         self._good += np.log1p(self._good_l[None, :] * (self.tolerance - zs)[:, None])
+        ps = self.masks @ p
+        var = ps * (1 - ps) * (1 + 1 / len(block))
+        lam = np.minimum(self.tolerance / (self.tolerance**2 + var), 0.8 / (1 - self.tolerance))
+        self._good_plug += np.log1p(lam * (self.tolerance - zs))
         self.tested[x] += 1
         self.control += np.bincount(np.asarray(block), minlength=self.k)[: self.k]
         self.n += 1
@@ -100,7 +109,9 @@ class PairedTest:
         """log of the GOOD wealth: the least over the sets S (each a mixture over bet sizes)."""
         if self.n == 0:
             return 0.0
-        return float((np.logaddexp.reduce(self._good, axis=1) - math.log(self._good.shape[1])).min())
+        grid = np.logaddexp.reduce(self._good, axis=1) - math.log(self._good.shape[1])
+        w = GOOD_PLUG_IN_WEIGHT
+        return float(np.logaddexp(math.log(w) + self._good_plug, math.log1p(-w) + grid).min())
 
     def evidence(self, *, alpha: float, beta: float, max_runs: int, ratio: int) -> Evidence:
         """The verdict so far: BAD at E_bad ≥ 1/α, GOOD at E_good ≥ 1/β, INCONCLUSIVE at the budget."""

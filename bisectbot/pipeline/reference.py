@@ -165,11 +165,13 @@ class GrowingControl:
 
     Run i of every test is paired with control runs [i·ratio, (i+1)·ratio): the control is as
     long as `ratio` × the longest test, not the sum of the tests. Growth asks for whole blocks of
-    runs (by half at least), up to `control_cap`. Its categories stay those of the first sample:
+    runs (a tenth of its size or BATCH runs at least: every run past what the tests need is
+    waste), up to `control_cap`. Its categories stay those of the first sample:
     a later outcome it never showed counts as OTHER, as the tests count it (a coarsening both
     sides share); a missed condition without a MISSED category is not counted, as in the tests."""
 
-    GROWTH = 1.5
+    GROWTH = 0.1  # of its size, at least
+    BATCH = 256  # runs, at least
 
     def __init__(self, cfg: Config, runner: CommitRunner, resolved: ResolvedReference):
         control = cfg.reference.control
@@ -226,12 +228,13 @@ class GrowingControl:
         return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget, ratio=self.ratio)
 
     def _grow(self, need: int) -> bool:
-        """Run more control runs until `need` are counted (by half at least, within the cap);
+        """Run more control runs until `need` are counted (see GROWTH, BATCH; within the cap);
         False when the cap is reached first."""
         while len(self.sequence) < need:
             if len(self.sequence) >= self.cap:
                 return False
-            missing = min(self.cap, max(need, int(len(self.sequence) * self.GROWTH))) - len(self.sequence)
+            size = len(self.sequence)
+            missing = min(self.cap, max(need, size + self.BATCH, int(size * (1 + self.GROWTH)))) - size
             outcomes, failures = _control_runs(self.cfg, self.runner, self.sha, self.attempted, missing)
             self.attempted += missing
             if failures * 2 > missing:
