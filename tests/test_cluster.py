@@ -243,3 +243,17 @@ def test_cluster_options_fail_in_one_line(history: DemoHistory, tmp_path: Path) 
         .splitlines()[-1]
         .startswith("bisectbot: error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
     )
+
+
+def test_a_control_sample_reference_is_refused_on_a_cluster(history: DemoHistory, tmp_path: Path) -> None:
+    """Every tested run is paired with the control's runs in seed order, here: a cluster's
+    workers cannot, so the combination is refused in one line instead of never deciding."""
+    from bisectbot.config.sections import ControlReference
+    from bisectbot.errors import BisectbotError
+
+    cfg = load_config(history.config)
+    reference = cfg.reference.model_copy(update={"probs": None, "control": ControlReference(commit=history.good)})
+    cfg = cfg.model_copy(update={"reference": reference})
+    with StateDir(tmp_path / "st") as state:
+        with pytest.raises(BisectbotError, match="reference.control cannot be used with a cluster"):
+            jobs.Session(cfg, state, cluster=object()).tester
