@@ -256,4 +256,4 @@ def test_a_control_sample_reference_is_refused_on_a_cluster(history: DemoHistory
     cfg = cfg.model_copy(update={"reference": reference})
     with StateDir(tmp_path / "st") as state:
         with pytest.raises(BisectbotError, match="reference.control cannot be used with a cluster"):
-            jobs.Session(cfg, state, cluster=object()).tester
+            _ = jobs.Session(cfg, state, cluster=object()).tester
