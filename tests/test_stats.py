@@ -339,6 +339,10 @@ def test_control_sample_two_sample_test_calibration() -> None:
     at_eta = np.asarray(S.hardest_tv_shift(p, 0.03))
     false_bad = sum(ev.decision is S.Verdict.BAD for ev in _paired_paths(rng, at_eta, p, 150, 1500, **levels))
     assert false_bad <= 15  # ≤ 5% of 150 is 7.5; 15 is beyond the 99.9% binomial quantile
+    # betting toward an expected departure in the very direction the commit leans
+    toward = np.asarray(S.hardest_tv_shift(p, 0.1))
+    leaning = _paired_paths(rng, at_eta, p, 150, 1500, toward=toward, **levels)
+    assert sum(ev.decision is S.Verdict.BAD for ev in leaning) <= 15
     at_tol = np.asarray(S.hardest_tv_shift(p, 0.1))
     false_good = sum(ev.decision is S.Verdict.GOOD for ev in _paired_paths(rng, at_tol, p, 150, 1500, **levels))
     assert false_good <= 15

@@ -14,6 +14,9 @@ betting", JRSS-B 2023) gives anytime-valid tests at the same α, β and η as th
 * BAD,  H0: TV(q, p) ≤ η, i.e. q(S) − p(S) ≤ η for every S. One bet per run on the set S the
   pairs seen so far point at (predictable), wealth ∏(1 + λ(z − η)): a supermartingale under
   H0 for any predictable S and λ ∈ [0, 1/(1+η)). A mixture over λ (a grid and a plug-in).
+  With `toward` (the broken end's q̂, measured on other seeds, so fixed before these runs)
+  half of the wealth bets the size that grows fastest if the commit looks like it, as the
+  exact test's BAD mixture bets half on it.
 * GOOD, H0: TV(q, p) ≥ tolerance, i.e. q(S) − p(S) ≥ tolerance for some S. For every S a wealth
   ∏(1 + λ(tolerance − z)); GOOD needs all of them past 1/β (the null is their union).
 
@@ -57,6 +60,7 @@ class PairedTest:
     k: int
     tolerance: float
     eta: float
+    toward: Sequence[float] | None = None  # the expected departure, if any (see the module)
     masks: np.ndarray = field(init=False, repr=False)
     n: int = field(init=False, default=0)
     tested: np.ndarray = field(init=False, repr=False)  # counts of the tested runs paired so far
@@ -75,6 +79,10 @@ class PairedTest:
         self._bad = np.zeros(len(BAD_GRID))
         self._good = np.zeros((len(self.masks), len(GOOD_GRID)))
         self._good_plug = np.zeros(len(self.masks))
+        self._toward = None if self.toward is None else np.asarray(self.toward, dtype=float)
+        if self._toward is not None and self._toward.shape != (self.k,):
+            raise ValueError(f"toward must be a distribution over the {self.k} categories")
+        self._bad_plug = 0.0
 
     def add(self, x: int, block: Sequence[int]) -> None:
         """One tested run in category `x`, paired with `block` (categories of control runs no
@@ -89,6 +97,14 @@ class PairedTest:
         if 0 < up.sum() < self.k:
             z = float(up[x]) - float(share[up].sum())
             self._bad += np.log1p(self._bad_l * (z - self.eta))
+        if self._toward is not None:
+            s = self._toward > p
+            if 0 < s.sum() < self.k:
+                gap = float(self._toward[s].sum() - p[s].sum()) - self.eta
+                qs, ps_ = float(self._toward[s].sum()), float(p[s].sum())
+                var = qs * (1 - qs) + ps_ * (1 - ps_) / len(block)
+                lam = min(max(gap / (gap * gap + var), 0.0), 0.8 / (1 + self.eta))
+                self._bad_plug += math.log1p(lam * (float(s[x]) - float(share[s].sum()) - self.eta))
         zs = self.masks[:, x] - self.masks @ share
         self._good += np.log1p(self._good_l[None, :] * (self.tolerance - zs)[:, None])
         ps = self.masks @ p
@@ -101,8 +117,11 @@ class PairedTest:
 
     @property
     def log_e_bad(self) -> float:
-        """log of the BAD wealth (the mixture over bet sizes)."""
-        return float(np.logaddexp.reduce(self._bad) - math.log(len(self._bad)))
+        """log of the BAD wealth (the mixture over bet sizes; with `toward`, half on its bet)."""
+        grid = float(np.logaddexp.reduce(self._bad) - math.log(len(self._bad)))
+        if self._toward is None:
+            return grid
+        return float(np.logaddexp(grid, self._bad_plug) - math.log(2))
 
     @property
     def log_e_good(self) -> float:
@@ -141,10 +160,11 @@ def paired_evidence(
     tolerance: float,
     eta: float,
     max_runs: int,
+    toward: Sequence[float] | None = None,
 ) -> Evidence:
     """The test over whole sequences (for tests and benches): run i of `tested` paired with
     control runs [i·ratio, (i+1)·ratio); stops at the first decision, like the pipeline."""
-    test = PairedTest(k, tolerance, eta)
+    test = PairedTest(k, tolerance, eta, toward)
     ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs, ratio=ratio)
     for i, x in enumerate(tested):
         block = control[i * ratio : (i + 1) * ratio]

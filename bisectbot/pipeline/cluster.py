@@ -269,7 +269,7 @@ class ClusterTester(CommitTester):
         no commit by likeness (every step is tested; nothing is built on the coordinator)."""
         return ()
 
-    def feed(self, sha: str, block: int = 0, start: int = 0) -> Feed:
+    def feed(self, sha: str, block: int = 0, start: int = 0, toward: Sequence[float] | None = None) -> Feed:
         """The commit's runs one counted category at a time, fetched from a worker in batches
         (the confirmation's fresh seeds): built and run there, like every verdict."""
         return RemoteFeed(self, sha, block, start)

@@ -88,8 +88,8 @@ def confirm(
     wanted = {"culprit": find.culprit_verdict, "parent": find.parent_verdict}
     needed = {name for name, on in (("culprit", pair.test_culprit), ("parent", pair.test_parent)) if on}
     feeds = {
-        "culprit": tester.feed(pair.culprit, 1, pair.start_culprit),
-        "parent": tester.feed(pair.parent, 1, pair.start_parent),
+        "culprit": tester.feed(pair.culprit, 1, pair.start_culprit, _tuple(q_bad)),
+        "parent": tester.feed(pair.parent, 1, pair.start_parent, _tuple(q_bad)),
     }
     decided: dict[str, tuple[stats.Evidence, Tally]] = {}
     change: tuple[stats.Evidence, Tally, Tally] | None = None

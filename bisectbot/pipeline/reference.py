@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from bisectbot.config import Config
 from bisectbot.config.sections import ComputedReference
@@ -201,9 +201,10 @@ class GrowingControl:
                 out.append(index)
         return out
 
-    def test(self, tolerance: float, eta: float) -> PairedTest:
-        """A fresh two-sample test of one commit against this control."""
-        return PairedTest(len(self.reference.names), tolerance, eta)
+    def test(self, tolerance: float, eta: float, toward: Sequence[float] | None = None) -> PairedTest:
+        """A fresh two-sample test of one commit against this control (`toward`: the
+        distribution it is expected to look like if it departs, PairedTest)."""
+        return PairedTest(len(self.reference.names), tolerance, eta, toward)
 
     def pair(self, test: PairedTest, category: int) -> bool:
         """Pair the test's next run (in `category`) with its block of control runs, growing the

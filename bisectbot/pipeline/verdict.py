@@ -211,7 +211,7 @@ class CommitTester:
         ends = {sha: dict(table) for _, sha, table in ask.alike}
         alike = {sha: [0, 0] for sha in ends}
         control = self.control if ask.mode != "bad-model" else None
-        paired = control.test(self.cfg.test.tolerance, self.cfg.test.indifference) if control else None
+        paired = control.test(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad) if control else None
         capped = False  # the control could not grow for the next run
         stream = self.runner.runs(prepared, seeds)
         try:
@@ -265,9 +265,10 @@ class CommitTester:
                 out.append((seed, -1 if category is None else category))
         return tuple(out)
 
-    def feed(self, sha: str, block: int = 0, start: int = 0) -> "Feed":
-        """The commit's runs one counted category at a time (sticky search, confirmation)."""
-        return Feed(self, sha, block, start)
+    def feed(self, sha: str, block: int = 0, start: int = 0, toward: Sequence[float] | None = None) -> "Feed":
+        """The commit's runs one counted category at a time (sticky search, confirmation);
+        `toward`: what a departing commit is expected to look like (a control's paired test)."""
+        return Feed(self, sha, block, start, toward)
 
     def _reached(
         self,
@@ -355,13 +356,16 @@ class Feed:
     reads block 0, the confirmation reads block 1 from `start` (the seeds no earlier test of
     this bisect has looked at). `tally` counts what was fed, failures included."""
 
-    def __init__(self, tester: CommitTester, sha: str, block: int = 0, start: int = 0):
+    def __init__(
+        self, tester: CommitTester, sha: str, block: int = 0, start: int = 0, toward: Sequence[float] | None = None
+    ):
         self.tester, self.sha, self.block, self.start = tester, sha, block, start
         self.prepared = tester.runner.prepare(sha)
         self.tally = Tally(tester.reference.names)
         self.stream = tester.runner.runs(self.prepared, self._seeds()) if self.prepared.executor is not None else None
         control = tester.control
-        self.paired = control.test(tester.cfg.test.tolerance, tester.cfg.test.indifference) if control else None
+        test = tester.cfg.test
+        self.paired = control.test(test.tolerance, test.indifference, toward) if control else None
         self.capped = False
 
     def _seeds(self) -> list[int]:
