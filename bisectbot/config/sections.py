@@ -247,14 +247,13 @@ class ComputedReference(Strict):
 class ControlReference(Strict):
     """No exact reference: run a known-good commit on seeds disjoint from every test, and test
     each commit against its runs with a two-sample test (`core.control_sample`): each tested run
-    is paired with `ratio` control runs while the control (as the test began) has them, then with
-    one, at the same alpha, beta and eta as an exact reference.
+    is paired with `ratio` control runs, at the same alpha, beta and eta as an exact reference.
     `runs` control runs come first (they fix the categories); the control then grows while a
     test needs more (by a tenth at least), up to `ratio` × run.max_runs, or `max_runs` if less."""
 
     commit: str
     runs: int = Field(default=200, gt=0)  # control runs before the first test
-    ratio: int = Field(default=DEFAULT_CONTROL_RATIO, ge=1, le=16)  # beside each tested run, while there are
+    ratio: int = Field(default=DEFAULT_CONTROL_RATIO, ge=1, le=16)  # control runs beside each tested run
     max_runs: int | None = Field(default=None, gt=0)  # the most it counts (default ratio × run.max_runs)
     delta: float | None = Field(default=None, gt=0, lt=0.5)  # no longer used (the paired test needs none)
 

@@ -2,19 +2,18 @@
 
 Control-sample mode: no exact reference, but runs of a known-good commit on seeds disjoint from
 every test (`Reference.from_control`). Each run of the tested commit is paired with the next
-few runs of the control, in seed order (a block of its own within this test, its size fixed
-before the run: `ratio`, or 1 past the test's `room`, `pipeline.reference`). For a set S
+`ratio` runs of the control, in seed order (a block of its own within this test). For a set S
 of categories,
 
     z = 1[x ∈ S] − (share of the block in S)      has mean  q(S) − p(S),  z ∈ [−1, 1],
 
-whatever p is: the control's noise enters as variance (p(1−p)/block size), not as a worst-case
+whatever p is: the control's noise enters as variance (p(1−p)/ratio), not as a worst-case
 radius. Betting on z (Waudby-Smith & Ramdas, "Estimating means of bounded random variables by
 betting", JRSS-B 2023) gives anytime-valid tests at the same α, β and η as the exact reference:
 
 * BAD,  H0: TV(q, p) ≤ η, i.e. q(S) − p(S) ≤ η for every S. One bet per run on the set S the
   pairs seen so far point at (predictable), wealth ∏(1 + λ(z − η)): a supermartingale under
-  H0 for any predictable S and λ ∈ [0, 1/(1+η)). A mixture over a grid of λ.
+  H0 for any predictable S and λ ∈ [0, 1/(1+η)). A mixture over λ (a grid and a plug-in).
   With `toward` (the broken end's q̂, measured on other seeds, so fixed before these runs)
   half of the wealth bets the size that grows fastest if the commit looks like it, as the
   exact test's BAD mixture bets half on it.
@@ -22,7 +21,7 @@ betting", JRSS-B 2023) gives anytime-valid tests at the same α, β and η as th
   ∏(1 + λ(tolerance − z)); GOOD needs all of them past 1/β (the null is their union).
 
 The control is shared by every test of a bisect (that is what makes it cheap: it grows to
-about the longest test's need, not the sum). Each test is valid for a commit chosen apart from
+`ratio` × the longest test, not the sum). Each test is valid for a commit chosen apart from
 the control's noise; the search's path depends on earlier verdicts, which saw the same control.
 The confirmation that names a commit compares it with its parent directly (`two_sample`), on
 fresh seeds, never through the control.
@@ -46,7 +45,7 @@ from bisectbot.core.stats import Evidence, check_levels, decide, subset_masks
 BAD_GRID = (0.01, 0.02, 0.04, 0.07, 0.11, 0.17, 0.25, 0.4, 0.6, 0.85)
 GOOD_GRID = (0.05, 0.1, 0.15, 0.22, 0.3, 0.4, 0.55, 0.75)
 # Half of the GOOD wealth bets, per set S, the size that grows fastest when the commit is the
-# control's own distribution: λ = tol / (tol² + Var z), Var z = p(S)(1 − p(S))(1 + 1/block) with
+# control's own distribution: λ = tol / (tol² + Var z), Var z = p(S)(1 − p(S))(1 + 1/ratio) with
 # p(S) from the control runs paired so far (predictable), as the exact test's GOOD numerator
 # weighs the reference itself. The other half is the grid (any q).
 GOOD_PLUG_IN_WEIGHT = 0.5
@@ -62,7 +61,6 @@ class PairedTest:
     tolerance: float
     eta: float
     toward: Sequence[float] | None = None  # the expected departure, if any (see the module)
-    room: int = 0  # control runs there were when the test began (the pipeline's block sizes)
     masks: np.ndarray = field(init=False, repr=False)
     n: int = field(init=False, default=0)
     tested: np.ndarray = field(init=False, repr=False)  # counts of the tested runs paired so far
@@ -118,11 +116,6 @@ class PairedTest:
         self.n += 1
 
     @property
-    def paired_control(self) -> int:
-        """Control runs paired with this test's runs so far (the next block starts there)."""
-        return int(self.control.sum())
-
-    @property
     def log_e_bad(self) -> float:
         """log of the BAD wealth (the mixture over bet sizes; with `toward`, half on its bet)."""
         grid = float(np.logaddexp.reduce(self._bad) - math.log(len(self._bad)))
@@ -139,7 +132,7 @@ class PairedTest:
         w = GOOD_PLUG_IN_WEIGHT
         return float(np.logaddexp(math.log(w) + self._good_plug, math.log1p(-w) + grid).min())
 
-    def evidence(self, *, alpha: float, beta: float, max_runs: int) -> Evidence:
+    def evidence(self, *, alpha: float, beta: float, max_runs: int, ratio: int) -> Evidence:
         """The verdict so far: BAD at E_bad ≥ 1/α, GOOD at E_good ≥ 1/β, INCONCLUSIVE at the budget."""
         check_levels(alpha, beta)
         return decide(
@@ -149,7 +142,7 @@ class PairedTest:
             alpha,
             beta,
             max_runs,
-            good_what=f"TV < {self.tolerance:g}, against {self.control.sum():.0f} control runs",
+            good_what=f"TV < {self.tolerance:g}, against {self.control.sum():.0f} control runs ({ratio} per run)",
             bad_what=f"TV > {self.eta:g}, against {self.control.sum():.0f} control runs"
             if self.eta > 0
             else f"against {self.control.sum():.0f} control runs",
@@ -172,13 +165,13 @@ def paired_evidence(
     """The test over whole sequences (for tests and benches): run i of `tested` paired with
     control runs [i·ratio, (i+1)·ratio); stops at the first decision, like the pipeline."""
     test = PairedTest(k, tolerance, eta, toward)
-    ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs)
+    ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs, ratio=ratio)
     for i, x in enumerate(tested):
         block = control[i * ratio : (i + 1) * ratio]
         if len(block) < ratio:
             break
         test.add(x, block)
-        ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs)
+        ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs, ratio=ratio)
         if ev.decision is not None:
             break
     return ev

@@ -46,8 +46,7 @@ def diagnosis(ledger: Ledger, v: CommitVerdict) -> list[str]:
                 eta=cfg.test.indifference,
                 max_runs=cfg.run.max_runs,
                 cap=SEED_BLOCK,
-                # a control sample: 1 + 1/ratio within a test's room, 2 past it (one run beside each)
-                slower=2.0 if ledger.tester.control is not None else 1.0,
+                slower=1 + 1 / control.ratio if (control := ledger.tester.control) is not None else 1.0,
             )
         )
     return out

@@ -163,11 +163,8 @@ class GrowingControl:
     """The control sample of `reference.control`: its runs in seed order, paired with tested
     runs by `core.control_sample.PairedTest`, and grown while a test needs more of them.
 
-    Every test pairs its runs with the control's from the first, in order: `ratio` control runs
-    beside each tested run while they lie within the control as it was when the test began (its
-    `room`), one beside each after that, so the control grows by one run per tested run, not
-    `ratio` (the block sizes are fixed by the run's index and the room: predictable). The control
-    is shared: as long as the longest need, not the sum of the tests. Growth asks for whole blocks of
+    Run i of every test is paired with control runs [i·ratio, (i+1)·ratio): the control is as
+    long as `ratio` × the longest test, not the sum of the tests. Growth asks for whole blocks of
     runs (a tenth of its size or BATCH runs at least: every run past what the tests need is
     waste), up to `control_cap`. Its categories stay those of the first sample:
     a later outcome it never showed counts as OTHER, as the tests count it (a coarsening both
@@ -207,16 +204,15 @@ class GrowingControl:
     def test(self, tolerance: float, eta: float, toward: Sequence[float] | None = None) -> PairedTest:
         """A fresh two-sample test of one commit against this control (`toward`: the
         distribution it is expected to look like if it departs, PairedTest)."""
-        return PairedTest(len(self.reference.names), tolerance, eta, toward, room=len(self.sequence))
+        return PairedTest(len(self.reference.names), tolerance, eta, toward)
 
     def pair(self, test: PairedTest, category: int) -> bool:
         """Pair the test's next run (in `category`) with its block of control runs, growing the
         control when it has too few; False when the cap leaves no block for it."""
-        cursor = test.paired_control
-        need = cursor + (self.ratio if cursor + self.ratio <= test.room else 1)
+        need = (test.n + 1) * self.ratio
         if need > len(self.sequence) and not self._grow(need):
             return False
-        test.add(category, self.sequence[cursor:need])
+        test.add(category, self.sequence[need - self.ratio : need])
         return True
 
     def evidence(self, test: PairedTest, ask: Ask, budget: int, capped: bool = False) -> stats.Evidence:
@@ -228,9 +224,9 @@ class GrowingControl:
                 test.log_e_bad,
                 test.log_e_good,
                 f"undecided after {test.n} runs: the control reached its cap of {self.cap:,} runs "
-                f"(raise run.max_runs or reference.control.max_runs)",
+                f"({self.ratio} per tested run; raise run.max_runs or reference.control.max_runs)",
             )
-        return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget)
+        return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget, ratio=self.ratio)
 
     def _grow(self, need: int) -> bool:
         """Run more control runs until `need` are counted (see GROWTH, BATCH; within the cap);
@@ -259,7 +255,7 @@ class GrowingControl:
             {k: v / total for k, v in counts.items()},
             None,
             f"control sample of {total} runs at {self.sha[:12]} (grown as tests needed, "
-            f"up to {self.ratio} beside each tested run)",
+            f"{self.ratio} beside each tested run)",
             counts,
         )
         self.reference = self.resolved.stats_reference()
