@@ -1,0 +1,34 @@
+"""bench/bench_build.py's readers of a build: the target per era, the compile/link split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import bench_build as bb
+
+
+def test_the_era_decides_the_target_and_options(tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    (old / "examples" / "speculative").mkdir(parents=True)
+    (old / "examples" / "speculative" / "CMakeLists.txt").write_text("set(TARGET speculative)\n")
+    assert bb.era_options(old) == ("speculative", ["-DLLAMA_NATIVE=OFF", "-DLLAMA_CCACHE=OFF"])
+    renamed = tmp_path / "renamed"
+    (renamed / "examples" / "speculative").mkdir(parents=True)
+    (renamed / "examples" / "speculative" / "CMakeLists.txt").write_text("set(TARGET llama-speculative)\n")
+    assert bb.era_options(renamed)[0] == "llama-speculative"
+    split = tmp_path / "split"
+    (split / "ggml").mkdir(parents=True)
+    (split / "ggml" / "CMakeLists.txt").write_text("")
+    target, options = bb.era_options(split)
+    assert target == "llama-speculative" and "-DGGML_NATIVE=OFF" in options
+
+
+def test_the_ninja_log_splits_compiles_from_links(tmp_path: Path) -> None:
+    (tmp_path / ".ninja_log").write_text(
+        "# ninja log v5\n"
+        "0\t1500\t1\tggml/src/CMakeFiles/ggml.dir/ggml.c.o\tabc\n"
+        "10\t4010\t1\tsrc/CMakeFiles/llama.dir/llama.cpp.o\tdef\n"
+        "4010\t4200\t1\tsrc/libllama.a\tghi\n"
+        "4200\t4900\t1\tbin/llama-speculative\tjkl\n"
+    )
+    assert bb.ninja_split(tmp_path) == (5.5, 0.89, 2)
