@@ -12,7 +12,7 @@ independent of the verdicts that led the search there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from bisectbot.config import Config
@@ -185,15 +185,6 @@ class CommitTester:
                 return self._reached(
                     prepared, ask, None, Verdict.SKIP, prepared.why, signature=_skip_signature(prepared)
                 )
-            if self._is_control(prepared.sha, ask):
-                return self._reached(
-                    prepared,
-                    replace(ask, alpha=0.0, beta=0.0),
-                    None,
-                    Verdict.GOOD,
-                    "the control commit itself: the measured reference is its distribution (GOOD by "
-                    "definition, no runs, no error)",
-                )
             measured = self._measure(prepared, ask)
             if measured.failed is not None:
                 reason = measured.tally.failure_reason()
@@ -210,11 +201,6 @@ class CommitTester:
                     signature=measured.failed,
                 )
             return measured.verdict(self, prepared, ask)
-
-    def _is_control(self, sha: str, ask: Ask) -> bool:
-        """Whether `ask` is a test against the reference of the commit whose runs are the
-        reference (`reference.control`): like the reference by definition, so never run."""
-        return self.control is not None and sha == self.control.sha and ask.arm == "main" and ask.mode == "reference"
 
     def _measure(self, prepared: Prepared, ask: Ask) -> "_Measured":
         """Feed the commit's runs to the test until it decides, the budget ends, or the runs
@@ -423,10 +409,6 @@ class Feed:
         control = self.tester.control
         if control is None or self.paired is None:
             return None
-        if self.tester._is_control(self.sha, ask):
-            return stats.Evidence(
-                Verdict.GOOD, self.paired.n, 0.0, math.inf, "the control commit itself (GOOD by definition)"
-            )
         return control.evidence(self.paired, ask, budget, self.capped)
 
     def verdict(
