@@ -79,6 +79,9 @@ def extract(version: str, dest: Path, fetch) -> Path:  # noqa: ANN001
     prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
     with tarfile.open(fetch(version)) as tar:
         tar.extractall(dest, members=[m for m in tar.getmembers() if m.name.startswith(prefix)], filter="data")
+    for pointer in (dest / prefix).rglob(".git"):  # submodule pointers into the sdist's .git/modules
+        if pointer.is_file():
+            pointer.unlink()
     return dest / prefix
 
 
@@ -145,13 +148,15 @@ def main() -> None:
     parser.add_argument("--versions", nargs="+", default=list(VERSIONS), help="sdist versions, oldest first")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", type=Path, help="also write every build's numbers here")
+    parser.add_argument("--keep", type=Path, help="build here and keep the logs (default: a temporary directory)")
     args = parser.parse_args()
     if shutil.which("ccache") is None or shutil.which("ninja") is None:
         raise SystemExit("bench_build needs ccache and ninja (apt-get install ccache ninja-build)")
     e2e, eras = _scripts("llama_e2e"), _scripts("llama_eras")
     rows: list[Build] = []
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
-        work = Path(tmp)
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         previous: tuple[str, Path, int] | None = None  # (version, its ninja cache, its commit time)
         for version in args.versions:
             tree = extract(version, work / f"src-{version}", e2e.fetch_sdist)
