@@ -13,7 +13,7 @@ betting", JRSS-B 2023) gives anytime-valid tests at the same α, β and η as th
 
 * BAD,  H0: TV(q, p) ≤ η, i.e. q(S) − p(S) ≤ η for every S. One bet per run on the set S the
   pairs seen so far point at (predictable), wealth ∏(1 + λ(z − η)): a supermartingale under
-  H0 for any predictable S and λ ∈ [0, 1/(1+η)). A mixture over λ (a grid and a plug-in).
+  H0 for any predictable S and λ ∈ [0, 1/(1+η)). A mixture over a grid of λ.
   With `toward` (the broken end's q̂, measured on other seeds, so fixed before these runs)
   half of the wealth bets the size that grows fastest if the commit looks like it, as the
   exact test's BAD mixture bets half on it.

@@ -414,7 +414,7 @@ class RemoteFeed(Feed):
         self._next = start
         self.prepared = Prepared(sha, BuildRecord(sha, "unknown", {}, "", 0.0), None, "not built yet")
         self._failed: str | None = None
-        self.paired, self.capped = None, False  # a cluster has no control-sample reference (jobs.py)
+        self.pairing = None  # a cluster has no control-sample reference (jobs.py)
 
     def next(self) -> int:
         while True:

@@ -257,8 +257,11 @@ class BlockOfSkips(Event):
 class ControlStarted(Event):
     sha: str
     runs: int
+    start: int = 0  # runs of the control before these (it grows while tests need it)
 
     def text(self) -> str:
+        if self.start:
+            return f"  control sample: {self.runs} more runs at {self.sha[:12]} ({self.start + self.runs} in all)"
         return f"  control sample: {self.runs} runs at {self.sha[:12]}"
 
 

@@ -51,6 +51,7 @@ class ResolvedReference:
     condition_prob: float | None
     source: str  # human-readable: where the numbers come from
     control: dict[str, int] | None = None  # the control sample's counts, when it is one
+    outcomes: tuple[str, ...] = ()  # the control's counted outcomes in seed order (GrowingControl)
 
     def stats_reference(self) -> stats.Reference:
         if self.control is not None:
@@ -80,13 +81,15 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
     if ref.control is not None:
         if runner is None:
             raise BisectbotError("reference.control needs runs of the control commit")
-        sha, counts = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
-        total = sum(counts.values())
+        sha, outcomes = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
+        counts = dict(Counter(outcomes))
+        total = len(outcomes)
         return ResolvedReference(
             {k: v / total for k, v in counts.items()},
             None,
             f"control sample of {total} runs at {sha[:12]}",
             counts,
+            tuple(outcomes),
         )
     comp = ref.compute
     assert comp is not None
@@ -119,13 +122,13 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
     return _cached(store, key_parts, lambda: _server(comp, binary, model, cond, sha, env))
 
 
-def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, dict[str, int]]:
-    """`runs` runs of a known-good commit, on seeds no test uses, counted by category."""
+def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, list[str]]:
+    """`runs` runs of a known-good commit, on seeds no test uses: their outcomes in seed order."""
     sha = runner.workspace.resolve(ref)
     outcomes, failures = _control_runs(cfg, runner, sha, 0, runs)
     if failures * 2 > runs or not outcomes:
         raise BisectbotError(f"reference.control: {failures} of {runs} runs at {sha[:12]} failed")
-    return sha, dict(Counter(outcomes))
+    return sha, outcomes
 
 
 def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count: int) -> tuple[list[str], int]:
@@ -137,7 +140,7 @@ def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count
     seeds = runner.seeds(CONTROL_SEED_OFFSET + cfg.run.first_seed + start, count)
     outcomes: list[str] = []
     failures = 0
-    runner.events.emit(ControlStarted(sha, count))
+    runner.events.emit(ControlStarted(sha, count, start))
     with runner.runs(prepared, seeds) as stream:
         for rec in stream:
             if not rec.ok:
@@ -181,30 +184,28 @@ class GrowingControl:
         self.ratio = control.ratio
         self.cap = control_cap(cfg)
         self.reference = resolved.stats_reference()
-        outcomes, _ = _control_runs(cfg, runner, self.sha, 0, control.runs)  # replayed from the store
         self.attempted = control.runs  # run indices used so far, failures included
-        self.sequence = self._categories(outcomes)
+        self.sequence = self._categories(resolved.outcomes)
 
     @property
     def runs(self) -> int:
         """Control runs counted (failures and uncounted runs left out)."""
         return len(self.sequence)
 
-    def _categories(self, outcomes: list[str]) -> list[int]:
+    def _categories(self, outcomes: Sequence[str]) -> list[int]:
+        """Outcomes as the reference's categories, as tests count them (Reference.index)."""
         out = []
         for outcome in outcomes:
             missed = outcome == stats.MISSED
             index = self.reference.index(None if missed else outcome, not missed)
-            if index is None and not missed:
-                index = self.reference.index(stats.OTHER)
             if index is not None:
                 out.append(index)
         return out
 
-    def test(self, tolerance: float, eta: float, toward: Sequence[float] | None = None) -> PairedTest:
+    def pairing(self, tolerance: float, eta: float, toward: Sequence[float] | None = None) -> "ControlPairing":
         """A fresh two-sample test of one commit against this control (`toward`: the
         distribution it is expected to look like if it departs, PairedTest)."""
-        return PairedTest(len(self.reference.names), tolerance, eta, toward)
+        return ControlPairing(self, PairedTest(len(self.reference.names), tolerance, eta, toward))
 
     def pair(self, test: PairedTest, category: int) -> bool:
         """Pair the test's next run (in `category`) with its block of control runs, growing the
@@ -271,13 +272,29 @@ class GrowingControl:
         )
 
 
+class ControlPairing:
+    """One commit's test against the control as its runs come: each counted run paired with
+    its block of control runs, until the control can grow no more (`capped`)."""
+
+    def __init__(self, control: GrowingControl, test: PairedTest):
+        self.control, self.test, self.capped = control, test, False
+
+    def add(self, category: int) -> None:
+        if not self.capped:
+            self.capped = not self.control.pair(self.test, category)
+
+    def evidence(self, ask: Ask, budget: int) -> stats.Evidence:
+        return self.control.evidence(self.test, ask, budget, self.capped)
+
+
 def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedReference]) -> ResolvedReference:
     key = json_key(parts, 16)
     if store is not None and (hit := store.cached_reference(key)) is not None:
         return ResolvedReference(**hit)
     resolved = compute()
     if store is not None:
-        store.put_reference(key, asdict(resolved))
+        # a computed reference has no control outcomes: the cached record keeps its old shape
+        store.put_reference(key, {k: v for k, v in asdict(resolved).items() if k != "outcomes"})
     return resolved
 
 

@@ -211,8 +211,7 @@ class CommitTester:
         ends = {sha: dict(table) for _, sha, table in ask.alike}
         alike = {sha: [0, 0] for sha in ends}
         control = self.control if ask.mode != "bad-model" else None
-        paired = control.test(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad) if control else None
-        capped = False  # the control could not grow for the next run
+        pairing = control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad) if control else None
         stream = self.runner.runs(prepared, seeds)
         try:
             with stream:
@@ -226,9 +225,9 @@ class CommitTester:
                         theirs = table.get(rec.seed)
                         if rec.ok and theirs is not None:
                             alike[sha][(-1 if category is None else category) != theirs] += 1
-                    if control is not None and paired is not None and category is not None and not capped:
-                        capped = not control.pair(paired, category)
-                        self.reference = control.reference
+                    if pairing is not None and category is not None:
+                        pairing.add(category)
+                        self.reference = pairing.control.reference
                     if rec.ok:
                         out.evidence = judge(
                             out.tally.counts,
@@ -238,7 +237,7 @@ class CommitTester:
                             budget=out.budget,
                             eta=self.cfg.test.indifference,
                             alike={k: (a, d) for k, (a, d) in alike.items()},
-                            paired=control.evidence(paired, ask, out.budget, capped) if control and paired else None,
+                            paired=pairing.evidence(ask, out.budget) if pairing else None,
                         )
                         self.events.emit(RunsProgress(prepared.sha, out.tally.consumed, out.budget, out.tally.short()))
                         if out.evidence.decision is not None:
@@ -363,10 +362,8 @@ class Feed:
         self.prepared = tester.runner.prepare(sha)
         self.tally = Tally(tester.reference.names)
         self.stream = tester.runner.runs(self.prepared, self._seeds()) if self.prepared.executor is not None else None
-        control = tester.control
-        test = tester.cfg.test
-        self.paired = control.test(test.tolerance, test.indifference, toward) if control else None
-        self.capped = False
+        test, control = tester.cfg.test, tester.control
+        self.pairing = control.pairing(test.tolerance, test.indifference, toward) if control else None
 
     def _seeds(self) -> list[int]:
         """The rest of the commit's block: a commit next to the boundary may need more runs than
@@ -399,17 +396,13 @@ class Feed:
 
     def _pair(self, category: int) -> None:
         """With a control-sample reference: pair the run just counted with its control runs."""
-        control = self.tester.control
-        if control is not None and self.paired is not None and not self.capped:
-            self.capped = not control.pair(self.paired, category)
-            self.tester.reference = control.reference
+        if self.pairing is not None:
+            self.pairing.add(category)
+            self.tester.reference = self.pairing.control.reference
 
     def paired_evidence(self, ask: Ask, budget: int) -> stats.Evidence | None:
         """The two-sample test's verdict on the runs fed so far (None: the reference is exact)."""
-        control = self.tester.control
-        if control is None or self.paired is None:
-            return None
-        return control.evidence(self.paired, ask, budget, self.capped)
+        return self.pairing.evidence(ask, budget) if self.pairing is not None else None
 
     def verdict(
         self,
