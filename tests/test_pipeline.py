@@ -421,6 +421,24 @@ def test_a_control_sample_grows_while_a_test_needs_it(small_demo: DemoHistory, t
     assert len(control_seeds) == result["control_runs"] and not control_seeds & tested
 
 
+@pytest.mark.heavy  # builds and runs (README: Tests)
+def test_a_control_sample_at_its_cap_leaves_the_test_inconclusive(small_demo: DemoHistory, tmp_path: Path) -> None:
+    """reference.control.max_runs caps the control: a test that needs more pairs than it allows
+    stops INCONCLUSIVE (exit 3) saying so and what to raise — not a verdict on fewer pairs."""
+    data = yaml.safe_load(small_demo.config.read_text())
+    data["repo"]["path"] = str(small_demo.repo)
+    data["reference"] = {"control": {"commit": small_demo.good, "runs": 100, "max_runs": 100}}
+    cfg = tmp_path / "control.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    good = cli("test", str(cfg), "--commit", small_demo.commits[2], "--state", str(tmp_path / "st"), "--json", "-")
+    result = json.loads(good.stdout)
+    assert good.returncode == 3 and result["verdict"] == "inconclusive", good.stderr
+    assert (
+        "control reached its cap of 100 runs" in result["reason"] and "reference.control.max_runs" in result["reason"]
+    )
+    assert result["control_runs"] == 100
+
+
 def test_build_timeout_is_enforced_and_skips(small_demo: DemoHistory, tmp_path: Path) -> None:
     data = yaml.safe_load(small_demo.config.read_text())
     data["repo"]["path"] = str(small_demo.repo)
