@@ -5,7 +5,7 @@ FROM python:3.11-slim-bookworm
 # and util-linux's prlimit sandbox pull-request checks (where the container may make namespaces).
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends cmake g++ make git ccache bubblewrap util-linux \
+    && apt-get install -y --no-install-recommends cmake g++ make ninja-build git ccache bubblewrap util-linux \
     && rm -rf /var/lib/apt/lists/*
 
 # A bind-mounted checkout (`--repo /src`) belongs to the host's user, and git refuses a repository

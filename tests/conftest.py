@@ -19,6 +19,7 @@ TOOLS: dict[str, doctor.Tool] = {
     "git": doctor.GIT,
     "cmake": doctor.CMAKE,
     "make": doctor.MAKE,
+    "ninja": doctor.NINJA,
     "c++": doctor.CXX,
     "cc": doctor.CC,
     "ccache": doctor.CCACHE,

@@ -141,11 +141,20 @@ def test_doctor_checks_the_config_s_generator_and_repository(tmp_path: Path) -> 
     )
     proc = cli("doctor", str(config), path=path_without(tmp_path / "bin", "ninja"))
     assert (
-        "MISSING  ninja: not found on PATH; the config asks cmake for the Ninja generator: "
+        "MISSING  ninja: not found on PATH; cmake's Ninja generator runs it (build.generator): "
         "apt-get install ninja-build" in proc.stdout
     ), proc.stdout + proc.stderr
     assert f"ok       repository {repo}: git can read it" in proc.stdout
     assert proc.returncode == 2
+    # build.generator: auto (the default) without ninja falls back to Makefiles: nothing missing
+    config.write_text(config.read_text().replace("cmake_args: [-G, Ninja], ", ""))
+    proc = cli("doctor", str(config), path=path_without(tmp_path / "bin", "ninja"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert any(line.startswith("ok       make:") for line in proc.stdout.splitlines())
+    assert (
+        "warning  ninja: not found on PATH; builds use cmake's Makefiles (Ninja's cold builds take 0.85x "
+        "as long): apt-get install ninja-build" in proc.stdout.splitlines()
+    )
 
 
 @needs("git")
@@ -186,7 +195,7 @@ def test_test_names_a_missing_make_before_any_build(small_demo: DemoHistory, tmp
         "--state",
         str(state),
         "-q",
-        path=path_without(tmp_path / "bin", "make", "ccache"),
+        path=path_without(tmp_path / "bin", "make", "ninja", "ccache"),  # no ninja: auto takes Makefiles
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith("bisectbot: error: make not found on PATH: install with `apt-get install make`")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -174,13 +175,23 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     return repo, shas
 
 
-def test_a_build_records_what_its_target_was_compiled_from(history: tuple[Path, list[str]], tmp_path: Path) -> None:
+@pytest.mark.parametrize("generator", ["make", "ninja"])
+def test_a_build_records_what_its_target_was_compiled_from(
+    history: tuple[Path, list[str]], tmp_path: Path, generator: Literal["make", "ninja"]
+) -> None:
+    """Makefiles leave a dependency file per object; Ninja reads and deletes them (its log has them)."""
+    require(generator)
     repo, shas = history
-    cfg = BuildConfig(cmake_args=["-DCMAKE_BUILD_TYPE=Release"], targets=["app"], binaries={"binary": ["app"]})
+    cfg = BuildConfig(
+        cmake_args=["-DCMAKE_BUILD_TYPE=Release"], targets=["app"], binaries={"binary": ["app"]}, generator=generator
+    )
     with StateDir(tmp_path / "st") as state:
         ws = Workspace(str(repo), state.clone_dir)
         builder = Builder(state, ws, Events())
         first, last = builder.ensure(shas[0], cfg), builder.ensure(shas[-1], cfg)
+        build_dir = builder.build_dir(cfg, 0)
+        assert (build_dir / "build.ninja").is_file() is (generator == "ninja")
+        assert (build_dir / "Makefile").is_file() is (generator == "make")
         assert first.ok and first.inputs == (
             "app/main.cpp",
             "lib/core.cpp",

@@ -61,7 +61,15 @@ from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.workspace import Export, Workspace
 from bisectbot.errors import GitError
 from bisectbot.pipeline.buildkeys import Placeholders, build_dir_key, build_key, toolchain_identity
-from bisectbot.pipeline.cmake import ccache_args, configured_elsewhere, first_error, target_names, unused_defines
+from bisectbot.pipeline.cmake import (
+    ccache_args,
+    configured_elsewhere,
+    first_error,
+    generator_args,
+    target_listing,
+    target_names,
+    unused_defines,
+)
 from bisectbot.pipeline.events import Building, BuildPhase, Built, Events
 from bisectbot.pipeline.keep import intact, keep_binaries, touch, written_since
 from bisectbot.pipeline.linkgraph import target_inputs
@@ -180,7 +188,7 @@ class Builder:
     def build_dir(self, cfg: BuildConfig, variant: int) -> Path:
         """The build directory a variant of `cfg` is built in."""
         args = [self.expand(a) for a in (*cfg.cmake_args, *cfg.choices[variant].cmake_args)]
-        return self.state.build_dir(build_dir_key(args, untrusted=self.sandbox is not None))
+        return self.state.build_dir(build_dir_key(_with_generator(cfg, args), untrusted=self.sandbox is not None))
 
 
 @dataclass(frozen=True)
@@ -225,7 +233,7 @@ def build_commit(
     stale = [c for v in cfg.choices for cands in v.binaries.values() for c in cands]
     kept = state.kept_dir(key, sha)
     for index, variant in enumerate(cfg.choices):
-        args = [expand(a) for a in (*cfg.cmake_args, *variant.cmake_args)]
+        args = _with_generator(cfg, [expand(a) for a in (*cfg.cmake_args, *variant.cmake_args)])
         build_dir = state.build_dir(build_dir_key(args, untrusted=sandbox is not None))
         with dirlock.exclusive(build_dir, wait=BUILD_DIR_WAIT) as hold:
             why = configured_elsewhere(build_dir, source)
@@ -315,7 +323,7 @@ def _build_variant(
     if rejected := [n for n in variant.defines if n in unused]:
         return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
     listed = run(
-        ["cmake", "--build", str(build_dir), "--target", "help"],
+        target_listing(build_dir),
         cwd=build_dir,
         env=env,
         timeout=120,
@@ -350,7 +358,7 @@ def _build_variant(
             {},
         )
     # untrusted: its dependency files are not read (they could name any file of the bot's)
-    inputs = target_inputs(build_dir, variant.targets, source) if sandbox is None else None
+    inputs = target_inputs(build_dir, variant.targets, source, env) if sandbox is None else None
     return _Attempt("ok", "", budget.used, binaries, tuple(inputs) if inputs is not None else None, hashes)
 
 
@@ -377,6 +385,11 @@ def _step(
     if res.returncode != 0:
         return "failed", f"failed (exit {res.returncode}): {first_error(log, start)}"
     return None
+
+
+def _with_generator(cfg: BuildConfig, args: list[str]) -> list[str]:
+    """The cmake arguments with build.generator's `-G` first (no -G: cmake's default)."""
+    return [*generator_args(cfg.generator, args), *args]
 
 
 def _note(log: Path, line: str) -> None:

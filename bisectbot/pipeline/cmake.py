@@ -31,6 +31,20 @@ def ccache_args(source: Path, build_dir: Path) -> tuple[list[str], dict[str, str
     )
 
 
+def generator_args(generator: str, cmake_args: list[str]) -> list[str]:
+    """The `-G` arguments for build.generator: none when cmake_args name a generator already or
+    Makefiles are asked for (cmake's default on Linux); Ninja when asked for, or for `auto` when
+    `ninja` is on PATH. Part of the build directory's key: cmake refuses to switch generators
+    in a configured directory."""
+    if generator == "make" or any(a.startswith("-G") for a in cmake_args):
+        return []
+    if generator == "auto" and os.environ.get("CMAKE_GENERATOR"):
+        return []  # the user's choice for every cmake
+    if generator == "ninja" or shutil.which("ninja") is not None:
+        return ["-G", "Ninja"]
+    return []
+
+
 def configured_elsewhere(build_dir: Path, source: Path) -> str | None:
     """Why `build_dir`'s CMakeCache.txt belongs to another place (the state directory was moved
     or copied), or None. cmake refuses to configure such a directory, which is no fault of the
@@ -64,8 +78,17 @@ def unused_defines(log: Path, start: int) -> set[str]:
     return names
 
 
+def target_listing(build_dir: Path) -> list[str]:
+    """The command that lists a configured directory's targets: `cmake --build … --target help`
+    for Makefiles; for Ninja its every output (`ninja -t targets all`), because Ninja's help
+    names only phony targets, not an executable built under its own name at the top."""
+    if (build_dir / "build.ninja").is_file():
+        return ["ninja", "-C", str(build_dir), "-t", "targets", "all"]
+    return ["cmake", "--build", str(build_dir), "--target", "help"]
+
+
 def target_names(help_text: str) -> set[str]:
-    """Targets listed by `cmake --build … --target help` (Makefiles: '... name'; Ninja: 'name: phony')."""
+    """Targets in `target_listing`'s output (Makefiles: '... name'; Ninja: 'name: rule')."""
     names = set()
     for line in help_text.splitlines():
         line = line.strip()

@@ -1,6 +1,6 @@
-"""The repository files a build's targets were compiled from, read from cmake's Makefiles: each
-target's link command, followed through the libraries it names to the dependency files of its
-objects.
+"""The repository files a build's targets were compiled from, read from what cmake's generator
+left: with Makefiles each target's link command, followed through the libraries it names to the
+dependency files of its objects; with Ninja its log of every object's dependencies.
 
 Why: a build records its inputs so that commits which cannot change the binary are known
 (`core.inputs` narrows the line with them). What cannot be followed is unknown, never guessed.
@@ -9,13 +9,70 @@ Why: a build records its inputs so that commits which cannot change the binary a
 from __future__ import annotations
 
 import shlex
+import shutil
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from bisectbot.core.inputs import parse_depfile
+from bisectbot.edges.procs import clean_env, run
 
 
-def target_inputs(build_dir: Path, targets: Sequence[str], source: Path) -> list[str] | None:
+def target_inputs(
+    build_dir: Path, targets: Sequence[str], source: Path, env: Mapping[str, str] | None = None
+) -> list[str] | None:
+    """The repository files the targets were compiled from, as paths relative to `source`, read
+    from Ninja's log of dependencies when the directory was generated for Ninja, else from the
+    Makefiles. None when that cannot be followed: then the inputs are unknown and no commit is
+    skipped (core.inputs). `env` is the build's (no credentials); by default the current one
+    without them."""
+    if (build_dir / "build.ninja").is_file():
+        return _ninja_inputs(build_dir, targets, source, clean_env() if env is None else env)
+    return _makefile_inputs(build_dir, targets, source)
+
+
+def _ninja_inputs(build_dir: Path, targets: Sequence[str], source: Path, env: Mapping[str, str]) -> list[str] | None:
+    """Ninja keeps no dependency files (it reads each compiler's and deletes it): the objects are
+    the outputs of the compile commands `ninja -t commands` lists for the targets (every step that
+    builds them, through their libraries), and `ninja -t deps` prints what each was compiled from
+    (paths relative to the build directory), `deps not found` for one it has no record of."""
+    if shutil.which("ninja") is None:
+        return None
+    listed = run(["ninja", "-C", str(build_dir), "-t", "commands", *targets], cwd=build_dir, env=env, timeout=120)
+    if listed.returncode != 0:
+        return None
+    objects = []
+    for line in listed.stdout.splitlines():
+        words = _shell_words(line)
+        if "-c" in words:
+            objects += [
+                words[i + 1] for i, w in enumerate(words[:-1]) if w == "-o" and words[i + 1].endswith((".o", ".obj"))
+            ]
+    if not objects:
+        return None
+    deps = run(["ninja", "-C", str(build_dir), "-t", "deps", *objects], cwd=build_dir, env=env, timeout=120)
+    if deps.returncode != 0:
+        return None
+    found: set[str] = set()
+    root, seen = source.resolve(), 0
+    for line in deps.stdout.splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith((" ", "\t")):  # "<object>: #deps N, deps mtime … (VALID)"
+            if "#deps" not in line:
+                return None  # "<object>: deps not found": what it was compiled from is unknown
+            seen += 1
+            continue
+        path = build_dir / line.strip()
+        try:
+            found.add(path.resolve().relative_to(root).as_posix())
+        except ValueError:
+            continue  # a system header, or a file generated in the build directory
+    if seen != len(set(objects)):
+        return None
+    return sorted(found) or None
+
+
+def _makefile_inputs(build_dir: Path, targets: Sequence[str], source: Path) -> list[str] | None:
     """The repository files the targets were compiled from, as paths relative to `source`: the
     dependency files (`<object>.d`) of every object linked into them, found by following each
     target's link command (`CMakeFiles/<target>.dir/link.txt`) through the libraries it names.
