@@ -3,6 +3,7 @@ they produce; an endpoint that does not test as given stops the bisect with why.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -10,12 +11,17 @@ import pytest
 
 from bisectbot.config import load_config
 from bisectbot.core.outcome import Find, Verdict
+from bisectbot.core.records import Ask, CommitVerdict
 from bisectbot.core.reports import BisectStatus
+from bisectbot.core.search import SearchResult
 from bisectbot.demo import DemoHistory
 from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline import bisect
+from bisectbot.pipeline.crosscheck import cross_check
 from bisectbot.pipeline.events import (
+    Answered,
+    ArmStarted,
     BisectStarted,
     Confirming,
     EndpointStarted,
@@ -26,8 +32,10 @@ from bisectbot.pipeline.events import (
     VerdictReached,
 )
 from bisectbot.pipeline.jobs import Session, plan_bisect
-from bisectbot.pipeline.plan import BisectPlan, steps_estimate
+from bisectbot.pipeline.ledger import Ledger
+from bisectbot.pipeline.plan import BisectPlan, Departure, Found, steps_estimate
 from bisectbot.pipeline.summary import reproduce_line
+from sample_reports import verdict as sample_verdict
 
 LINE = tuple(f"{i:040x}" for i in range(10))
 
@@ -94,3 +102,42 @@ def test_a_good_endpoint_that_tests_bad_stops_the_bisect(small_demo: DemoHistory
     ):
         bisect.run_bisect(p, s.tester, s.events, s.report_context())
     assert not [e for e in seen if isinstance(e, StepStarted)]  # the search never started
+
+
+class ArmTester:
+    """Answers for the cross-check arm only: it exists from LINE[7] on (as llama-server's
+    speculative decoding arrived long after #29975's culprit) and is GOOD there."""
+
+    def __init__(self) -> None:
+        self.cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "llama-cpp-29975.yaml")
+        self.asked: list[tuple[str, str, str]] = []
+
+    def verdict(self, sha: str, ask: Ask) -> CommitVerdict:
+        self.asked.append((ask.role, ask.arm, sha))
+        v = Verdict.NOT_APPLICABLE if LINE.index(sha) < 7 else Verdict.GOOD
+        return replace(sample_verdict(sha, ask.role, v, {}), arm=ask.arm)
+
+
+@pytest.mark.parametrize(
+    "status, first_bad, expected",
+    [
+        # not applicable at the culprit: asked at the broken end too (the commit to fix)
+        (BisectStatus.FOUND, 4, [("culprit", 4), ("bad-endpoint", 9), ("parent", 3)]),
+        (BisectStatus.FOUND, 8, [("culprit", 8), ("parent", 7)]),
+        (BisectStatus.AMBIGUOUS, 8, [("bad-endpoint", 9), ("good-endpoint", 0)]),
+    ],
+)
+def test_arms_run_after_the_answer_at_the_culprit_and_its_parent(
+    status: BisectStatus, first_bad: int, expected: list[tuple[str, int]]
+) -> None:
+    tester, seen = ArmTester(), []
+    ledger = Ledger(plan(Find.BAD), tester, Events(seen.append))  # type: ignore[arg-type]
+    departure = Departure(status, "the message", Found(SearchResult(first_bad - 1, first_bad), "plain"), [], [])
+    cross_check(ledger, departure)
+    assert tester.asked == [(role, "server-speculative", LINE[pos]) for role, pos in expected]
+    assert isinstance(seen[0], Answered) and seen[0].text().startswith(f"[answer] {status.value}: the message")
+    assert [type(e) for e in seen[1:]] == [ArmStarted] * len(expected)
+    # a stopped bisect (its budget spent) runs no arm and announces no answer
+    stopped = Ledger(plan(Find.BAD), ArmTester(), Events(seen.append))  # type: ignore[arg-type]
+    cross_check(stopped, replace(departure, status=BisectStatus.STOPPED))
+    assert stopped.tester.asked == [] and len(seen) == 1 + len(expected)  # type: ignore[attr-defined]

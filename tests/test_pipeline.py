@@ -336,6 +336,22 @@ def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path:
     # --no-arms: the main verdict alone
     alone = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-", "--no-arms")
     assert alone.returncode == 1 and json.loads(alone.stdout)["arms"] == {}
+    # a bisect: the answer first (printed), then the arm at the commit named and its parent
+    found = cli("bisect", str(cfg), "--good", small_demo.good, "--bad", "main", "--state", state, "--json", "-")
+    assert found.returncode == 0, found.stderr
+    report = json.loads(found.stdout)
+    assert report["status"] == "found" and report["first_bad"] == small_demo.culprit
+    roles = [(v["role"], v["arm"], v["sha"], v["verdict"]) for v in report["verdicts"]]
+    arms = [r for r in roles if r[1] == "http"]
+    assert arms == [
+        ("culprit", "http", small_demo.culprit, "bad"),
+        ("parent", "http", report["last_good"], "good"),
+    ], roles
+    assert roles[-2:] == arms  # after every verdict of the main arm
+    progress = found.stderr.splitlines()
+    answer = next(i for i, ln in enumerate(progress) if "[answer] found:" in ln)
+    assert small_demo.culprit in progress[answer] and "at the culprit and the parent" in progress[answer]
+    assert all(i > answer for i, ln in enumerate(progress) if "[arm http]" in ln), found.stderr
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)

@@ -4,8 +4,7 @@ GOOD and BAD mean one thing everywhere: a test against the reference said so (GO
 tolerance of it, BAD = departs by more than eta). The stages, in order, each verdict stored by
 the job as it is reached (`run_bisect` runs them all):
 1. endpoints (pipeline.endpoints): the broken endpoint (bad, or the old one with find=fixed)
-   must test BAD and the working one GOOD (EndpointError otherwise); cross-check arms get their
-   own verdicts at both endpoints, reported beside the main ones (they do not steer the search);
+   must test BAD and the working one GOOD (EndpointError otherwise);
 2. strategy: with `auto`, the one of least expected wall time from the costs this state
    directory measured (core.policy): reference steps (every step a test against the
    reference) or quick steps (`plain`: BAD, or GOOD-SIDE once a commit is shown unlike the
@@ -18,7 +17,10 @@ the job as it is reached (`run_bisect` runs them all):
    misplaced: the search walks back between the last commit that passed the reference test
    and the parent, built commits first (`Bisection.first_departure`); two commits that cannot
    be told apart make the answer ambiguous, saying why;
-5. summary (pipeline.summary): the report, whose confidence is a union bound over every claim
+5. cross-check arms (pipeline.crosscheck), after the answer is printed: at the commit named
+   and its parent (else at the ends), reported beside the main verdicts (they never steer the
+   search and are not among the claims of its confidence);
+6. summary (pipeline.summary): the report, whose confidence is a union bound over every claim
    the answer rests on (each GOOD/BAD against the reference, each change found), with the forecast the strategy was chosen by beside what the bisect took.
 Stages 2–4 live here, on `Bisection`, a `Ledger` (pipeline.ledger: the verdicts so far and what
 is known from them); the plan and the records the stages hand on are in pipeline.plan.
@@ -39,6 +41,7 @@ from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_s
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline import confirm, summary
 from bisectbot.pipeline.budget import Budget, BudgetSpent
+from bisectbot.pipeline.crosscheck import cross_check
 from bisectbot.pipeline.endpoints import check_endpoints, endpoint_message, log_command
 from bisectbot.pipeline.events import (
     BisectStarted,
@@ -491,7 +494,7 @@ def _unit_costs(runner: Any) -> policy.UnitCosts:
 def run_bisect(
     plan: BisectPlan, tester: CommitTester, events: Events, context: ReportContext, budget: Budget | None = None
 ) -> BisectReport:
-    """All five stages; raises EndpointError when an endpoint does not test as given. With a
+    """All six stages; raises EndpointError when an endpoint does not test as given. With a
     `budget` that runs out, the report (status `stopped`) gives the range reached so far."""
     events.emit(BisectStarted(plan.n, plan.good, plan.bad, plan.find.value, plan.level, steps_estimate(plan.n)))
     bisection = Bisection(plan, tester, events, budget)
@@ -500,6 +503,7 @@ def run_bisect(
         departure = bisection.first_departure()
     except BudgetSpent as stop:
         departure = bisection.stopped(stop)
+    cross_check(bisection, departure)
     return summary.report(bisection, departure, context)
 
 

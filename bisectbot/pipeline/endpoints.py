@@ -4,7 +4,7 @@ The broken end (bad, or the old one with find=fixed) must test BAD against the r
 working one GOOD. When both test the opposite, the ends are the other way round for this --find
 (a fix, not a breakage, or the reverse) and the error says which --find to rerun with; any other
 failure says what the end did and, for a build that failed, the command that prints its log.
-Cross-check arms get their own verdicts at both ends. Kept apart from the search
+Cross-check arms run after the answer (pipeline.crosscheck). Kept apart from the search
 (pipeline.bisect) because everything here is about refusing early, with a message a user can act on.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core.diagnose import likely_causes, observed_pairs, undecided_hint
 from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.records import Ask, CommitVerdict
+from bisectbot.core.records import CommitVerdict
 from bisectbot.errors import EndpointError
-from bisectbot.pipeline.events import ArmStarted, EndpointStarted
+from bisectbot.pipeline.events import EndpointStarted
 from bisectbot.pipeline.ledger import Ledger
 
 
@@ -54,8 +54,8 @@ def diagnosis(ledger: Ledger, v: CommitVerdict) -> list[str]:
 
 def check_endpoints(ledger: Ledger) -> None:
     """Stage 1: the broken end must test BAD and the working end GOOD against the reference
-    (EndpointError otherwise, saying which --find when they are the other way round); then each
-    cross-check arm at both ends, reported beside the main verdicts (arms do not steer the search)."""
+    (EndpointError otherwise, saying which --find when they are the other way round). The
+    cross-check arms run after the answer (pipeline.crosscheck)."""
     plan = ledger.plan
     broken, working = plan.find.broken_ref_name, plan.find.working_ref_name
     ends = ((broken, plan.broken_pos, Verdict.BAD), (working, plan.working_pos, Verdict.GOOD))
@@ -76,18 +76,6 @@ def check_endpoints(ledger: Ledger) -> None:
             _refuse_swapped(ledger, name, v, want)
             raise EndpointError(
                 endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v), diagnosis(ledger, v))
-            )
-    for arm in ledger.tester.cfg.arms:
-        for name, pos in ((broken, plan.broken_pos), (working, plan.working_pos)):
-            ledger.events.emit(ArmStarted(arm, plan.line[pos]))
-            ledger.test(
-                pos,
-                Ask(
-                    role=f"{name}-endpoint",
-                    alpha=ledger.tester.cfg.test.alpha,
-                    beta=ledger.tester.cfg.test.beta,
-                    arm=arm,
-                ),
             )
 
 

@@ -104,6 +104,22 @@ class EndpointStarted(Event):
 
 
 @dataclass(frozen=True)
+class Answered(Event):
+    """The search and its confirmation are over: the answer, before any cross-check arm runs."""
+
+    status: str  # BisectStatus value
+    message: str
+    arms: tuple[str, ...]  # the cross-check arms still to run
+    at: tuple[str, ...]  # where they run (roles: culprit, parent, or the ends)
+
+    def text(self) -> str:
+        line = f"[answer] {self.status}: {self.message}"
+        if self.arms:
+            line += f"; now the cross-check arm(s) {', '.join(self.arms)} at the {' and the '.join(self.at)}"
+        return line
+
+
+@dataclass(frozen=True)
 class ArmStarted(Event):
     arm: str
     sha: str
