@@ -25,6 +25,7 @@ from bisectbot.report import (
     glossary,
     reference_line,
     role_label,
+    time_line,
 )
 
 MIN_WIDTH = 50  # narrower than this, lines are laid out as for 50 columns (a 40-hex sha and ` \` fit)
@@ -160,6 +161,8 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
     )
     if (cost := cost_line(r)) is not None:
         lines += wrap(cost, width, INDENT)
+    if (spent := time_line(r)) is not None:
+        lines += wrap(spent, width, INDENT)
     lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
     lines += ["", *verdict_rows(r.verdicts, r.reference, width, r.find)]
     lines += glossary_text(

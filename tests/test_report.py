@@ -12,6 +12,7 @@ from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import SCHEMA_VERSION, BisectReport, BisectStatus, CommitReport, JobStop, load_result
 from bisectbot.report import bisect_markdown, fmt_e, observed_vs_reference
 from bisectbot.report import commit_markdown as markdown_of_test
+from bisectbot.report_text import bisect_text
 from sample_reports import BAD, CULPRIT, GOOD, PARENT, REFERENCE, a_test_report, bisect_report, verdict
 
 README = (Path(__file__).resolve().parents[1] / "docs" / "json-report.md").read_text()
@@ -177,3 +178,23 @@ def test_the_distance_along_the_history_is_charted_in_history_order() -> None:
     assert [ln.split()[0] for ln in bars] == ["0", "5", "6", "11"] and all(len(ln) <= 80 for ln in bars)
     assert "█" in bars[2] and bars[2].endswith("BAD") and bars[0].endswith("GOOD")
     assert distance_chart(replace(report, along=[])) is None  # no places, no chart
+
+
+def test_the_summary_says_where_the_wall_time_went() -> None:
+    from bisectbot.pipeline.summary import with_time
+    from bisectbot.report import time_line
+
+    r = with_time(bisect_report(), 1740.0, 1620.0, 100.0)
+    assert r.cost is not None and r.cost["time"] == {
+        "wall": 1740.0,
+        "building": 1620.0,
+        "running": 100.0,
+        "other": 20.0,
+    }
+    line = "time here: 29 min: building 27 min (93%), runs 2 min, the rest 20 s (reference, checkouts, servers)"
+    assert time_line(r) == line
+    assert line[0].upper() + line[1:] in bisect_markdown(r) and line in bisect_text(r, width=200)
+    assert BisectReport.from_json(r.to_json()).cost == r.cost  # kept in the JSON report
+    # on a cluster the workers run the program: building and the wall time only
+    assert time_line(with_time(bisect_report(), 600.0, 300.0, None)) == "time here: 10 min: building 5 min (50%)"
+    assert time_line(bisect_report()) is None

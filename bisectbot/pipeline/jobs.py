@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -38,10 +39,11 @@ from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.storage import LastGood
 from bisectbot.edges.workspace import Export, Workspace
 from bisectbot.errors import BisectbotError, RefError, StateError
-from bisectbot.pipeline import bisect
+from bisectbot.pipeline import bisect, summary
 from bisectbot.pipeline.budget import Budget, BudgetLimits, BudgetSpent
 from bisectbot.pipeline.buildkeys import Placeholders, toolchain
 from bisectbot.pipeline.events import (
+    Built,
     Cancelled,
     CommitTestStarted,
     EstimateReady,
@@ -402,7 +404,13 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
         **({"all_commits": True} if not plan.narrowing.enabled else {}),
         **({"skip": list(plan.user_skipped)} if plan.user_skipped else {}),
     }
-    with _running(session, plan.job, "bisect", args):
+    start, built = time.monotonic(), []
+
+    def on_built(event: Event) -> None:  # every build this invocation made, the ends' too
+        if isinstance(event, Built):
+            built.append(event.seconds)
+
+    with _running(session, plan.job, "bisect", args), session.events.observing(on_built):
         session.events.emit(EstimateReady(bisect_estimate(session, plan).text()))
         budget = _budget(session, limits)
         try:
@@ -412,6 +420,8 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
             report = bisect.stopped_report(plan, session.tester, session.events, session.report_context(), stop)
         else:
             report = bisect.run_bisect(plan, session.tester, session.events, session.report_context(), budget)
+        spent = getattr(session.tester, "spent", None)  # None: runs on a cluster's workers
+        report = summary.with_time(report, time.monotonic() - start, sum(built), spent.running if spent else None)
         session.state.store.finish_job(plan.job, "done", report.to_json())
     apply_caps(session.state, session.cfg, session.events)
     return report

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -140,6 +141,17 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         user_skipped=[sha for sha in (narrowed.full if narrowed else plan.line) if sha in plan.user_skipped],
         cost=_cost(ledger),
     )
+
+
+def with_time(report: BisectReport, wall: float, building: float, running: float | None) -> BisectReport:
+    """The report with where this invocation's wall time went (`cost.time`): building (every
+    build it made, the ends' and the arms' too), running the program (where runs were executed,
+    not replayed; None on a cluster, whose workers run them), and the rest (the reference,
+    checkouts, servers starting, waiting). A resumed bisect counts only its own invocation."""
+    spent = {"wall": round(wall, 1), "building": round(building, 1)}
+    if running is not None:
+        spent |= {"running": round(running, 1), "other": round(max(wall - building - running, 0.0), 1)}
+    return replace(report, cost={**(report.cost or {}), "time": spent})
 
 
 def _cost(ledger: Ledger) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ independent of the verdicts that led the search there.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -130,6 +131,15 @@ class Untestable(Exception):
         self.signature = signature
 
 
+@dataclass
+class TimeSpent:
+    """Seconds this process spent getting commits ready (checkout, build, --help) and running
+    them (only where a run was executed, not replayed): the report's breakdown of its wall time."""
+
+    preparing: float = 0.0
+    running: float = 0.0
+
+
 class CommitTester:
     """Judges commits of one config against one reference; every build and run is remembered.
 
@@ -149,6 +159,7 @@ class CommitTester:
         control: GrowingControl | None = None,
     ):
         self.cfg, self.runner, self.reference, self.events = cfg, runner, reference, events
+        self.spent = TimeSpent()
         self.control = control  # a control-sample reference that grows while tests need it to
 
     def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
@@ -177,7 +188,9 @@ class CommitTester:
         self.events.check()
         runner = self.runner
         arm = None if ask.arm == "main" else ask.arm
+        start = time.monotonic()
         prepared = runner.prepare(sha) if arm is None else runner.prepare_arm(sha, arm)
+        self.spent.preparing += time.monotonic() - start
         while True:
             if prepared.executor is None:
                 if not prepared.applicable:
@@ -213,6 +226,7 @@ class CommitTester:
         control = self.control if ask.mode != "bad-model" else None
         pairing = control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad) if control else None
         stream = self.runner.runs(prepared, seeds)
+        start = time.monotonic()
         try:
             with stream:
                 for rec in stream:
@@ -245,6 +259,8 @@ class CommitTester:
         except ServerError as exc:  # a cross-check arm whose server did not start
             out.server_error = str(exc)
         out.executed = stream.executed
+        if out.executed:
+            self.spent.running += time.monotonic() - start
         return out
 
     def observations(self, sha: str) -> tuple[tuple[int, int], ...]:
