@@ -5,6 +5,7 @@
     python scripts/llama_e2e.py history  REPO --seed N [--defect draft-top|residual-by-position]
     python scripts/llama_e2e.py measure  BINARY [--seeds 1000] [--fixtures DIR] [--hashed-seeds]
     python scripts/llama_e2e.py e2e      [--work DIR] [--seed N] [--commits 12] [--server]
+    python scripts/llama_e2e.py same-outputs [--work DIR] [--seeds 200]
 
 ``e2e``: the whole check that CI runs after the unit tests: prepare a tree, build its history,
 then with the real ``bisectbot`` CLI: ``test`` the unpatched tree (must be BAD) and the patched
@@ -20,6 +21,10 @@ shas are a function of the tree and the seed): the base commit applies the #2997
 (good), then ordinary commits, docs-only commits, one commit that breaks the build (repaired by
 the next commit) and one commit, at a position drawn from the seed, that reintroduces a defect
 (bad). Prints the shas as JSON.
+
+``same-outputs``: the shipped config's build options (-O1) against cmake's Release default
+(-O3) on the 0.3.36 tree, both built by bisectbot's builder: seeds 1..200 of the report's command
+must print the same text with either binary (CI runs it; issue 24).
 
 ``measure``: run ``llama-speculative`` with the command of the report on seeds 1..N (rerunning a
 seed whose stdout was cut short) and print P(token 0 = f) and the distribution of token 1 given
@@ -440,6 +445,58 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
     return 1 if failures else 0
 
 
+def same_outputs(work: Path, seeds: int) -> int:
+    """The shipped config's build options against cmake's Release default (-O3) on the 0.3.36
+    tree: both built by bisectbot's own builder, then the report's command run on seeds 1..N
+    with each binary; every seed must print the same generated text. 0 when it does."""
+    import time
+
+    from bisectbot.config import load_config
+    from bisectbot.edges.statedir import StateDir
+    from bisectbot.edges.workspace import Workspace
+    from bisectbot.pipeline.build import Builder
+    from bisectbot.pipeline.events import Events
+
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    tree = work / "llama.cpp"
+    sha = prepare_tree(tree)
+    shipped = load_config(REPO_ROOT / "configs" / "llama-cpp-29975.yaml").build
+    default = shipped.model_copy(
+        update={
+            "cmake_args": [a for a in shipped.cmake_args if not a.startswith(("-DCMAKE_C_FLAGS", "-DCMAKE_CXX_FLAGS"))]
+        }
+    )
+    changed = sorted(set(shipped.cmake_args) - set(default.cmake_args))
+    binaries: dict[str, Path] = {}
+    with StateDir(work / "state") as state:
+        builder = Builder(state, Workspace(str(tree), state.clone_dir), Events())
+        for name, cfg in (("shipped", shipped), ("default", default)):
+            rec = builder.ensure(sha, cfg)
+            if not rec.ok:
+                print(f"same-outputs: the {name} build failed: {rec.reason}", flush=True)
+                return 1
+            binaries[name] = Path(rec.binaries["binary"])
+            print(f"same-outputs: {name} build ({' '.join(cfg.cmake_args)}) in {rec.seconds:.0f} s", flush=True)
+    texts: dict[str, list[str | None]] = {}
+    for name, binary in binaries.items():
+        start = time.monotonic()
+        texts[name] = [run_seed(binary, FIXTURES, seed)[0] for seed in range(1, seeds + 1)]
+        per_run = (time.monotonic() - start) / seeds
+        print(f"same-outputs: {name} binary, seeds 1..{seeds}: {per_run * 1000:.0f} ms a seed", flush=True)
+    incomplete = [i + 1 for i, (a, b) in enumerate(zip(texts["shipped"], texts["default"])) if a is None or b is None]
+    differ = [i + 1 for i, (a, b) in enumerate(zip(texts["shipped"], texts["default"])) if a != b]
+    print(
+        f"same-outputs: {', '.join(changed)} against the default: {seeds - len(differ)} of {seeds} seeds print "
+        f"the same text"
+        + (f"; differ at seeds {differ[:10]}" if differ else "")
+        + (f"; no complete output at seeds {incomplete[:10]}" if incomplete else ""),
+        flush=True,
+    )
+    return 1 if differ or incomplete else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -462,7 +519,12 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--seed", type=int, default=1)
     e.add_argument("--commits", type=int, default=12)
     e.add_argument("--server", action="store_true", help="also check the llama-server reference")
+    o = sub.add_parser("same-outputs")
+    o.add_argument("--work", type=Path, default=None, help="work directory (default: <cache>/same-outputs)")
+    o.add_argument("--seeds", type=int, default=200)
     a = ap.parse_args(argv)
+    if a.cmd == "same-outputs":
+        return same_outputs(a.work or cache_dir() / "same-outputs", a.seeds)
     if a.cmd == "e2e":
         return e2e(a.work or cache_dir() / "e2e", a.seed, a.commits, a.server)
     if a.cmd == "prepare":
