@@ -446,8 +446,8 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
 
 
 def same_outputs(work: Path, seeds: int) -> int:
-    """The shipped config's build options against cmake's Release default (-O3) on the 0.3.36
-    tree: both built by bisectbot's own builder, then the report's command run on seeds 1..N
+    """The shipped config's build (-O1, Ninja where installed) against cmake's Release default
+    (-O3, Makefiles) on the 0.3.36 tree: both built by bisectbot's own builder, then the report's command run on seeds 1..N
     with each binary; every seed must print the same generated text. 0 when it does."""
     import time
 
@@ -463,9 +463,10 @@ def same_outputs(work: Path, seeds: int) -> int:
     tree = work / "llama.cpp"
     sha = prepare_tree(tree)
     shipped = load_config(REPO_ROOT / "configs" / "llama-cpp-29975.yaml").build
-    default = shipped.model_copy(
+    default = shipped.model_copy(  # cmake's Release flags and default generator: the build before issue 24
         update={
-            "cmake_args": [a for a in shipped.cmake_args if not a.startswith(("-DCMAKE_C_FLAGS", "-DCMAKE_CXX_FLAGS"))]
+            "cmake_args": [a for a in shipped.cmake_args if not a.startswith(("-DCMAKE_C_FLAGS", "-DCMAKE_CXX_FLAGS"))],
+            "generator": "make",
         }
     )
     changed = sorted(set(shipped.cmake_args) - set(default.cmake_args))
@@ -478,7 +479,10 @@ def same_outputs(work: Path, seeds: int) -> int:
                 print(f"same-outputs: the {name} build failed: {rec.reason}", flush=True)
                 return 1
             binaries[name] = Path(rec.binaries["binary"])
-            print(f"same-outputs: {name} build ({' '.join(cfg.cmake_args)}) in {rec.seconds:.0f} s", flush=True)
+            print(
+                f"same-outputs: {name} build ({cfg.generator}: {' '.join(cfg.cmake_args)}) in {rec.seconds:.0f} s",
+                flush=True,
+            )
     texts: dict[str, list[str | None]] = {}
     for name, binary in binaries.items():
         start = time.monotonic()

@@ -32,3 +32,16 @@ def test_the_ninja_log_splits_compiles_from_links(tmp_path: Path) -> None:
         "4200\t4900\t1\tbin/llama-speculative\tjkl\n"
     )
     assert bb.ninja_split(tmp_path) == (5.5, 0.89, 2)
+
+
+def test_the_summary_compares_kinds_over_the_trees_all_of_them_built() -> None:
+    def row(version: str, kind: str, seconds: float, ok: bool = True) -> bb.Build:
+        return bb.Build(version, kind, "t", 1.0, seconds - 1.0, None, None, None, 0, 0, 1.0, ok)
+
+    rows = [row("a", "today", 100), row("a", "chosen", 60), row("b", "today", 300), row("b", "chosen", 150)]
+    rows += [row("c", "today", 50), row("c", "chosen", 10, ok=False), row("b", "warm", 1)]
+    assert bb.summary(rows) == [
+        "mean cold build over 2 trees: today 200 s (1.00x today's)",
+        "mean cold build over 2 trees: chosen 105 s (0.53x today's)",
+    ]
+    assert bb.summary([row("a", "chosen", 60)]) == []  # nothing to compare with

@@ -352,6 +352,10 @@ def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path:
     answer = next(i for i, ln in enumerate(progress) if "[answer] found:" in ln)
     assert small_demo.culprit in progress[answer] and "at the culprit and the parent" in progress[answer]
     assert all(i > answer for i, ln in enumerate(progress) if "[arm http]" in ln), found.stderr
+    # where its wall time went: the search built commits the tests above had not
+    spent = report["cost"]["time"]
+    assert spent["building"] > 0 and spent["running"] > 0 and spent["other"] >= 0
+    assert abs(spent["wall"] - spent["building"] - spent["running"] - spent["other"]) < 0.5
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)

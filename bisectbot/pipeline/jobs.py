@@ -404,7 +404,7 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
         **({"all_commits": True} if not plan.narrowing.enabled else {}),
         **({"skip": list(plan.user_skipped)} if plan.user_skipped else {}),
     }
-    start, built = time.monotonic(), []
+    start, built, ran_before = time.monotonic(), [], _running_seconds(session)
 
     def on_built(event: Event) -> None:  # every build this invocation made, the ends' too
         if isinstance(event, Built):
@@ -420,11 +420,23 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
             report = bisect.stopped_report(plan, session.tester, session.events, session.report_context(), stop)
         else:
             report = bisect.run_bisect(plan, session.tester, session.events, session.report_context(), budget)
-        spent = getattr(session.tester, "spent", None)  # None: runs on a cluster's workers
-        report = summary.with_time(report, time.monotonic() - start, sum(built), spent.running if spent else None)
+        ran = _running_seconds(session)
+        report = summary.with_time(
+            report, time.monotonic() - start, sum(built), ran - (ran_before or 0.0) if ran is not None else None
+        )
         session.state.store.finish_job(plan.job, "done", report.to_json())
     apply_caps(session.state, session.cfg, session.events)
     return report
+
+
+def _running_seconds(session: Session) -> float | None:
+    """What the session's tester spent running the program so far (0 before it is made; None
+    for a cluster's tester, whose workers run it)."""
+    tester = vars(session).get("tester")  # a cached_property: not made here just to ask
+    if tester is None:
+        return 0.0
+    spent = getattr(tester, "spent", None)
+    return spent.running if spent is not None else None
 
 
 def _budget(session: Session, limits: BudgetLimits) -> Budget | None:

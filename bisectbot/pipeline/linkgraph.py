@@ -58,8 +58,8 @@ def _ninja_inputs(build_dir: Path, targets: Sequence[str], source: Path, env: Ma
         if not line.strip():
             continue
         if not line.startswith((" ", "\t")):  # "<object>: #deps N, deps mtime … (VALID)"
-            if "#deps" not in line:
-                return None  # "<object>: deps not found": what it was compiled from is unknown
+            if "#deps" not in line or "(VALID)" not in line:
+                return None  # "deps not found", or STALE (older than the object): unknown
             seen += 1
             continue
         path = build_dir / line.strip()

@@ -133,10 +133,9 @@ class Untestable(Exception):
 
 @dataclass
 class TimeSpent:
-    """Seconds this process spent getting commits ready (checkout, build, --help) and running
-    them (only where a run was executed, not replayed): the report's breakdown of its wall time."""
+    """Seconds this tester spent running the program (only where runs were executed, not
+    replayed): for the report's breakdown of its wall time."""
 
-    preparing: float = 0.0
     running: float = 0.0
 
 
@@ -188,9 +187,7 @@ class CommitTester:
         self.events.check()
         runner = self.runner
         arm = None if ask.arm == "main" else ask.arm
-        start = time.monotonic()
         prepared = runner.prepare(sha) if arm is None else runner.prepare_arm(sha, arm)
-        self.spent.preparing += time.monotonic() - start
         while True:
             if prepared.executor is None:
                 if not prepared.applicable:
