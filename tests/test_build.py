@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory
 from bisectbot.edges.statedir import StateDir
@@ -91,3 +93,23 @@ def test_a_copied_state_directory_builds_afresh_instead_of_failing(small_demo: D
         # the stale cache was seen before configuring: one configure, none refused by cmake
         assert log.count("afresh: its CMakeCache.txt was written for") == 1
         assert log.count("$ cmake -S") == 1 and "CMake Error" not in log
+
+
+def test_the_generator_is_ninja_where_installed_unless_the_config_says_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bisectbot.pipeline.cmake import generator_args
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.delenv("CMAKE_GENERATOR", raising=False)
+    assert generator_args("auto", []) == []  # no ninja: cmake's default (Makefiles)
+    assert generator_args("ninja", []) == ["-G", "Ninja"]  # asked for: cmake says if it is missing
+    (bin_dir / "ninja").write_text("#!/bin/sh\n")
+    (bin_dir / "ninja").chmod(0o755)
+    assert generator_args("auto", ["-DX=1"]) == ["-G", "Ninja"]
+    assert generator_args("make", []) == []
+    assert generator_args("auto", ["-G", "Unix Makefiles"]) == generator_args("ninja", ["-GNinja"]) == []
+    monkeypatch.setenv("CMAKE_GENERATOR", "Unix Makefiles")  # the user's choice for every cmake
+    assert generator_args("auto", []) == []
