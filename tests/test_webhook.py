@@ -464,3 +464,35 @@ def test_slow_connections_never_starve_healthz(
         assert during == [200] * 50 and after == [200] * 50
         assert h.post(comment_event()).status_code == 202
     _quiet(caplog, capfd)
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (lambda p: p["comment"].update(id="42"), "comment.id is str, not a number"),
+        (lambda p: p["comment"].update(id=True), "comment.id is bool, not a number"),
+        (lambda p: p["comment"].update(id=-1), "comment.id is -1, not a positive number"),
+        (lambda p: p["comment"].pop("id"), "comment.id is missing"),
+        (lambda p: p["issue"].update(number="1"), "issue.number is str, not a number"),
+        (lambda p: p.update(issue=[1]), "issue is list, not an object"),
+        (lambda p: p["comment"].update(body=["/bisect"]), "comment.body is list, not a string"),
+        (lambda p: p["comment"].update(user="maintainer"), "comment.user is str, not an object"),
+        (lambda p: p["comment"]["user"].update(login=7), "comment.user.login is int, not a string"),
+        (lambda p: p.update(repository={"full_name": 3}), "repository.full_name is int, not a string"),
+    ],
+)
+def test_a_payload_of_the_wrong_shape_is_a_400_not_a_traceback(
+    hook: Hook, change: Any, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """GitHub's types are fixed; a sender that gets them wrong learns which field, and the bot's
+    handler never sees the event (it used to answer 500 with a traceback for a string id)."""
+    payload = comment_event()
+    change(payload)
+    r = hook.post(payload)
+    assert (r.status_code, r.json()) == (400, {"message": f"not an issue_comment payload: {said}"})
+    assert hook.calls == [] and "Traceback" not in caplog.text
+    # nulls where GitHub may send them are fine
+    payload = comment_event()
+    payload["comment"].update(body=None, author_association=None)
+    payload["repository"] = None
+    assert hook.post(payload).status_code == 202 and len(hook.calls) == 1

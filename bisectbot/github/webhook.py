@@ -48,6 +48,47 @@ MAX_BODY = 2 * 1024 * 1024
 SIGNATURE_PREFIX = "sha256="
 
 
+# The fields the bot reads from a comment event, with the JSON type GitHub sends (None: may be null)
+_FIELDS: tuple[tuple[tuple[str, ...], type, bool], ...] = (
+    (("comment", "id"), int, False),
+    (("comment", "body"), str, True),
+    (("comment", "author_association"), str, True),
+    (("comment", "user"), dict, True),
+    (("comment", "user", "login"), str, True),
+    (("comment", "user", "type"), str, True),
+    (("issue",), dict, False),
+    (("issue", "number"), int, False),
+    (("repository",), dict, True),
+    (("repository", "full_name"), str, True),
+)
+
+
+def payload_problem(payload: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of a comment event the bot reads ("comment.id is str, not a
+    number"), or None. Checked before the event is handed over, so a payload of the wrong shape
+    is a 400 for its sender, never a handler's traceback and a 500."""
+    names = {int: "a number", str: "a string", dict: "an object"}
+    for path, kind, nullable in _FIELDS:
+        value = _at(payload, path)
+        if value is None:
+            if nullable or (len(path) > 1 and _at(payload, path[:-1]) is None):
+                continue  # null where it may be, or under a null parent (said there)
+            return f"{'.'.join(path)} is missing"
+        if isinstance(value, bool) or not isinstance(value, kind):
+            return f"{'.'.join(path)} is {type(value).__name__}, not {names[kind]}"
+        if isinstance(value, int) and value <= 0:
+            return f"{'.'.join(path)} is {value}, not a positive number"
+    return None
+
+
+def _at(payload: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at a path of keys, None where a step is missing or not an object."""
+    value: Any = payload
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 def sign(secret: bytes, body: bytes) -> str:
     """The ``X-Hub-Signature-256`` value GitHub would send for ``body``."""
     return SIGNATURE_PREFIX + hmac.new(secret, body, hashlib.sha256).hexdigest()
@@ -230,9 +271,10 @@ class WebhookApp:
             return 400, "not an issue_comment payload"
         if payload.get("action") != "created":
             return 200, f"ignored action {payload.get('action')}"
+        if (wrong := payload_problem(payload)) is not None:
+            log.warning("webhook: delivery %s refused: %s", delivery, wrong)
+            return 400, f"not an issue_comment payload: {wrong}"
         user = payload["comment"].get("user") or {}
-        if not isinstance(user, dict):
-            return 400, "not an issue_comment payload"
         if user.get("type") == "Bot":
             return 200, "ignored comment by a bot"
         if not self.seen.add_delivery_if_new(delivery):
