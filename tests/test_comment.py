@@ -28,6 +28,7 @@ from bisectbot.github.comment import (
 )
 from bisectbot.github.progress import CommentObserver, ProgressPoster
 from bisectbot.pipeline.events import (
+    Answered,
     BisectStarted,
     Building,
     Built,
@@ -199,6 +200,9 @@ def test_comment_observer_tracks_the_phase_from_typed_events() -> None:
     assert "⏳ commit 2 of ~6: bisect step 2 of ~4, `60488cfca65a`\n" in body
     assert "[step 2/~4] 60488cfca65a (position 8 of 11)" in body  # the last lines, collapsed
     assert "3 of at most 6000 runs" not in body
+    # the answer reaches the comment before the cross-check arms run
+    obs(Answered("found", f"first bad commit is {CULPRIT}", ("server",), ("culprit", "parent")))
+    assert f"answer (found): first bad commit is {CULPRIT}; now the cross-check arm(s) server" in bodies[-1]
 
 
 def wait_for(predicate, timeout: float = 10.0) -> bool:

@@ -17,6 +17,7 @@ from typing import Callable
 from bisectbot.errors import GitHubError
 from bisectbot.github.comment import CommentContext, render_progress
 from bisectbot.pipeline.events import (
+    Answered,
     BisectStarted,
     Building,
     Built,
@@ -63,6 +64,9 @@ class CommentObserver:
             self.where, self.doing = f"sticky bisection at `{event.sha[:12]}`", ""
         elif isinstance(event, Confirming):
             self.where, self.doing = "confirming the culprit against its parent on fresh seeds", ""
+        elif isinstance(event, Answered):  # shown at once, before the arms run
+            arms = f"; now the cross-check arm(s) {', '.join(event.arms)}" if event.arms else ""
+            self.where, self.doing = f"answer ({event.status}): {event.message}{arms}", ""
         elif isinstance(event, Building):
             self.doing = "building"
         elif isinstance(event, Built):
