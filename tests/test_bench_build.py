@@ -45,3 +45,24 @@ def test_the_summary_compares_kinds_over_the_trees_all_of_them_built() -> None:
         "mean cold build over 2 trees: chosen 105 s (0.53x today's)",
     ]
     assert bb.summary([row("a", "chosen", 60)]) == []  # nothing to compare with
+
+
+def test_a_changed_file_costs_the_objects_compiled_from_it() -> None:
+    objects = {"a.o": {"a.c", "common.h"}, "b.o": {"b.c", "common.h"}, "c.o": {"c.c"}, "d.o": {"d.c"}}
+    assert bb.hit_rate(objects, ["common.h"], 1) == 0.5  # two of four objects read it
+    assert bb.hit_rate(objects, ["docs.md", "c.c"], 5) == 0.75  # at most what changed
+    one = bb.hit_rate(objects, ["a.c", "b.c", "c.c", "d.c"], 1, draws=400)
+    assert 0.74 < one <= 0.76  # any one source: three of four objects hit
+    assert bb.hit_rate(objects, ["a.c", "b.c", "c.c", "d.c"], 4) == 0.0
+
+
+def test_changed_files_are_those_that_differ(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    for root, files in (
+        (old, {"same": "x", "edited": "1", "gone": "g"}),
+        (new, {"same": "x", "edited": "2", "added": "a"}),
+    ):
+        (root / "sub").mkdir(parents=True)
+        for name, text in files.items():
+            (root / "sub" / name).write_text(text)
+    assert bb.changed_files(old, new) == ["sub/added", "sub/edited", "sub/gone"]
