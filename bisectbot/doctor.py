@@ -25,7 +25,6 @@ from bisectbot.config.sections import BuildConfig
 from bisectbot.edges.procs import run
 from bisectbot.edges.sandbox import missing as sandbox_missing
 from bisectbot.errors import ToolError
-from bisectbot.pipeline.cmake import generator_args
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ CXX = Tool("C++ compiler", ("c++", "g++", "clang++"), "g++", True, "compiles the
 CC = Tool("C compiler", ("cc", "gcc", "clang"), "gcc", True, "compiles the project's C sources", env="CC")
 # Not needed (Makefiles do), but `build.generator: auto` takes it where it is installed.
 NINJA_FASTER = Tool(
-    "ninja", ("ninja",), "ninja-build", False, "builds use cmake's Makefiles (Ninja's cold builds take 0.85x as long)"
+    "ninja", ("ninja",), "ninja-build", False, "builds use cmake's Makefiles (Ninja's are a little faster)"
 )
 CCACHE = Tool("ccache", ("ccache",), "ccache", False, "without it each commit's build compiles everything again")
 BWRAP = Tool(
@@ -82,6 +81,20 @@ PRLIMIT = Tool(
 PACKAGES: tuple[tuple[str, str, str], ...] = (
     ("gguf", "0.10", "the llama config's numpy reference reads the GGUF fixtures"),
 )
+
+
+def generator_args(generator: str, cmake_args: list[str]) -> list[str]:
+    """The `-G` arguments for build.generator: none when cmake_args name a generator already or
+    Makefiles are asked for (cmake's default on Linux); Ninja when asked for, or for `auto` when
+    `ninja` is on PATH. Part of the build directory's key: cmake refuses to switch generators
+    in a configured directory."""
+    if generator == "make" or any(a.startswith("-G") for a in cmake_args):
+        return []
+    if generator == "auto" and os.environ.get("CMAKE_GENERATOR"):
+        return []  # the user's choice for every cmake
+    if generator == "ninja" or shutil.which("ninja") is not None:
+        return ["-G", "Ninja"]
+    return []
 
 
 def generator_tool(cmake_args: Iterable[str], environ: Mapping[str, str]) -> Tool:

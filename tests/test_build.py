@@ -98,7 +98,7 @@ def test_a_copied_state_directory_builds_afresh_instead_of_failing(small_demo: D
 def test_the_generator_is_ninja_where_installed_unless_the_config_says_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bisectbot.pipeline.cmake import generator_args
+    from bisectbot.doctor import generator_args
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

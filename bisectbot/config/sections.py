@@ -106,9 +106,9 @@ class BuildConfig(Strict):
     keep: list[str] = Field(default_factory=list)  # extra globs (e.g. shared libs) kept per commit
     timeout: float = Field(default=1800, gt=0)
     jobs: int = Field(default=0, ge=0)  # 0 = number of cores
-    # cmake's generator: `auto` is Ninja when `ninja` is on PATH (0.85x the cold build of a
-    # llama.cpp tree with Makefiles, docs/benchmarks.md), else cmake's default; a `-G` in
-    # cmake_args wins. It changes the build directory, not what is compiled.
+    # cmake's generator: `auto` is Ninja when `ninja` is on PATH (0.85x and 0.96x the cold
+    # build of a llama.cpp tree with Makefiles in two runs, docs/benchmarks.md), else cmake's
+    # default; a `-G` in cmake_args wins. It changes the build directory, not what is compiled.
     generator: Literal["auto", "ninja", "make"] = "auto"
 
     _names = field_validator("binaries")(classmethod(lambda cls, v: _check_binaries(v)))

@@ -54,6 +54,7 @@ from typing import Callable, Iterable, Mapping
 from bisectbot.config.sections import BuildConfig, BuildVariant
 from bisectbot.core.keys import json_key
 from bisectbot.core.records import BuildRecord
+from bisectbot.doctor import generator_args
 from bisectbot.edges import dirlock
 from bisectbot.edges.procs import clean_env, redact, run
 from bisectbot.edges.sandbox import Sandbox
@@ -65,7 +66,6 @@ from bisectbot.pipeline.cmake import (
     ccache_args,
     configured_elsewhere,
     first_error,
-    generator_args,
     target_listing,
     target_names,
     unused_defines,

@@ -31,20 +31,6 @@ def ccache_args(source: Path, build_dir: Path) -> tuple[list[str], dict[str, str
     )
 
 
-def generator_args(generator: str, cmake_args: list[str]) -> list[str]:
-    """The `-G` arguments for build.generator: none when cmake_args name a generator already or
-    Makefiles are asked for (cmake's default on Linux); Ninja when asked for, or for `auto` when
-    `ninja` is on PATH. Part of the build directory's key: cmake refuses to switch generators
-    in a configured directory."""
-    if generator == "make" or any(a.startswith("-G") for a in cmake_args):
-        return []
-    if generator == "auto" and os.environ.get("CMAKE_GENERATOR"):
-        return []  # the user's choice for every cmake
-    if generator == "ninja" or shutil.which("ninja") is not None:
-        return ["-G", "Ninja"]
-    return []
-
-
 def configured_elsewhere(build_dir: Path, source: Path) -> str | None:
     """Why `build_dir`'s CMakeCache.txt belongs to another place (the state directory was moved
     or copied), or None. cmake refuses to configure such a directory, which is no fault of the
