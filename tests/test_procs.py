@@ -152,10 +152,10 @@ add_custom_target(slow ALL
     first = start(script, state, project)
     wait_for(lambda: len(starts()) == 1, "the first build's slow step started")
     groups = recorded_groups(state)
-    assert len(groups) == 1  # cmake --build, with make and the step under it
+    assert len(groups) == 1  # cmake --build, with make or ninja (build.generator) and the step under it
     kill_9(first)
     orphaned = children.live_members(groups[0])
-    assert len(orphaned) >= 3 and any(p.name == "cmake" for p in orphaned)
+    assert len(orphaned) >= 2 and any(p.name == "cmake" for p in orphaned), [p.name for p in orphaned]
 
     second = start(script, state, project)
     wait_for(lambda: len(starts()) == 2, "the second build's slow step started")

@@ -21,6 +21,7 @@ def without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
     job ids). Changes `data` in place and returns it."""
     _test_budgets(data)
     _build_variants(data)
+    _build_generator(data)
     _run_variant_keys(data)
     _arm_keys(data)
     return data
@@ -33,6 +34,14 @@ def _test_budgets(data: dict[str, Any]) -> None:
     for key, default in (("eta", None), ("model_runs", MODEL_RUNS), ("search_runs", SEARCH_RUNS)):
         if key in test and test[key] == default:
             test.pop(key)
+
+
+def _build_generator(data: dict[str, Any]) -> None:
+    """build.generator at its default (auto). Added 2026-12-03 (issue 24, Ninja). Can go once no
+    state directory holds an unfinished job from before then."""
+    build = data.get("build") or {}
+    if build.get("generator") == "auto":
+        build.pop("generator")
 
 
 def _build_variants(data: dict[str, Any]) -> None:
