@@ -117,7 +117,7 @@ def build_tools(cmake_args: Iterable[str] = (), environ: Mapping[str, str] | Non
 
 def cmake_args_of(build: BuildConfig) -> list[str]:
     """Every cmake argument a config may pass (its variants' too): a -G in any of them counts,
-    and so does build.generator (pipeline.cmake.generator_args: `auto` takes Ninja when it is here)."""
+    and so does build.generator (`generator_args`: `auto` takes Ninja when it is here)."""
     args = [*build.cmake_args, *(a for v in build.variants or () for a in v.cmake_args)]
     return [*generator_args(build.generator, args), *args]
 
