@@ -66,3 +66,27 @@ def test_changed_files_are_those_that_differ(tmp_path: Path) -> None:
         for name, text in files.items():
             (root / "sub" / name).write_text(text)
     assert bb.changed_files(old, new) == ["sub/added", "sub/edited", "sub/gone"]
+
+
+def test_the_tree_bisect_line_says_whether_the_culprit_is_the_right_one() -> None:
+    from bench import bench_bisect_trees as trees
+
+    report = {
+        "wall": 598.4,
+        "status": "found",
+        "first_bad": "2d67ba6042027dadb69d0c24311e455dd89e04b0",
+        "builds": 8,
+        "runs": 2952,
+        "cost": {"actual": {"build_seconds": 274.7}},
+        "verdicts": [
+            {"arm": "main", "role": "step"},
+            {"arm": "server", "role": "culprit", "verdict": "not-applicable"},
+        ],
+    }
+    assert trees.line("new", report, report["first_bad"]) == (
+        "     new:    598 s wall, found 2d67ba604202 (right), 8 builds (275 s building the main target), "
+        "2952 runs; arm verdicts: culprit not-applicable"
+    )
+    assert "(WRONG)" in trees.line("new", report, "0" * 40)
+    assert [e[0] for e in trees.ERAS[:4]] == ["0.2.44", "0.2.50", "0.2.55", "0.2.60"]
+    assert [e[1] for e in trees.ERAS].index("bad") == 3  # the first BAD tree: the 0.2.60 import
