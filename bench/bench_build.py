@@ -163,26 +163,15 @@ def build(version: str, kind: str, tree: Path, work: Path, cache: Path, jobs: in
 
 
 def object_inputs(build_dir: Path, target: str, source: Path) -> dict[str, set[str]]:
-    """Per object the target's Ninja build compiled: the repository files it was compiled from
-    (`ninja -t commands` for the objects, `ninja -t deps` for what each read)."""
-    commands = subprocess.run(["ninja", "-C", str(build_dir), "-t", "commands", target], capture_output=True, text=True)
-    objects = []
-    for line in commands.stdout.splitlines():
-        words = line.split()
-        if "-c" in words:
-            objects += [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-o" and words[i + 1].endswith(".o")]
-    deps = subprocess.run(["ninja", "-C", str(build_dir), "-t", "deps", *objects], capture_output=True, text=True)
-    out: dict[str, set[str]] = {}
-    current: set[str] | None = None
-    root = source.resolve()
-    for line in deps.stdout.splitlines():
-        if line and not line[0].isspace():
-            current = out.setdefault(line.split(":", 1)[0], set())
-        elif line.strip() and current is not None:
-            path = (build_dir / line.strip()).resolve()
-            if path.is_relative_to(root):
-                current.add(path.relative_to(root).as_posix())
-    return out
+    """Per object the target's Ninja build compiled, the repository files it was compiled from
+    (bisectbot's own reader of Ninja's dependency log)."""
+    from bisectbot.edges.procs import clean_env
+    from bisectbot.pipeline.linkgraph import ninja_object_inputs
+
+    found = ninja_object_inputs(build_dir, [target], source, clean_env())
+    if found is None:
+        raise SystemExit(f"{build_dir}: Ninja's log does not say what {target}'s objects were compiled from")
+    return found
 
 
 def changed_files(old: Path, new: Path) -> list[str]:

@@ -31,10 +31,22 @@ def target_inputs(
 
 
 def _ninja_inputs(build_dir: Path, targets: Sequence[str], source: Path, env: Mapping[str, str]) -> list[str] | None:
-    """Ninja keeps no dependency files (it reads each compiler's and deletes it): the objects are
-    the outputs of the compile commands `ninja -t commands` lists for the targets (every step that
-    builds them, through their libraries), and `ninja -t deps` prints what each was compiled from
-    (paths relative to the build directory), `deps not found` for one it has no record of."""
+    """The union of `ninja_object_inputs`, or None when it is unknown or holds nothing."""
+    per_object = ninja_object_inputs(build_dir, targets, source, env)
+    if per_object is None:
+        return None
+    return sorted(set().union(*per_object.values())) or None
+
+
+def ninja_object_inputs(
+    build_dir: Path, targets: Sequence[str], source: Path, env: Mapping[str, str]
+) -> dict[str, set[str]] | None:
+    """Per object a Ninja build of the targets compiles, the repository files it was compiled
+    from. Ninja keeps no dependency files (it reads each compiler's and deletes it): the objects
+    are the outputs of the compile commands `ninja -t commands` lists for the targets (every step
+    that builds them, through their libraries), and `ninja -t deps` prints what each was compiled
+    from (paths relative to the build directory). None when an object has no VALID record (`deps
+    not found`, or STALE: older than the object) or ninja cannot say."""
     if shutil.which("ninja") is None:
         return None
     listed = run(["ninja", "-C", str(build_dir), "-t", "commands", *targets], cwd=build_dir, env=env, timeout=120)
@@ -52,24 +64,25 @@ def _ninja_inputs(build_dir: Path, targets: Sequence[str], source: Path, env: Ma
     deps = run(["ninja", "-C", str(build_dir), "-t", "deps", *objects], cwd=build_dir, env=env, timeout=120)
     if deps.returncode != 0:
         return None
-    found: set[str] = set()
-    root, seen = source.resolve(), 0
+    out: dict[str, set[str]] = {}
+    current: set[str] = set()
+    root = source.resolve()
     for line in deps.stdout.splitlines():
         if not line.strip():
             continue
         if not line.startswith((" ", "\t")):  # "<object>: #deps N, deps mtime … (VALID)"
             if "#deps" not in line or "(VALID)" not in line:
-                return None  # "deps not found", or STALE (older than the object): unknown
-            seen += 1
+                return None
+            current = out.setdefault(line.split(":", 1)[0], set())
             continue
         path = build_dir / line.strip()
         try:
-            found.add(path.resolve().relative_to(root).as_posix())
+            current.add(path.resolve().relative_to(root).as_posix())
         except ValueError:
             continue  # a system header, or a file generated in the build directory
-    if seen != len(set(objects)):
+    if len(out) != len(set(objects)):
         return None
-    return sorted(found) or None
+    return out
 
 
 def _makefile_inputs(build_dir: Path, targets: Sequence[str], source: Path) -> list[str] | None:
