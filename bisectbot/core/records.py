@@ -39,7 +39,7 @@ class BuildRecord:
 @dataclass(frozen=True)
 class RunRecord:
     seed: int
-    status: str  # ok | incomplete | crash | timeout | unparsable
+    status: str  # ok | incomplete | crash | timeout | unparsable | output-too-large
     tokens: tuple[str, ...] | None
     exit_code: int | None
     seconds: float
@@ -156,7 +156,7 @@ class CommitVerdict:
     verdict: Verdict
     runs: int  # runs consumed by the test (every seed, failures included)
     counts: dict[str, int]  # category -> runs
-    failures: dict[str, int]  # crash / timeout / incomplete / unparsable -> runs
+    failures: dict[str, int]  # crash / timeout / incomplete / unparsable / output-too-large -> runs
     retried: int  # reruns of incomplete outputs
     log_e_bad: float
     log_e_good: float

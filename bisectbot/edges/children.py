@@ -40,6 +40,7 @@ class ProcStat:
     state: str  # R, S, D, Z (zombie: ended, not yet reaped), …
     pgid: int
     start: int  # clock ticks after boot: with the pid, names one process for good
+    session: int = 0
 
 
 def stat(pid: int) -> ProcStat | None:
@@ -49,8 +50,8 @@ def stat(pid: int) -> ProcStat | None:
     except (OSError, ValueError):
         return None
     name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
-    # rest starts at field 3 (state); field 5 is the process group, field 22 the start time
-    return ProcStat(pid, name, rest[0], int(rest[2]), int(rest[19]))
+    # rest starts at field 3 (state); field 5 is the process group, 6 the session, 22 the start time
+    return ProcStat(pid, name, rest[0], int(rest[2]), int(rest[19]), int(rest[3]))
 
 
 def processes() -> list[ProcStat]:
@@ -60,8 +61,26 @@ def processes() -> list[ProcStat]:
 
 
 def live_members(pgid: int) -> list[ProcStat]:
-    """The processes of a group that still run (zombies have ended)."""
-    return [s for s in processes() if s.pgid == pgid and s.state != "Z"]
+    """The processes of a group, or of the session it leads, that still run (zombies have
+    ended). The session counts: Ninja starts each compiler in a process group of its own, in
+    the session of the build we started."""
+    return [s for s in processes() if (s.pgid == pgid or s.session == pgid) and s.state != "Z"]
+
+
+def kill_session(leader: int, sig: int = signal.SIGKILL, rounds: int = 20) -> None:
+    """Signal every process of the group and the session `leader` started (builds and runs
+    start in a session of their own), again until none is left: a process forking as it dies
+    leaves children in the session."""
+    for _ in range(rounds):
+        members = live_members(leader)
+        if not members:
+            return
+        for member in members:
+            try:
+                os.kill(member.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.005)
 
 
 def holders(path: Path) -> list[str]:
@@ -179,10 +198,11 @@ def _kill_group(pgid: int, grace: float) -> bool:
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
-            return sig == signal.SIGKILL
+            pass
         except PermissionError:
             log.warning("cannot kill process group %s: not ours to signal", pgid)
             return False
+        kill_session(pgid, sig, rounds=1)
         deadline = time.monotonic() + grace
         while live_members(pgid) and time.monotonic() < deadline:
             time.sleep(0.05)

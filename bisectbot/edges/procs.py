@@ -13,12 +13,14 @@ is capped, and the box's size is watched while it runs; either stops the process
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -26,7 +28,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from bisectbot.edges import children, localhttp
-from bisectbot.edges.sandbox import DRIVER, SAFE_PATH, Sandbox
+from bisectbot.edges.rundriver import DRIVER
+from bisectbot.edges.sandbox import SAFE_PATH, Sandbox
 
 # Variables never passed to builds or runs: tokens, keys, secrets, GitHub's own settings.
 _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|API_KEY)", re.I)
@@ -52,6 +55,9 @@ def _without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not _SECRET.search(k) and not k.startswith(_SECRET_PREFIXES)}
 
 
+TOO_LARGE = "stopped: its output passed"  # how the drivers and _supervised say it
+
+
 @dataclass(frozen=True)
 class ProcResult:
     argv: tuple[str, ...]
@@ -65,6 +71,11 @@ class ProcResult:
     def timed_out(self) -> bool:
         return self.returncode is None and not self.stopped
 
+    @property
+    def too_large(self) -> bool:
+        """Stopped because its stdout or stderr passed the cap (never parsed)."""
+        return self.stopped.startswith(TOO_LARGE)
+
 
 def run(
     argv: Sequence[str],
@@ -75,8 +86,14 @@ def run(
     log: Path | None = None,
     pass_fds: Sequence[int] = (),
     sandbox: Sandbox | None = None,
+    cap: int | None = None,
 ) -> ProcResult:
     """Run argv (never through a shell) with a timeout that kills its whole process group.
+
+    With `cap` (bytes), argv is a run of the program under test: it starts in this thread's run
+    driver (edges.rundriver), its jail: the deadline covers its output whoever holds the pipe,
+    what it leaves running is killed when it exits, and each of stdout and stderr is read up
+    to `cap` (past it the run is stopped: `ProcResult.too_large`).
 
     With `log`, stdout and stderr both go to that file (builds); otherwise both are captured.
     `pass_fds` are inherited by the child and its children (a build holds its directory's lock
@@ -87,7 +104,11 @@ def run(
     child_env = dict(env) if env is not None else clean_env()
     command, where = list(argv), cwd
     if sandbox is not None and log is None and not pass_fds and sandbox.python is not None:
-        return _driver(sandbox).run(argv, sandbox.environment(_without_secrets(child_env)), cwd, timeout)
+        limit = sandbox.limits.output_mb << 20
+        limit = min(limit, cap) if cap is not None else limit
+        return _driver(sandbox).run(argv, sandbox.environment(_without_secrets(child_env)), cwd, timeout, limit)
+    if sandbox is None and cap is not None and log is None and not pass_fds:
+        return _driver(None).run(argv, child_env, cwd, timeout, cap)
     if sandbox is not None:
         if cwd is not None:
             sandbox.hand_over(cwd)
@@ -209,11 +230,12 @@ def _supervised(
 
 
 class _Driver:
-    """One run driver (sandbox.DRIVER) in a sandbox of its own: requests in, answers out, one
-    run at a time. A driver that dies (a run killed everything in its sandbox) or does not
-    answer in time is stopped; the next run starts a new one."""
+    """One run driver (edges.rundriver: the jail of every run), in a sandbox of its own for
+    untrusted code: requests in, answers out, one run at a time. A driver that dies (a run
+    killed everything in its sandbox) or does not answer in time is stopped; the next run
+    starts a new one."""
 
-    def __init__(self, sandbox: Sandbox):
+    def __init__(self, sandbox: Sandbox | None):
         self.sandbox = sandbox
         self.proc: subprocess.Popen | None = None
         self.recorded: Path | None = None
@@ -221,127 +243,178 @@ class _Driver:
 
     def _start(self) -> subprocess.Popen:
         sb = self.sandbox
-        assert sb.python is not None
-        argv = [sb.python, "-I", "-S", "-c", DRIVER]
+        if sb is not None:
+            assert sb.python is not None
+            argv = [sb.python, "-I", "-S", "-c", DRIVER]
+            command, where = sb.wrap(argv, {}, sb.box), sb.box
+        else:
+            argv = [sys.executable, "-I", "-S", "-c", DRIVER]
+            command, where = argv, None
         self.proc = subprocess.Popen(
-            sb.wrap(argv, {}, sb.box),
-            cwd=sb.box,
+            command,
+            cwd=where,
             env={"PATH": SAFE_PATH},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        self.recorded = children.record(self.proc.pid, argv[:1])
+        # a sandbox's driver is recorded in the state directory (a restart kills what a killed
+        # bot left); a trusted driver outlives state directories and needs no record: it ends
+        # with the thread that started it (PR_SET_PDEATHSIG), even after a kill -9
+        self.recorded = children.record(self.proc.pid, argv[:1]) if sb is not None else None
         return self.proc
 
-    def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, timeout: float) -> ProcResult:
-        """Run argv in the driver's sandbox with exactly `env` (already the sandbox's allow-list)."""
+    def run(
+        self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, timeout: float, cap: int
+    ) -> ProcResult:
+        """Run argv through the driver with exactly `env` (for a sandbox: already its allow-list)."""
         sb = self.sandbox
         start = time.monotonic()
         proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
-        cap = sb.limits.output_mb << 20
-        inside = cwd if cwd is not None and Path(cwd).is_relative_to(sb.box) else sb.box
-        if cwd is not None:
-            sb.hand_over(cwd)
+        if sb is not None:
+            inside = cwd if cwd is not None and Path(cwd).is_relative_to(sb.box) else sb.box
+            if cwd is not None:
+                sb.hand_over(cwd)
+        else:
+            inside = Path(cwd) if cwd is not None else Path.cwd()
         request = {"argv": list(argv), "cwd": str(inside), "env": dict(env), "timeout": timeout, "cap": cap}
         assert proc.stdin is not None and proc.stdout is not None
-        stopped = ""
+        stopped, answer = "", None
         try:
             proc.stdin.write((json.dumps(request) + "\n").encode())
             proc.stdin.flush()
-            line = b""
-            deadline = start + timeout + 30  # the driver kills at `timeout`; this is for a driver gone mute
-            fd = proc.stdout.fileno()
-            while not line.endswith(b"\n"):  # raw reads: a half line (anything in the sandbox may
-                ready, _, _ = select.select([fd], [], [], 0.25)  # write to this pipe) never blocks us
-                if ready:
-                    chunk = os.read(fd, 1 << 20)
-                    if not chunk:
-                        break  # the driver died
-                    line += chunk
-                    # JSON may spell each byte of the two capped outputs as \uXXXX: 12 × the cap
-                    if len(line) >= 12 * cap + 65536 or b"\n" in line[:-1]:
-                        line = b""  # an answer no driver gives: stop it
-                        break
-                    continue
-                now = time.monotonic()
-                if now - self.last_disk_check > 1.0:
-                    self.last_disk_check = now
-                    if sb.disk_used() > sb.limits.disk_mb << 20:
-                        stopped = f"stopped: its files passed {sb.limits.disk_mb} MB on disk"
-                        break
-                if now > deadline:
-                    break
+            answer, stopped = self._answer(proc.stdout.fileno(), start + timeout + 30, cap)
         except OSError:
-            line = b""
-        answer = _answer(line) if not stopped else None
+            answer = None
         if answer is None:
             self.stop()
-            seconds = time.monotonic() - start
             return ProcResult(
                 tuple(argv),
                 None,
                 "",
-                "" if stopped else "the sandbox's run driver stopped answering",
-                seconds,
-                stopped or "stopped: the sandbox it ran in was killed",
+                "" if stopped else "the run driver stopped answering",
+                time.monotonic() - start,
+                stopped
+                or (
+                    "stopped: the sandbox it ran in was killed"
+                    if sb is not None
+                    else "stopped: its run driver was killed"
+                ),
             )
+        head, out, err = answer
         return ProcResult(
-            tuple(argv), answer["rc"], answer["out"], answer["err"], time.monotonic() - start, answer["stopped"]
+            tuple(argv),
+            head["rc"],
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            time.monotonic() - start,
+            head["stopped"],
         )
 
+    def _answer(self, fd: int, deadline: float, cap: int) -> tuple[tuple[dict, bytes, bytes] | None, str]:
+        """Read one answer: its header line, then exactly the bytes it announces. Raw reads with
+        a deadline: a half line (anything in a sandbox may write to this pipe) never blocks us,
+        and an answer no driver gives (too long, malformed, more than announced) is None."""
+        sb = self.sandbox
+        buf, head, want = b"", None, 0
+        while True:
+            if head is None and b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                head = _header(line, cap)
+                if head is None:
+                    return None, ""
+                want = head["out"] + head["err"]
+            if head is not None and len(buf) >= want:
+                if len(buf) > want:
+                    return None, ""  # more than it announced: not our driver's doing
+                return (head, buf[: head["out"]], buf[head["out"] :]), ""
+            if head is None and len(buf) > 65536:
+                return None, ""
+            ready, _, _ = select.select([fd], [], [], 0.25)
+            if ready:
+                chunk = os.read(fd, max(1 << 16, want - len(buf)))
+                if not chunk:
+                    return None, ""  # the driver died
+                buf += chunk
+                continue
+            now = time.monotonic()
+            if sb is not None and now - self.last_disk_check > 1.0:
+                self.last_disk_check = now
+                if sb.disk_used() > sb.limits.disk_mb << 20:
+                    return None, f"stopped: its files passed {sb.limits.disk_mb} MB on disk"
+            if now > deadline:
+                return None, ""
+
     def stop(self) -> None:
-        if self.proc is not None:
-            _kill_group(self.proc)
-            self.proc.wait()
-            children.forget(self.recorded)
-            self.proc = None
+        """Stop the driver: it kills its run's whole tree on SIGTERM; SIGKILL after 2 s. Safe
+        from another thread (the bot stopping while a run is in flight)."""
+        proc, recorded, self.proc = self.proc, self.recorded, None
+        if proc is None:
+            return
+        try:
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=2)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            pass
+        _kill_group(proc)
+        proc.wait()
+        children.forget(recorded)
 
 
-def _answer(line: bytes) -> dict[str, Any] | None:
-    """A driver's answer, checked (it is untrusted code's neighbour): None when malformed."""
+def _header(line: bytes, cap: int) -> dict[str, Any] | None:
+    """A driver's answer header, checked (it is untrusted code's neighbour): None when malformed."""
     try:
         got = json.loads(line)
     except ValueError:
         return None
     if not (
         isinstance(got, dict)
-        and isinstance(got.get("out"), str)
-        and isinstance(got.get("err"), str)
-        and (got.get("rc") is None or isinstance(got.get("rc"), int))
+        and (got.get("rc") is None or type(got.get("rc")) is int)
         and isinstance(got.get("stopped"), str)
+        and all(type(got.get(k)) is int and 0 <= got[k] <= cap for k in ("out", "err"))
     ):
         return None
     return got
 
 
 _drivers_lock = threading.Lock()
+_trusted: dict[int, _Driver] = {}  # the drivers of trusted runs, one per thread
 
 
-def _driver(sandbox: Sandbox) -> _Driver:
-    """This thread's run driver in `sandbox` (started on its first run)."""
+def _driver(sandbox: Sandbox | None) -> _Driver:
+    """This thread's run driver in `sandbox` or, for trusted runs, on the host (started on its
+    first run; it ends with the thread that started it)."""
     with _drivers_lock:
         key = threading.get_ident()
-        if key not in sandbox.drivers:
-            sandbox.drivers[key] = _Driver(sandbox)
-        return sandbox.drivers[key]
+        drivers = sandbox.drivers if sandbox is not None else _trusted
+        if key not in drivers:
+            drivers[key] = _Driver(sandbox)
+        return drivers[key]
 
 
-def stop_drivers(sandbox: Sandbox) -> None:
-    """Stop every run driver of `sandbox` (its check is over)."""
+def stop_drivers(sandbox: Sandbox | None = None) -> None:
+    """Stop every run driver of `sandbox` (its check is over), or every trusted one (the bot
+    stops: each kills what its run left running)."""
     with _drivers_lock:
-        drivers = list(sandbox.drivers.values())
-        sandbox.drivers.clear()
+        registry = sandbox.drivers if sandbox is not None else _trusted
+        drivers = list(registry.values())
+        registry.clear()
     for driver in drivers:
         driver.stop()
 
 
+atexit.register(stop_drivers)
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the child's process group and everything else in the session it leads (a build's
+    compilers, each in a group of its own under Ninja)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    children.kill_session(proc.pid)
 
 
 class Server:

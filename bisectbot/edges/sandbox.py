@@ -63,67 +63,6 @@ EXPLICIT = frozenset({"CCACHE_DISABLE", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"})
 TMP_MB = 256  # the sandbox's /tmp (a tmpfs): builds and runs use TMPDIR in the box instead
 
 
-# The run driver: runs one program per request line in the sandbox it lives in, so that a
-# sandbox is set up once per check and thread, not once per run (bubblewrap costs ~10 ms, a
-# demo run 2 ms). A request is {"argv", "cwd", "env", "timeout", "cap"}; the answer one line
-# {"rc" (null: killed), "out", "err", "s", "stopped"}. It is untrusted code's neighbour and may
-# be tampered with by it: the bot parses its answers as untrusted output.
-DRIVER = r"""
-import json, os, selectors, signal, subprocess, sys, time
-for line in sys.stdin:
-    req = json.loads(line)
-    start, stopped, late, chunks, sizes = time.monotonic(), "", False, {"out": [], "err": []}, {"out": 0, "err": 0}
-    try:
-        p = subprocess.Popen(req["argv"], cwd=req["cwd"], env=req["env"], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    except OSError as exc:
-        print(json.dumps({"rc": 127, "out": "", "err": "cannot start %s: %s" % (req["argv"][0], exc.strerror),
-                          "s": 0.0, "stopped": ""}), flush=True)
-        continue
-    def kill():
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    # one thread, no new ones: a run that used up its processes (RLIMIT_NPROC counts threads)
-    # must not leave the driver unable to read it
-    sel = selectors.DefaultSelector()
-    sel.register(p.stdout, selectors.EVENT_READ, "out")
-    sel.register(p.stderr, selectors.EVENT_READ, "err")
-    deadline, grace = start + req["timeout"], None
-    while sel.get_map():
-        now = time.monotonic()
-        if grace is None and now > deadline:
-            late, grace = True, now + 2.0
-            kill()
-        if grace is not None and now > grace:
-            break  # something outside its group holds the pipes: stop reading
-        for key, _ in sel.select(timeout=0.25):
-            block = os.read(key.fileobj.fileno(), 65536)
-            if not block:
-                sel.unregister(key.fileobj)
-                continue
-            name = key.data
-            if sizes[name] < req["cap"]:
-                chunks[name].append(block[: req["cap"] - sizes[name]])
-            sizes[name] += len(block)
-            if sizes[name] > req["cap"] and not stopped:
-                stopped = "stopped: its output passed %d MB" % (req["cap"] >> 20)
-                grace = time.monotonic() + 2.0
-                kill()
-    try:  # its pipes are closed: let it exit by itself (killing it now would turn 0 into -9)
-        rc = p.wait(timeout=max(0.0, (grace or deadline) - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        late = True
-        kill()
-        rc = p.wait()
-    kill()  # what it left running in its group goes with it
-    print(json.dumps({"rc": None if (stopped or late) else rc, "s": time.monotonic() - start, "stopped": stopped,
-                      "out": b"".join(chunks["out"]).decode("utf-8", "replace"),
-                      "err": b"".join(chunks["err"]).decode("utf-8", "replace")}), flush=True)
-"""
-
-
 class SandboxError(BisectbotError):
     """Untrusted code cannot be confined here (no bubblewrap, no user namespaces): refused."""
 

@@ -9,7 +9,9 @@ Every executed run is stored the moment it finishes, in the consumer's thread; r
 flight when the consumer stops are finished and stored too (they continue the same sequence
 next time), so nothing is lost.
 
-A crash or timeout of one run is a record, never fatal. Output that is cut short (exit 0,
+A crash, timeout or output past `run.max_output_mb` (`output-too-large`, never parsed) of one
+run is a record, never fatal. Each run starts in a jail (edges.rundriver): what it leaves running
+is killed when it exits, and its deadline covers its output. Output that is cut short (exit 0,
 incomplete stdout) is rerun with the same seed up to `retries` times and is never counted.
 """
 
@@ -59,19 +61,37 @@ class ProgramExecutor:
         env: Mapping[str, str],
         variant: int = 0,
         sandbox: Sandbox | None = None,
+        watched: Iterable[Path] = (),
+        on_written: Callable[[Path], None] | None = None,
     ):
         self.argv, self.values = argv, dict(values)
         self.run_cfg, self.parse_cfg = run_cfg, parse_cfg
         self.workdir, self.env, self.variant = workdir, dict(env), variant
         self.sandbox = sandbox
+        # files the command names that no run was seen writing yet: a change after a run means
+        # the program writes it (not an input of the runs' key): `on_written` is told, once
+        self._watched = {path: _signature(path) for path in watched} if on_written is not None else {}
+        self._on_written = on_written
+        self._watch_lock = threading.Lock()
 
     def run(self, seed: int) -> RunRecord:
         argv = render_argv(self.argv, {**self.values, "seed": str(seed)})
         attempts, seconds, variant = 0, 0.0, self.variant
         while True:
             attempts += 1
-            res = run(argv, cwd=self.workdir, env=self.env, timeout=self.run_cfg.timeout, sandbox=self.sandbox)
+            res = run(
+                argv,
+                cwd=self.workdir,
+                env=self.env,
+                timeout=self.run_cfg.timeout,
+                sandbox=self.sandbox,
+                cap=self.run_cfg.max_output_mb << 20,
+            )
             seconds += res.seconds
+            if self._watched:
+                self._notice_writes()
+            if res.too_large:
+                return RunRecord(seed, "output-too-large", None, None, seconds, attempts, variant, res.stopped)
             if res.timed_out:
                 return RunRecord(
                     seed, "timeout", None, None, seconds, attempts, variant, f"killed after {self.run_cfg.timeout:g} s"
@@ -88,8 +108,26 @@ class ProgramExecutor:
                 return RunRecord(seed, "unparsable", None, 0, seconds, attempts, variant, str(exc))
             return RunRecord(seed, "ok", tokens, 0, seconds, attempts, variant, "")
 
+    def _notice_writes(self) -> None:
+        with self._watch_lock:
+            written = [p for p, sig in self._watched.items() if _signature(p) != sig]
+            for path in written:
+                del self._watched[path]
+        for path in written:
+            assert self._on_written is not None
+            self._on_written(path)
+
     def close(self) -> None:
         pass
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a file is written: its inode, size and modification time."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class ServerExecutor:
