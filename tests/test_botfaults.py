@@ -4,6 +4,7 @@ GitHub failing never slows a job. Real demo builds, the real GitHub stand-in ove
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -151,7 +152,7 @@ def test_a_write_outage_does_not_slow_the_job_and_the_result_is_posted_once_afte
         assert bot_comments(gh_server) == []  # nothing got through
         during = client.calls[seen[0] : seen[-1]]  # from the job's first event to its last
         assert during and not [c for c in during if c[0] == job_thread]  # none on the job's thread
-        assert any(m in ("POST", "PATCH") for t, m in client.calls if t == "bisectbot-outbox")
+        assert any(m in ("POST", "PATCH") for t, m in client.calls if t.startswith("bisectbot-outbox"))
         gh_server.faults.clear()  # GitHub answers again: the outbox's next attempt gets through
         assert bot.outbox.flush(120)
         bot.outbox.close()
@@ -211,6 +212,96 @@ def test_outbox_drops_what_retrying_cannot_change() -> None:
     assert box.flush(30)
     box.close()
     assert calls == [1] and box.dropped == 1
+
+
+def test_a_write_that_keeps_failing_delays_neither_its_own_lane_nor_the_results() -> None:
+    """Issue 25: writes went out one at a time in order, and a failed one went back to the head:
+    a reaction answering 500 forever held back a finished job's result. Now a failed write waits
+    on its own schedule, the lane sends what is ready meanwhile, and results have their own lane
+    (a Retry-After of five minutes on one reaction reschedules that reaction only)."""
+    sent: list[str] = []
+    attempts = {"react 1": 0, "react 2": 0}
+
+    def refused(name: str, retry_after: float | None) -> Callable[[], None]:
+        def send() -> None:
+            attempts[name] += 1
+            err = GitHubError("500 Internal Server Error")
+            err.status, err.retry_after = 500, retry_after
+            raise err
+
+        return send
+
+    box = Outbox(max_backoff=0.05)
+    box.put(("react", 1), "react 1", refused("react 1", None), lane="react")
+    box.put(("react", 2), "react 2", refused("react 2", 300.0), lane="react")
+    box.put(("react", 3), "react 3", lambda: sent.append("react 3"), lane="react")
+    box.put(("comment", 7), "progress", lambda: sent.append("progress"), lane="progress")
+    box.put(("comment", 8), "result", lambda: sent.append("result"), lane="result")
+    assert box.flush(30, lanes=("result", "progress"))
+    deadline = time.monotonic() + 30
+    while "react 3" not in sent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    while attempts["react 1"] < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(sent) == ["progress", "react 3", "result"]
+    assert attempts["react 1"] >= 5 and attempts["react 2"] == 1  # retried; waiting its 300 s
+    assert not box.flush(0.2)  # the two refused reactions are still owed to GitHub
+    box.close()
+
+
+def test_a_result_drops_the_progress_of_its_job_still_waiting_and_never_runs_beside_it() -> None:
+    sent: list[str] = []
+    gate, inflight = threading.Event(), threading.Event()
+
+    def slow_progress() -> None:
+        inflight.set()
+        gate.wait(10)
+        sent.append("progress 1")
+
+    box = Outbox()
+    box.put(("comment", 1, "job"), "progress 1", slow_progress, lane="progress")
+    assert inflight.wait(10)
+    box.put(("comment", 1, "job"), "progress 2", lambda: sent.append("progress 2"), lane="progress")
+    box.put(("comment", 1, "job"), "result", lambda: sent.append("result"), lane="result")
+    box.put(("comment", 1, "job"), "progress 3", lambda: sent.append("progress 3"), lane="progress")
+    time.sleep(0.2)
+    assert sent == []  # the result waits for the progress edit in flight on its comment
+    gate.set()
+    assert box.flush(30)
+    box.close()
+    assert sent == ["progress 1", "result"]
+
+
+@pytest.mark.heavy  # after the default suite (README: Tests)
+def test_reactions_refused_forever_do_not_hold_back_the_result_under_watch(
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
+    """The probe of issue 25 under a continuous `watch`: every reaction answers 500. The job's
+    result comment is posted within 30 s of the job's end, while the reaction is still failing."""
+    config = write_config(tmp_path, demo12, gh_server, retry_give_up_after=5)
+    gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good} bad=main")
+    gh_server.fail("POST", r".*/reactions", "500", times=100_000)
+    stop = threading.Event()
+    with open_bot(config, tmp_path / "st") as bot:
+        thread = threading.Thread(target=watch, args=(bot, ISSUE), kwargs={"once": False, "interval": 1, "stop": stop})
+        thread.start()
+        try:
+            done = posted = None
+            deadline = time.monotonic() + 600
+            while posted is None and time.monotonic() < deadline:
+                if done is None and db_rows(tmp_path / "st", "SELECT status FROM jobs") == [("done",)]:
+                    done = time.monotonic()
+                ours = job_comments(gh_server)
+                if done is not None and ours and demo12.culprit[:12] in ours[0] and "⏳" not in ours[0]:
+                    posted = time.monotonic()
+                time.sleep(0.1)
+            assert done is not None and posted is not None, "no result comment"
+            assert posted - done <= 30, posted - done
+            assert gh_server.count("POST", r".*/reactions") >= 2  # still trying, still refused
+        finally:
+            stop.set()
+            thread.join(timeout=120)
+            bot.outbox.close()
 
 
 # --------------------------------------------------------------------------- claims across state directories

@@ -48,7 +48,7 @@ from bisectbot.edges.files import fixture_hashes
 from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.storage import JobRow
 from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError, one_line
-from bisectbot.github.client import format_since
+from bisectbot.github.client import PROGRESS_BUDGET, format_since
 from bisectbot.github.commands import (
     BisectCommand,
     CancelCommand,
@@ -516,12 +516,15 @@ class Bot:
         def send() -> None:
             self.memory.mark_target_published(marker, issue, self.client.upsert_job_comment(issue, marker, body))
 
-        self.outbox.put(("comment", issue, marker), f"publish {marker} on #{issue}", send)
+        self.outbox.put(("comment", issue, marker), f"publish {marker} on #{issue}", send, lane="result")
 
     def queue_publish(self, marker: str, issue: int) -> None:
         """Hand a finished target's final body to the outbox (it replaces the job's last progress)."""
         self.outbox.put(
-            ("comment", issue, marker), f"publish {marker} on #{issue}", lambda: self._post_target(marker, issue)
+            ("comment", issue, marker),
+            f"publish {marker} on #{issue}",
+            lambda: self._post_target(marker, issue),
+            lane="result",
         )
 
     def publish_pending(self) -> None:
@@ -536,7 +539,7 @@ class Bot:
         published, still owed). What is still owed stays in the database for the next run."""
         before = len(self.memory.unpublished_targets())
         self.publish_pending()
-        self.outbox.flush(timeout)
+        self.outbox.flush(timeout, lanes=("result", "reply"))  # what is owed; reactions and progress are not
         return max(0, before - len(self.memory.unpublished_targets())), self.owed()
 
     def owed(self) -> int:
@@ -547,13 +550,18 @@ class Bot:
     def _progress(self, issue: int, job: str, body: str) -> None:
         def send() -> None:
             if job not in self._ended:  # once the job ended, its result owns the comment
-                self.client.upsert_job_comment(issue, job, body)
+                # one short try: the outbox retries it later, and meanwhile the job's result
+                # (same comment, same key lock) never waits long behind it
+                self.client.upsert_job_comment(issue, job, body, budget=PROGRESS_BUDGET)
 
-        self.outbox.put(("comment", issue, job), f"update the progress of {job} on #{issue}", send)
+        self.outbox.put(("comment", issue, job), f"update the progress of {job} on #{issue}", send, lane="progress")
 
     def _react(self, comment_id: int) -> None:
         self.outbox.put(
-            ("react", comment_id), f"react to comment {comment_id}", lambda: self.client.react(comment_id, "eyes")
+            ("react", comment_id),
+            f"react to comment {comment_id}",
+            lambda: self.client.react(comment_id, "eyes"),
+            lane="react",
         )
 
     def _reply(self, issue: int, comment_id: int, text: str) -> None:
@@ -565,4 +573,4 @@ class Bot:
         def send() -> None:
             self.memory.mark_reply_posted(issue, key, self.client.post_comment(issue, text, key))
 
-        self.outbox.put(("reply", issue, key), f"reply on #{issue} ({key})", send)
+        self.outbox.put(("reply", issue, key), f"reply on #{issue} ({key})", send, lane="reply")

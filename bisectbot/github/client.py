@@ -55,6 +55,7 @@ T = TypeVar("T")
 
 DEFAULT_API_URL = "https://api.github.com"
 CLAIM_BUDGET = 10.0  # seconds a job claim may take: the job waits for it (then runs unclaimed)
+PROGRESS_BUDGET = 10.0  # seconds a progress edit may take: the outbox tries again later
 _REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _SINCE_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 
@@ -395,11 +396,12 @@ class GitHubClient:
 
         self._call("POST", url, post)
 
-    def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
-        """Create the job's comment once, then edit it in place. Safe to retry and to restart."""
+    def upsert_job_comment(self, issue: int, job_id: str, body: str, *, budget: float | None = None) -> int:
+        """Create the job's comment once, then edit it in place. Safe to retry and to restart.
+        `budget` bounds the whole call (a progress edit: short, the outbox tries again later)."""
         if not KEY_RE.fullmatch(job_id):
             raise ValueError(f"job id {job_id!r} must match {KEY_RE.pattern}")
-        return self._create_once(int(issue), JOB_MARKER.format(job_id), body, edit=True)
+        return self._create_once(int(issue), JOB_MARKER.format(job_id), body, edit=True, budget=budget)
 
     def claim_job(self, issue: int, job_id: str, instance: str, body: str) -> bool:
         """Claim a job on the issue itself: True if it is this bot instance's to run.
@@ -450,7 +452,7 @@ class GitHubClient:
             raise ValueError(f"reply key {key!r} must match {KEY_RE.pattern}")
         return self._create_once(int(issue), REPLY_MARKER.format(key), body, edit=False)
 
-    def _create_once(self, issue: int, marker: str, body: str, *, edit: bool) -> int:
+    def _create_once(self, issue: int, marker: str, body: str, *, edit: bool, budget: float | None = None) -> int:
         full = clip(f"{marker}\n{body}")
         key = (issue, marker)
         known = self._known.get(key)
@@ -458,7 +460,8 @@ class GitHubClient:
             return int(known.id)
         if known is not None:
             url = self._url("issues", "comments", known.id)
-            if self._call("PATCH", url, lambda: _edit(known, clip(f"{_first_line(known.body or '')}\n{body}"))):
+            edit_it = lambda: _edit(known, clip(f"{_first_line(known.body or '')}\n{body}"))  # noqa: E731
+            if self._call("PATCH", url, edit_it, budget=budget):
                 return int(known.id)
             self._known.pop(key, None)  # deleted by someone: find or create again
         target = self.issue(issue)
@@ -483,7 +486,7 @@ class GitHubClient:
                 )
             return created
 
-        comment = self._call("POST", self._url("issues", issue, "comments"), find_or_create)
+        comment = self._call("POST", self._url("issues", issue, "comments"), find_or_create, budget=budget)
         self._known[key] = comment
         return int(comment.id)
 

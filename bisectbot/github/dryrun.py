@@ -48,7 +48,7 @@ class DryRunClient:
             self._keys[k] = next(self._ids)
             return self._keys[k], True
 
-    def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
+    def upsert_job_comment(self, issue: int, job_id: str, body: str, *, budget: float | None = None) -> int:
         if not KEY_RE.fullmatch(job_id):
             raise ValueError(f"job id {job_id!r} must match {KEY_RE.pattern}")
         cid, new = self._id_for(issue, "job=" + job_id)

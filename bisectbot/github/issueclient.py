@@ -42,8 +42,9 @@ class IssueClient(Protocol):
 
     bot_login: str
 
-    def upsert_job_comment(self, issue: int, job_id: str, body: str) -> int:
-        """Create the job's comment once, then edit it in place; return its id."""
+    def upsert_job_comment(self, issue: int, job_id: str, body: str, *, budget: float | None = None) -> int:
+        """Create the job's comment once, then edit it in place; return its id (within `budget`
+        seconds when given: a progress edit tries once, briefly)."""
         ...
 
     def post_comment(self, issue: int, body: str, key: str) -> int:
