@@ -14,6 +14,7 @@ Exit codes (documented in README.md, relied on by scripts):
   4  bisect: an endpoint does not test as given · test: SKIP (cannot build or run)
   5  GitHub: publishing failed after retries (the result stays in the state database)
   130 interrupted (Ctrl-C); rerun the same command to resume
+  143, 129 stopped by SIGTERM, SIGHUP: the same way out as Ctrl-C (cli/guard.py)
 """
 
 from __future__ import annotations

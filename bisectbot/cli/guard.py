@@ -5,7 +5,9 @@ as one line on stderr — a BisectbotError, a refused file, Ctrl-C, a usage erro
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from typing import Any, Callable
 
 import click
@@ -33,9 +35,31 @@ BISECT_EXIT = {
 }
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: the same way out as Ctrl-C (a build's process group killed, runs in
+    flight finished and stored, writes in flight finished), with the exit code 128 + signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
+
+def _stop_like_ctrl_c() -> None:
+    """SIGTERM and SIGHUP raise `Stopped` in the main thread, as SIGINT raises KeyboardInterrupt
+    (their default kills the process at once: no message, a build left running)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _stop)
+
+
 def guard(fn: Callable[[], int]) -> None:
     """Run a command body: BisectbotError → one line on stderr and its exit code."""
     try:
+        _stop_like_ctrl_c()
         _check_outputs()
         code = _closing(fn)
     except BisectbotError as exc:
@@ -45,6 +69,10 @@ def guard(fn: Callable[[], int]) -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"bisectbot: error: {where}{exc.strerror or exc}", err=True)
         sys.exit(EXIT_INPUT)
+    except Stopped as exc:
+        name = signal.Signals(exc.signum).name
+        click.echo(f"bisectbot: stopping ({name}); rerun the same command to resume", err=True)
+        sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
         click.echo("bisectbot: interrupted; rerun the same command to resume", err=True)
         sys.exit(130)

@@ -67,9 +67,11 @@ def watch(
         assert number is not None
         with open_state(root) as state:
             bot = Bot(cfg, config, state, client, terminal)
-            run_watch(bot, number, once=once, interval=interval or cfg.github.poll_interval)
-            failed = bot.owed()
-            bot.outbox.close()
+            try:
+                run_watch(bot, number, once=once, interval=interval or cfg.github.poll_interval)
+                failed = bot.owed()
+            finally:
+                bot.outbox.close()  # on a stop too: the writes in flight are finished
         return EXIT_GITHUB if failed else EXIT_OK
 
     guard(body)
@@ -151,10 +153,12 @@ def check(
             held = state.store.stored("", ())  # the ref is resolved inside the check: totals only
             terminal.line(state_line(root, held.runs, held.builds))
             bot = Bot(cfg, config, state, client, terminal)
-            out = bot.run_check(the_ref, number)
-            # the comments go out on the outbox's thread: wait for GitHub as long as a call may
-            out.published = bot.settle(cfg.github.retry_give_up_after if cfg.github else 0.0)[1] == 0
-            bot.outbox.close()
+            try:
+                out = bot.run_check(the_ref, number)
+                # the comments go out on the outbox's threads: wait for GitHub as long as a call may
+                out.published = bot.settle(cfg.github.retry_give_up_after if cfg.github else 0.0)[1] == 0
+            finally:
+                bot.outbox.close()
         terminal.close()
         if json_path != "-":
             if out.pull is not None:
@@ -185,8 +189,10 @@ def publish(config: str, state_dir: str | None, quiet: bool) -> None:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
         with open_state(root) as state:
             bot = Bot(cfg, config, state, client, terminal)
-            posted, failed = bot.settle(cfg.github.retry_give_up_after if cfg.github else 0.0)
-            bot.outbox.close()
+            try:
+                posted, failed = bot.settle(cfg.github.retry_give_up_after if cfg.github else 0.0)
+            finally:
+                bot.outbox.close()
         click.echo(f"published {posted} result(s); {failed} still unpublished", err=True)
         return EXIT_GITHUB if failed else EXIT_OK
 
