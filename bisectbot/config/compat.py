@@ -22,6 +22,7 @@ def without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
     _test_budgets(data)
     _build_variants(data)
     _build_generator(data)
+    _run_jail_keys(data)
     _run_variant_keys(data)
     _arm_keys(data)
     return data
@@ -42,6 +43,17 @@ def _build_generator(data: dict[str, Any]) -> None:
     build = data.get("build") or {}
     if build.get("generator") == "auto":
         build.pop("generator")
+
+
+def _run_jail_keys(data: dict[str, Any]) -> None:
+    """run.max_output_mb at its default (16) and run.inputs unset. Added 2026-12-03 (issue 25,
+    the run jail and run files). Can go once no state directory holds an unfinished job from
+    before then."""
+    run = data.get("run") or {}
+    if run.get("max_output_mb") == 16:
+        run.pop("max_output_mb")
+    if run.get("inputs", "unset") is None:
+        run.pop("inputs")
 
 
 def _build_variants(data: dict[str, Any]) -> None:

@@ -163,6 +163,13 @@ class RunConfig(Strict):
     jobs: int = Field(default=0, ge=0)
     retries: int = Field(default=3, ge=0)  # reruns of a seed whose output was incomplete
     env: dict[str, str] = Field(default_factory=dict)
+    # stdout and stderr are each read up to this; past it the run is stopped and recorded as
+    # `output-too-large` (never parsed), so a runaway program cannot fill the bot's memory
+    max_output_mb: int = Field(default=16, gt=0, le=4096)
+    # the argv elements (as written, e.g. "{fixtures}/target.gguf") naming files the program
+    # reads: their contents key the stored runs. Unset: every file the argv names, except those
+    # a run was seen writing (a log file), which key the runs by their first-seen content only
+    inputs: list[str] | None = None
 
     @model_validator(mode="after")
     def _one_command(self) -> "RunConfig":

@@ -9,7 +9,7 @@ import json
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # Tables every schema version has: a database without them is not a bisectbot database.
 CORE_TABLES = frozenset({"builds", "runs", "verdicts", "jobs"})
 
@@ -239,6 +239,29 @@ def _to_v6(db: sqlite3.Connection) -> None:
     _execute_each(db, _V6)
 
 
+# Version 7: the files the run command names, as first seen, and whether a run wrote them
+# (a log file is not an input of the runs' key: issue 25).
+_V7 = """
+CREATE TABLE run_files (
+    path        TEXT PRIMARY KEY,
+    first       TEXT,                  -- sha256 when first seen; NULL: it did not exist
+    output      INTEGER NOT NULL DEFAULT 0   -- 1: a run was seen writing it
+);
+"""
+
+
+def _to_v7(db: sqlite3.Connection) -> None:
+    _execute_each(db, _V7)
+
+
 # MIGRATIONS[v] takes a database at version v to v + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_to_v1, _to_v2, _to_v3, _to_v4, _to_v5, _to_v6)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _to_v1,
+    _to_v2,
+    _to_v3,
+    _to_v4,
+    _to_v5,
+    _to_v6,
+    _to_v7,
+)
 assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -472,6 +472,27 @@ class Store:
         with self.write() as db:
             db.execute("INSERT OR REPLACE INTO reference_cache (key, value) VALUES (?,?)", (key, json.dumps(value)))
 
+    # -- files the run command names ----------------------------------------------------------
+    def run_file(self, path: str) -> dict[str, Any] | None:
+        """What is known of a file the run command names: its sha256 when first seen (None: it
+        did not exist) and whether a run was seen writing it (`output`)."""
+        row = self.one("SELECT first, output FROM run_files WHERE path=?", (path,))
+        return None if row is None else {"first": row["first"], "output": bool(row["output"])}
+
+    def first_sight(self, path: str, sha: str | None) -> dict[str, Any]:
+        """Record a run-command file the first time it is seen (never overwritten); the record."""
+        with self.write() as db:
+            db.execute("INSERT OR IGNORE INTO run_files (path, first) VALUES (?,?)", (path, sha))
+        found = self.run_file(path)
+        assert found is not None
+        return found
+
+    def mark_output(self, path: str) -> None:
+        """A run wrote this file: from now on it is not an input of the runs' key."""
+        with self.write() as db:
+            db.execute("INSERT OR IGNORE INTO run_files (path, first) VALUES (?, NULL)", (path,))
+            db.execute("UPDATE run_files SET output=1 WHERE path=?", (path,))
+
     # -- scheduled checks ----------------------------------------------------------------------
     def last_good(self, config: str) -> LastGood | None:
         row = self.one("SELECT sha, ref, date FROM last_good WHERE config=?", (config,))

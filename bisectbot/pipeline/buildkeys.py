@@ -54,6 +54,19 @@ class Placeholders(dict):  # type: ignore[type-arg]
         return "{" + key + "}"
 
 
+def named_paths(args: Iterable[str], values: Mapping[str, str]) -> dict[str, Path]:
+    """The absolute path each argument names (`-DX=<path>` or a path), existing or not, keyed by
+    the argument as written."""
+    out: dict[str, Path] = {}
+    known = Placeholders(values)
+    for arg in args:
+        text = arg.format_map(known) if "{" in arg else arg
+        value = text.split("=", 1)[1] if text.startswith("-D") and "=" in text else text
+        if Path(value).is_absolute():
+            out[arg] = Path(value)
+    return out
+
+
 def named_files(args: Iterable[str], values: Mapping[str, str]) -> dict[str, str]:
     """sha256 of every existing file an argument names (`-DX=<path>` or a path), keyed by the
     argument as written: editing such a file changes what a stored build or run stood for."""

@@ -33,14 +33,14 @@ from bisectbot.core.keys import json_key
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.policy import UnitCosts, unit_costs
 from bisectbot.core.records import BuildRecord, RunRecord
-from bisectbot.edges.files import content_hash
+from bisectbot.edges.files import content_hash, file_sha256
 from bisectbot.edges.procs import Server, clean_env, free_port, run
 from bisectbot.edges.sandbox import Sandbox, with_explicit
 from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.storage import VariantChoice
 from bisectbot.edges.workspace import Export, Workspace
 from bisectbot.pipeline.build import Builder
-from bisectbot.pipeline.buildkeys import named_files
+from bisectbot.pipeline.buildkeys import named_files, named_paths
 from bisectbot.pipeline.events import Events, VariantChosen, VariantFailed
 from bisectbot.pipeline.sweep import Executor, ProgramExecutor, RunStream, ServerExecutor, render_argv
 
@@ -155,6 +155,7 @@ class CommitRunner:
             "source": str(self.workspace.root),
             "build": str(self.builder.build_dir(cfg.build, build.variant)),
         }
+        files, watched = self._run_files(variant.argv, values)
         executor = ProgramExecutor(
             variant.argv,
             values,
@@ -164,6 +165,8 @@ class CommitRunner:
             env=env,
             variant=index,
             sandbox=self.sandbox,
+            watched=watched,
+            on_written=lambda path: self.state.store.mark_output(str(path)),
         )
         # on a cluster, runs are filed by the build's identity (commit, build key, which hashes the
         # cmake arguments and the compiler, build variant) rather than the binary's bytes, which
@@ -177,7 +180,7 @@ class CommitRunner:
             "kind": "program",
             "argv": variant.argv,
             "binaries": binaries,
-            "files": named_files(variant.argv, values),
+            "files": files,
             "env": cfg.run.env,
             "parse": parse.model_dump(mode="json"),
             **({"sandbox": self.sandbox.key()} if self.sandbox is not None else {}),
@@ -193,6 +196,33 @@ class CommitRunner:
             choice=key,
             throttle=self.throttle,
         )
+
+    def _run_files(self, argv: list[str], values: Mapping[str, str]) -> tuple[dict[str, str], list[Path]]:
+        """The files of the run command that key its runs, and those to watch for writes.
+
+        `run.inputs` (argv elements as written) names the inputs. Without it, every file the
+        argv names is an input unless a run was seen writing it in this state directory (a log
+        file a wrapper appends to): such a file stands in the key with the content it had when
+        first seen, so the runs stored before the write was noticed keep their key, and a
+        restart reruns none of them. Files not yet known as written are watched."""
+        chosen, store = self.cfg.run.inputs, self.state.store
+        files: dict[str, str] = {}
+        watched: list[Path] = []
+        for arg, path in named_paths(argv, values).items():
+            current = file_sha256(path) if path.is_file() else None
+            if chosen is not None:
+                if arg in chosen and current is not None:
+                    files[arg] = current
+                continue
+            seen = store.run_file(str(path)) or store.first_sight(str(path), current)
+            if seen.get("output"):
+                if seen.get("first") is not None:
+                    files[arg] = seen["first"]
+                continue
+            if current is not None:
+                files[arg] = current
+            watched.append(path)
+        return files, watched
 
     def prepare_arm(self, sha: str, arm: str) -> Prepared:
         """Build a cross-check arm's server at the commit; it starts only if a seed must run.
