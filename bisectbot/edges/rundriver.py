@@ -81,7 +81,8 @@ def kill_tree(p):
                 pass
         if p.returncode is not None and reap():
             return
-        for pid in children():
+        killed = children()
+        for pid in killed:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
@@ -90,7 +91,14 @@ def kill_tree(p):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        time.sleep(0.002)
+        if p.returncode is None or not killed:
+            time.sleep(0.002)
+            continue
+        for pid in killed:  # our children, killed: each is reaped in moments (its own children
+            try:  # are ours now, for the next round)
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
 def leftovers(p):
     # after the program exited and was waited for: anything still ours is what it left behind
