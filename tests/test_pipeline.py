@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sqlite3
 import subprocess
@@ -384,6 +385,15 @@ def test_sticky_strategy_finds_the_culprit(small_demo: DemoHistory, tmp_path: Pa
     # the build break was either never visited or skipped, never counted as a side
     assert all(v["verdict"] == "skip" for v in report["verdicts"] if v["sha"] == small_demo.build_break)
     assert report["confidence"] >= 0.99
+    # the confirmation runs a side only while a question is open for it: the culprit's quick
+    # tests do not keep it running alongside the parent's long GOOD (runs in flight aside)
+    culprit = [v for v in report["verdicts"] if v["sha"] == small_demo.culprit and v["arm"] == "main"]
+    spent = sum(max(v["runs"] for v in culprit if v["block"] == b) for b in {v["block"] for v in culprit})
+    con = sqlite3.connect(tmp_path / "st" / "state.sqlite3")
+    stored = con.execute("SELECT COUNT(*) FROM runs WHERE sha=?", (small_demo.culprit,)).fetchone()[0]
+    con.close()
+    parent = max(v["runs"] for v in report["verdicts"] if v["role"] == "retest-parent")
+    assert stored <= spent + 4 * (os.cpu_count() or 1) < parent, (stored, spent, parent)
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)

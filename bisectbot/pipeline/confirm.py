@@ -14,7 +14,9 @@ time, and three questions are answered on those runs:
   nothing changed is never named, whatever the history looks like.
 
 It stops as soon as an answer rules the pair out (the parent departs, the commit does not) or
-all are in. With `--find fixed` the roles of GOOD and BAD swap, as everywhere.
+all are in; a side whose questions are all answered runs no more (once the change test has
+decided, the commit runs on only while its own test against the reference is open, and so does
+the parent: each test sees the same sequence of runs either way). With `--find fixed` the roles of GOOD and BAD swap, as everywhere.
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ def confirm(
         while True:
             try:
                 for name, feed in feeds.items():
+                    if change is not None and (name not in needed or name in decided):
+                        feed.close()  # nothing asked of it any more: no more of its runs
+                        continue
                     current = name
                     feed.next()
             except Untestable as exc:
