@@ -35,6 +35,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_jail import clear_runs  # noqa: E402  (bench/ is on the path: the script's directory)
+
 from bisectbot.config import load_config  # noqa: E402
 from bisectbot.demo import generate_demo  # noqa: E402
 
@@ -70,7 +72,7 @@ def main() -> None:
         cfg = load_config(config)
         seeded = work / "seeded"
         cli("test", str(config), "--commit", demo.good, "--state", str(seeded))
-        _clear_runs(seeded / "state.sqlite3")
+        clear_runs(seeded / "state.sqlite3")
         jobs = cfg.run.jobs or os.cpu_count() or 1
         ours, theirs, runs = [], [], 0
         for _ in range(args.reps):
@@ -97,18 +99,6 @@ def main() -> None:
             )
         a, b = statistics.median(ours), statistics.median(theirs)
         print(f"\nper run (medians of {args.reps}): bisectbot {a * 1000:.2f} ms, bare {b * 1000:.2f} ms: {a / b:.2f}x")
-
-
-def _clear_runs(db: Path) -> None:
-    import sqlite3
-
-    con = sqlite3.connect(db)
-    try:
-        for table in ("runs", "verdicts", "jobs"):
-            con.execute(f"DELETE FROM {table}")
-        con.commit()
-    finally:
-        con.close()
 
 
 if __name__ == "__main__":
