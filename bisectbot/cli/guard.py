@@ -36,7 +36,7 @@ BISECT_EXIT = {
 
 
 class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP: the same way out as Ctrl-C (a build's process group killed, runs in
+    """SIGTERM or SIGHUP: the same way out as Ctrl-C (a build and what it started killed, runs in
     flight finished and stored, writes in flight finished), with the exit code 128 + signal."""
 
     def __init__(self, signum: int):
