@@ -102,10 +102,6 @@ def kill_tree(p):
 
 def leftovers(p):
     # after the program exited and was waited for: anything still ours is what it left behind
-    try:
-        os.killpg(p.pid, signal.SIGKILL)  # its group (a usual background child)
-    except OSError:
-        pass
     if not reap():
         kill_tree(p)
 

@@ -67,6 +67,15 @@ class LastGood:
 
 
 @dataclass(frozen=True)
+class RunFile:
+    """A file the run command names: its sha256 when first seen (None: it did not exist), and
+    whether a run was seen writing it (then it is not an input of the runs' key)."""
+
+    first: str | None
+    output: bool
+
+
+@dataclass(frozen=True)
 class VariantChoice:
     """Which command variant a binary runs with, why, and the variants that failed at run time."""
 
@@ -473,13 +482,12 @@ class Store:
             db.execute("INSERT OR REPLACE INTO reference_cache (key, value) VALUES (?,?)", (key, json.dumps(value)))
 
     # -- files the run command names ----------------------------------------------------------
-    def run_file(self, path: str) -> dict[str, Any] | None:
-        """What is known of a file the run command names: its sha256 when first seen (None: it
-        did not exist) and whether a run was seen writing it (`output`)."""
+    def run_file(self, path: str) -> RunFile | None:
+        """What is known of a file the run command names (None: never seen)."""
         row = self.one("SELECT first, output FROM run_files WHERE path=?", (path,))
-        return None if row is None else {"first": row["first"], "output": bool(row["output"])}
+        return None if row is None else RunFile(row["first"], bool(row["output"]))
 
-    def first_sight(self, path: str, sha: str | None) -> dict[str, Any]:
+    def first_sight(self, path: str, sha: str | None) -> RunFile:
         """Record a run-command file the first time it is seen (never overwritten); the record."""
         with self.write() as db:
             db.execute("INSERT OR IGNORE INTO run_files (path, first) VALUES (?,?)", (path, sha))

@@ -95,11 +95,6 @@ class Outbox:
                 self._cond.wait(min(left, 0.5))
             return True
 
-    def waiting(self, lane: str) -> int:
-        """How many writes `lane` still holds (not counting the one in flight)."""
-        with self._cond:
-            return len(self._lanes.get(lane, {}))
-
     def close(self) -> None:
         """Stop the threads after the writes in flight (what is still queued is owed in the database)."""
         with self._cond:

@@ -70,15 +70,7 @@ def named_paths(args: Iterable[str], values: Mapping[str, str]) -> dict[str, Pat
 def named_files(args: Iterable[str], values: Mapping[str, str]) -> dict[str, str]:
     """sha256 of every existing file an argument names (`-DX=<path>` or a path), keyed by the
     argument as written: editing such a file changes what a stored build or run stood for."""
-    out: dict[str, str] = {}
-    known = Placeholders(values)
-    for arg in args:
-        text = arg.format_map(known) if "{" in arg else arg
-        value = text.split("=", 1)[1] if text.startswith("-D") and "=" in text else text
-        path = Path(value)
-        if path.is_absolute() and path.is_file():
-            out[arg] = file_sha256(path)
-    return out
+    return {arg: file_sha256(path) for arg, path in named_paths(args, values).items() if path.is_file()}
 
 
 def compiler_version() -> str:

@@ -16,7 +16,8 @@ time, and three questions are answered on those runs:
 It stops as soon as an answer rules the pair out (the parent departs, the commit does not) or
 all are in; a side whose questions are all answered runs no more (once the change test has
 decided, the commit runs on only while its own test against the reference is open, and so does
-the parent: each test sees the same sequence of runs either way). With `--find fixed` the roles of GOOD and BAD swap, as everywhere.
+the parent: each test sees the same sequence of runs either way). With `--find fixed` the roles
+of GOOD and BAD swap, as everywhere.
 """
 
 from __future__ import annotations

@@ -215,9 +215,9 @@ class CommitRunner:
                     files[arg] = current
                 continue
             seen = store.run_file(str(path)) or store.first_sight(str(path), current)
-            if seen.get("output"):
-                if seen.get("first") is not None:
-                    files[arg] = seen["first"]
+            if seen.output:
+                if seen.first is not None:
+                    files[arg] = seen.first
                 continue
             if current is not None:
                 files[arg] = current
