@@ -382,3 +382,18 @@ def test_run_inputs_names_the_files_that_key_the_runs(small_demo: DemoHistory, t
     assert executed() == 0
     model.write_text("v2")
     assert executed() > 0
+
+
+def test_leftovers_that_leave_their_session_later_or_spread_wide_are_killed_too() -> None:
+    """Cases the jail was not written around: a child that waits before leaving the session
+    (it is still in the run's group when the program exits, and setsid only afterwards would
+    escape a group kill), and eight nested trees that each left the session at once."""
+    late = run(["sh", "-c", "(sleep 0.3; setsid sleep 1005.75) >/dev/null 2>&1 & echo x"], timeout=60, cap=CAP)
+    wide = run(
+        ["sh", "-c", 'for i in 1 2 3 4 5 6 7 8; do setsid sh -c "sleep 1005.5 & sleep 1005.5" & done; echo y'],
+        timeout=60,
+        cap=CAP,
+    )
+    assert (late.returncode, late.stdout, wide.returncode, wide.stdout) == (0, "x\n", 0, "y\n")
+    time.sleep(0.6)  # past the moment the late child would have left its session
+    assert alive("1005.75") == [] and alive("1005.5") == []
