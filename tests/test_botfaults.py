@@ -272,6 +272,27 @@ def test_a_result_drops_the_progress_of_its_job_still_waiting_and_never_runs_bes
     assert sent == ["progress 1", "result"]
 
 
+def test_a_progress_put_while_its_result_is_being_sent_is_dropped() -> None:
+    """The race the test above can lose under load: the result already taken by its lane (in
+    flight, not waiting) when a progress body for the same comment arrives."""
+    sent: list[str] = []
+    gate, inflight = threading.Event(), threading.Event()
+
+    def slow_result() -> None:
+        inflight.set()
+        gate.wait(10)
+        sent.append("result")
+
+    box = Outbox()
+    box.put(("comment", 1, "job"), "result", slow_result, lane="result")
+    assert inflight.wait(10)
+    box.put(("comment", 1, "job"), "late progress", lambda: sent.append("late progress"), lane="progress")
+    gate.set()
+    assert box.flush(30)
+    box.close()
+    assert sent == ["result"]
+
+
 @pytest.mark.heavy  # after the default suite (README: Tests)
 def test_reactions_refused_forever_do_not_hold_back_the_result_under_watch(
     gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path

@@ -12,8 +12,8 @@ here and goes on.
 * **Coalesced.** Writes are keyed (a comment's marker, a reaction's comment): a newer write for
   a key replaces the one still waiting, so ten progress bodies during an outage become one edit.
   A job's result and its progress share the job's key: putting the result drops the progress
-  still waiting, a progress put while the result waits is dropped, and one key is never sent by
-  two lanes at once (a lock per key), so no late progress can overwrite a result.
+  still waiting, a progress put while the result waits or is being sent is dropped, and one key
+  is never sent by two lanes at once (a lock per key), so no late progress can overwrite a result.
 * **Patient, one write at a time.** A failed write stays queued in its lane and waits on its
   own: GitHub's `Retry-After` (`GitHubError.retry_after`) reschedules only that write; any other
   transient failure backs it off exponentially up to `max_backoff`, and the lane sends the next
@@ -72,8 +72,8 @@ class Outbox:
                 for other, items in self._lanes.items():
                     if other != "result":
                         items.pop(key, None)  # the result owns the key from now on
-            elif key in self._lanes.get("result", {}):
-                return  # its result is waiting: an older kind of write for it is moot
+            elif self._result_holds(key):
+                return  # its result is waiting or being sent: an older kind of write for it is moot
             items = self._lanes.setdefault(lane, {})
             old = items.get(key)
             items[key] = _Write(what, send, old.not_before if old else 0.0, old.failures if old else 0)
@@ -103,6 +103,10 @@ class Outbox:
             threads = list(self._threads.values())
         for thread in threads:
             thread.join(timeout=5.0)
+
+    def _result_holds(self, key: Hashable) -> bool:
+        """A result for `key` is queued or in flight (call with the condition held)."""
+        return key in self._lanes.get("result", {}) or ("result" in self._busy and self._busy["result"] == key)
 
     def _next(self, lane: str) -> tuple[Hashable, _Write] | None:
         with self._cond:
@@ -152,8 +156,8 @@ class Outbox:
             write.failures += 1
             write.not_before = self.clock() + delay
             items = self._lanes.setdefault(lane, {})
-            if lane != "result" and key in self._lanes.get("result", {}):
-                return  # its result is waiting now: this write is moot
+            if lane != "result" and self._result_holds(key):
+                return  # its result is waiting or being sent now: this write is moot
             if key not in items:  # a newer write for the key wins; else this one goes first again
                 self._lanes[lane] = {key: write, **items}
             log.warning("could not %s, trying again in %.0f s: %s", write.what, delay, exc)
