@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -57,6 +57,10 @@ BUILD_COST = 100  # a build costs as much as 100 runs (the first design's unit o
 # history took 11–140 s, mean ~75 s, a run ~40 ms (issue 20: one build ≈ 1,900 runs). The demo:
 # `bisectbot demo` on 2 cores, ccache warm: builds 0.1–0.7 s (~0.4), 4,272 runs in ~10 s.
 COSTS: dict[str, tuple[float, float]] = {"llama": (75.0, 0.040), "demo": (0.4, 0.0023)}
+# Seconds to scan a commit's compile inputs without building it (configure, then the preprocessor
+# alone: `linkgraph.scanned_inputs`), for a broken end tested last. Measured on the 0.3.36 tree,
+# 2 cores: 10.7 s (its cold build: 183 s). Versions without the scan never pay it.
+SCAN_SECONDS: dict[str, float] = {"llama": 11.0, "demo": 0.4}
 
 CONFIG = """\
 name: sim
@@ -269,6 +273,7 @@ class Outcome:
     builds: int
     strategy: str
     error: str = ""
+    scans: int = 0  # the broken end's inputs scanned instead of built (a broken end tested last)
 
     @property
     def cost(self) -> int:
@@ -277,7 +282,7 @@ class Outcome:
     def seconds(self, setting: str) -> float:
         """Wall seconds at a cost setting (COSTS): builds and runs, one after the other."""
         build, run = COSTS[setting]
-        return self.builds * build + self.runs * run
+        return self.builds * build + self.runs * run + self.scans * SCAN_SECONDS[setting]
 
 
 def run_one(cfg: Config, history: History, strategy: str = "auto", costs: str = "llama") -> Outcome:
@@ -288,7 +293,7 @@ def run_one(cfg: Config, history: History, strategy: str = "auto", costs: str = 
     try:
         report = run_report(cfg, history, strategy, costs)
     except EndpointError as exc:
-        return Outcome("endpoint-error", None, 0.0, 0, 0, strategy, str(exc)[:200])
+        return Outcome("endpoint-error", None, 0.0, 0, 0, strategy, str(exc)[:200], int(_broken_last(costs)))
     line = history.shas
     named = line.index(report.first_bad) if report.first_bad else None
     return Outcome(
@@ -299,7 +304,17 @@ def run_one(cfg: Config, history: History, strategy: str = "auto", costs: str = 
         report.builds,
         report.strategy,
         "" if named is not None else report.message[:200],
+        int(_broken_last(costs)),
     )
+
+
+def _broken_last(costs: str) -> bool:
+    """Does this version test the broken end last at this cost setting (as pipeline.narrow
+    decides from the working end's build)? False for versions without it."""
+    from bisectbot.core import policy
+
+    decide = getattr(policy, "broken_end_last", None)
+    return bool(decide and decide(COSTS[costs][0]))
 
 
 def run_report(
@@ -315,6 +330,8 @@ def run_report(
     line = narrowed.line if narrowed is not None else tuple(history.shas)
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
     plan = BisectPlan("sim", line, "good", "bad", find, strategy, level, "sim.yaml", narrowed=narrowed)
+    if _broken_last(costs):
+        plan = replace(plan, broken_last=True)
     context = ReportContext(
         resolved.summary(cfg), ConfigSummary("sim", "", "sim.yaml"), Environment("", "", [], "", "", "", "")
     )

@@ -316,6 +316,10 @@ class StatTestConfig(Strict):
     confidence: float = Field(default=0.99, gt=0.5, lt=1)  # whole-bisect target
     model_runs: int = Field(default=MODEL_RUNS, gt=0, le=SEED_BLOCK)  # the bad-model stage's budget
     search_runs: int = Field(default=SEARCH_RUNS, gt=0)  # the sticky search's budget (then: ambiguous)
+    # when the broken end is tested: first (before the search: an early error if it does not
+    # reproduce), last (only if the answer rests on it: its build saved), auto (last when the
+    # working end's build took 20 s or more: core.policy.broken_end_last)
+    broken_end: Literal["auto", "first", "last"] = "auto"
 
     @model_validator(mode="after")
     def _zone(self) -> "StatTestConfig":

@@ -39,6 +39,8 @@ THIRD = 0.5
 # Before this state directory has measured anything: llama.cpp's figures (a conservative choice).
 DEFAULT_BUILD_SECONDS = 75.0
 DEFAULT_RUN_SECONDS = 0.04
+# A build at least this long makes the broken end worth testing last (`broken_end_last`).
+BROKEN_LAST_MIN_BUILD_SECONDS = 20.0
 CHANGE_PENALTY_NATS = 3.0  # what the change test's mixtures cost, in nats, on top of log(1/alpha)
 
 
@@ -214,6 +216,30 @@ def situation(
     per_seed = math.log((1 - two_sample.ALIKE_DELTA / 4) / (1 - two_sample.ALIKE_DELTA))
     alike = min(float(max_runs), math.log(1 / two_sample.STEER_LEVEL) / per_seed + 1)
     return Situation(commits, float(good_runs), float(max(bad.sum(), 1)), quick, model, change, third, alike)
+
+
+def gross_guess(ref: stats.Reference) -> list[int]:
+    """Counts standing for a broken end not tested yet (tested last): every run the reference's
+    least likely outcome, a gross defect, the case most favourable to quick steps (so a choice of
+    reference steps made with it holds for any broken end)."""
+    rare = int(np.argmin(np.asarray(ref.estimate, dtype=float)))
+    return [100 if i == rare else 0 for i in range(len(ref.names))]
+
+
+def broken_end_last(build_seconds: float) -> bool:
+    """Test the broken end only when the answer rests on it, not before the search?
+
+    With reference steps (every step a test against the reference) the answer never rests on
+    the broken end unless the search ends next to it: a named commit is shown to depart by its
+    own test, its parent to pass by its own, and the two to differ. Testing the broken end first
+    buys an early error when it does not reproduce, at the price of its build on every bisect
+    (one build of ~⌈log2 N⌉ + 2, a cold one: 3 min for a 2025 llama.cpp tree). Worth paying
+    when builds are cheap (the early error costs nothing); not when a build, measured on the
+    working end, takes `BROKEN_LAST_MIN_BUILD_SECONDS` or more: then the broken end is tested
+    when the search reaches it (its "does not test as given" error comes at the end) and its
+    compile inputs, which the narrowing needs, are scanned without building (a few per cent
+    of a build)."""
+    return build_seconds >= BROKEN_LAST_MIN_BUILD_SECONDS
 
 
 def _dur(seconds: float) -> str:

@@ -42,7 +42,7 @@ from bisectbot.errors import EndpointError
 from bisectbot.pipeline import confirm, summary
 from bisectbot.pipeline.budget import Budget, BudgetSpent
 from bisectbot.pipeline.crosscheck import cross_check
-from bisectbot.pipeline.endpoints import check_endpoints, endpoint_message, log_command
+from bisectbot.pipeline.endpoints import check_endpoints, endpoint_message, log_command, test_broken_end
 from bisectbot.pipeline.events import (
     BisectStarted,
     BudgetReached,
@@ -86,13 +86,14 @@ class Bisection(Ledger):
         costs = _unit_costs(self.tester.runner)
         ref = self.tester.reference
         working = self.end_verdict(plan.find.working_ref_name)
-        broken = self.end_verdict(plan.find.broken_ref_name)
+        assert working is not None, "the working end is always tested first"
+        broken = self.broken_side()  # a broken end tested last: a gross defect assumed until one is seen
         here = policy.situation(
             hi - lo + 1,
             ref,
             eta=cfg.test.indifference,
             good_runs=working.runs,
-            bad_counts=[broken.counts[n] for n in ref.names],
+            bad_counts=[broken.counts[n] for n in ref.names] if broken else policy.gross_guess(ref),
             level=plan.level,
             max_runs=cfg.run.max_runs,
             model_budget=cfg.test.model_runs,
@@ -139,7 +140,8 @@ class Bisection(Ledger):
         def oracle(i: int) -> tuple[Verdict, str]:
             pos = lo + i
             self.events.emit(StepStarted(len(asked) + 1, steps, plan.line[pos], pos, plan.n - 1))
-            v = self.test(pos, plan.ask("step", mode=mode, q_bad=q_bad, budget=budget, alike=self.alike_table()))
+            q_now = q_bad if q_bad is not None else self._q_bad(model)  # a broken end tested last: a BAD step's
+            v = self.test(pos, plan.ask("step", mode=mode, q_bad=q_now, budget=budget, alike=self.alike_table()))
             if v.verdict is Verdict.INCONCLUSIVE and mode == "quick":
                 v = self.probe(pos, model)  # neither side within the budget: the reference places it
             answer = plan.find.search_verdict(placed(v.verdict))
@@ -163,7 +165,13 @@ class Bisection(Ledger):
         return Found(_shifted(res, lo), strategy)
 
     def _round(
-        self, offsets: list[int], lo: int, model: CommitVerdict | None, mode: str, q_bad: tuple[float, ...], budget: int
+        self,
+        offsets: list[int],
+        lo: int,
+        model: CommitVerdict | None,
+        mode: str,
+        q_bad: tuple[float, ...] | None,
+        budget: int,
     ) -> list[tuple[Verdict, str]]:
         """One round on a cluster: the commits at lo + offsets, each with a step; a quick step
         that cannot place its commit is then probed against the reference."""
@@ -216,6 +224,8 @@ class Bisection(Ledger):
             strategies.append(strategy)
             broken = hi if find is Find.BAD else lo  # quick steps and sticky compare with its distribution
             if strategy in ("plain", "sticky") and (model is None or model.sha != plan.line[broken]):
+                if broken == plan.broken_pos:
+                    test_broken_end(self, "quick steps compare commits with it")
                 model = self.bad_model(broken)
             found = self.search(strategy, model, lo, hi, walk_back=third)
             result = found.result
@@ -243,6 +253,8 @@ class Bisection(Ledger):
             if not result.exact:
                 return Departure(BisectStatus.AMBIGUOUS, self._range_text(result), found, crossed, strategies)
             culprit = result.first_bad
+            if plan.broken_pos in (result.first_bad, result.last_good):
+                test_broken_end(self, "the search ended next to it")
             parent_sha = self.parent_of(culprit)
             need_parent = self.tested(parent_sha) is not find.parent_verdict
             need_culprit = self.tested(plan.line[culprit]) is not find.culprit_verdict
@@ -312,7 +324,8 @@ class Bisection(Ledger):
         self._within_budget()
         q_bad = self._q_bad(model)
         own = {s: self._own_estimate(s) for s in (sha, parent_sha)}
-        toward_culprit = (q_bad,) if find is Find.BAD else ()
+        toward_culprit = (q_bad,) if find is Find.BAD and q_bad is not None else ()
+        toward_parent = (q_bad,) if find is Find.FIXED and q_bad is not None else ()
         pair = confirm.Pair(
             sha,
             parent_sha,
@@ -321,7 +334,7 @@ class Bisection(Ledger):
             need_culprit,
             need_parent,
             toward_culprit + own[sha],
-            ((q_bad,) if find is Find.FIXED else ()) + own[parent_sha],
+            toward_parent + own[parent_sha],
             self.step_budget(PARENT_BUDGET_FACTOR),
             self.tester.cfg.run.max_runs * (1 if self._zone_placed(sha) else CULPRIT_BUDGET_FACTOR),
         )

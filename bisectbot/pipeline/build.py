@@ -70,9 +70,9 @@ from bisectbot.pipeline.cmake import (
     target_names,
     unused_defines,
 )
-from bisectbot.pipeline.events import Building, BuildPhase, Built, Events
+from bisectbot.pipeline.events import Building, BuildPhase, Built, Events, Scanned
 from bisectbot.pipeline.keep import intact, keep_binaries, touch, written_since
-from bisectbot.pipeline.linkgraph import target_inputs
+from bisectbot.pipeline.linkgraph import scanned_inputs, target_inputs
 
 # How long a build waits for its directory's lock (held by an orphaned build no record named).
 BUILD_DIR_WAIT = 60.0
@@ -171,6 +171,32 @@ class Builder:
         )
         return rec
 
+    def scan_inputs(self, sha: str, cfg: BuildConfig) -> list[str] | None:
+        """The files the commit's targets would be compiled from, without building it: its stored
+        build's inputs when there is one, else configured and preprocessed only
+        (`linkgraph.scanned_inputs`, a few per cent of a build). Nothing is stored: a scan makes
+        no binary. None when unknown (untrusted code, another generator, any failure): the
+        caller builds instead."""
+        if self.sandbox is not None:  # its dependency files are not read (they could name any file)
+            return None
+        rec = self.stored(sha, cfg)
+        if rec is not None:
+            return list(rec.inputs) if rec.inputs is not None else None
+        if self.guard is not None:
+            self.guard()
+        self.events.emit(BuildPhase(sha, "scan"))
+        try:
+            source = self.workspace.checkout(sha)
+        except GitError:
+            return None
+        log = self.state.log_path(f"scan-{self.key(cfg)}-{sha}.log")
+        rec = build_commit(
+            cfg, sha, source, self.state, self.key(cfg), log, expand=self.expand, secrets=self.secrets, scan=True
+        )
+        inputs = list(rec.inputs) if rec.status == "scanned" and rec.inputs is not None else None
+        self.events.emit(Scanned(sha, len(inputs) if inputs is not None else None, rec.seconds))
+        return inputs
+
     def log_command(self, sha: str) -> str:
         """The command that prints a commit's whole build log (a failure's reason keeps only its
         first error), or "" when no config path is known. --state is always given, so the
@@ -193,7 +219,7 @@ class Builder:
 
 @dataclass(frozen=True)
 class _Attempt:
-    status: str  # ok | unsupported | failed | timeout | no-binary
+    status: str  # ok | unsupported | failed | timeout | no-binary | scanned | unscanned
     reason: str
     seconds: float
     binaries: dict[str, str]
@@ -224,9 +250,11 @@ def build_commit(
     progress: Callable[[str], None] = lambda _: None,
     secrets: Iterable[str] = (),
     sandbox: Sandbox | None = None,
+    scan: bool = False,
 ) -> BuildRecord:
     """Build `source` (already checked out at `sha`) with the first variant its tree supports;
-    with `sandbox`, every cmake step (and so every compiler) runs in it."""
+    with `sandbox`, every cmake step (and so every compiler) runs in it. With `scan`, configure
+    only and preprocess (status `scanned` with the inputs, or `unscanned`; nothing kept)."""
     log.write_text("")
     budget = _Budget(cfg.timeout)
     not_fitting: list[str] = []
@@ -244,10 +272,10 @@ def build_commit(
                 shutil.rmtree(build_dir, ignore_errors=True)
             reused = build_dir.exists()
             attempt = _build_variant(
-                cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets, hold, sandbox
+                cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets, hold, sandbox, scan
             )
             notes = ""
-            if attempt.status == "failed" and reused:
+            if attempt.status == "failed" and reused and not scan:
                 _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
                 shutil.rmtree(build_dir, ignore_errors=True)
                 first = attempt.reason
@@ -304,9 +332,11 @@ def _build_variant(
     secrets: Iterable[str],
     hold: int,
     sandbox: Sandbox | None = None,
+    scan: bool = False,
 ) -> _Attempt:
     """One variant in `build_dir`; `hold` is the directory's lock, which every child inherits.
-    Untrusted code gets no ccache (it must not fill the cache trusted builds read)."""
+    Untrusted code gets no ccache (it must not fill the cache trusted builds read). With `scan`
+    (trusted only), the inputs without a build: `linkgraph.scanned_inputs`."""
     build_dir.mkdir(parents=True, exist_ok=True)
     launcher, cc_env = ccache_args(source, build_dir) if sandbox is None else ([], {"CCACHE_DISABLE": "1"})
     env = clean_env(cc_env, drop=secrets)
@@ -332,6 +362,13 @@ def _build_variant(
     )
     if missing := [t for t in variant.targets if t not in target_names(listed.stdout)]:
         return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
+    if scan:
+        started = time.monotonic()
+        scanned = scanned_inputs(build_dir, variant.targets, source, env, cfg.jobs or os.cpu_count() or 1, budget.left)
+        budget.used += time.monotonic() - started
+        if scanned is None:
+            return _Attempt("unscanned", "the inputs could not be scanned", budget.used, {})
+        return _Attempt("scanned", "", budget.used, {}, tuple(scanned))
     for rel in stale:  # provenance: only what this build makes can be kept
         (build_dir / rel).unlink(missing_ok=True)
     progress("build")

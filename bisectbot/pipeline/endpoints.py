@@ -58,7 +58,12 @@ def check_endpoints(ledger: Ledger) -> None:
     cross-check arms run after the answer (pipeline.crosscheck)."""
     plan = ledger.plan
     broken, working = plan.find.broken_ref_name, plan.find.working_ref_name
-    ends = ((broken, plan.broken_pos, Verdict.BAD), (working, plan.working_pos, Verdict.GOOD))
+    ends: tuple[tuple[str, int, Verdict], ...] = (
+        (broken, plan.broken_pos, Verdict.BAD),
+        (working, plan.working_pos, Verdict.GOOD),
+    )
+    if plan.broken_last and ledger.width == 1:  # tested when the answer rests on it (test_broken_end)
+        ends = ends[1:]
     if ledger.width > 1:  # both at once
         for name, pos, _ in ends:
             ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
@@ -77,6 +82,25 @@ def check_endpoints(ledger: Ledger) -> None:
             raise EndpointError(
                 endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v), diagnosis(ledger, v))
             )
+
+
+def test_broken_end(ledger: Ledger, why: str) -> CommitVerdict:
+    """The broken end's endpoint test, for a plan that tests it last (`plan.broken_last`): now
+    that the answer rests on it (`why`). EndpointError when it does not test BAD, saying that
+    it was tested last and why."""
+    plan = ledger.plan
+    name = plan.find.broken_ref_name
+    if (seen := ledger.end_verdict(name)) is not None:
+        return seen
+    ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.broken_pos]))
+    v = ledger.test(plan.broken_pos, plan.ask(f"{name}-endpoint"))
+    if v.verdict is not Verdict.BAD:
+        message = endpoint_message(name, plan.ref(name), v, Verdict.BAD, log_command(ledger, v), diagnosis(ledger, v))
+        raise EndpointError(
+            f"{message} (tested last, {why}: with builds this slow the {name} end is built only when "
+            "the answer rests on it)"
+        )
+    return v
 
 
 def _refuse_swapped(ledger: Ledger, name: str, v: CommitVerdict, want: Verdict) -> None:

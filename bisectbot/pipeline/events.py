@@ -219,6 +219,23 @@ class BuildPhase(Event):
 
 
 @dataclass(frozen=True)
+class Scanned(Event):
+    """A commit's compile inputs found without building it (a broken end tested last)."""
+
+    sha: str
+    files: int | None  # None: the scan failed (the commit is built instead)
+    seconds: float
+
+    def text(self) -> str:
+        if self.files is None:
+            return f"[build] {self.sha[:12]} inputs could not be scanned ({self.seconds:.1f} s): building it instead"
+        return (
+            f"[build] {self.sha[:12]} inputs scanned without building: {self.files} files in {self.seconds:.1f} s "
+            f"(it is tested only if the answer rests on it)"
+        )
+
+
+@dataclass(frozen=True)
 class Built(Event):
     sha: str
     status: str

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from bisectbot.config import Config
 from bisectbot.core import stats
@@ -49,6 +49,7 @@ from bisectbot.pipeline.events import (
     EstimateReady,
     Event,
     Events,
+    Scanned,
     StorageTrimmed,
     Syncing,
     VerdictReached,
@@ -143,6 +144,14 @@ class Session:
     def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
         """Build commits: on the cluster's workers when there is one, else here."""
         return list(self.tester.build_many(shas))
+
+    def scan(self) -> Callable[[str], list[str] | None] | None:
+        """How a commit's inputs are found without building it, here only (None on a cluster:
+        its workers build the ends at once)."""
+        if self.cluster is not None:
+            return None
+        builder, cfg = self.runner.builder, self.cfg.build
+        return lambda sha: builder.scan_inputs(sha, cfg)
 
     def sync(self) -> None:
         self.events.emit(Syncing(self.workspace.source))
@@ -406,8 +415,8 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
     }
     start, built, ran_before = time.monotonic(), [], _running_seconds(session)
 
-    def on_built(event: Event) -> None:  # every build this invocation made, the ends' too
-        if isinstance(event, Built):
+    def on_built(event: Event) -> None:  # every build this invocation made (and scan), the ends' too
+        if isinstance(event, (Built, Scanned)):
             built.append(event.seconds)
 
     with _running(session, plan.job, "bisect", args), session.events.observing(on_built):
@@ -415,7 +424,9 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
         budget = _budget(session, limits)
         try:
             if plan.narrowed is None:
-                plan = narrow_plan(plan, session.cfg, session.workspace, session.build_many, session.events)
+                plan = narrow_plan(
+                    plan, session.cfg, session.workspace, session.build_many, session.events, session.scan()
+                )
         except BudgetSpent as stop:  # out of budget while building the ends
             report = bisect.stopped_report(plan, session.tester, session.events, session.report_context(), stop)
         else:

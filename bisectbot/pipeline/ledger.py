@@ -101,13 +101,32 @@ class Ledger:
         where = {sha: i for i, sha in enumerate(self.plan.line)}
         return {where[v.sha] for v in self.verdicts if v.sha in where and v.build == "ok"}
 
-    def end_verdict(self, name: str) -> CommitVerdict:
-        """The endpoint test of the end the user named `name` (good or bad)."""
-        return next(v for v in self.verdicts if v.arm == "main" and v.role == f"{name}-endpoint")
+    def end_verdict(self, name: str) -> CommitVerdict | None:
+        """The endpoint test of the end the user named `name` (good or bad); None while a broken
+        end tested last (`plan.broken_last`) is not."""
+        return next((v for v in self.verdicts if v.arm == "main" and v.role == f"{name}-endpoint"), None)
 
-    def _q_bad(self, model: CommitVerdict | None = None) -> tuple[float, ...]:
-        """The broken end's smoothed distribution: its model when measured, else its endpoint test."""
-        source = model or self.end_verdict(self.plan.find.broken_ref_name)
+    def broken_side(self) -> CommitVerdict | None:
+        """What is known of the broken side's distribution: the broken end's test, else (tested
+        last) the latest commit a test against the reference found BAD, else None."""
+        end = self.end_verdict(self.plan.find.broken_ref_name)
+        if end is not None:
+            return end
+        return next(
+            (
+                v
+                for v in reversed(self.verdicts)
+                if v.arm == "main" and v.verdict is Verdict.BAD and v.mode == "reference" and v.block == 0
+            ),
+            None,
+        )
+
+    def _q_bad(self, model: CommitVerdict | None = None) -> tuple[float, ...] | None:
+        """The broken side's smoothed distribution (what BAD tests lean toward): its model when
+        measured, else `broken_side`; None when nothing on that side is tested yet."""
+        source = model or self.broken_side()
+        if source is None:
+            return None
         return stats.kt_smooth([source.counts[name] for name in self.tester.reference.names])
 
     def alike_table(self) -> tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...]:
@@ -135,6 +154,7 @@ class Ledger:
         parent's test there gets PARENT_BUDGET_FACTOR × (the same test as the working end's,
         whose run counts have a long tail)."""
         working = self.end_verdict(self.plan.find.working_ref_name)
+        assert working is not None, "the working end is always tested first"
         times = factor or STEP_BUDGET_FACTOR
         return min(self.tester.cfg.run.max_runs, max(STEP_BUDGET_MIN, times * working.runs))
 

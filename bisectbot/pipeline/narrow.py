@@ -2,7 +2,9 @@
 
 Both ends of the range are built first (the endpoint stage needs them anyway, and the stored
 builds are reused there); each build records the repository files its targets were compiled
-from. A commit between them whose changes touch none of those inputs, by the conservative rule
+from. When builds are slow (`policy.broken_end_last`, measured on the working end's build) the
+broken end is not built: its inputs are scanned (configure, then the preprocessor alone), and it
+is tested only if the search reaches it. A commit between them whose changes touch none of those inputs, by the conservative rule
 of `core.inputs`, builds the same binary as its parent and is skipped as equivalent; so are the
 commits that touch none of `--paths` when given. The search then runs over the N' commits left,
 and the report says what each named commit stands for.
@@ -15,8 +17,9 @@ from dataclasses import replace
 from typing import Callable, Sequence
 
 from bisectbot.config import Config
-from bisectbot.core import stats
+from bisectbot.core import policy, stats
 from bisectbot.core.inputs import InputRule, Narrowed, narrow
+from bisectbot.core.outcome import Find
 from bisectbot.core.records import BuildRecord
 from bisectbot.edges.workspace import Workspace
 from bisectbot.pipeline.events import Events, LineNarrowed
@@ -38,25 +41,43 @@ def narrow_plan(
     workspace: Workspace,
     build: Callable[[Sequence[str]], list[BuildRecord]],
     events: Events,
+    scan: Callable[[str], list[str] | None] | None = None,
 ) -> BisectPlan:
     """The plan with its line narrowed to the commits that can change the binary; `build`
-    builds commits (here, or on a cluster's workers) and gives their records."""
+    builds commits (here, or on a cluster's workers) and gives their records; `scan` (here
+    only) gives a commit's inputs without building it, for a broken end tested last."""
     how = plan.narrowing
+    if not how.enabled:  # no inputs needed: a broken end tested last only when asked
+        plan = replace(plan, broken_last=cfg.test.broken_end == "last" and scan is not None)
     if not how.enabled and not how.paths:
         return plan
     events.check()  # a cancelled job stops before it builds anything
     full = plan.line
     rule: InputRule | None = None
+    broken_last = plan.broken_last
     if how.enabled:
-        ends = build([full[0], full[-1]])
-        known = [b.inputs for b in ends if b.ok and b.inputs is not None]
+        working, broken = (full[0], full[-1]) if plan.find is Find.BAD else (full[-1], full[0])
+        if scan is None:  # a cluster builds both at once
+            ends = build([working, broken])
+            known = [list(b.inputs) for b in ends if b.ok and b.inputs is not None]
+        else:
+            first = build([working])[0]
+            when = cfg.test.broken_end
+            last = when == "last" or (when == "auto" and policy.broken_end_last(first.seconds))
+            scanned = scan(broken) if first.ok and last else None
+            broken_last = scanned is not None
+            if not broken_last:
+                scanned = list(ins) if (ins := build([broken])[0].inputs) is not None else None
+            known = [list(k) for k in (first.inputs, scanned) if k is not None]
         if len(known) == 2:
             rule = InputRule(frozenset().union(*map(frozenset, known)), (*config_paths(cfg), *how.also))
     changes = workspace.changes(full[0], full[-1])
     narrowed = narrow(full, changes, rule, how.paths, keep=frozenset(plan.user_skipped))
     events.emit(LineNarrowed(len(narrowed.line), len(full), rule is not None or not how.enabled))
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(narrowed.line), cfg.test.confidence))
-    return replace(plan, line=narrowed.line, narrowed=_with_rule(narrowed, rule, how), level=level)
+    return replace(
+        plan, line=narrowed.line, narrowed=_with_rule(narrowed, rule, how), level=level, broken_last=broken_last
+    )
 
 
 def _with_rule(narrowed: Narrowed, rule: InputRule | None, how: Narrowing) -> Narrowed:

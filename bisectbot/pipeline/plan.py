@@ -52,6 +52,7 @@ class BisectPlan:
     narrowing: Narrowing = Narrowing()  # how the line is to be narrowed (pipeline.narrow)
     narrowed: Narrowed | None = None  # once it is: the full line and what its skipped commits stand for
     user_skipped: tuple[str, ...] = ()  # commits the user skipped (--skip, --exclude): never built nor tested
+    broken_last: bool = False  # the broken end is tested only when the answer rests on it (policy.broken_end_last)
 
     @property
     def total(self) -> int:

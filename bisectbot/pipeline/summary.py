@@ -247,6 +247,13 @@ def _assumptions(ledger: Ledger, dep: Departure, claims: list[CommitVerdict]) ->
         f"commits whose distribution is between eta {test.indifference:g} and tolerance "
         f"{test.tolerance:g} (total variation) from the reference may be named either way",
     ]
+    broken = ledger.plan.find.broken_ref_name
+    if ledger.plan.broken_last and ledger.end_verdict(broken) is None:
+        out.append(
+            f"the {broken} end was not tested (builds here are slow, and the answer does not rest on it: "
+            f"the named commit and its parent are each tested against the reference); its compile inputs "
+            f"were scanned without building"
+        )
     if dep.crossed:
         out.append(
             f"{len(dep.crossed)} boundary(ies) ruled out on the way (their parent departs): listed in change_points"
