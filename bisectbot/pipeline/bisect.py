@@ -4,7 +4,9 @@ GOOD and BAD mean one thing everywhere: a test against the reference said so (GO
 tolerance of it, BAD = departs by more than eta). The stages, in order, each verdict stored by
 the job as it is reached (`run_bisect` runs them all):
 1. endpoints (pipeline.endpoints): the broken endpoint (bad, or the old one with find=fixed)
-   must test BAD and the working one GOOD (EndpointError otherwise);
+   must test BAD and the working one GOOD (EndpointError otherwise); with slow builds the
+   broken one is tested last (`plan.broken_last`): when the search ends next to it, or quick
+   steps need its model (`endpoints.test_broken_end`);
 2. strategy: with `auto`, the one of least expected wall time from the costs this state
    directory measured (core.policy): reference steps (every step a test against the
    reference) or quick steps (`plain`: BAD, or GOOD-SIDE once a commit is shown unlike the
@@ -140,7 +142,8 @@ class Bisection(Ledger):
         def oracle(i: int) -> tuple[Verdict, str]:
             pos = lo + i
             self.events.emit(StepStarted(len(asked) + 1, steps, plan.line[pos], pos, plan.n - 1))
-            q_now = q_bad if q_bad is not None else self._q_bad(model)  # a broken end tested last: a BAD step's
+            # a broken end tested last: BAD tests lean toward the latest commit found BAD
+            q_now = q_bad if q_bad is not None else self._q_bad(model)
             v = self.test(pos, plan.ask("step", mode=mode, q_bad=q_now, budget=budget, alike=self.alike_table()))
             if v.verdict is Verdict.INCONCLUSIVE and mode == "quick":
                 v = self.probe(pos, model)  # neither side within the budget: the reference places it

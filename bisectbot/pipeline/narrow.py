@@ -3,10 +3,10 @@
 Both ends of the range are built first (the endpoint stage needs them anyway, and the stored
 builds are reused there); each build records the repository files its targets were compiled
 from. When builds are slow (`policy.broken_end_last`, measured on the working end's build) the
-broken end is not built: its inputs are scanned (configure, then the preprocessor alone), and it
-is tested only if the search reaches it. A commit between them whose changes touch none of those inputs, by the conservative rule
-of `core.inputs`, builds the same binary as its parent and is skipped as equivalent; so are the
-commits that touch none of `--paths` when given. The search then runs over the N' commits left,
+broken end is not built: its inputs are scanned (configure, then the preprocessor alone), and
+it is tested only if the answer rests on it. A commit between them whose changes touch none of
+those inputs, by the conservative rule of `core.inputs`, builds the same binary as its parent
+and is skipped as equivalent; so are the commits that touch none of `--paths` when given. The search then runs over the N' commits left,
 and the report says what each named commit stands for.
 """
 
