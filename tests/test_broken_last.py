@@ -99,6 +99,7 @@ def test_a_compile_command_the_scan_does_not_understand_makes_it_give_up(tmp_pat
     assert _preprocess_only("cd /x && c++ -o a.o -c a.cpp", depfile) == ""
     assert _preprocess_only("c++ -o a.o -c", depfile) == ""
     assert _preprocess_only("ar qc lib.a a.o", depfile) is None  # compiles nothing: not its business
+    assert _preprocess_only("c++ @CMakeFiles/a.rsp", depfile) == ""  # a response file could hide one
     pre = _preprocess_only("ccache c++ -Iinc -MD -MT a.o -MF a.o.d -o a.o -c /s/a.cpp", depfile)
     assert pre and pre.argv == [
         "c++",

@@ -233,6 +233,8 @@ def _preprocess_only(line: str, depfile: Path) -> _Preprocess | None | Literal["
     line that compiles nothing (a link, an archive, a custom command); "" for a compile command
     this does not understand (a shell construct, no single source or output)."""
     words = _shell_words(line)
+    if any(w.startswith("@") for w in words):  # a response file may hide a compile: not understood
+        return ""
     if "-c" not in words:
         return None
     if any(w in ("&&", "||", ";", "|", ">", "<") for w in words) or words.count("-o") != 1 or words.count("-c") != 1:
