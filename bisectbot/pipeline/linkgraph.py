@@ -231,7 +231,7 @@ class _Preprocess:
 def _preprocess_only(line: str, depfile: Path) -> _Preprocess | None | Literal[""]:
     """A compile command of `ninja -t commands` turned into a preprocessor-only run; None for a
     line that compiles nothing (a link, an archive, a custom command); "" for a compile command
-    this does not understand (a shell construct, no single source or output)."""
+    this does not understand (a shell construct, a response file, no single source or output)."""
     words = _shell_words(line)
     if any(w.startswith("@") for w in words):  # a response file may hide a compile: not understood
         return ""
