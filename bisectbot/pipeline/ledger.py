@@ -88,7 +88,9 @@ class Ledger:
         seeds, so its verdict stands for `sha`'s; nothing is inferred from source or compile
         inputs. None when there is none, when the same program was tested both ways, or when
         `sha` cannot be run or identified."""
-        candidates = [v for v in self.verdicts if v.program and v.mode == "reference" and _claims(v)]
+        candidates = [
+            v for v in self.verdicts if v.program and v.mode == "reference" and _claims(v) and v.verdict.tested
+        ]
         if not any(v.verdict is wanted for v in candidates):
             return None  # no build needed to know
         key = self.tester.program(sha)
