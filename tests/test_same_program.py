@@ -9,6 +9,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from bisectbot.demo import _git, _git_env
 from eras import Era, EraHistory, _files, command, config
 
@@ -17,9 +19,10 @@ from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
 BUILD = {"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}}
 
 
-def history(dest: Path, eras: list[Era], *, code: bool) -> EraHistory:
+def history(dest: Path, eras: list[Era], *, code: bool, docs_at: int | None = None) -> EraHistory:
     """One commit per era, each appending a line to util.cpp: a comment (the binary stays the
-    same), or with `code` a function of its own (another binary, the same behaviour)."""
+    same), or with `code` a function of its own (another binary, the same behaviour). The commit
+    at `docs_at` only adds a README (the search skips it: it cannot change the binary)."""
     repo = dest / "repo"
     repo.mkdir(parents=True)
     env = _git_env()
@@ -28,7 +31,10 @@ def history(dest: Path, eras: list[Era], *, code: bool) -> EraHistory:
     for i, era in enumerate(eras):
         files = _files(era, 0)
         line = "int tidy_up_{k}() {{ return {k}; }}\n" if code else "// tidy-up {k}\n"
-        files["src/util.cpp"] += "".join(line.format(k=k) for k in range(i))
+        lines = i - 1 if docs_at is not None and i >= docs_at else i
+        files["src/util.cpp"] += "".join(line.format(k=k) for k in range(lines))
+        if docs_at is not None and i >= docs_at:
+            files["README"] = "docs\n"
         for rel, text in files.items():
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)
             (repo / rel).write_text(text, encoding="utf-8", newline="\n")
@@ -42,12 +48,14 @@ def history(dest: Path, eras: list[Era], *, code: bool) -> EraHistory:
     return EraHistory(repo, tuple(shas), tuple(eras))
 
 
-def bisect(tmp_path: Path, eras: list[Era], *, code: bool) -> tuple[dict, EraHistory]:
-    hist = history(tmp_path, eras, code=code)
+def bisect(
+    tmp_path: Path, eras: list[Era], *, code: bool, strategy: str = "plain", docs_at: int | None = None
+) -> tuple[dict, EraHistory]:
+    hist = history(tmp_path, eras, code=code, docs_at=docs_at)
     cfg = config(hist, tmp_path, build=BUILD, run={"argv": command()})
     proc = subprocess.run(
         bisectbot_argv(
-            "bisect", str(cfg), "--good", hist.commits[0], "--bad", "main", "--strategy", "plain", "--no-arms"
+            "bisect", str(cfg), "--good", hist.commits[0], "--bad", "main", "--strategy", strategy, "--no-arms"
         )
         + ["--state", str(tmp_path / "st"), "--json", "-"],
         capture_output=True,
@@ -67,10 +75,14 @@ GOOD, BAD = Era(), Era(defect=True)
 
 
 @needs(*TOOLCHAIN)
-def test_a_parent_running_the_good_ends_program_is_not_tested_again(tmp_path: Path) -> None:
-    # commits 0-3 build the good end's binary (comments only), 4 brings the defect, 5-7 comments
-    report, hist = bisect(tmp_path, [GOOD] * 4 + [BAD] * 4, code=False)
-    culprit, parent, good = hist.commits[4], hist.commits[3], hist.commits[0]
+@pytest.mark.parametrize("strategy", ["plain", "reference"])
+def test_a_parent_running_the_good_ends_program_is_not_tested_again(tmp_path: Path, strategy: str) -> None:
+    # commits 0-3 build the good end's binary (comments only), 4 adds a README (skipped by the
+    # search), 5 brings the defect, 6-7 comments. Reference steps place commit 3, printing the
+    # good end's outputs seed for seed, beside it (GOOD-SIDE): a placement, which must not
+    # count as the same program tested the other way (it did on the naive bench)
+    report, hist = bisect(tmp_path, [GOOD] * 5 + [BAD] * 3, code=False, strategy=strategy, docs_at=4)
+    culprit, parent, good = hist.commits[5], hist.commits[4], hist.commits[0]
     assert report["status"] == "found" and report["first_bad"] == culprit
     # the quick steps never tested the parent against the reference; the good end's GOOD stands for it
     assert "retest-parent" not in roles(report, parent)
@@ -84,7 +96,7 @@ def test_a_parent_running_the_good_ends_program_is_not_tested_again(tmp_path: Pa
 
 @needs(*TOOLCHAIN)
 def test_a_parent_whose_binary_differs_is_tested_on_fresh_seeds(tmp_path: Path) -> None:
-    # the same history, but every commit adds a function: no two binaries alike
+    # every commit adds a function: no two binaries alike
     report, hist = bisect(tmp_path, [GOOD] * 4 + [BAD] * 4, code=True)
     culprit, parent = hist.commits[4], hist.commits[3]
     assert report["status"] == "found" and report["first_bad"] == culprit
