@@ -22,8 +22,8 @@ shas are a function of the tree and the seed): the base commit applies the #2997
 the next commit) and one commit, at a position drawn from the seed, that reintroduces a defect
 (bad). Prints the shas as JSON.
 
-``same-outputs``: the shipped config's build options (-O1) against cmake's Release default
-(-O3) on the 0.3.36 tree, both built by bisectbot's builder: seeds 1..200 of the report's command
+``same-outputs``: the shipped config's build options (-O1, git hidden) against cmake's Release
+default (-O3, the commit stamped) on the 0.3.36 tree, both built by bisectbot's builder: seeds 1..200 of the report's command
 must print the same text with either binary (CI runs it; issue 24).
 
 ``measure``: run ``llama-speculative`` with the command of the report on seeds 1..N (rerunning a
@@ -446,8 +446,8 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
 
 
 def same_outputs(work: Path, seeds: int) -> int:
-    """The shipped config's build (-O1, Ninja where installed) against cmake's Release default
-    (-O3, Makefiles) on the 0.3.36 tree: both built by bisectbot's own builder, then the report's command run on seeds 1..N
+    """The shipped config's build (-O1, Ninja where installed, git hidden) against cmake's
+    Release default (-O3, Makefiles, the commit stamped) on the 0.3.36 tree: both built by bisectbot's own builder, then the report's command run on seeds 1..N
     with each binary; every seed must print the same generated text. 0 when it does."""
     import time
 
@@ -467,9 +467,10 @@ def same_outputs(work: Path, seeds: int) -> int:
         update={
             "cmake_args": [a for a in shipped.cmake_args if not a.startswith(("-DCMAKE_C_FLAGS", "-DCMAKE_CXX_FLAGS"))],
             "generator": "make",
+            "hide_git": False,  # and the commit stamp of a build that sees git (issue 26)
         }
     )
-    changed = sorted(set(shipped.cmake_args) - set(default.cmake_args))
+    changed = sorted(set(shipped.cmake_args) - set(default.cmake_args)) + ["hide_git"] * shipped.hide_git
     binaries: dict[str, Path] = {}
     with StateDir(work / "state") as state:
         builder = Builder(state, Workspace(str(tree), state.clone_dir), Events())
@@ -480,7 +481,8 @@ def same_outputs(work: Path, seeds: int) -> int:
                 return 1
             binaries[name] = Path(rec.binaries["binary"])
             print(
-                f"same-outputs: {name} build ({cfg.generator}: {' '.join(cfg.cmake_args)}) in {rec.seconds:.0f} s",
+                f"same-outputs: {name} build ({cfg.generator}, hide_git {cfg.hide_git}: {' '.join(cfg.cmake_args)}) "
+                f"in {rec.seconds:.0f} s",
                 flush=True,
             )
     texts: dict[str, list[str | None]] = {}

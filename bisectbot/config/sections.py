@@ -110,6 +110,12 @@ class BuildConfig(Strict):
     # build of a llama.cpp tree with Makefiles in two runs, docs/benchmarks.md), else cmake's
     # default; a `-G` in cmake_args wins. It changes the build directory, not what is compiled.
     generator: Literal["auto", "ninja", "make"] = "auto"
+    # The build sees no git repository (its GIT_DIR points at nothing). A project that stamps
+    # its commit into the binary (llama.cpp's build-info) then compiles the same bytes at
+    # commits that change no code, and those share verdicts as the same program
+    # (runner.program_identity). Changes what is compiled (the stamp reads "unknown"), so it is
+    # part of the build key.
+    hide_git: bool = False
 
     _names = field_validator("binaries")(classmethod(lambda cls, v: _check_binaries(v)))
 

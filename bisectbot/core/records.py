@@ -177,6 +177,9 @@ class CommitVerdict:
     build_notes: str = ""  # e.g. built in a clean directory after the reused one failed
     signature: str = ""  # skips: what the failure looks like (the same at commits failing alike)
     others: dict[str, int] = field(default_factory=dict)  # the most frequent outcomes the reference lacks
+    # what identifies the program it ran (pipeline.runner.program_identity: the run key and
+    # self-contained binaries): two commits with the same one run the same program ("" unknown)
+    program: str = ""
 
     @classmethod
     def of(
@@ -193,6 +196,7 @@ class CommitVerdict:
         executed: int = 0,
         variant: int | None = None,
         signature: str = "",
+        program: str = "",
     ) -> "CommitVerdict":
         """The one constructor: what was asked, how the commit built, what its runs showed."""
         return cls(
@@ -223,6 +227,7 @@ class CommitVerdict:
             build_notes=build.notes,
             signature=signature,
             others=dict(tally.others.most_common(5)) if tally else {},
+            program=program,
         )
 
     @property

@@ -259,8 +259,9 @@ class Bisection(Ledger):
             if plan.broken_pos in (result.first_bad, result.last_good):
                 test_broken_end(self, "the search ended next to it")
             parent_sha = self.parent_of(culprit)
-            need_parent = self.tested(parent_sha) is not find.parent_verdict
-            need_culprit = self.tested(plan.line[culprit]) is not find.culprit_verdict
+            self.stand_ins.clear()  # only the boundary being confirmed is reported with its stand-ins
+            need_parent = self._needs_test(parent_sha, find.parent_verdict)
+            need_culprit = self._needs_test(plan.line[culprit], find.culprit_verdict)
             needed = 1 + need_parent + need_culprit
             if self.doubt() + needed * plan.level > allowed:
                 return Departure(
@@ -313,6 +314,18 @@ class Bisection(Ledger):
                     "or not at all; a larger run.max_runs may decide it)"
                 )
             return Departure(BisectStatus.UNCONFIRMED, why, found, crossed, strategies)
+
+    def _needs_test(self, sha: str, wanted: Verdict) -> bool:
+        """Whether the confirmation must test the commit against the reference: it has no
+        `wanted` verdict of its own, and no commit running the same program has one
+        (Ledger.passed_as: remembered in `stand_ins` for the report)."""
+        own = self.tested(sha)
+        if own is wanted:
+            return False
+        if own is None and (twin := self.passed_as(sha, wanted)) is not None:
+            self.stand_ins[sha] = twin
+            return False
+        return True
 
     def confirm_boundary(
         self, culprit: int, parent_sha: str, need_parent: bool, need_culprit: bool, model: CommitVerdict | None

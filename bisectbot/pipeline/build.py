@@ -340,6 +340,8 @@ def _build_variant(
     build_dir.mkdir(parents=True, exist_ok=True)
     launcher, cc_env = ccache_args(source, build_dir) if sandbox is None else ([], {"CCACHE_DISABLE": "1"})
     env = clean_env(cc_env, drop=secrets)
+    if cfg.hide_git:  # `git rev-parse` in the build finds no repository: the commit stamp reads "unknown"
+        env["GIT_DIR"] = os.devnull
     forget = [f"-U{name}" for name in variant.defines]  # so cmake reports them if unused
     configure = ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *forget, *args]
     start = log.stat().st_size

@@ -37,6 +37,8 @@ def build_key(cfg: BuildConfig, values: Mapping[str, str] | None = None) -> str:
         "files": named_files(args, values or {}),
         "toolchain": toolchain_identity(),
     }
+    if cfg.hide_git:  # only when set: keys stored before it existed stay the same
+        data["hide_git"] = True
     return json_key(data, 12)
 
 

@@ -98,6 +98,11 @@ def held_builds(root: str, build_key: str, shas: list[str], dask_worker: Any = N
     return storage.held_builds(own, build_key, shas)
 
 
+def _runner(cfg: Config, state: StateDir) -> CommitRunner:
+    """A worker's runner: its own clone and state directory, keys that name commits (portable)."""
+    return CommitRunner(cfg, state, Workspace(cfg.repo_source, state.clone_dir), Events(), portable=True)
+
+
 @contextmanager
 def _streaming_runner(task: WorkTask) -> Iterator[tuple[str, str, StateDir, CommitRunner]]:
     """On a worker: its name, toolchain, state directory (holding the runs the coordinator sent)
@@ -109,9 +114,7 @@ def _streaming_runner(task: WorkTask) -> Iterator[tuple[str, str, StateDir, Comm
     with StateDir(root) as state:
         for key, runs in task.known.items():
             state.store.add_runs(key, task.sha, list(runs.values()))
-        runner = CommitRunner(
-            task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(), portable=True
-        )
+        runner = _runner(task.cfg, state)
         runner.on_run = lambda key, sha, rec: queue.put((key, sha, asdict(rec)))
         yield name, mine, state, runner
 
@@ -165,9 +168,7 @@ def work_build(task: WorkTask) -> WorkResult:
     """On a worker: only build the commit (the ends of a bisect, whose inputs narrow the line)."""
     name, mine, root = _worker_root(task)
     with StateDir(root) as state:
-        runner = CommitRunner(
-            task.cfg, state, Workspace(task.cfg.repo_source, state.clone_dir), Events(), portable=True
-        )
+        runner = _runner(task.cfg, state)
         build = runner.builder.ensure(task.sha, task.cfg.build)
         return WorkResult(None, name, platform.node(), mine, build, bool(runner.builder.built))
 

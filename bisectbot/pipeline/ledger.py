@@ -36,6 +36,8 @@ class Ledger:
         self.rounds = 0  # search rounds (a step, or K commits at once on a cluster)
         self.choices: list[policy.Choice] = []  # the strategy chosen before each search, with its forecast
         self.fresh: dict[str, int] = {}  # per commit: the first block-1 seed no test of this bisect has read
+        # per commit: the verdict of another commit running the same program that stands for its own (passed_as)
+        self.stand_ins: dict[str, CommitVerdict] = {}
 
     @property
     def width(self) -> int:
@@ -78,6 +80,26 @@ class Ledger:
             if v.sha == sha and _claims(v) and v.verdict.tested:
                 return v.verdict
         return None
+
+    def passed_as(self, sha: str, wanted: Verdict) -> CommitVerdict | None:
+        """A test against the reference that gave `wanted` to another commit running the very
+        same program as `sha` (byte-identical, self-contained binaries, the same command and
+        input files: CommitTester.program). Its runs are the runs `sha` would make on those
+        seeds, so its verdict stands for `sha`'s; nothing is inferred from source or compile
+        inputs. None when there is none, when the same program was tested both ways, or when
+        `sha` cannot be run or identified."""
+        candidates = [
+            v for v in self.verdicts if v.program and v.mode == "reference" and _claims(v) and v.verdict.tested
+        ]
+        if not any(v.verdict is wanted for v in candidates):
+            return None  # no build needed to know
+        key = self.tester.program(sha)
+        if not key:
+            return None
+        same = [v for v in candidates if v.program == key and v.sha != sha]
+        if any(v.verdict is not wanted for v in same):
+            return None  # the same program tested both ways: no stand-in
+        return same[-1] if same else None
 
     def known(self, lo: int, hi: int) -> dict[int, tuple[Verdict, str]]:
         """Positions strictly between lo and hi that need no new test: tested against the

@@ -33,6 +33,7 @@ from bisectbot.core.keys import json_key
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.policy import UnitCosts, unit_costs
 from bisectbot.core.records import BuildRecord, RunRecord
+from bisectbot.edges.elf import self_contained
 from bisectbot.edges.files import content_hash, file_sha256
 from bisectbot.edges.procs import Server, clean_env, free_port, run
 from bisectbot.edges.sandbox import Sandbox, with_explicit
@@ -61,6 +62,26 @@ class Prepared:
     applicable: bool = True
     choice: tuple[str, str] | None = field(default=None, repr=False)  # (binary sha256, variants digest)
     throttle: Throttle | None = field(default=None, repr=False)  # adapts `jobs` to the cut rate
+    program: str = ""  # what identifies the program it runs across commits (program_identity)
+
+
+def program_identity(key: str, build: BuildRecord, argv: list[str], cfg: Config) -> str:
+    """What makes two commits run the same program, so that one's test against the reference
+    stands for the other's (CommitVerdict.program): the run key (the binaries' bytes, argv,
+    input files, environment, parsing) and every other file kept with the binaries (loaded from
+    the kept directory; the run key hashes only the binaries). "" where bytes do not settle it:
+    a binary that is not self-contained (a runpath into the build tree, a script: edges.elf),
+    an argv that reaches into the checkout or the build directory, or a run environment that
+    sets the loader's variables."""
+    if any(name.startswith("LD_") for name in cfg.run.env):
+        return ""
+    if any("{source}" in arg or "{build}" in arg for arg in argv):
+        return ""
+    if not build.binaries or not all(self_contained(Path(p)) for p in build.binaries.values()):
+        return ""
+    binaries = set(build.binaries.values())
+    kept = sorted((Path(path).name, digest) for path, digest in build.hashes.items() if path not in binaries)
+    return json_key({"runs": key, "kept": kept}, 16) if kept else key
 
 
 def missing_for_variant(help_text: str, variant: Variant) -> list[str]:
@@ -185,16 +206,19 @@ class CommitRunner:
             "parse": parse.model_dump(mode="json"),
             **({"sandbox": self.sandbox.key()} if self.sandbox is not None else {}),
         }
+        stored_as = run_key(key_parts)
+        trusted_here = not self.portable and self.sandbox is None
         return Prepared(
             sha,
             build,
             executor,
             choice.why,
-            run_key(key_parts),
+            stored_as,
             index,
             cfg.run.jobs or os.cpu_count() or 1,
             choice=key,
             throttle=self.throttle,
+            program=program_identity(stored_as, build, variant.argv, cfg) if trusted_here else "",
         )
 
     def _run_files(self, argv: list[str], values: Mapping[str, str]) -> tuple[dict[str, str], list[Path]]:

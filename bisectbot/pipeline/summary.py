@@ -254,6 +254,12 @@ def _assumptions(ledger: Ledger, dep: Departure, claims: list[CommitVerdict]) ->
             f"the named commit and its parent are each tested against the reference); its compile inputs "
             f"were scanned without building"
         )
+    for sha, twin in ledger.stand_ins.items():
+        out.append(
+            f"{sha[:12]} was not tested against the reference itself: it runs the same program as "
+            f"{twin.sha[:12]} (byte-identical self-contained binaries, the same command and input files), "
+            f"whose test gave {twin.verdict.value.upper()} after {twin.runs} runs"
+        )
     if dep.crossed:
         out.append(
             f"{len(dep.crossed)} boundary(ies) ruled out on the way (their parent departs): listed in change_points"

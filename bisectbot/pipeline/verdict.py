@@ -168,6 +168,16 @@ class CommitTester:
     def subject(self, sha: str) -> str:
         return self.runner.workspace.info(sha).subject
 
+    def program(self, sha: str) -> str:
+        """What identifies the program the commit runs (built first if it is not yet; see
+        runner.program_identity): commits with the same identity run byte-identical, self-contained
+        binaries with the same command and input files, so a seed gives the same output. "" when
+        it cannot run, when bytes do not settle it, or on a cluster (whose keys name the commit)."""
+        if self.where != "here":
+            return ""
+        prepared = self.runner.prepare(sha)
+        return prepared.program if prepared.executor is not None else ""
+
     def category(self, rec: RunRecord) -> int | None:
         """Which category of the reference one run falls in (None: failed, or not counted)."""
         return self.classify(rec)[0]
@@ -306,6 +316,7 @@ class CommitTester:
             executed=executed,
             variant=prepared.variant,
             signature=signature,
+            program=prepared.program if prepared.executor is not None and self.where == "here" else "",
         )
         self.events.emit(VerdictReached(v))
         return v
