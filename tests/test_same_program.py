@@ -16,6 +16,8 @@ from eras import Era, EraHistory, _files, command, config
 
 from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
 
+pytestmark = pytest.mark.heavy  # real cmake bisects, ~10 s each: after the default suite (README: Tests)
+
 BUILD = {"targets": ["prog"], "binaries": {"binary": ["bin/prog"]}}
 
 
