@@ -79,7 +79,7 @@ def llama(work: Path) -> tuple[Path, str, list[str]]:
     """The shipped config, the 0.3.36 tree with the fix (GOOD: a whole test's runs), arms off."""
     repo = work / "llama.cpp"
     llama_e2e.prepare_tree(repo)
-    history = llama_e2e.build_history(repo, 3, n_commits=4)
+    history = llama_e2e.build_history(repo, 3, n_commits=6)
     return ROOT / "configs" / "llama-cpp-29975.yaml", history["good"], ["--repo", str(repo), "--no-arms"]
 
 
