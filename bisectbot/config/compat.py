@@ -44,12 +44,12 @@ def _test_budgets(data: dict[str, Any]) -> None:
 
 
 def _build_generator(data: dict[str, Any]) -> None:
-    """build.generator at its default (auto), build.hide_git at its (false). Added 2026-12-03 (issue 24, Ninja). Can go once no
-    state directory holds an unfinished job from before then."""
+    """build.generator at its default (auto; added 2026-12-03, issue 24) and build.hide_git at
+    its (false; added 2026-12-04, issue 26). Can go once no state directory holds an unfinished
+    job from before then."""
     build = data.get("build") or {}
     if build.get("generator") == "auto":
         build.pop("generator")
-    # hide_git: added 2026-12-04 (issue 26, the same program at commits that change no code)
     if build.get("hide_git") is False:
         build.pop("hide_git")
 
