@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -150,8 +150,15 @@ def _files(era: Era, serial: int) -> dict[str, str]:
     return files
 
 
-def write_history(dest: Path, eras: list[Era], *, subjects: list[str] | None = None) -> EraHistory:
-    """One commit per entry of `eras`, oldest first, in `dest/repo` (fixed dates: shas are stable)."""
+def write_history(
+    dest: Path,
+    eras: list[Era],
+    *,
+    subjects: list[str] | None = None,
+    files: Callable[[int, Era], dict[str, str]] | None = None,
+) -> EraHistory:
+    """One commit per entry of `eras`, oldest first, in `dest/repo` (fixed dates: shas are stable).
+    `files(i, era)` gives commit i's tree (default: the era's files, version i)."""
     repo = dest / "repo"
     repo.mkdir(parents=True)
     env = _git_env()
@@ -161,7 +168,7 @@ def write_history(dest: Path, eras: list[Era], *, subjects: list[str] | None = N
         for path in list(repo.rglob("*")):
             if path.is_file() and ".git" not in path.parts:
                 path.unlink()
-        for rel, text in _files(era, i).items():
+        for rel, text in (files(i, era) if files else _files(era, i)).items():
             out = repo / rel
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(text, encoding="utf-8", newline="\n")

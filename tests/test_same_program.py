@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.demo import _git, _git_env
-from eras import Era, EraHistory, _files, command, config
+from eras import Era, EraHistory, _files, command, config, write_history
 
 from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
 
@@ -25,29 +24,17 @@ def history(dest: Path, eras: list[Era], *, code: bool, docs_at: int | None = No
     """One commit per era, each appending a line to util.cpp: a comment (the binary stays the
     same), or with `code` a function of its own (another binary, the same behaviour). The commit
     at `docs_at` only adds a README (the search skips it: it cannot change the binary)."""
-    repo = dest / "repo"
-    repo.mkdir(parents=True)
-    env = _git_env()
-    _git(repo, "init", "-q", "--template=", "-b", "main", env=env)
-    shas = []
-    for i, era in enumerate(eras):
-        files = _files(era, 0)
-        line = "int tidy_up_{k}() {{ return {k}; }}\n" if code else "// tidy-up {k}\n"
-        lines = i - 1 if docs_at is not None and i >= docs_at else i
-        files["src/util.cpp"] += "".join(line.format(k=k) for k in range(lines))
-        if docs_at is not None and i >= docs_at:
-            files["README"] = "docs\n"
-        for rel, text in files.items():
-            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-            (repo / rel).write_text(text, encoding="utf-8", newline="\n")
-        date = f"{1709283600 + i * 86400} +0000"
-        cenv = dict(env, GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
-        cenv.update(GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@example.com")
-        cenv.update(GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@example.com")
-        _git(repo, "add", "--all", ".", env=cenv)
-        _git(repo, "commit", "-q", "--no-verify", "-m", f"commit {i}", env=cenv)
-        shas.append(_git(repo, "rev-parse", "HEAD", env=cenv))
-    return EraHistory(repo, tuple(shas), tuple(eras))
+    line = "int tidy_up_{k}() {{ return {k}; }}\n" if code else "// tidy-up {k}\n"
+
+    def files(i: int, era: Era) -> dict[str, str]:
+        out = _files(era, 0)  # version 0 throughout: only the appended lines differ
+        docs = docs_at is not None and i >= docs_at
+        out["src/util.cpp"] += "".join(line.format(k=k) for k in range(i - 1 if docs else i))
+        if docs:
+            out["README"] = "docs\n"
+        return out
+
+    return write_history(dest, eras, files=files)
 
 
 def bisect(
