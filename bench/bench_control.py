@@ -2,10 +2,15 @@
 
     python bench/bench_control.py              # 3 histories (a few minutes on 2 cores)
     python bench/bench_control.py --histories 6
+    python bench/bench_control.py --histories 6 --reshuffle
 
 The shape of issue 23: a 44-commit history of a small C program that prints one seeded choice
 (bisectbot.demo.choice), one commit moving one outcome 0.30 → 0.38 (TV 0.08), one commit that
-does not compile (the next fixes it), the rest compiled-file or docs-only changes. Each history
+does not compile (the next fixes it), the rest compiled-file or docs-only changes. The control
+is paired with each tested run on its seed; a seed prints the same where the change does not
+reach (the change moves a threshold). `--reshuffle`: the change also draws from another random
+stream, so from it on every seed prints independently of the control: the worst case for
+pairing by seed. Each history
 is bisected twice with the configs `bisectbot init` writes (default test settings), each in a
 state directory of its own: with the exact reference (`init --probs`), and with a measured one
 (`init` without --probs: `reference.control` at the good endpoint, a two-sample test against
@@ -35,15 +40,16 @@ BEFORE = (0.30, 0.45, 0.25)
 AFTER = (0.38, round(0.45 - 0.08 * 0.45 / 0.70, 6), round(0.25 - 0.08 * 0.25 / 0.70, 6))
 
 
-def history(dest: Path, seed: int) -> ChoiceHistory:
-    """One history of the shape: the change and the break at random places."""
+def history(dest: Path, seed: int, reshuffle: bool = False) -> ChoiceHistory:
+    """One history of the shape: the change and the break at random places (`reshuffle`: the
+    change also draws from another random stream, so no seed prints what it printed before)."""
     rnd = random.Random(seed)
     change = rnd.randrange(4, N - 4)
     broken = rnd.choice([i for i in range(2, N - 2) if abs(i - change) > 1])
     steps = [Step("first", BEFORE)]
     for i in range(1, N):
         if i == change:
-            steps.append(Step("change", AFTER))
+            steps.append(Step("change", AFTER, stream=101 if reshuffle else None))
         elif i == broken:
             steps.append(Step("break", broken=True))
         else:
@@ -95,6 +101,11 @@ def main() -> None:
     parser.add_argument("--histories", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--max-runs", type=int, default=0, help="run.max_runs of both configs (default: init's)")
+    parser.add_argument(
+        "--reshuffle",
+        action="store_true",
+        help="the change also reshuffles every seed's draw: the worst case for pairing by seed",
+    )
     args = parser.parse_args()
     probs = dict(zip("abc", BEFORE))
     totals = {"exact": 0, "measured": 0}
@@ -102,7 +113,7 @@ def main() -> None:
     for seed in range(args.first_seed, args.first_seed + args.histories):
         with tempfile.TemporaryDirectory(prefix="bench-control-") as tmp:
             work = Path(tmp)
-            h = history(work, seed)
+            h = history(work, seed, args.reshuffle)
             exact = bisect(h, init_config(h, work, "exact", probs, args.max_runs), work, "exact")
             measured = bisect(h, init_config(h, work, "measured", None, args.max_runs), work, "measured")
         if "error" in exact or "error" in measured:

@@ -396,36 +396,43 @@ def test_sticky_strategy_finds_the_culprit(small_demo: DemoHistory, tmp_path: Pa
     assert stored <= spent + 4 * (os.cpu_count() or 1) < parent, (stored, spent, parent)
 
 
+def _seeds_run(state: Path, sha: str) -> set[int]:
+    con = sqlite3.connect(state / "state.sqlite3")
+    try:
+        return {r[0] for r in con.execute("SELECT seed FROM runs WHERE sha=?", (sha,))}
+    finally:
+        con.close()
+
+
 @pytest.mark.heavy  # after the default suite (README: Tests)
 def test_control_sample_serves_as_reference(small_demo: DemoHistory, tmp_path: Path) -> None:
-    """No exact reference: a known-good commit's runs on disjoint seeds stand in for it."""
+    """No exact reference: a known-good commit's runs on the common seeds stand in for it, each
+    tested run paired with the control's run on the same seed."""
     data = yaml.safe_load(small_demo.config.read_text())
     data["repo"]["path"] = str(small_demo.repo)
-    data["reference"] = {"control": {"commit": small_demo.good, "runs": 10000}}
+    data["reference"] = {"control": {"commit": small_demo.good, "runs": 3000}}
     cfg = tmp_path / "control.yaml"
     cfg.write_text(yaml.safe_dump(data))
-    state = str(tmp_path / "st")
-    bad = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-")
+    state = tmp_path / "st"
+    bad = cli("test", str(cfg), "--commit", "main", "--state", str(state), "--json", "-")
     assert bad.returncode == 1, bad.stderr
     result = json.loads(bad.stdout)
-    assert result["verdict"] == "bad" and "control sample of 10000 runs" in result["reference"]["source"]
-    good = cli("test", str(cfg), "--commit", small_demo.commits[2], "--state", state, "--json", "-")
+    assert result["verdict"] == "bad" and "control sample of 3000 runs" in result["reference"]["source"]
+    good = cli("test", str(cfg), "--commit", small_demo.commits[2], "--state", str(state), "--json", "-")
     assert json.loads(good.stdout)["verdict"] == "good", good.stderr
-    # the control runs' seeds never overlap the tested ones
-    con = sqlite3.connect(tmp_path / "st" / "state.sqlite3")
-    control_seeds = {
-        r[0] for r in con.execute("SELECT seed FROM runs WHERE sha=? AND seed >= 1000000000", (small_demo.good,))
-    }
-    tested = {r[0] for r in con.execute("SELECT seed FROM runs WHERE seed < 1000000000")}
-    con.close()
-    assert len(control_seeds) == 10000 and not control_seeds & tested
+    # every tested seed has the control's run beside it: the same seeds
+    control = _seeds_run(state, small_demo.good)
+    assert len(control) == 3000
+    for sha in (small_demo.bad, small_demo.commits[2]):
+        assert _seeds_run(state, sha) <= control
 
 
 @pytest.mark.heavy  # about a minute of builds and runs (README: Tests)
 def test_a_control_sample_grows_while_a_test_needs_it(small_demo: DemoHistory, tmp_path: Path) -> None:
-    """A small control sample first (the default 200 runs); each tested run is paired with two
-    control runs, so a test that runs longer than the control allows grows it, a quick BAD does
-    not; the JSON counts the control's runs apart."""
+    """A small control sample first (the default 200 runs); each tested run is paired with the
+    control's run on its seed, so a test that runs longer than the control grows it, a quick BAD
+    does not; the JSON counts the control's runs apart; the control commit against itself
+    (every pair alike) is GOOD within the control's first runs, which it replays."""
     data = yaml.safe_load(small_demo.config.read_text())
     data["repo"]["path"] = str(small_demo.repo)
     data["reference"] = {"control": {"commit": small_demo.good}}
@@ -435,20 +442,19 @@ def test_a_control_sample_grows_while_a_test_needs_it(small_demo: DemoHistory, t
     bad = cli("test", str(cfg), "--commit", "main", "--state", state, "--json", "-")
     result = json.loads(bad.stdout)
     assert result["verdict"] == "bad" and result["control_runs"] == 200, bad.stderr
-    assert result["runs"] * 2 <= 200 and "control sample of 200 runs" in result["reference"]["source"]
+    assert result["runs"] <= 200 and "control sample of 200 runs" in result["reference"]["source"]
+    itself = cli("test", str(cfg), "--commit", small_demo.good, "--state", state, "--json", "-")
+    result = json.loads(itself.stdout)
+    assert result["verdict"] == "good" and result["runs"] < 200, itself.stderr
+    assert result["control_runs"] == 200 - result["runs"]  # its runs are the control's: not counted twice
+    data["reference"]["control"]["runs"] = 40
+    cfg.write_text(yaml.safe_dump(data))
+    state = str(tmp_path / "st2")
     good = cli("test", str(cfg), "--commit", small_demo.commits[2], "--state", state, "--json", "-")
     result = json.loads(good.stdout)
     assert result["verdict"] == "good", good.stderr
-    assert (
-        result["control_runs"] >= 2 * result["runs"] > 200 and "grown as tests needed" in result["reference"]["source"]
-    )
-    con = sqlite3.connect(tmp_path / "st" / "state.sqlite3")
-    control_seeds = {
-        r[0] for r in con.execute("SELECT seed FROM runs WHERE sha=? AND seed >= 1000000000", (small_demo.good,))
-    }
-    tested = {r[0] for r in con.execute("SELECT seed FROM runs WHERE seed < 1000000000")}
-    con.close()
-    assert len(control_seeds) == result["control_runs"] and not control_seeds & tested
+    assert result["control_runs"] >= result["runs"] > 40 and "grown as tests needed" in result["reference"]["source"]
+    assert _seeds_run(Path(state), small_demo.commits[2]) <= _seeds_run(Path(state), small_demo.good)
 
 
 @pytest.mark.heavy  # builds and runs (README: Tests)

@@ -318,41 +318,63 @@ def test_a_quick_step_never_says_good() -> None:
     )
 
 
-def _paired_paths(rng: np.random.Generator, q: np.ndarray, p: np.ndarray, paths: int, runs: int, **kw) -> list:
-    """Verdicts of the two-sample test over `paths` simulated commits (q) against controls (p),
-    two control runs beside each tested run."""
+def _coupled_paths(rng: np.random.Generator, q: np.ndarray, p: np.ndarray, paths: int, runs: int, **kw) -> list:
+    """Simulated tests as the pipeline pairs them: each tested run and its one control run come from the same seed:
+    one uniform draw through each commit's inverse CDF (a program whose change moves a
+    threshold: the runs agree wherever the change does not reach)."""
     out = []
     for _ in range(paths):
-        tested = rng.choice(q.size, size=runs, p=q).tolist()
-        control = rng.choice(p.size, size=2 * runs, p=p).tolist()
-        out.append(control_sample.paired_evidence(tested, control, q.size, ratio=2, max_runs=runs, **kw))
+        u = rng.random(runs)
+        tested = np.minimum(np.searchsorted(np.cumsum(q), u, side="right"), q.size - 1)
+        control = np.minimum(np.searchsorted(np.cumsum(p), u, side="right"), p.size - 1)
+        out.append(
+            control_sample.paired_evidence(tested.tolist(), control.tolist(), q.size, ratio=1, max_runs=runs, **kw)
+        )
     return out
 
 
-def test_control_sample_two_sample_test_calibration() -> None:
-    """The paired two-sample test against a control (no exact reference), by simulation:
-    false BAD at a commit exactly eta away ≤ alpha, false GOOD exactly at the tolerance ≤ beta,
-    a gross change BAD within a few dozen runs, the reference itself GOOD within the budget."""
-    rng = np.random.default_rng(16)
+def test_control_sample_paired_seed_for_seed_is_calibrated() -> None:
+    """The pipeline's pairing (the control's run on the tested run's seed), by simulation: with
+    runs tied by their seed, false BAD exactly eta away ≤ alpha (also betting toward the way it
+    leans), false GOOD exactly at the tolerance ≤ beta; pairs of independent runs (a change that
+    reshuffles every seed) stay calibrated too; and where the runs agree the test is far shorter
+    than with independent pairs: the control's own program GOOD, a 0.12 move BAD."""
+    rng = np.random.default_rng(29)
     p = np.asarray(REF.p)
     levels = dict(alpha=0.05, beta=0.05, tolerance=0.1, eta=0.03)
     at_eta = np.asarray(S.hardest_tv_shift(p, 0.03))
-    false_bad = sum(ev.decision is S.Verdict.BAD for ev in _paired_paths(rng, at_eta, p, 150, 1500, **levels))
-    assert false_bad <= 15  # ≤ 5% of 150 is 7.5; 15 is beyond the 99.9% binomial quantile
-    # betting toward an expected departure in the very direction the commit leans
-    toward = np.asarray(S.hardest_tv_shift(p, 0.1))
-    leaning = _paired_paths(rng, at_eta, p, 150, 1500, toward=toward, **levels)
-    assert sum(ev.decision is S.Verdict.BAD for ev in leaning) <= 15
     at_tol = np.asarray(S.hardest_tv_shift(p, 0.1))
-    false_good = sum(ev.decision is S.Verdict.GOOD for ev in _paired_paths(rng, at_tol, p, 150, 1500, **levels))
-    assert false_good <= 15
+    for paths in (_coupled_paths, _paired_paths_one):
+        false_bad = sum(ev.decision is S.Verdict.BAD for ev in paths(rng, at_eta, p, 150, 1500, **levels))
+        assert false_bad <= 15, (paths.__name__, false_bad)  # 15: past the 99.9% binomial quantile of 5%
+        leaning = paths(rng, at_eta, p, 150, 1500, toward=at_tol, **levels)
+        assert sum(ev.decision is S.Verdict.BAD for ev in leaning) <= 15, paths.__name__
+        false_good = sum(ev.decision is S.Verdict.GOOD for ev in paths(rng, at_tol, p, 150, 1500, **levels))
+        assert false_good <= 15, (paths.__name__, false_good)
     strict = dict(alpha=5e-4, beta=5e-4, tolerance=0.1, eta=0.03)
-    gross = _paired_paths(rng, np.asarray(GROSS, dtype=float), p, 20, 200, **strict)
-    assert all(ev.decision is S.Verdict.BAD and ev.n < 60 for ev in gross)  # the exact reference: ~15
-    same = _paired_paths(rng, p, p, 20, 4000, **strict)
-    assert sum(ev.decision is S.Verdict.GOOD for ev in same) >= 19 and not any(
-        ev.decision is S.Verdict.BAD for ev in same
-    )
+    gross = _paired_paths_one(rng, np.asarray(GROSS, dtype=float), p, 20, 200, **strict)
+    assert all(ev.decision is S.Verdict.BAD and ev.n < 100 for ev in gross)  # the exact reference: ~15
+    assert np.median([ev.n for ev in gross]) < 45
+    same = _coupled_paths(rng, p, p, 20, 4000, **strict)
+    alone = _paired_paths_one(rng, p, p, 20, 4000, **strict)
+    assert all(ev.decision is S.Verdict.GOOD for ev in same) and sum(ev.decision is S.Verdict.GOOD for ev in alone) >= 19
+    assert not any(ev.decision is S.Verdict.BAD for ev in same + alone)
+    assert max(ev.n for ev in same) < 150 < min(ev.n for ev in alone)
+    moved = np.asarray(S.hardest_tv_shift(p, 0.12))  # beyond the tolerance: BAD is the answer
+    tied = _coupled_paths(rng, moved, p, 10, 4000, **strict)
+    loose = _paired_paths_one(rng, moved, p, 10, 4000, **strict)
+    assert all(ev.decision is S.Verdict.BAD for ev in tied + loose)
+    assert np.median([ev.n for ev in tied]) * 3 < np.median([ev.n for ev in loose])
+
+
+def _paired_paths_one(rng: np.random.Generator, q: np.ndarray, p: np.ndarray, paths: int, runs: int, **kw) -> list:
+    """Independent pairs, one control run beside each tested run (runs on unrelated seeds)."""
+    out = []
+    for _ in range(paths):
+        tested = rng.choice(q.size, size=runs, p=q).tolist()
+        control = rng.choice(p.size, size=runs, p=p).tolist()
+        out.append(control_sample.paired_evidence(tested, control, q.size, ratio=1, max_runs=runs, **kw))
+    return out
 
 
 def test_paired_test_is_valid_whatever_the_control_says() -> None:
@@ -362,7 +384,7 @@ def test_paired_test_is_valid_whatever_the_control_says() -> None:
     rng = np.random.default_rng(23)
     p = np.array([0.5, 0.3, 0.2, 0.0])
     levels = dict(alpha=0.05, beta=0.05, tolerance=0.1, eta=0.0)
-    false_bad = sum(ev.decision is S.Verdict.BAD for ev in _paired_paths(rng, p, p, 200, 800, **levels))
+    false_bad = sum(ev.decision is S.Verdict.BAD for ev in _paired_paths_one(rng, p, p, 200, 800, **levels))
     assert false_bad <= 18
     with pytest.raises(ValueError, match="control run"):
         control_sample.PairedTest(4, 0.1, 0.03).add(0, [])

@@ -53,7 +53,6 @@ def _check_binaries(value: dict[str, list[str]] | None) -> dict[str, list[str]] 
 
 
 MODEL_RUNS = 4000  # test.model_runs default
-DEFAULT_CONTROL_RATIO = 2  # reference.control.ratio: control runs beside each tested run (bench_control)
 SEARCH_RUNS = 40000  # test.search_runs default
 
 
@@ -262,17 +261,19 @@ class ComputedReference(Strict):
 
 
 class ControlReference(Strict):
-    """No exact reference: run a known-good commit on seeds disjoint from every test, and test
-    each commit against its runs with a two-sample test (`core.control_sample`): each tested run
-    is paired with `ratio` control runs, at the same alpha, beta and eta as an exact reference.
-    `runs` control runs come first (they fix the categories); the control then grows while a
-    test needs more (by a tenth at least), up to `ratio` × run.max_runs, or `max_runs` if less."""
+    """No exact reference: run a known-good commit on the seeds every commit is tested on, and
+    test each commit against its runs with a two-sample test (`core.control_sample`): each tested
+    run is paired with the control's run on the same seed, at the same alpha, beta and eta as an
+    exact reference. `runs` control runs come first (they fix the categories); the control then
+    grows while a test needs more (by a tenth at least), up to run.max_runs, or `max_runs` if less."""
 
     commit: str
     runs: int = Field(default=200, gt=0)  # control runs before the first test
-    ratio: int = Field(default=DEFAULT_CONTROL_RATIO, ge=1, le=16)  # control runs beside each tested run
-    max_runs: int | None = Field(default=None, gt=0)  # the most it counts (default ratio × run.max_runs)
-    delta: float | None = Field(default=None, gt=0, lt=0.5)  # no longer used (the paired test needs none)
+    max_runs: int | None = Field(default=None, gt=0)  # the most it runs (default run.max_runs)
+    # no longer used: `delta` (the paired test needs none), `ratio` (one control run per tested
+    # run, on the same seed: bench/bench_control.py measured it against two on other seeds)
+    delta: float | None = Field(default=None, gt=0, lt=0.5)
+    ratio: int | None = Field(default=None, ge=1, le=16)
 
 
 class ReferenceConfig(Strict):

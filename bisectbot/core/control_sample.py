@@ -1,28 +1,33 @@
 """A commit against a reference known only through a control sample: a two-sample test (pure).
 
-Control-sample mode: no exact reference, but runs of a known-good commit on seeds disjoint from
-every test (`Reference.from_control`). Each run of the tested commit is paired with the next
-`ratio` runs of the control, in seed order (a block of its own within this test). For a set S
-of categories,
+Control-sample mode: no exact reference, but runs of a known-good commit. Each counted run of
+the tested commit is paired with a block of control runs (in the pipeline: the control's run on
+the very same seed, `pipeline.reference.GrowingControl`). For a set S of categories,
 
     z = 1[x ∈ S] − (share of the block in S)      has mean  q(S) − p(S),  z ∈ [−1, 1],
 
-whatever p is: the control's noise enters as variance (p(1−p)/ratio), not as a worst-case
-radius. Betting on z (Waudby-Smith & Ramdas, "Estimating means of bounded random variables by
-betting", JRSS-B 2023) gives anytime-valid tests at the same α, β and η as the exact reference:
+whatever p is, and whatever ties the run to its block: a deterministic program run on the same
+seed at two commits that behave alike prints the same, so z is 0 wherever the two agree and its
+variance is the chance they disagree (common random numbers), not p(1−p) + q(1−q). Betting on z
+(Waudby-Smith & Ramdas, "Estimating means of bounded random variables by betting", JRSS-B 2023)
+gives anytime-valid tests at the same α, β and η as the exact reference:
 
 * BAD,  H0: TV(q, p) ≤ η, i.e. q(S) − p(S) ≤ η for every S. One bet per run on the set S the
   pairs seen so far point at (predictable), wealth ∏(1 + λ(z − η)): a supermartingale under
   H0 for any predictable S and λ ∈ [0, 1/(1+η)). A mixture over a grid of λ.
-  With `toward` (the broken end's q̂, measured on other seeds, so fixed before these runs)
-  half of the wealth bets the size that grows fastest if the commit looks like it, as the
-  exact test's BAD mixture bets half on it.
+  With `toward` (the broken end's q̂, fixed before these runs) half of the wealth bets the size
+  that grows fastest if the commit looks like it, as the exact test's BAD mixture bets half on it.
 * GOOD, H0: TV(q, p) ≥ tolerance, i.e. q(S) − p(S) ≥ tolerance for some S. For every S a wealth
   ∏(1 + λ(tolerance − z)); GOOD needs all of them past 1/β (the null is their union).
 
-The control is shared by every test of a bisect (that is what makes it cheap: it grows to
-`ratio` × the longest test, not the sum). Each test is valid for a commit chosen apart from
-the control's noise; the search's path depends on earlier verdicts, which saw the same control.
+The plug-in bet sizes use the second moment of z seen so far (predictable: computed before the
+run it bets on), so a tight pairing is bet on hard and a loose one (independent runs) gently;
+validity needs only that each pair's z has mean q(S) − p(S) given the pairs before it, which
+holds when seeds are exchangeable draws (the assumption every test here makes).
+
+The control is shared by every test of a bisect (that is what makes it cheap: it is as long as
+the longest test, not the sum). Each test is valid for a commit chosen apart from the control's
+noise; the search's path depends on earlier verdicts, which saw the same control.
 The confirmation that names a commit compares it with its parent directly (`two_sample`), on
 fresh seeds, never through the control.
 
@@ -45,10 +50,12 @@ from bisectbot.core.stats import Evidence, check_levels, decide, subset_masks
 BAD_GRID = (0.01, 0.02, 0.04, 0.07, 0.11, 0.17, 0.25, 0.4, 0.6, 0.85)
 GOOD_GRID = (0.05, 0.1, 0.15, 0.22, 0.3, 0.4, 0.55, 0.75)
 # Half of the GOOD wealth bets, per set S, the size that grows fastest when the commit is the
-# control's own distribution: λ = tol / (tol² + Var z), Var z = p(S)(1 − p(S))(1 + 1/ratio) with
-# p(S) from the control runs paired so far (predictable), as the exact test's GOOD numerator
-# weighs the reference itself. The other half is the grid (any q).
+# control's own distribution: λ = tol / (tol² + E z²), with E z² estimated from the pairs so far
+# (predictable) and shrunk toward the independent pairs' p(S)(1 − p(S))(1 + 1/block) by PRIOR_PAIRS
+# pseudo-pairs, as the exact test's GOOD numerator weighs the reference itself. The other half
+# is the grid (any q).
 GOOD_PLUG_IN_WEIGHT = 0.5
+PRIOR_PAIRS = 20.0
 
 
 @dataclass
@@ -83,6 +90,8 @@ class PairedTest:
         if self._toward is not None and self._toward.shape != (self.k,):
             raise ValueError(f"toward must be a distribution over the {self.k} categories")
         self._bad_plug = 0.0
+        self._zz = np.zeros(len(self.masks))  # Σ z² per set S (the GOOD plug-in's variance)
+        self._toward_z = [0.0, 0.0]  # Σ z, Σ z² on the toward set (the BAD plug-in's variance)
 
     def add(self, x: int, block: Sequence[int]) -> None:
         """One tested run in category `x`, paired with `block` (categories of control runs no
@@ -102,15 +111,23 @@ class PairedTest:
             if 0 < s.sum() < self.k:
                 gap = float(self._toward[s].sum() - p[s].sum()) - self.eta
                 qs, ps_ = float(self._toward[s].sum()), float(p[s].sum())
-                var = qs * (1 - qs) + ps_ * (1 - ps_) / len(block)
+                prior = qs * (1 - qs) + ps_ * (1 - ps_) / len(block)  # independent pairs
+                total, squares = self._toward_z
+                mean = total / self.n if self.n else 0.0
+                seen = squares - self.n * mean * mean  # Σ (z − mean)², pairs so far
+                var = (seen + PRIOR_PAIRS * prior) / (self.n + PRIOR_PAIRS)
                 lam = min(max(gap / (gap * gap + var), 0.0), 0.8 / (1 + self.eta))
-                self._bad_plug += math.log1p(lam * (float(s[x]) - float(share[s].sum()) - self.eta))
+                z = float(s[x]) - float(share[s].sum())
+                self._bad_plug += math.log1p(lam * (z - self.eta))
+                self._toward_z = [total + z, squares + z * z]
         zs = self.masks[:, x] - self.masks @ share
         self._good += np.log1p(self._good_l[None, :] * (self.tolerance - zs)[:, None])
         ps = self.masks @ p
-        var = ps * (1 - ps) * (1 + 1 / len(block))
-        lam = np.minimum(self.tolerance / (self.tolerance**2 + var), 0.8 / (1 - self.tolerance))
+        prior = ps * (1 - ps) * (1 + 1 / len(block))  # independent pairs
+        second = (self._zz + PRIOR_PAIRS * prior) / (self.n + PRIOR_PAIRS)
+        lam = np.minimum(self.tolerance / (self.tolerance**2 + second), 0.8 / (1 - self.tolerance))
         self._good_plug += np.log1p(lam * (self.tolerance - zs))
+        self._zz += zs * zs
         self.tested[x] += 1
         self.control += np.bincount(np.asarray(block), minlength=self.k)[: self.k]
         self.n += 1
@@ -132,7 +149,7 @@ class PairedTest:
         w = GOOD_PLUG_IN_WEIGHT
         return float(np.logaddexp(math.log(w) + self._good_plug, math.log1p(-w) + grid).min())
 
-    def evidence(self, *, alpha: float, beta: float, max_runs: int, ratio: int) -> Evidence:
+    def evidence(self, *, alpha: float, beta: float, max_runs: int, pairing: str = "") -> Evidence:
         """The verdict so far: BAD at E_bad ≥ 1/α, GOOD at E_good ≥ 1/β, INCONCLUSIVE at the budget."""
         check_levels(alpha, beta)
         return decide(
@@ -142,10 +159,10 @@ class PairedTest:
             alpha,
             beta,
             max_runs,
-            good_what=f"TV < {self.tolerance:g}, against {self.control.sum():.0f} control runs ({ratio} per run)",
-            bad_what=f"TV > {self.eta:g}, against {self.control.sum():.0f} control runs"
+            good_what=f"TV < {self.tolerance:g}, against {self.control.sum():.0f} control runs{pairing}",
+            bad_what=f"TV > {self.eta:g}, against {self.control.sum():.0f} control runs{pairing}"
             if self.eta > 0
-            else f"against {self.control.sum():.0f} control runs",
+            else f"against {self.control.sum():.0f} control runs{pairing}",
         )
 
 
@@ -154,7 +171,7 @@ def paired_evidence(
     control: Sequence[int],
     k: int,
     *,
-    ratio: int,
+    ratio: int = 1,
     alpha: float,
     beta: float,
     tolerance: float,
@@ -163,15 +180,16 @@ def paired_evidence(
     toward: Sequence[float] | None = None,
 ) -> Evidence:
     """The test over whole sequences (for tests and benches): run i of `tested` paired with
-    control runs [i·ratio, (i+1)·ratio); stops at the first decision, like the pipeline."""
+    control runs [i·ratio, (i+1)·ratio) (ratio 1 with both drawn from one seed each: the
+    pipeline's pairing); stops at the first decision, like the pipeline."""
     test = PairedTest(k, tolerance, eta, toward)
-    ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs, ratio=ratio)
+    ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs)
     for i, x in enumerate(tested):
         block = control[i * ratio : (i + 1) * ratio]
         if len(block) < ratio:
             break
         test.add(x, block)
-        ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs, ratio=ratio)
+        ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs)
         if ev.decision is not None:
             break
     return ev

@@ -176,7 +176,7 @@ def undecided_hint(
     (at least 2·(tolerance − TV)² nats per run, Pinsker), or that the commit sits between eta
     and the tolerance, where more runs do not help. `cap` is the most run.max_runs can be.
     `slower`: how many times the runs an exact reference needs the test needs (a control
-    sample's two-sample test, each run paired with `ratio` control runs: 1 + 1/ratio)."""
+    sample's two-sample test, each run paired with one control run: at most 2)."""
     names = list(reference.names)
     total = sum(counts.get(n, 0) for n in names)
     if not total:

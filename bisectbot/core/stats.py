@@ -18,8 +18,8 @@ bench/bench_stats.py measures them):
 * `two_sample`: did the distribution change between two commits (fresh seeds, valid whatever
   the reference says)? Is a commit like another, seed for seed (the coupling inequality)?
 * `skips`: do more than half of a commit's runs fail?
-* `control_sample`: the reference is itself a finite sample (m runs on disjoint seeds); a KT
-  confidence set for p costs δ once (errors ≤ α + δ).
+* `control_sample`: the reference is known only through runs of a known-good commit: each
+  tested run paired with the control's run on its seed, a two-sample test by betting.
 
 This module holds what they share, so none of them imports another's internals: the
 categories and `Reference`; `Evidence` and the one rule that turns two e-values into a
@@ -106,8 +106,8 @@ class Reference:
 
     @classmethod
     def from_control(cls, counts_by_name: Mapping[str, int], delta: float = 1e-3) -> "Reference":
-        """A reference known only through a control sample (runs of the good build, seeds
-        disjoint from every tested commit). ``probs`` is the sample's MLE m/M; keys OTHER and
+        """A reference known only through a control sample (runs of the good build on the common
+        seeds; `control_sample` tests against the runs themselves). ``probs`` is the sample's MLE m/M; keys OTHER and
         MISSED may appear and become categories (MISSED is then an ordinary category)."""
         if not (0.0 < delta < 1.0):
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")

@@ -28,7 +28,7 @@ MAIN = r"""#include <stdio.h>
 int main(int argc, char ** argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) { puts("usage: prog SEED"); return argc < 2; }
     const unsigned long long seed = strtoull(argv[1], NULL, 10);
-    const double u = uniform01(seed, 1), v = uniform01(seed, 2);
+    const double u = uniform01(seed, STREAM), v = uniform01(seed, 2);
     if (v < STRAY) { puts("z"); return 0; }  /* a stray outcome */
     double acc = 0.0;
     for (int i = 0; i < N_OUTCOMES; ++i) {
@@ -73,6 +73,7 @@ class Step:
     probs: tuple[float, ...] | None = None
     stray: float | None = None
     broken: bool = False
+    stream: int | None = None  # the draw's random stream from this commit on (None: unchanged; 1 first)
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,12 @@ class ChoiceHistory:
         return self.commits[self.kinds.index(kind)]
 
 
-def _table(probs: tuple[float, ...], stray: float) -> str:
+def _table(probs: tuple[float, ...], stray: float, stream: int) -> str:
     values = ", ".join(repr(float(p)) for p in probs)
     return (
         f"#pragma once\n#define N_OUTCOMES {len(probs)}\nstatic const double PROBS[N_OUTCOMES] = {{{values}}};\n"
         f'static const char LETTERS[] = "{LETTERS[: len(probs)]}";\nstatic const double STRAY = {stray!r};\n'
+        f"#define STREAM {stream}\n"
     )
 
 
@@ -102,10 +104,11 @@ def write_choice_history(dest: Path, steps: Sequence[Step], *, name: str = "choi
     env = _git_env()
     _git(repo, "init", "-q", "--template=", "-b", "main", env=env)
     probs: tuple[float, ...] = steps[0].probs
-    stray, rev, notes, shas = 0.0, 0, 0, []
+    stray, stream, rev, notes, shas = 0.0, 1, 0, 0, []
     for i, step in enumerate(steps):
         probs = step.probs if step.probs is not None else probs
         stray = step.stray if step.stray is not None else stray
+        stream = step.stream if step.stream is not None else stream
         rev += step.kind == "src"
         notes += step.kind == "docs"
         util = UTIL_C.replace("@@REV@@", str(rev)) + ("int broken(void) { return }\n" if step.broken else "")
@@ -114,7 +117,7 @@ def write_choice_history(dest: Path, steps: Sequence[Step], *, name: str = "choi
             "src/main.c": MAIN,
             "src/util.h": UTIL_H,
             "src/util.c": util,
-            "src/table.h": _table(probs, stray),
+            "src/table.h": _table(probs, stray, stream),
             "README.md": f"# {name}\n" + "".join(f"- note {k}\n" for k in range(notes)),
         }
         for rel, text in files.items():

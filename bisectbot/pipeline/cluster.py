@@ -436,7 +436,7 @@ class RemoteFeed(Feed):
                 self._failed = self.tally.failure_reason()
                 raise Untestable(self._failed, self.tally.failure_signature(self.prepared.variant))
             if self.tally.last_category is not None:
-                self._pair(self.tally.last_category)
+                self._pair(self.tally.last_category, rec.seed)
                 return self.tally.last_category
 
     def close(self) -> None:

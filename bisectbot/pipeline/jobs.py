@@ -304,7 +304,7 @@ def run_test(session: Session, plan: CommitPlan) -> CommitReport:
             reproduce=reproduce,
             eta=session.cfg.test.indifference,
             tolerance=session.cfg.test.tolerance,
-            control_runs=tester.control.attempted if tester.control is not None else None,
+            control_runs=tester.control.extra_runs([detail]) if tester.control is not None else None,
         )
         store.finish_job(plan.job, "done", report.to_json())
     return report

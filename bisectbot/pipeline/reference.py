@@ -6,9 +6,9 @@ Four ways, chosen in the config:
       commit, queried on 127.0.0.1 for post-sampling probabilities, then stopped;
   (c) `reference.compute.method: numpy`: a forward pass of the tiny GGUF model in numpy plus the
       sampler chain — independent of any llama.cpp build;
-  (d) `reference.control`: no exact reference, but a known-good commit: its counts over seeds
-      disjoint from every test, paired run for run with the tested commit's runs
-      (core.control_sample: a two-sample test; the control grows while tests need it).
+  (d) `reference.control`: no exact reference, but a known-good commit: its runs on the common
+      seeds, paired seed for seed with the tested commit's runs (core.control_sample: a
+      two-sample test; the control grows while tests need it).
 The reference is resolved once, before any commit is judged, and handed to the verdict stage.
 Computed references are cached in the state database by (method, commit, model sha256, prompt,
 sampler settings), so a bisect computes its reference once.
@@ -27,11 +27,12 @@ from typing import Any, Callable, Sequence
 
 from bisectbot.config import Config
 from bisectbot.config.sections import ComputedReference
+from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core import stats
 from bisectbot.core.control_sample import PairedTest
 from bisectbot.core.keys import json_key
 from bisectbot.core.outcome import Verdict
-from bisectbot.core.records import Ask
+from bisectbot.core.records import Ask, CommitVerdict
 from bisectbot.core.reports import ReferenceSummary
 from bisectbot.edges.files import file_sha256
 from bisectbot.edges.procs import clean_env
@@ -41,9 +42,6 @@ from bisectbot.pipeline.events import ControlStarted, RunsProgress
 from bisectbot.pipeline.parse import observe
 from bisectbot.pipeline.runner import CommitRunner
 
-# The control sample's seeds start this far out: disjoint from every test block.
-CONTROL_SEED_OFFSET = 10**9
-
 
 @dataclass(frozen=True)
 class ResolvedReference:
@@ -51,7 +49,7 @@ class ResolvedReference:
     condition_prob: float | None
     source: str  # human-readable: where the numbers come from
     control: dict[str, int] | None = None  # the control sample's counts, when it is one
-    outcomes: tuple[str, ...] = ()  # the control's counted outcomes in seed order (GrowingControl)
+    outcomes: tuple[str | None, ...] = ()  # the control's outcomes in seed order, None: failed (GrowingControl)
 
     def stats_reference(self) -> stats.Reference:
         if self.control is not None:
@@ -82,8 +80,8 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
         if runner is None:
             raise BisectbotError("reference.control needs runs of the control commit")
         sha, outcomes = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
-        counts = dict(Counter(outcomes))
-        total = len(outcomes)
+        counts = dict(Counter(o for o in outcomes if o is not None))
+        total = sum(counts.values())
         return ResolvedReference(
             {k: v / total for k, v in counts.items()},
             None,
@@ -122,56 +120,62 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
     return _cached(store, key_parts, lambda: _server(comp, binary, model, cond, sha, env))
 
 
-def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, list[str]]:
-    """`runs` runs of a known-good commit, on seeds no test uses: their outcomes in seed order."""
+def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, list[str | None]]:
+    """The first `runs` runs of a known-good commit on the common seeds (block 0, where every
+    commit is tested): their outcomes in seed order, None where a run failed."""
     sha = runner.workspace.resolve(ref)
-    outcomes, failures = _control_runs(cfg, runner, sha, 0, runs)
-    if failures * 2 > runs or not outcomes:
+    outcomes = _control_runs(cfg, runner, sha, 0, runs)
+    failures = outcomes.count(None)
+    if failures * 2 > runs or failures == runs:
         raise BisectbotError(f"reference.control: {failures} of {runs} runs at {sha[:12]} failed")
     return sha, outcomes
 
 
-def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count: int) -> tuple[list[str], int]:
-    """Control runs start … start + count − 1 at `sha` (stored like any run, so a resume replays
-    them): their outcomes in seed order (MISSED for a missed condition), and how many failed."""
+def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count: int) -> list[str | None]:
+    """Control runs start … start + count − 1 at `sha`, on the common seeds (stored like any
+    run, so a resume replays them, and a test of the same commit reuses them): their outcomes in
+    seed order (MISSED for a missed condition), None for a failed run."""
     prepared = runner.prepare(sha)
     if prepared.executor is None:
         raise BisectbotError(f"reference.control: {sha[:12]} cannot be tested: {prepared.why}")
-    seeds = runner.seeds(CONTROL_SEED_OFFSET + cfg.run.first_seed + start, count)
-    outcomes: list[str] = []
-    failures = 0
+    seeds = runner.seed_block(sha, 0, start + count)[start:]
+    outcomes: list[str | None] = []
     runner.events.emit(ControlStarted(sha, count, start))
     with runner.runs(prepared, seeds) as stream:
         for rec in stream:
             if not rec.ok:
-                failures += 1
+                outcomes.append(None)
                 continue
             obs = observe(rec.tokens or (), cfg.statistic)
             outcome = obs.outcome if obs.outcome is not None else stats.OTHER
             outcomes.append(outcome if obs.met_condition else stats.MISSED)
             runner.events.emit(RunsProgress(sha, len(outcomes), count, "control"))
-    return outcomes, failures
+    return outcomes
 
 
 def control_cap(cfg: Config) -> int:
-    """The most control runs a bisect may count: `ratio` beside every run of the longest test the
-    budget allows (run.max_runs), unless reference.control.max_runs says less."""
+    """How far along the common seeds the control may run: as far as the longest test the budget
+    allows (run.max_runs), unless reference.control.max_runs says less."""
     control = cfg.reference.control
     assert control is not None
-    derived = control.ratio * cfg.run.max_runs
-    return min(derived, control.max_runs) if control.max_runs else derived
+    return min(cfg.run.max_runs, control.max_runs) if control.max_runs else cfg.run.max_runs
 
 
 class GrowingControl:
-    """The control sample of `reference.control`: its runs in seed order, paired with tested
-    runs by `core.control_sample.PairedTest`, and grown while a test needs more of them.
+    """The control sample of `reference.control`: the control commit's runs on the common seeds,
+    paired seed for seed with tested runs by `core.control_sample.PairedTest`, and grown while a
+    test needs more of them.
 
-    Run i of every test is paired with control runs [i·ratio, (i+1)·ratio): the control is as
-    long as `ratio` × the longest test, not the sum of the tests. Growth asks for whole blocks of
-    runs (a tenth of its size or BATCH runs at least: every run past what the tests need is
-    waste), up to `control_cap`. Its categories stay those of the first sample:
-    a later outcome it never showed counts as OTHER, as the tests count it (a coarsening both
-    sides share); a missed condition without a MISSED category is not counted, as in the tests."""
+    A tested run on common seed i is paired with the control's run on seed i: a commit that
+    behaves like the control prints the same there, and the pair tells nothing apart (z = 0),
+    so the test is short where the commits agree (common random numbers); a run on a commit's
+    own seeds (the confirmation's) is paired with the next control run not yet paired in its
+    test, an independent pair. A pair whose control run failed is left out. The control is as
+    long as the longest test, not the sum of the tests, and when the control commit is the good
+    end, its runs are the good end's own. Growth asks for whole blocks of runs (a tenth of its
+    size or BATCH runs at least), up to `control_cap`. Its categories stay those of the first
+    sample: a later outcome it never showed counts as OTHER, as the tests count it (a
+    coarsening both sides share); a missed condition without a MISSED category is not counted."""
 
     GROWTH = 0.1  # of its size, at least
     BATCH = 256  # runs, at least
@@ -181,25 +185,27 @@ class GrowingControl:
         assert control is not None and resolved.control is not None
         self.cfg, self.runner, self.resolved = cfg, runner, resolved
         self.sha = runner.workspace.resolve(control.commit)
-        self.ratio = control.ratio
         self.cap = control_cap(cfg)
         self.reference = resolved.stats_reference()
-        self.attempted = control.runs  # run indices used so far, failures included
-        self.sequence = self._categories(resolved.outcomes)
+        self.by_index = self._categories(resolved.outcomes)  # the category of run i (None: not counted)
+        self.common = {seed: i for i, seed in enumerate(runner.seed_block(self.sha, 0, SEED_BLOCK))}
+
+    @property
+    def attempted(self) -> int:
+        """Control runs so far (failures included): the common seeds 0 … attempted − 1."""
+        return len(self.by_index)
 
     @property
     def runs(self) -> int:
         """Control runs counted (failures and uncounted runs left out)."""
-        return len(self.sequence)
+        return sum(c is not None for c in self.by_index)
 
-    def _categories(self, outcomes: Sequence[str]) -> list[int]:
+    def _categories(self, outcomes: Sequence[str | None]) -> list[int | None]:
         """Outcomes as the reference's categories, as tests count them (Reference.index)."""
-        out = []
+        out: list[int | None] = []
         for outcome in outcomes:
             missed = outcome == stats.MISSED
-            index = self.reference.index(None if missed else outcome, not missed)
-            if index is not None:
-                out.append(index)
+            out.append(None if outcome is None else self.reference.index(None if missed else outcome, not missed))
         return out
 
     def pairing(self, tolerance: float, eta: float, toward: Sequence[float] | None = None) -> "ControlPairing":
@@ -207,14 +213,30 @@ class GrowingControl:
         distribution it is expected to look like if it departs, PairedTest)."""
         return ControlPairing(self, PairedTest(len(self.reference.names), tolerance, eta, toward))
 
-    def pair(self, test: PairedTest, category: int) -> bool:
-        """Pair the test's next run (in `category`) with its block of control runs, growing the
-        control when it has too few; False when the cap leaves no block for it."""
-        need = (test.n + 1) * self.ratio
-        if need > len(self.sequence) and not self._grow(need):
+    def pair(self, test: PairedTest, category: int, index: int) -> bool:
+        """Pair a tested run (in `category`) with control run `index`, growing the control when
+        it is not that long yet; False when the cap leaves no run for it."""
+        if index >= self.cap:
             return False
-        test.add(category, self.sequence[need - self.ratio : need])
+        if index >= len(self.by_index):
+            self._grow(index + 1)
+        partner = self.by_index[index]
+        if partner is not None:
+            test.add(category, [partner])
         return True
+
+    def extra_runs(self, verdicts: Sequence[CommitVerdict]) -> int:
+        """Control runs no verdict counts among its runs (the report's `control_runs`): all of
+        them, less those the control commit's own tests on the common seeds read."""
+        read = max(
+            (
+                v.runs
+                for v in verdicts
+                if v.sha == self.sha and v.arm == "main" and v.seeds and self.common.get(v.seeds[0]) == 0
+            ),
+            default=0,
+        )
+        return max(0, self.attempted - read)
 
     def evidence(self, test: PairedTest, ask: Ask, budget: int, capped: bool = False) -> stats.Evidence:
         """The test's verdict so far (`capped`: the control could not grow for its next run)."""
@@ -225,38 +247,35 @@ class GrowingControl:
                 test.log_e_bad,
                 test.log_e_good,
                 f"undecided after {test.n} runs: the control reached its cap of {self.cap:,} runs "
-                f"({self.ratio} per tested run; raise run.max_runs or reference.control.max_runs)",
+                "(raise run.max_runs or reference.control.max_runs)",
             )
-        return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget, ratio=self.ratio)
+        return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget, pairing=" on the same seeds")
 
-    def _grow(self, need: int) -> bool:
-        """Run more control runs until `need` are counted (see GROWTH, BATCH; within the cap);
-        False when the cap is reached first."""
-        while len(self.sequence) < need:
-            if len(self.sequence) >= self.cap:
-                return False
-            size = len(self.sequence)
-            missing = min(self.cap, max(need, size + self.BATCH, int(size * (1 + self.GROWTH)))) - size
-            outcomes, failures = _control_runs(self.cfg, self.runner, self.sha, self.attempted, missing)
-            self.attempted += missing
-            if failures * 2 > missing:
-                raise BisectbotError(f"reference.control: {failures} of {missing} more runs at {self.sha[:12]} failed")
-            self.sequence += self._categories(outcomes)
+    def _grow(self, need: int) -> None:
+        """Run more control runs until `need` are there (see GROWTH, BATCH; within the cap)."""
+        size = len(self.by_index)
+        target = min(self.cap, max(need, size + self.BATCH, int(size * (1 + self.GROWTH))))
+        outcomes = _control_runs(self.cfg, self.runner, self.sha, size, target - size)
+        failures = outcomes.count(None)
+        if failures * 2 > len(outcomes):
+            raise BisectbotError(
+                f"reference.control: {failures} of {len(outcomes)} more runs at {self.sha[:12]} failed"
+            )
+        self.by_index += self._categories(outcomes)
         self._recount()
-        return True
 
     def _recount(self) -> None:
         """The reference the reports show: the control's counts as they are now."""
         names = self.reference.names
         counts = {name: 0 for name in names}
-        for index in self.sequence:
-            counts[names[index]] += 1
-        total = len(self.sequence)
+        for index in self.by_index:
+            if index is not None:
+                counts[names[index]] += 1
+        total = sum(counts.values())
         self.resolved = ResolvedReference(
             {k: v / total for k, v in counts.items()},
             None,
-            f"control sample of {total} runs at {self.sha[:12]} (grown as tests needed, "
-            f"{self.ratio} beside each tested run)",
+            f"control sample of {total} runs at {self.sha[:12]} (grown as tests needed, paired seed for seed)",
             counts,
         )
         self.reference = self.resolved.stats_reference()
@@ -273,15 +292,21 @@ class GrowingControl:
 
 
 class ControlPairing:
-    """One commit's test against the control as its runs come: each counted run paired with
-    its block of control runs, until the control can grow no more (`capped`)."""
+    """One commit's test against the control as its runs come: each counted run paired with the
+    control's run on the same seed (or, off the common seeds, the next one this test has not
+    paired yet), until the control can grow no more (`capped`)."""
 
     def __init__(self, control: GrowingControl, test: PairedTest):
         self.control, self.test, self.capped = control, test, False
+        self.own = 0  # control runs taken for runs off the common seeds
 
-    def add(self, category: int) -> None:
-        if not self.capped:
-            self.capped = not self.control.pair(self.test, category)
+    def add(self, category: int, seed: int) -> None:
+        if self.capped:
+            return
+        index = self.control.common.get(seed)
+        if index is None:
+            index, self.own = self.own, self.own + 1
+        self.capped = not self.control.pair(self.test, category, index)
 
     def evidence(self, ask: Ask, budget: int) -> stats.Evidence:
         return self.control.evidence(self.test, ask, budget, self.capped)

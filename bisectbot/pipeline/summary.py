@@ -111,7 +111,7 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         posterior=found.posterior,
         eta=test.indifference,
         tolerance=test.tolerance,
-        control_runs=ledger.tester.control.attempted if ledger.tester.control is not None else None,
+        control_runs=ledger.tester.control.extra_runs(verdicts) if ledger.tester.control is not None else None,
         along=distance_along(
             verdicts,
             {sha: i for i, sha in enumerate(plan.narrowed.full if plan.narrowed is not None else plan.line)},
@@ -267,8 +267,9 @@ def _assumptions(ledger: Ledger, dep: Departure, claims: list[CommitVerdict]) ->
     if ref.control is not None:
         out.append(
             f"the reference is a control sample of {sum(ref.control)} runs, shared by every test (each run "
-            f"paired with its own control runs): each test holds its level for a commit chosen apart from "
-            f"the control's noise; the change test naming the commit does not use the control"
+            f"paired with the control's run on its seed): each test holds its level for a commit chosen apart "
+            f"from the control's noise, with seeds as exchangeable draws and failed runs unrelated to the "
+            f"outcome; the change test naming the commit does not use the control"
         )
     if dep.found.posterior is not None:
         out.append(

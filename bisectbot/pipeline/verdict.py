@@ -247,7 +247,7 @@ class CommitTester:
                         if rec.ok and theirs is not None:
                             alike[sha][(-1 if category is None else category) != theirs] += 1
                     if pairing is not None and category is not None:
-                        pairing.add(category)
+                        pairing.add(category, rec.seed)
                         self.reference = pairing.control.reference
                     if rec.ok:
                         out.evidence = judge(
@@ -413,15 +413,15 @@ class Feed:
                     self.stream = runner.runs(retry, self._seeds())
                     break
                 if self.tally.last_category is not None:
-                    self._pair(self.tally.last_category)
+                    self._pair(self.tally.last_category, rec.seed)
                     return self.tally.last_category
             else:
                 raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
 
-    def _pair(self, category: int) -> None:
-        """With a control-sample reference: pair the run just counted with its control runs."""
+    def _pair(self, category: int, seed: int) -> None:
+        """With a control-sample reference: pair the run just counted with its control run."""
         if self.pairing is not None:
-            self.pairing.add(category)
+            self.pairing.add(category, seed)
             self.tester.reference = self.pairing.control.reference
 
     def paired_evidence(self, ask: Ask, budget: int) -> stats.Evidence | None:
