@@ -13,10 +13,17 @@ good commit is built once; then, interleaved `--reps` times:
   is the fixed cost (start-up, imports, the reference, the report). The difference, divided by
   the runs the test used, is bisectbot's time per run: spawn through the run jail, parse,
   sequential test, storage writes;
-* a bare loop: the same argv for the same seeds, the same number at once (a thread pool of
-  `run.jobs` or the core count), `subprocess.run` with output captured, nothing else.
+* bare loops: the same argv for the same seeds, the same number at once (a thread pool of
+  `run.jobs` or the core count), `subprocess.run` with output captured, and nothing else but
+  what decides whether a run counts: `once` takes whatever each seed printed (a cut output
+  too); `until complete` runs a seed again while its output is cut (parse.cut_output: rerun);
+  `as configured` applies the config's own parse rule (the shipped #29975 config reads a cut
+  output that shows enough: parse.cut_output: read). The last is the like-for-like loop: the
+  same runs counted as bisectbot counts them.
 
-Printed: per run, bisectbot and bare, and the ratio (the medians of the reps).
+Printed: per counted run, bisectbot and each bare loop, and the ratios (the medians of the
+reps); and how many cut outputs the configured loop read, with how many of them give the same
+observation as the same seed's complete output (they must all).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -45,7 +53,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import llama_e2e  # noqa: E402
 
 from bisectbot.config import load_config  # noqa: E402
+from bisectbot.config.sections import ParseConfig  # noqa: E402
 from bisectbot.demo import generate_demo  # noqa: E402
+from bisectbot.pipeline.parse import Incomplete, Unparsable, observe, parse_tokens  # noqa: E402
 
 
 def cli(*args: str) -> tuple[float, dict]:
@@ -58,11 +68,38 @@ def cli(*args: str) -> tuple[float, dict]:
     return wall, json.loads(proc.stdout)
 
 
-def bare(argv_for_seed: list[list[str]], jobs: int) -> float:
+@dataclass
+class Bare:
+    """One bare loop: its wall time, the programs it started, and per seed the tokens it counted
+    (None: never a complete output)."""
+
+    seconds: float
+    attempts: int
+    tokens: list[tuple[str, ...] | None]
+
+
+def bare(argv_for_seed: list[list[str]], jobs: int, parse: ParseConfig | None = None, retries: int = 0) -> Bare:
+    """The same argv for the same seeds, `jobs` at once. With `parse`: a seed whose output that
+    parse calls cut short is run again (up to `retries` times), as a loop that counts only
+    complete outputs must; without, each seed runs once and whatever came out is taken."""
+
+    def one(argv: list[str]) -> tuple[int, tuple[str, ...] | None]:
+        for attempt in range(1, retries + 2):
+            out = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL).stdout
+            if parse is None:
+                return attempt, None
+            try:
+                return attempt, parse_tokens(out.decode("utf-8", "replace"), parse)
+            except Incomplete:
+                continue
+            except Unparsable:
+                return attempt, None
+        return retries + 1, None
+
     start = time.monotonic()
     with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(lambda argv: subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL), argv_for_seed))
-    return time.monotonic() - start
+        done = list(pool.map(one, argv_for_seed))
+    return Bare(time.monotonic() - start, sum(a for a, _ in done), [t for _, t in done])
 
 
 def demo(work: Path) -> tuple[Path, str, list[str]]:
@@ -96,7 +133,9 @@ def main() -> None:
         cli("test", str(config), "--commit", good, "--state", str(seeded), *extra)
         clear_runs(seeded / "state.sqlite3")
         jobs = cfg.run.jobs or os.cpu_count() or 1
-        ours, theirs, runs = [], [], 0
+        ours: list[float] = []
+        loops: dict[str, list[float]] = {"once": [], "complete": [], "as configured": []}
+        read, same = 0, 0
         for _ in range(args.reps):
             state = work / "state"
             shutil.rmtree(state, ignore_errors=True)
@@ -107,20 +146,39 @@ def main() -> None:
             runs = result["runs"]
             binary = result["detail"]["binaries"]["binary"]
             values = {"binary": binary, "fixtures": str(cfg.fixtures_dir or ""), "config_dir": str(cfg.config_dir)}
-            template = cfg.run.templates[result["detail"].get("variant") or 0].argv
+            variant = cfg.run.templates[result["detail"].get("variant") or 0]
+            parse = variant.parse or cfg.parse
             argvs = [
-                [a.format_map({**values, "seed": str(s)}) for a in template]
+                [a.format_map({**values, "seed": str(s)}) for a in variant.argv]
                 for s in cfg.run.commit_seeds(good, 0, runs)
             ]
             ours.append((fresh - replay) / runs)
-            theirs.append(bare(argvs, jobs) / runs)
+            strict = parse.model_copy(update={"cut_output": "rerun"})
+            once = bare(argvs, jobs)
+            complete = bare(argvs, jobs, strict, cfg.run.retries)
+            configured = bare(argvs, jobs, parse, cfg.run.retries)
+            for name, loop in (("once", once), ("complete", complete), ("as configured", configured)):
+                loops[name].append(loop.seconds / runs)
+            # a cut output read (fewer tokens than the same seed's complete one): the same observation?
+            for full, got in zip(complete.tokens, configured.tokens):
+                if full is not None and got is not None and got != full:
+                    read += 1
+                    same += observe(got, cfg.statistic) == observe(full, cfg.statistic)
             print(
-                f"bisectbot: {fresh:5.2f} s fresh, {replay:5.2f} s replayed, {runs} runs: "
-                f"{ours[-1] * 1000:5.2f} ms per run; bare loop ({jobs} at once): {theirs[-1] * 1000:5.2f} ms per run",
+                f"bisectbot: {fresh:5.2f} s fresh, {replay:5.2f} s replayed, {runs} runs "
+                f"(+{result['detail'].get('retried', 0)} reruns): {ours[-1] * 1000:5.2f} ms per run; "
+                f"bare loops ({jobs} at once), ms per run: once {once.seconds / runs * 1000:5.2f}, "
+                f"until complete {complete.seconds / runs * 1000:5.2f} (+{complete.attempts - runs} reruns), "
+                f"as configured {configured.seconds / runs * 1000:5.2f} (+{configured.attempts - runs} reruns)",
                 flush=True,
             )
-        a, b = statistics.median(ours), statistics.median(theirs)
-        print(f"\nper run (medians of {args.reps}): bisectbot {a * 1000:.2f} ms, bare {b * 1000:.2f} ms: {a / b:.2f}x")
+        a = statistics.median(ours)
+        print(f"\nper counted run, medians of {args.reps}: bisectbot {a * 1000:.2f} ms; bare loops:")
+        for name, times in loops.items():
+            b = statistics.median(times)
+            print(f"  {name:>13}: {b * 1000:5.2f} ms: bisectbot / bare = {a / b:.2f}x")
+        if read:
+            print(f"cut outputs read: {read}, the same observation as the seed's complete output: {same}")
 
 
 if __name__ == "__main__":

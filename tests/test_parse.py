@@ -57,3 +57,40 @@ def test_llama_speculative_complete_output_has_the_trailing_newlines() -> None:
 def test_llama_speculative_cut_outputs_are_incomplete(stdout: str) -> None:
     with pytest.raises(Incomplete):
         parse_tokens(stdout, SPEC)
+
+
+READ_CUT = SPEC.model_copy(update={"cut_output": "read"})
+STAT = StatisticConfig(condition=Condition(position=0, token="f"), outcome=Outcome(position=1))
+
+
+@pytest.mark.parametrize(
+    ("stdout", "tokens"),
+    [
+        ("\n\nbcdbcfdgea\n\n\n\n", ("f", "d", "g", "e", "a")),  # complete: read whole
+        ("\n\nbcdbcfdgea\n\n", ("f", "d", "g", "e")),  # cut: the last token may be split, dropped
+        ("\n\nbcdbcfdg", ("f", "d")),  # two whole tokens are enough (min_tokens)
+        ("\n\nbcdbcfh", ("f", "h")),  # the EOS, one character: whole, generation over
+        ("\n\nbcdbch", ("h",)),
+        ("\n\nbcdbcfdh", ("f", "d", "h")),
+    ],
+)
+def test_a_cut_output_that_shows_enough_is_read(stdout: str, tokens: tuple[str, ...]) -> None:
+    """cut_output: read: what a cut output shows for sure (its start, less a last token the cut
+    may have split) is read when it is enough; the observation is the complete output's."""
+    assert parse_tokens(stdout, READ_CUT) == tokens
+    full = parse_tokens("\n\nbcdbcfdgea\n\n\n\n", SPEC)
+    if tokens[:2] == ("f", "d"):
+        assert observe(tokens, STAT) == observe(full, STAT)
+
+
+@pytest.mark.parametrize("stdout", ["", "\n\n", "\n\nbcd", "\n\nbcdbc", "\n\nbcdbcf", "\n\nbcdbcfd", "\n\nbcdbcfd\n"])
+def test_a_cut_output_that_shows_too_little_is_still_rerun(stdout: str) -> None:
+    with pytest.raises(Incomplete):
+        parse_tokens(stdout, READ_CUT)
+
+
+def test_reading_cut_output_needs_to_know_cut_and_enough() -> None:
+    with pytest.raises(ValueError, match="cut_output: read needs complete_suffix"):
+        ParseConfig(prefix="bcdbc", min_tokens=2, cut_output="read")
+    with pytest.raises(ValueError, match="cut_output: read needs"):
+        ParseConfig(prefix="bcdbc", complete_suffix="\n", expect_tokens=2, cut_output="read")

@@ -87,6 +87,32 @@ def test_cut_and_empty_outputs_are_rerun_not_counted(tmp_path: Path) -> None:
     assert records[7].status == "timeout"
 
 
+def test_a_cut_output_that_shows_enough_is_read_with_cut_output_read(tmp_path: Path) -> None:
+    """parse.cut_output: read: a cut tail that still shows the two tokens the statistic reads is
+    not run again, and gives the same observation as the seed's complete output; an empty one,
+    or one that shows too little, is still rerun."""
+    cfg, strict = make_config(tmp_path)
+    reading = ProgramExecutor(
+        cfg.run.argv or [],
+        {},
+        run_cfg=cfg.run,
+        parse_cfg=cfg.parse.model_copy(update={"cut_output": "read"}),
+        workdir=tmp_path,
+        env=clean_env(),
+    )
+    read = {s: reading.run(s) for s in (1, 3, 4, 9)}
+    (tmp_path / "tries").mkdir(exist_ok=True)
+    for tries in (tmp_path / "tries").iterdir():
+        tries.unlink()
+    complete = {s: strict.run(s) for s in (1, 4)}
+    assert read[1].attempts == 1 and read[4].attempts == 1  # "…fegab"[:4] cut: "eg" + "ab" shown
+    for seed in (1, 4):
+        assert read[seed].tokens is not None and complete[seed].tokens is not None
+        assert read[seed].tokens[:2] == complete[seed].tokens[:2] and complete[seed].attempts == 3
+    assert read[3].status == "ok" and read[3].attempts == 2  # empty: rerun
+    assert read[9].status == "incomplete"  # "\n\nbcdbc" shows no token at all
+
+
 def test_runs_come_in_seed_order_and_everything_is_stored(tmp_path: Path) -> None:
     cfg, executor = make_config(tmp_path)
     stored: dict[int, RunRecord] = {}

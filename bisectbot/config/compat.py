@@ -25,7 +25,22 @@ def without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
     _run_jail_keys(data)
     _run_variant_keys(data)
     _arm_keys(data)
+    _parse_cut_output(data)
     return data
+
+
+def _parse_cut_output(data: dict[str, Any]) -> None:
+    """parse.cut_output at its default (rerun), in `parse` and in every run and arm variant's.
+    Added 2026-12-04 (issue 26). Can go once no state directory holds an unfinished job from
+    before then."""
+    parses = [data.get("parse")]
+    parses += [v.get("parse") for v in (data.get("run") or {}).get("variants") or []]
+    for arm in (data.get("arms") or {}).values():
+        parses.append(arm.get("parse"))
+        parses += [v.get("parse") for v in arm.get("serve_variants") or []]
+    for parse in parses:
+        if isinstance(parse, dict) and parse.get("cut_output") == "rerun":
+            parse.pop("cut_output")
 
 
 def _test_budgets(data: dict[str, Any]) -> None:

@@ -207,6 +207,10 @@ class ParseConfig(Strict):
     eos: str | None = None  # a run that generated eos may stop early; tokens after it are dropped
     # A complete stdout ends with this (llama-speculative 0.3.36: "\n\n\n\n"); else it was cut.
     complete_suffix: str | None = None
+    # A stdout without complete_suffix: run the seed again ("rerun"), or "read" what it shows when
+    # that is enough: its last token dropped (the cut may have split it), still min_tokens tokens
+    # or the EOS. Only where a cut takes nothing but an end off (pipeline.parse).
+    cut_output: Literal["rerun", "read"] = "rerun"
 
     @model_validator(mode="after")
     def _pattern(self) -> "ParseConfig":
@@ -214,7 +218,20 @@ class ParseConfig(Strict):
             raise ValueError("split: regex needs a pattern")
         if self.expect_tokens is not None and self.min_tokens is not None:
             raise ValueError("give expect_tokens (exact) or min_tokens (at least), not both")
+        if self.cut_output == "read" and (self.complete_suffix is None or self.min_tokens is None):
+            raise ValueError(
+                "cut_output: read needs complete_suffix (what tells a cut output) and min_tokens "
+                "(how many tokens are enough)"
+            )
         return self
+
+    def key(self) -> dict:
+        """Its part of a run's key: cut_output left out at its default (added 2026-12-04, issue
+        26), so runs stored before then keep their keys."""
+        dump = self.model_dump(mode="json")
+        if dump.get("cut_output") == "rerun":
+            dump.pop("cut_output")
+        return dump
 
 
 class Condition(Strict):

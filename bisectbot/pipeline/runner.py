@@ -203,7 +203,7 @@ class CommitRunner:
             "binaries": binaries,
             "files": files,
             "env": cfg.run.env,
-            "parse": parse.model_dump(mode="json"),
+            "parse": parse.key(),
             **({"sandbox": self.sandbox.key()} if self.sandbox is not None else {}),
         }
         stored_as = run_key(key_parts)
@@ -299,7 +299,7 @@ class CommitRunner:
             "body": spec.body,
             "path": spec.path,
             "field": spec.field,
-            "parse": parse.model_dump(mode="json"),
+            "parse": parse.key(),
         }
         return Prepared(
             sha,
