@@ -265,6 +265,25 @@ def test_the_narrowing_is_announced(mixed_demo: DemoHistory, tmp_path: Path) -> 
     assert narrowed.narrowed is not None and narrowed.narrowed.full == plan.line
 
 
+def test_a_step_build_records_no_inputs_and_a_later_narrowing_scans_it(mixed_demo: DemoHistory, tmp_path: Path) -> None:
+    """Only the narrowing reads a build's inputs, at the ends: a commit built to be tested (a
+    search step) does not record them (a quarter second a build on llama.cpp); a later bisect
+    in the same state directory with that commit as an end scans it, and still narrows."""
+    from bisectbot.pipeline.narrow import narrow_plan
+
+    small_demo = mixed_demo
+    middle = small_demo.commits[len(small_demo.commits) // 2]
+    seen: list[Event] = []
+    with StateDir(tmp_path / "st") as state:
+        session = jobs.Session(load_config(small_demo.config), state, Events(seen.append))
+        built = session.runner.prepare(middle).build
+        assert built.ok and built.inputs is None
+        plan = jobs.plan_bisect(session, middle, "main")
+        narrowed = narrow_plan(plan, session.cfg, session.workspace, session.build_many, session.events, session.scan())
+    assert narrowed.narrowed is not None and narrowed.narrowed.rule is not None
+    assert "input files at the two ends" in narrowed.narrowed.rule
+
+
 def test_link_commands_are_read_as_the_shell_reads_them(tmp_path: Path) -> None:
     """cmake quotes object paths in link.txt (llama.cpp's do); a target whose link command names
     no object we can see leaves the inputs unknown rather than empty."""

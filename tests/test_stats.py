@@ -357,7 +357,9 @@ def test_control_sample_paired_seed_for_seed_is_calibrated() -> None:
     assert np.median([ev.n for ev in gross]) < 45
     same = _coupled_paths(rng, p, p, 20, 4000, **strict)
     alone = _paired_paths_one(rng, p, p, 20, 4000, **strict)
-    assert all(ev.decision is S.Verdict.GOOD for ev in same) and sum(ev.decision is S.Verdict.GOOD for ev in alone) >= 19
+    assert (
+        all(ev.decision is S.Verdict.GOOD for ev in same) and sum(ev.decision is S.Verdict.GOOD for ev in alone) >= 19
+    )
     assert not any(ev.decision is S.Verdict.BAD for ev in same + alone)
     assert max(ev.n for ev in same) < 150 < min(ev.n for ev in alone)
     moved = np.asarray(S.hardest_tv_shift(p, 0.12))  # beyond the tolerance: BAD is the answer

@@ -92,6 +92,8 @@ def log_sup_tv_ball_many(counts: np.ndarray, p: np.ndarray, eta: float) -> np.nd
     emp = n / safe
     inside = 0.5 * np.abs(emp - p).sum(-1) <= eta
     mle = (xlogy(n, emp)).sum(-1)
+    if (inside | (tot[..., 0] == 0)).all():  # the usual case of a commit like the reference: the
+        return np.where(tot[..., 0] > 0, mle, 0.0)  # same value as below, without the search
     seen = n > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         b = np.where(seen, p / np.where(seen, n, 1.0), np.inf)  # breakpoints (..., K)

@@ -120,8 +120,11 @@ class Builder:
             return None
         return rec
 
-    def ensure(self, sha: str, cfg: BuildConfig) -> BuildRecord:
-        """The commit's build record for `cfg`, building it only if no usable build is stored."""
+    def ensure(self, sha: str, cfg: BuildConfig, *, inputs: bool = True) -> BuildRecord:
+        """The commit's build record for `cfg`, building it only if no usable build is stored.
+        `inputs`: record the files its targets were compiled from (`linkgraph.target_inputs`, a
+        quarter second on llama.cpp), which only the narrowing reads, at the ends; a build made
+        without them has `inputs` None, and the narrowing scans such an end instead."""
         key = self.key(cfg)
         store = self.state.store
         rec = store.build(key, sha)
@@ -153,6 +156,7 @@ class Builder:
             progress=lambda phase: self.events.emit(BuildPhase(sha, phase)),
             secrets=self.secrets,
             sandbox=self.sandbox,
+            inputs=inputs,
         )
         store.put_build(key, rec)
         self.built.append(sha)
@@ -180,8 +184,8 @@ class Builder:
         if self.sandbox is not None:  # its dependency files are not read (they could name any file)
             return None
         rec = self.stored(sha, cfg)
-        if rec is not None:
-            return list(rec.inputs) if rec.inputs is not None else None
+        if rec is not None and rec.inputs is not None:
+            return list(rec.inputs)
         if self.guard is not None:
             self.guard()
         self.events.emit(BuildPhase(sha, "scan"))
@@ -251,6 +255,7 @@ def build_commit(
     secrets: Iterable[str] = (),
     sandbox: Sandbox | None = None,
     scan: bool = False,
+    inputs: bool = True,
 ) -> BuildRecord:
     """Build `source` (already checked out at `sha`) with the first variant its tree supports;
     with `sandbox`, every cmake step (and so every compiler) runs in it. With `scan`, configure
@@ -272,7 +277,21 @@ def build_commit(
                 shutil.rmtree(build_dir, ignore_errors=True)
             reused = build_dir.exists()
             attempt = _build_variant(
-                cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets, hold, sandbox, scan
+                cfg,
+                variant,
+                args,
+                source,
+                build_dir,
+                kept,
+                log,
+                budget,
+                stale,
+                progress,
+                secrets,
+                hold,
+                sandbox,
+                scan,
+                inputs=inputs,
             )
             notes = ""
             if attempt.status == "failed" and reused and not scan:
@@ -280,7 +299,20 @@ def build_commit(
                 shutil.rmtree(build_dir, ignore_errors=True)
                 first = attempt.reason
                 attempt = _build_variant(
-                    cfg, variant, args, source, build_dir, kept, log, budget, stale, progress, secrets, hold, sandbox
+                    cfg,
+                    variant,
+                    args,
+                    source,
+                    build_dir,
+                    kept,
+                    log,
+                    budget,
+                    stale,
+                    progress,
+                    secrets,
+                    hold,
+                    sandbox,
+                    inputs=inputs,
                 )
                 notes = (
                     f"built in a clean directory after the reused one failed: {first}"
@@ -333,6 +365,8 @@ def _build_variant(
     hold: int,
     sandbox: Sandbox | None = None,
     scan: bool = False,
+    *,
+    inputs: bool = True,
 ) -> _Attempt:
     """One variant in `build_dir`; `hold` is the directory's lock, which every child inherits.
     Untrusted code gets no ccache (it must not fill the cache trusted builds read). With `scan`
@@ -397,8 +431,8 @@ def _build_variant(
             {},
         )
     # untrusted: its dependency files are not read (they could name any file of the bot's)
-    inputs = target_inputs(build_dir, variant.targets, source, env) if sandbox is None else None
-    return _Attempt("ok", "", budget.used, binaries, tuple(inputs) if inputs is not None else None, hashes)
+    found = target_inputs(build_dir, variant.targets, source, env) if sandbox is None and inputs else None
+    return _Attempt("ok", "", budget.used, binaries, tuple(found) if found is not None else None, hashes)
 
 
 def _step(

@@ -67,8 +67,11 @@ def narrow_plan(
             scanned = scan(broken) if first.ok and last else None
             broken_last = scanned is not None
             if not broken_last:
-                scanned = list(ins) if (ins := build([broken])[0].inputs) is not None else None
-            known = [list(k) for k in (first.inputs, scanned) if k is not None]
+                other = build([broken])[0]
+                # stored by a build that did not record them (a search step of an earlier bisect)
+                scanned = list(other.inputs) if other.inputs is not None else scan(broken) if other.ok else None
+            own = list(first.inputs) if first.inputs is not None else scan(working) if first.ok else None
+            known = [list(k) for k in (own, scanned) if k is not None]
         if len(known) == 2:
             rule = InputRule(frozenset().union(*map(frozenset, known)), (*config_paths(cfg), *how.also))
     changes = workspace.changes(full[0], full[-1])

@@ -111,7 +111,7 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
     build_cfg = cfg.build.model_copy(
         update={"targets": [comp.target], "binaries": {"server": comp.binary}, "variants": None}
     )
-    build = runner.builder.ensure(sha, build_cfg)
+    build = runner.builder.ensure(sha, build_cfg, inputs=False)
     if not build.ok:
         raise BisectbotError(f"reference: cannot build {comp.target} at {sha[:12]}: {build.reason}")
     key_parts["commit"] = sha

@@ -159,7 +159,7 @@ class CommitRunner:
     def prepare(self, sha: str) -> Prepared:
         """Build the commit and pick its command variant."""
         cfg = self.cfg
-        build = self.builder.ensure(sha, cfg.build)
+        build = self.builder.ensure(sha, cfg.build, inputs=False)  # the narrowing built the ends already
         if not build.ok:
             return Prepared(sha, build, None, build.reason)
         env = self.run_env(build)
@@ -267,7 +267,7 @@ class CommitRunner:
             timeout=cfg.build.timeout,
             jobs=cfg.build.jobs,
         )
-        build = self.builder.ensure(sha, build_cfg)
+        build = self.builder.ensure(sha, build_cfg, inputs=False)
         if build.status == "unsupported":
             return Prepared(sha, build, None, f"not applicable here: {build.reason}", applicable=False)
         if not build.ok:
