@@ -102,3 +102,20 @@ def test_once_settled_measuring_costs_little() -> None:
     for seed in range(3):
         at = simulate(2, LLAMA_2_CORES, 20000, seed)
         assert at[2] >= 0.95 * 20000, at
+
+
+def test_a_level_that_wins_by_far_is_not_measured_against_again_soon() -> None:
+    """Two at once nearly twice one at a time (llama.cpp on 2 cores): after the first
+    comparison the throttle holds two for `longest` windows, so one at a time gets a window or
+    two of 4,000 runs, not one every few hundred; a close race is still measured again."""
+    for seed in range(3):
+        at = simulate(2, LLAMA_2_CORES, 4000, seed)
+        assert at[1] <= 2 * 40 + 10, (seed, at)
+    close = {1: (0.0, 1.0), 2: (0.3, 1.3)}  # 2 at once: 1.08 the goodput of one
+    th = Throttle(2)
+    rng = random.Random(5)
+    for _ in range(4000):
+        cut_p, seconds = close[th.level]
+        attempts = 2 if rng.random() < cut_p else 1
+        th.observe(attempts, attempts - 1, attempts * seconds)
+    assert sum(1 for lvl, *_ in th.history if lvl == 1) >= 4  # measured again and again
