@@ -42,6 +42,7 @@ that cannot be checked out is a *skip* for the bisect (like `git bisect skip`), 
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import shlex
@@ -276,7 +277,9 @@ def build_commit(
                 _note(log, f"# starting {build_dir} afresh: {why}")
                 shutil.rmtree(build_dir, ignore_errors=True)
             reused = build_dir.exists()
-            attempt = _build_variant(
+            # one variant in this directory (again in a clean one if the reused one fails)
+            attempt_here = functools.partial(
+                _build_variant,
                 cfg,
                 variant,
                 args,
@@ -290,30 +293,15 @@ def build_commit(
                 secrets,
                 hold,
                 sandbox,
-                scan,
                 inputs=inputs,
             )
+            attempt = attempt_here(scan=scan)
             notes = ""
             if attempt.status == "failed" and reused and not scan:
                 _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
                 shutil.rmtree(build_dir, ignore_errors=True)
                 first = attempt.reason
-                attempt = _build_variant(
-                    cfg,
-                    variant,
-                    args,
-                    source,
-                    build_dir,
-                    kept,
-                    log,
-                    budget,
-                    stale,
-                    progress,
-                    secrets,
-                    hold,
-                    sandbox,
-                    inputs=inputs,
-                )
+                attempt = attempt_here()
                 notes = (
                     f"built in a clean directory after the reused one failed: {first}"
                     if attempt.status == "ok"
