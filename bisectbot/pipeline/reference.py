@@ -126,7 +126,7 @@ def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tu
     sha = runner.workspace.resolve(ref)
     outcomes = _control_runs(cfg, runner, sha, 0, runs)
     failures = outcomes.count(None)
-    if failures * 2 > runs or failures == runs:
+    if failures * 2 > runs:
         raise BisectbotError(f"reference.control: {failures} of {runs} runs at {sha[:12]} failed")
     return sha, outcomes
 
@@ -195,11 +195,6 @@ class GrowingControl:
         """Control runs so far (failures included): the common seeds 0 … attempted − 1."""
         return len(self.by_index)
 
-    @property
-    def runs(self) -> int:
-        """Control runs counted (failures and uncounted runs left out)."""
-        return sum(c is not None for c in self.by_index)
-
     def _categories(self, outcomes: Sequence[str | None]) -> list[int | None]:
         """Outcomes as the reference's categories, as tests count them (Reference.index)."""
         out: list[int | None] = []
@@ -238,8 +233,11 @@ class GrowingControl:
         )
         return max(0, self.attempted - read)
 
-    def evidence(self, test: PairedTest, ask: Ask, budget: int, capped: bool = False) -> stats.Evidence:
-        """The test's verdict so far (`capped`: the control could not grow for its next run)."""
+    def evidence(
+        self, test: PairedTest, ask: Ask, budget: int, capped: bool = False, same_seeds: bool = True
+    ) -> stats.Evidence:
+        """The test's verdict so far (`capped`: the control could not grow for its next run;
+        `same_seeds`: every pair so far was a tested run and the control's on its seed)."""
         if capped:
             return stats.Evidence(
                 Verdict.INCONCLUSIVE,
@@ -249,7 +247,8 @@ class GrowingControl:
                 f"undecided after {test.n} runs: the control reached its cap of {self.cap:,} runs "
                 "(raise run.max_runs or reference.control.max_runs)",
             )
-        return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget, pairing=" on the same seeds")
+        pairing = " on the same seeds" if same_seeds else " on other seeds"
+        return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget, pairing=pairing)
 
     def _grow(self, need: int) -> None:
         """Run more control runs until `need` are there (see GROWTH, BATCH; within the cap)."""
@@ -309,7 +308,7 @@ class ControlPairing:
         self.capped = not self.control.pair(self.test, category, index)
 
     def evidence(self, ask: Ask, budget: int) -> stats.Evidence:
-        return self.control.evidence(self.test, ask, budget, self.capped)
+        return self.control.evidence(self.test, ask, budget, self.capped, same_seeds=self.own == 0)
 
 
 def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedReference]) -> ResolvedReference:
