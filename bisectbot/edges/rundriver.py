@@ -27,7 +27,7 @@ the standard library only and never raises out of its loop.
 from __future__ import annotations
 
 DRIVER = r"""
-import json, os, selectors, signal, subprocess, sys, time
+import json, os, select, selectors, signal, subprocess, sys, time
 try:
     import ctypes
     _libc = ctypes.CDLL(None, use_errno=True)
@@ -185,10 +185,14 @@ for line in sys.stdin:
                 sel.unregister(key.fileobj)
                 pipes -= 1
     sel.close()
+    left = max(0.0, min(deadline, start + req["timeout"]) - time.monotonic())
     if exited is not None:
+        # its pipes are closed: wait for the exit itself on the pidfd (Popen.wait with a timeout
+        # polls with sleeps, up to a few ms a run)
+        select.select([exited], [], [], left)
         os.close(exited)
-    try:  # its pipes are closed: let it exit by itself (killing it now would turn 0 into -9)
-        rc = p.wait(timeout=max(0.0, min(deadline, start + req["timeout"]) - time.monotonic()))
+    try:  # let it exit by itself (killing it now would turn 0 into -9)
+        rc = p.wait(timeout=left)
     except subprocess.TimeoutExpired:
         late = True
         kill_tree(p)
