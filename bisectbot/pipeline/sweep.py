@@ -234,7 +234,11 @@ class RunStream:
                 done, _ = wait(self._pending.values(), return_when=FIRST_COMPLETED)
                 self._collect(done)
         self._queue.popleft()
-        return self._finished.pop(head)
+        rec = self._finished.pop(head)
+        # the slot this run freed is filled before the consumer reads it: the consumer's test
+        # and the storage write then overlap the next run instead of delaying its start
+        self._fill()
+        return rec
 
     def _take(self) -> bool:
         """Queue the next seed of the order; False when there is none."""
@@ -251,12 +255,14 @@ class RunStream:
         """Start the queued seeds that need a run, then take more until `jobs` are in flight."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self._most, thread_name_prefix="run")
+        # runs started and not handed out yet, finished ones included: never more than `jobs`
+        # (a consumer that stops leaves at most that many runs it did not read)
         for seed in self._queue:
-            if len(self._pending) >= self._jobs:
+            if len(self._pending) + len(self._finished) >= self._jobs:
                 return
             if seed not in self._stored and seed not in self._finished and seed not in self._pending:
                 self._pending[seed] = self._pool.submit(self._executor.run, seed)
-        while len(self._pending) < self._jobs and self._take():
+        while len(self._pending) + len(self._finished) < self._jobs and self._take():
             seed = self._queue[-1]
             if seed not in self._stored:
                 self._pending[seed] = self._pool.submit(self._executor.run, seed)
