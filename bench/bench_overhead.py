@@ -124,9 +124,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--llama", action="store_true", help="#29975's command on a real llama.cpp tree")
+    parser.add_argument("--work", type=Path, help="work directory (default: a temporary one)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
-        work = Path(tmp)
+        work = (args.work or Path(tmp)).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(work / "llama.cpp", ignore_errors=True)
+        shutil.rmtree(work / "seeded", ignore_errors=True)
         config, good, extra = llama(work) if args.llama else demo(work)
         cfg = load_config(config)
         seeded = work / "seeded"
