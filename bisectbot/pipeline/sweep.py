@@ -252,7 +252,7 @@ class RunStream:
         return True
 
     def _fill(self) -> None:
-        """Start the queued seeds that need a run, then take more until `jobs` are in flight."""
+        """Start the queued seeds that need a run, then take more, until `jobs` runs are started and unread."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self._most, thread_name_prefix="run")
         # runs started and not handed out yet, finished ones included: never more than `jobs`
