@@ -66,6 +66,17 @@ def test_the_deadline_covers_the_output_and_kills_the_whole_tree() -> None:
     assert alive("1001.75") == []
 
 
+def test_a_program_that_closes_its_output_and_hangs_is_killed_at_the_deadline_not_later() -> None:
+    # after its pipes close, the driver waits for the exit itself: that wait and the one after
+    # it share what is left of the deadline (each taking all of it would double the deadline)
+    start = time.monotonic()
+    res = run(["sh", "-c", "echo started; exec >&- 2>&-; sleep 1001.9"], timeout=3, cap=CAP)
+    took = time.monotonic() - start
+    assert res.timed_out and res.stdout == "started\n", res
+    assert took < 5.5, took  # the deadline (3 s) and some slack, well short of twice it
+    assert alive("1001.9") == []
+
+
 def test_output_past_the_cap_stops_the_run_at_once_and_keeps_only_the_cap() -> None:
     res = run(["sh", "-c", "yes; echo never"], timeout=60, cap=CAP)
     assert res.too_large and res.returncode is None and len(res.stdout) == CAP, (res.stopped, len(res.stdout))

@@ -185,14 +185,17 @@ for line in sys.stdin:
                 sel.unregister(key.fileobj)
                 pipes -= 1
     sel.close()
-    left = max(0.0, min(deadline, start + req["timeout"]) - time.monotonic())
+
+    def left():
+        return max(0.0, min(deadline, start + req["timeout"]) - time.monotonic())
+
     if exited is not None:
         # its pipes are closed: wait for the exit itself on the pidfd (Popen.wait with a timeout
-        # polls with sleeps, up to a few ms a run)
-        select.select([exited], [], [], left)
+        # polls with sleeps, up to a few ms a run); both waits share what is left of the deadline
+        select.select([exited], [], [], left())
         os.close(exited)
     try:  # let it exit by itself (killing it now would turn 0 into -9)
-        rc = p.wait(timeout=left)
+        rc = p.wait(timeout=left())
     except subprocess.TimeoutExpired:
         late = True
         kill_tree(p)
