@@ -214,6 +214,12 @@ class RunStream:
         """How many runs may be in flight now."""
         return self._throttle.level if self._throttle is not None else self._most
 
+    @property
+    def _unread(self) -> int:
+        """Runs started and not handed out yet, finished ones included: kept to `_jobs`, so a
+        consumer that stops leaves at most that many runs it did not read."""
+        return len(self._pending) + len(self._finished)
+
     def __iter__(self) -> "RunStream":
         return self
 
@@ -255,14 +261,12 @@ class RunStream:
         """Start the queued seeds that need a run, then take more, until `jobs` runs are started and unread."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self._most, thread_name_prefix="run")
-        # runs started and not handed out yet, finished ones included: never more than `jobs`
-        # (a consumer that stops leaves at most that many runs it did not read)
         for seed in self._queue:
-            if len(self._pending) + len(self._finished) >= self._jobs:
+            if self._unread >= self._jobs:
                 return
             if seed not in self._stored and seed not in self._finished and seed not in self._pending:
                 self._pending[seed] = self._pool.submit(self._executor.run, seed)
-        while len(self._pending) + len(self._finished) < self._jobs and self._take():
+        while self._unread < self._jobs and self._take():
             seed = self._queue[-1]
             if seed not in self._stored:
                 self._pending[seed] = self._pool.submit(self._executor.run, seed)
