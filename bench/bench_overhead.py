@@ -124,7 +124,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--llama", action="store_true", help="#29975's command on a real llama.cpp tree")
-    parser.add_argument("--work", type=Path, help="work directory (default: a temporary one)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="work directory, kept (its llama.cpp/ and seeded/ are replaced; default: a temporary one)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         work = (args.work or Path(tmp)).resolve()
