@@ -119,3 +119,30 @@ def test_a_level_that_wins_by_far_is_not_measured_against_again_soon() -> None:
         attempts = 2 if rng.random() < cut_p else 1
         th.observe(attempts, attempts - 1, attempts * seconds)
     assert sum(1 for lvl, *_ in th.history if lvl == 1) >= 4  # measured again and again
+
+
+def test_a_hold_that_still_wins_by_far_is_extended_without_measuring_again() -> None:
+    """The first window of a commit's runs is slow (a fresh binary, cold caches): two at once
+    then seems only 1.4 times one at a time, so the hold is short; but its windows show two at
+    once far ahead of what one at a time did, so the hold is extended instead of spending
+    another window one at a time (each costs ~0.3 s on llama.cpp)."""
+    th = Throttle(2)
+    rng = random.Random(3)
+    for i in range(4000):
+        cut_p, seconds = LLAMA_2_CORES[th.level]
+        if i < 40:
+            seconds *= 1.35  # the slow start
+        attempts = 2 if rng.random() < cut_p else 1
+        th.observe(attempts, attempts - 1, attempts * seconds * rng.uniform(0.9, 1.1))
+    ones = [lvl for lvl, *_ in th.history].count(1)
+    assert ones == 1, th.history
+    # and when the held level's windows fall behind (from run 120 on, two at once cut and slow),
+    # one at a time is measured again, and wins
+    th = Throttle(2)
+    for i in range(2000):
+        cut_p, seconds = (0.0, 1.0) if th.level == 1 else ((0.025, 1.5) if i < 40 else (0.025, 1.1))
+        if th.level == 2 and i >= 120:
+            cut_p, seconds = 0.3, 1.8
+        attempts = 2 if rng.random() < cut_p else 1
+        th.observe(attempts, attempts - 1, attempts * seconds)
+    assert [lvl for lvl, *_ in th.history].count(1) >= 2 and th.level == 1

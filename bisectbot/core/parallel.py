@@ -11,8 +11,10 @@ runs finished at that level as k · (1 − cut share of attempts) / mean attempt
 duration includes the slowdown of sharing the cores). The throttle measures its level over a
 window of attempts; while nothing is cut it stays where it is (reruns cost nothing); once
 output is cut it measures the neighbouring levels too, settles on the best, holds it for a few
-windows and then measures again (the machine's load changes); each time the same level wins
-again it holds twice as long (up to `longest` windows), so measuring costs little once settled;
+windows and then measures again (the machine's load changes) unless the windows of the hold
+still beat the neighbours' last measurement by far (`clear`: the load has not turned against
+it); each time the same level wins again it holds twice as long (up to `longest` windows), so
+measuring costs little once settled;
 a level that wins by far (`clear`: 1.5 times the runner-up's goodput; on 2 cores llama.cpp two
 at once did 95 complete runs a second, one at a time 52) is held `longest` windows at once.
 """
@@ -27,6 +29,9 @@ class LevelStats:
     attempts: int = 0
     cut: int = 0
     seconds: float = 0.0
+
+    def plus(self, other: "LevelStats") -> "LevelStats":
+        return LevelStats(self.attempts + other.attempts, self.cut + other.cut, self.seconds + other.seconds)
 
     @property
     def cut_share(self) -> float:
@@ -56,6 +61,7 @@ class Throttle:
     _held: int = 0
     _best: int | None = None  # the level the last comparison chose
     _streak: int = 0  # how many comparisons in a row chose it
+    _holding: LevelStats = field(default_factory=LevelStats)  # the held level's windows so far
 
     def __post_init__(self) -> None:
         self.most = max(1, self.most)
@@ -79,8 +85,18 @@ class Throttle:
             return  # nothing cut: more at once only gains
         if self._held:
             self._held -= 1
-            if self._held == 0:  # measure again around the level held
-                self.measured = {self.level: cur}
+            self._holding = self._holding.plus(cur)
+            if self._held == 0:
+                held, self._holding = self._holding, LevelStats()
+                rivals = [self.measured[k].goodput(k) for k in self.measured if k != self.level]
+                if rivals and held.goodput(self.level) >= self.clear * max(rivals):
+                    # what the hold measured still wins by far against the neighbours' last
+                    # measurement: the load has not turned against this level, hold longer
+                    self.measured[self.level] = held
+                    self._streak += 1
+                    self._held = min(self.longest, self.hold * 2**self._streak)
+                    return
+                self.measured = {self.level: cur}  # measure again around the level held
             return
         for k in (self.level - 1, self.level + 1):
             if 1 <= k <= self.most and k not in self.measured:
