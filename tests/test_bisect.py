@@ -141,3 +141,35 @@ def test_arms_run_after_the_answer_at_the_culprit_and_its_parent(
     stopped = Ledger(plan(Find.BAD), ArmTester(), Events(seen.append))  # type: ignore[arg-type]
     cross_check(stopped, replace(departure, status=BisectStatus.STOPPED))
     assert stopped.tester.asked == [] and len(seen) == 1 + len(expected)  # type: ignore[attr-defined]
+
+
+def test_an_ends_observations_are_remembered_until_a_run_of_it_is_stored(
+    small_demo: DemoHistory, session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The alike table asks for every end's observations at every step: the answer is
+    remembered (no sha256 of the kept binaries or the inputs is read again), and a run of the
+    commit stored since is in the next answer, never a stale one."""
+    from bisectbot.core.records import RunRecord
+    from bisectbot.pipeline import keep, runner
+
+    s, _ = session
+    t, good = s.tester, small_demo.good
+    prepared = t.runner.prepare(good)
+    assert t.observations(good) == ()  # built, nothing run yet
+    seeds = t.runner.seed_block(good, 0, 4)
+    store = t.runner.state.store
+    for seed in seeds[:3]:
+        store.put_run(prepared.run_key, good, RunRecord(seed, "ok", ("a",), 0, 0.01, 1))
+    first = t.observations(good)
+    assert [seed for seed, _ in first] == sorted(seeds[:3])
+    hashed: list[object] = []
+    for module in (keep, runner):
+        real = module.file_sha256
+        monkeypatch.setattr(module, "file_sha256", lambda p, real=real: hashed.append(p) or real(p))
+    assert t.observations(good) == first and hashed == []  # remembered
+    store.put_run(prepared.run_key, good, RunRecord(seeds[3], "ok", ("a",), 0, 0.01, 1))
+    assert [seed for seed, _ in t.observations(good)] == sorted(seeds) and hashed  # found again
+    # block 0 is every commit's: the remembered seeds are what the config gives any commit
+    other = small_demo.culprit
+    assert t.runner.seed_block(other, 0, 50) == s.cfg.run.commit_seeds(other, 0, 50)
+    assert t.runner.seed_block(other, 1, 50) == s.cfg.run.commit_seeds(other, 1, 50) != seeds[:50]

@@ -34,6 +34,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +138,10 @@ class Store:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self.moved_aside: Path | None = None
+        # what this process wrote, for readers that remember a result until it may have changed
+        # (CommitTester.observations): runs stored per commit, and files marked as run outputs
+        self.runs_written: Counter[str] = Counter()
+        self.outputs_marked = 0
         if not os.path.lexists(self.path):
             storage_file.create(self.path)
         try:
@@ -383,6 +388,7 @@ class Store:
                     time.time(),
                 ),
             )
+            self.runs_written[sha] += 1  # inside the write: writers are serialised
 
     def timings(self, build_key: str | None = None, latest: int = 2000) -> Timings:
         """What this state has seen, for an up-front estimate: the seconds of its latest
@@ -500,6 +506,7 @@ class Store:
         with self.write() as db:
             db.execute("INSERT OR IGNORE INTO run_files (path, first) VALUES (?, NULL)", (path,))
             db.execute("UPDATE run_files SET output=1 WHERE path=?", (path,))
+            self.outputs_marked += 1
 
     # -- scheduled checks ----------------------------------------------------------------------
     def last_good(self, config: str) -> LastGood | None:

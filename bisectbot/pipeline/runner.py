@@ -143,6 +143,7 @@ class CommitRunner:
         # run.jobs 0: start at the core count, back off while cut output costs more than it gains
         # (one throttle for the program under test: the cut rate is the program's and the machine's)
         self.throttle = Throttle(os.cpu_count() or 1) if cfg.run.jobs == 0 else None
+        self._common: list[int] = []  # block 0's seeds, the same at every commit (seed_block)
 
     # -- seeds ---------------------------------------------------------------------------------
     def seeds(self, start: int, count: int) -> list[int]:
@@ -152,8 +153,14 @@ class CommitRunner:
     def seed_block(self, sha: str, block: int, count: int | None = None) -> list[int]:
         """The seeds of one block at the commit: its tests (and the bad-model runs) use block 0,
         common to every commit; runs on fresh seeds use block 1, its own
-        (`RunConfig.commit_seeds`); `count` defaults to max_runs."""
-        return self.cfg.run.commit_seeds(sha, block, count or self.cfg.run.max_runs)
+        (`RunConfig.commit_seeds`); `count` defaults to max_runs. Block 0 is remembered (every
+        test starts from it, and the alike table asks for 2^14 of its seeds at every step)."""
+        count = count or self.cfg.run.max_runs
+        if block != 0:
+            return self.cfg.run.commit_seeds(sha, block, count)
+        if len(self._common) < count:
+            self._common = self.cfg.run.commit_seeds(sha, 0, count)
+        return self._common[:count]
 
     # -- commits ready to run ------------------------------------------------------------------
     def prepare(self, sha: str) -> Prepared:
