@@ -247,6 +247,9 @@ class SimRunner:
         kept: what a commit tested on the same seeds is compared with)."""
         return dict(self._kept.get(prepared.sha, {}))
 
+    def runs_version(self, sha: str) -> int:
+        return len(self._kept.get(sha, {}))
+
     def runs(self, prepared: Prepared, seeds: list[int]) -> SimStream:
         keep = self._kept.setdefault(prepared.sha, {})
         return SimStream(self._cdf[prepared.sha], seeds, self.history.salt, self.history.failing, keep)

@@ -16,6 +16,7 @@ ground (categories, `Reference`, `Evidence`, the mixtures) is `core.stats`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -54,13 +55,9 @@ def _mle_within(n: np.ndarray) -> np.ndarray:
     return xlogy(n, n).sum(-1)
 
 
-def log_sup_tv_null_many(counts: np.ndarray, p: np.ndarray, eps: float) -> np.ndarray:
-    """max_{q: TV(q,p) ≥ ε} Σ n_k log q_k.
-
-    TV(q, p) = max_S q(S) − p(S), so the null is the union over S of {q(S) ≥ p(S) + ε}. On one
-    such set the likelihood splits into a binomial part, maximised at t = max(p(S) + ε, n_S/n),
-    and within-S / within-S̄ parts maximised at q_k ∝ n_k. Subsets with p(S) + ε > 1 are empty.
-    """
+def _tv_null_fits(counts: np.ndarray, p: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per subset S (`subset_masks`): the most log-likelihood a q with q(S) ≥ p(S) + ε gives the
+    counts, and the q(S) = t that reaches it (see `log_sup_tv_null_many`)."""
     n = np.asarray(counts, dtype=float)
     masks = subset_masks(n.shape[-1])
     ps = masks @ p
@@ -71,8 +68,32 @@ def log_sup_tv_null_many(counts: np.ndarray, p: np.ndarray, eps: float) -> np.nd
         frac = np.where(tot > 0, ns / np.where(tot > 0, tot, 1.0), 0.0)
         t = np.minimum(np.maximum(ps + eps, frac), 1.0)  # p(S)+ε may round to 1+1e-16
         ll = xlogy(ns, t) + xlogy(nc, 1.0 - t) + _mle_within(n)[..., None] - xlogy(ns, ns) - xlogy(nc, nc)
-    ll = np.where(ps + eps <= 1.0 + 1e-12, ll, -np.inf)
-    return ll.max(-1)
+    return np.where(ps + eps <= 1.0 + 1e-12, ll, -np.inf), t
+
+
+def log_sup_tv_null_many(counts: np.ndarray, p: np.ndarray, eps: float) -> np.ndarray:
+    """max_{q: TV(q,p) ≥ ε} Σ n_k log q_k.
+
+    TV(q, p) = max_S q(S) − p(S), so the null is the union over S of {q(S) ≥ p(S) + ε}. On one
+    such set the likelihood splits into a binomial part, maximised at t = max(p(S) + ε, n_S/n),
+    and within-S / within-S̄ parts maximised at q_k ∝ n_k. Subsets with p(S) + ε > 1 are empty.
+    """
+    return _tv_null_fits(counts, p, eps)[0].max(-1)
+
+
+def tv_null_maximiser(counts: np.ndarray, p: np.ndarray, eps: float) -> np.ndarray:
+    """A q with TV(q, p) ≥ ε whose likelihood of the counts (K,) is `log_sup_tv_null_many`'s:
+    on the best S, q_k = t·n_k/n_S inside and (1 − t)·n_k/n_S̄ outside (spread evenly over a side
+    with no counts, where any spread gives the same likelihood)."""
+    n = np.asarray(counts, dtype=float)
+    ll, t = _tv_null_fits(n, p, eps)
+    best = int(np.argmax(ll))
+    inside = subset_masks(n.shape[-1])[best] > 0
+    q = np.empty_like(n)
+    for side, mass in ((inside, t[best]), (~inside, 1.0 - t[best])):
+        seen = n[side].sum()
+        q[side] = mass * n[side] / seen if seen > 0 else mass / side.sum()
+    return q
 
 
 def log_sup_tv_ball_many(counts: np.ndarray, p: np.ndarray, eta: float) -> np.ndarray:
@@ -236,6 +257,102 @@ def log_e_good_many(
     p_c = (c, 1.0 - c)
     g_b = log_e_good_tv_many(bern, np.asarray(p_c), eps, prior_matrix(p_c, priors))
     return np.minimum(g_a, g_b)
+
+
+# Below this much of a threshold a bound is not trusted to decide that a test cannot fire yet
+# (the e-values are sums of terms of size ~n·log K; their rounding is ~1e-10 at 10^4 runs).
+HEADROOM_MARGIN = 1e-6
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """How far each e-value of `test_against_reference` can rise, at most, on one more run of
+    each category, from the counts it was last computed on (inf: no bound, e.g. a category the
+    null's best fit gives probability 0).
+
+    Why there is a bound: each numerator is a mixture of likelihoods, which one more run
+    multiplies by at most 1; each denominator is a likelihood maximised over a hypothesis, which
+    one more run of category x multiplies by at least r(x) for a fixed r of that hypothesis:
+    BAD's ball (TV ≤ η) holds only r with r(x) ≥ p(x) − η (η = 0: r = p); for GOOD, r is the
+    null's maximiser at the last computation (`tv_null_maximiser`). So after that computation,
+    log E rises by at most Σ −log r(x_i) over the runs since: until that sum reaches the gap to
+    the threshold the test cannot decide, and computing it on those runs changes nothing."""
+
+    bad: np.ndarray  # (K,)
+    good: tuple[np.ndarray, ...]  # (K,) for each part of the GOOD test (its value is their minimum)
+
+
+def _rises(r: np.ndarray) -> np.ndarray:
+    """−log r where r > 0, else inf."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(r > 0, -np.log(np.where(r > 0, r, 1.0)), np.inf)
+
+
+def headroom(counts: Sequence[int], ref: Reference, *, tolerance: float, eta: float = 0.0) -> Headroom:
+    """The per-run bounds for `test_against_reference` at these counts (see `Headroom`)."""
+    n = as_counts(counts, ref)
+    p = ref.p
+    if not ref.has_condition:
+        bad = _rises(p - eta) if eta > 0 else _rises(p)
+        return Headroom(bad, (_rises(tv_null_maximiser(n, p, tolerance)),))
+    assert ref.condition_prob is not None
+    c = float(ref.condition_prob)
+    met = n[:-1]
+    if eta > 0:
+        bad = np.append(_rises(p[:-1] / c - eta) + _rises(np.array(c - eta)), _rises(np.array(1.0 - c - eta)))
+    else:
+        bad = _rises(p)
+    # A, the conditional part, moves only on runs that met the condition; B, met or missed, on all
+    good_a = np.append(_rises(tv_null_maximiser(met, p[:-1] / c, tolerance)), 0.0)
+    q_b = _rises(tv_null_maximiser(np.array([met.sum(), n[-1]]), np.array([c, 1.0 - c]), tolerance))
+    good_b = np.append(np.full(met.shape, q_b[0]), q_b[1])
+    return Headroom(bad, (good_a, good_b))
+
+
+class JudgeGate:
+    """Which runs `test_against_reference` must be computed on so that its answer is exactly
+    what computing it after every run gives (same decision, at the same run, same e-values):
+    after each computation (`judged`), the runs whose summed `Headroom` cannot reach a threshold
+    are skipped (`needed` says False); the budget's last run is always computed. ~300 µs a
+    computation, in the bot's thread while two runs share the cores."""
+
+    def __init__(self, ref: Reference, *, alpha: float, beta: float, tolerance: float, eta: float, budget: int):
+        self.ref, self.tolerance, self.eta, self.budget = ref, tolerance, eta, budget
+        self.bad_at = math.log(1 / alpha) - HEADROOM_MARGIN
+        self.good_at = math.log(1 / beta) - HEADROOM_MARGIN
+        self._room: Headroom | None = None
+        self._values = (0.0, 0.0)
+        self._rise_bad = 0.0
+        self._rise_good: list[float] = []
+        self.skipped = 0  # runs since the last computation
+
+    def judged(self, counts: Sequence[int], evidence: Evidence) -> None:
+        """The test was computed on these counts (with this result)."""
+        self.skipped = 0
+        self._room = None
+        if evidence.decision is None and sum(counts) > 0 and math.isfinite(evidence.log_e_bad):
+            self._room = headroom(counts, self.ref, tolerance=self.tolerance, eta=self.eta)
+            self._values = (evidence.log_e_bad, evidence.log_e_good)
+            self._rise_bad, self._rise_good = 0.0, [0.0] * len(self._room.good)
+
+    def needed(self, category: int | None, total: int) -> bool:
+        """One more run, of `category` (None: not counted; `total` now counted): must the test
+        be computed? When the runs end on skipped ones (`skipped`), compute it once more."""
+        room = self._room
+        if room is None or total >= self.budget:
+            return True
+        if category is None:  # the counts did not change, nor did the answer
+            self.skipped += 1
+            return False
+        self._rise_bad += float(room.bad[category])
+        for i, rises in enumerate(room.good):
+            self._rise_good[i] += float(rises[category])
+        log_bad, log_good = self._values
+        # GOOD is the minimum of its parts: it rises by at most the most any part rises
+        if log_bad + self._rise_bad >= self.bad_at or log_good + max(self._rise_good) >= self.good_at:
+            return True
+        self.skipped += 1
+        return False
 
 
 def test_against_reference(

@@ -352,6 +352,12 @@ class CommitRunner:
         at_once = min(self.cfg.run.jobs or os.cpu_count() or 1, os.cpu_count() or 1)
         return unit_costs(timings.build_seconds, timings.run_seconds, at_once)
 
+    def runs_version(self, sha: str) -> tuple[int, int]:
+        """Changes whenever this process may have changed what `stored_runs` gives for the
+        commit: a run of it stored, or a run input marked as written (which changes run keys)."""
+        store = self.state.store
+        return store.runs_written[sha], store.outputs_marked
+
     def stored_runs(self, prepared: Prepared) -> dict[int, RunRecord]:
         """The commit's runs already stored, by seed (none is executed)."""
         return self.state.store.runs(prepared.run_key, prepared.sha)

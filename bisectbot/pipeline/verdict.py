@@ -233,6 +233,7 @@ class CommitTester:
         alike = {sha: [0, 0] for sha in ends}
         control = self.control if ask.mode != "bad-model" else None
         pairing = control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad) if control else None
+        gate = self._gate(ask, out.budget, pairing is not None)
         stream = self.runner.runs(prepared, seeds)
         start = time.monotonic()
         try:
@@ -251,25 +252,53 @@ class CommitTester:
                         pairing.add(category, rec.seed)
                         self.reference = pairing.control.reference
                     if rec.ok:
-                        out.evidence = judge(
-                            out.tally.counts,
-                            ask,
-                            self.reference,
-                            tolerance=self.cfg.test.tolerance,
-                            budget=out.budget,
-                            eta=self.cfg.test.indifference,
-                            alike={k: (a, d) for k, (a, d) in alike.items()},
-                            paired=pairing.evidence(ask, out.budget) if pairing else None,
-                        )
+                        counts = out.tally.counts
+                        if gate is None or gate.needed(category, sum(counts)):
+                            out.evidence = judge(
+                                counts,
+                                ask,
+                                self.reference,
+                                tolerance=self.cfg.test.tolerance,
+                                budget=out.budget,
+                                eta=self.cfg.test.indifference,
+                                alike={k: (a, d) for k, (a, d) in alike.items()},
+                                paired=pairing.evidence(ask, out.budget) if pairing else None,
+                            )
+                            if gate is not None:
+                                gate.judged(counts, out.evidence)
                         self.events.emit(RunsProgress(prepared.sha, out.tally.consumed, out.budget, out.tally.short()))
-                        if out.evidence.decision is not None:
+                        if out.evidence is not None and out.evidence.decision is not None:
                             break
+                if gate is not None and gate.skipped:  # the runs ended on skipped ones: their answer
+                    out.evidence = judge(
+                        out.tally.counts,
+                        ask,
+                        self.reference,
+                        tolerance=self.cfg.test.tolerance,
+                        budget=out.budget,
+                        eta=self.cfg.test.indifference,
+                    )
         except ServerError as exc:  # a cross-check arm whose server did not start
             out.server_error = str(exc)
         out.executed = stream.executed
         if out.executed:
             self.spent.running += time.monotonic() - start
         return out
+
+    def _gate(self, ask: Ask, budget: int, paired: bool) -> sequential.JudgeGate | None:
+        """For a plain test against the reference (or its BAD side alone), which runs can change
+        its answer; None where every run must be judged (a control, ends to be alike, a quick
+        step, the bad-model runs)."""
+        if ask.mode not in ("reference", "depart") or ask.alike or paired or self.reference.control is not None:
+            return None
+        return sequential.JudgeGate(
+            self.reference,
+            alpha=ask.alpha,
+            beta=ask.beta,
+            tolerance=self.cfg.test.tolerance,
+            eta=self.cfg.test.indifference,
+            budget=budget,
+        )
 
     def observations(self, sha: str) -> tuple[tuple[int, int], ...]:
         """The commit's stored runs on the common seeds (block 0), as (seed, category or −1 when
@@ -280,8 +309,7 @@ class CommitTester:
         stores a run of the commit, marks a run input as written, or the categories change:
         finding it again means checking the kept binaries' and the inputs' sha256 and mixing a
         block of seeds, ~0.1 s a commit that delays the step's first run."""
-        store = self.runner.state.store
-        token = (store.runs_written[sha], store.outputs_marked, self.reference.names)
+        token = (self.runner.runs_version(sha), self.reference.names)
         if (known := self._observed.get(sha)) is not None and known[0] == token:
             return known[1]
         if not self.runner.built_already(sha):
