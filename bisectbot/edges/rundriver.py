@@ -27,7 +27,8 @@ the standard library only and never raises out of its loop.
 from __future__ import annotations
 
 DRIVER = r"""
-import json, os, select, selectors, signal, subprocess, sys, time
+import fcntl, json, os, select, selectors, signal, subprocess, sys, time
+BATCH = 0.005  # seconds a run's output is left to gather in its pipes between reads
 try:
     import ctypes
     _libc = ctypes.CDLL(None, use_errno=True)
@@ -147,12 +148,18 @@ for line in sys.stdin:
             chunks[name].append(block[: cap - sizes[name]])
         sizes[name] += len(block)
 
+    for pipe in (p.stdout, p.stderr):  # room for what it writes while we let it be (below)
+        try:
+            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+        except (AttributeError, OSError):
+            pass
     pipes = 2
     while pipes:
         if time.monotonic() > deadline:
             late = True
             kill_tree(p)  # its pipes close with the last holder
             deadline = float("inf")
+        got = False
         for key, _ in sel.select(timeout=0.05 if exited is None else 0.25):
             if key.data == "exit":
                 sel.unregister(exited)
@@ -162,10 +169,15 @@ for line in sys.stdin:
                 sel.unregister(key.fileobj)
                 pipes -= 1
                 continue
+            got = True
             keep(key.data, block)
             if sizes[key.data] > cap and not stopped:
                 stopped = "stopped: its output passed %d MB" % (cap >> 20)
                 kill_tree(p)
+        if got and exited is not None and not stopped:
+            # read in batches: a program that writes line by line (llama.cpp's log: ~30 writes
+            # a run) would wake us for each; its exit still wakes us at once
+            select.select([exited], [], [], max(0.0, min(BATCH, deadline - time.monotonic())))
         if pipes and p.poll() is not None:
             # the program is gone and its pipes are still open: what it wrote is in them already;
             # whatever it left behind (holding them or not) is not part of the run
