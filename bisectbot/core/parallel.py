@@ -9,7 +9,8 @@ so running more at once pays only while the reruns it causes cost less than the 
 The measure is goodput: complete runs per second of wall time, estimated per level k from the
 runs finished at that level as k · (1 − cut share of attempts) / mean attempt duration (the
 duration includes the slowdown of sharing the cores). The throttle measures its level over a
-window of attempts; while nothing is cut it stays where it is (reruns cost nothing); once
+window of attempts (a neighbour it only probes, over half as many: a worse level costs
+throughput while it is measured); while nothing is cut it stays where it is (reruns cost nothing); once
 output is cut it measures the neighbouring levels too, settles on the best, holds it for a few
 windows and then measures again (the machine's load changes) unless the windows of the hold
 still beat the neighbours' last measurement by far (`clear`: the load has not turned against
@@ -50,6 +51,7 @@ class Throttle:
 
     most: int
     window: int = 40  # attempts per measurement
+    probe: int = 20  # attempts per measurement of a neighbour (each costs throughput: it is worse, usually)
     hold: int = 5  # windows to stay at the best level before measuring again
     longest: int = 80  # the most windows a hold grows to
     clear: float = 1.5  # a level this many times the runner-up's goodput is held `longest` at once
@@ -62,6 +64,7 @@ class Throttle:
     _best: int | None = None  # the level the last comparison chose
     _streak: int = 0  # how many comparisons in a row chose it
     _holding: LevelStats = field(default_factory=LevelStats)  # the held level's windows so far
+    _probing: bool = False  # the level is a neighbour being measured, not the best one
 
     def __post_init__(self) -> None:
         self.most = max(1, self.most)
@@ -74,7 +77,7 @@ class Throttle:
         cur.cut += cut
         cur.seconds += seconds
         self.seen_cut = self.seen_cut or cut > 0
-        if cur.attempts >= self.window:
+        if cur.attempts >= (self.probe if self._probing else self.window):
             self._decide()
 
     def _decide(self) -> None:
@@ -100,8 +103,9 @@ class Throttle:
             return
         for k in (self.level - 1, self.level + 1):
             if 1 <= k <= self.most and k not in self.measured:
-                self.level = k
+                self.level, self._probing = k, True
                 return
+        self._probing = False
         self.level = max(self.measured, key=lambda k: (self.measured[k].goodput(k), -k))
         self._streak = self._streak + 1 if self.level == self._best else 0
         self._best = self.level
