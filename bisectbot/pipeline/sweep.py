@@ -5,8 +5,9 @@ This is the one place runs are executed. `RunStream` hands runs out strictly in 
 one fixed sequence, which is what the anytime-valid tests assume. A stored run is handed out
 without starting anything, so replaying a finished verdict executes nothing (and a server arm
 is never started); only when the next seed is missing are up to `jobs` seeds run at once.
-Every executed run is stored the moment it finishes, in the consumer's thread; runs still in
-flight when the consumer stops are finished and stored too (they continue the same sequence
+Every executed run is stored as soon as it finishes, in the consumer's thread (right after the
+slot it freed is refilled, before it is handed out); runs still in flight when the consumer stops
+are finished and stored too (they continue the same sequence
 next time), so nothing is lost.
 
 A crash, timeout or output past `run.max_output_mb` (`output-too-large`, never parsed) of one
@@ -204,6 +205,7 @@ class RunStream:
         self._queue: deque[int] = deque()  # seeds taken in order, not yet handed out
         self._pending: dict[int, Future[RunRecord]] = {}
         self._finished: dict[int, RunRecord] = {}
+        self._unstored: list[RunRecord] = []  # collected, to be stored before any is handed out
         self._pool: ThreadPoolExecutor | None = None
         self._exhausted = False
         self.executed = 0
@@ -241,9 +243,13 @@ class RunStream:
                 self._collect(done)
         self._queue.popleft()
         rec = self._finished.pop(head)
-        # the slot this run freed is filled before the consumer reads it: the consumer's test
-        # and the storage write then overlap the next run instead of delaying its start
-        self._fill()
+        # the slot this run freed is filled before the runs just finished are stored and this
+        # one is handed out: the storage write and the consumer's test then overlap the next
+        # run instead of delaying its start
+        try:
+            self._fill()
+        finally:
+            self._flush()
         return rec
 
     def _take(self) -> bool:
@@ -278,13 +284,19 @@ class RunStream:
             if tolerant and fut.exception() is not None:
                 continue  # closing: a run that raised has nothing to store
             rec = fut.result()
-            self._store(rec)
+            self._unstored.append(rec)
             self.executed += 1
             self.retried += rec.attempts - 1
             if self._throttle is not None:
                 cut = rec.attempts - 1 + (rec.status == "incomplete")
                 self._throttle.observe(rec.attempts, cut, rec.seconds)
             self._finished[seed] = rec
+
+    def _flush(self) -> None:
+        """Store the runs collected since the last flush (before any of them is handed out)."""
+        while self._unstored:
+            self._store(self._unstored[0])
+            self._unstored.pop(0)
 
     def close(self) -> None:
         """Store the runs in flight (finished work), drop the ones not started, stop the executor."""
@@ -296,6 +308,7 @@ class RunStream:
                 wait(running)
                 self._collect(running, tolerant=True)
             self._pending.clear()
+            self._flush()
         finally:
             if self._pool is not None:
                 self._pool.shutdown(wait=True, cancel_futures=True)
