@@ -234,6 +234,19 @@ class CommitTester:
         control = self.control if ask.mode != "bad-model" else None
         pairing = control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad) if control else None
         gate = self._gate(ask, out.budget, pairing is not None)
+
+        def judged() -> stats.Evidence:
+            return judge(
+                out.tally.counts,
+                ask,
+                self.reference,
+                tolerance=self.cfg.test.tolerance,
+                budget=out.budget,
+                eta=self.cfg.test.indifference,
+                alike={k: (a, d) for k, (a, d) in alike.items()},
+                paired=pairing.evidence(ask, out.budget) if pairing else None,
+            )
+
         stream = self.runner.runs(prepared, seeds)
         start = time.monotonic()
         try:
@@ -252,32 +265,15 @@ class CommitTester:
                         pairing.add(category, rec.seed)
                         self.reference = pairing.control.reference
                     if rec.ok:
-                        counts = out.tally.counts
-                        if gate is None or gate.needed(category, sum(counts)):
-                            out.evidence = judge(
-                                counts,
-                                ask,
-                                self.reference,
-                                tolerance=self.cfg.test.tolerance,
-                                budget=out.budget,
-                                eta=self.cfg.test.indifference,
-                                alike={k: (a, d) for k, (a, d) in alike.items()},
-                                paired=pairing.evidence(ask, out.budget) if pairing else None,
-                            )
+                        if gate is None or gate.needed(category, sum(out.tally.counts)):
+                            out.evidence = judged()
                             if gate is not None:
-                                gate.judged(counts, out.evidence)
+                                gate.judged(out.tally.counts, out.evidence)
                         self.events.emit(RunsProgress(prepared.sha, out.tally.consumed, out.budget, out.tally.short()))
                         if out.evidence is not None and out.evidence.decision is not None:
                             break
                 if gate is not None and gate.skipped:  # the runs ended on skipped ones: their answer
-                    out.evidence = judge(
-                        out.tally.counts,
-                        ask,
-                        self.reference,
-                        tolerance=self.cfg.test.tolerance,
-                        budget=out.budget,
-                        eta=self.cfg.test.indifference,
-                    )
+                    out.evidence = judged()
         except ServerError as exc:  # a cross-check arm whose server did not start
             out.server_error = str(exc)
         out.executed = stream.executed
