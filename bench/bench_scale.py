@@ -271,7 +271,7 @@ def runs_part(seeds: int, reps: int) -> None:
                 recs: list = []
                 t0 = time.perf_counter()
                 with RunStream(
-                    range(start, start + seeds), {}, executor, recs.append, jobs=jobs if jobs is not None else throttle
+                    range(start, start + seeds), {}, executor, recs.extend, jobs=jobs if jobs is not None else throttle
                 ) as stream:
                     for _ in stream:
                         pass

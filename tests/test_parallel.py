@@ -89,7 +89,7 @@ def test_the_sweep_follows_the_throttle() -> None:
     prog = Contended()
     th = Throttle(4, window=20, hold=1000)
     stored: list[RunRecord] = []
-    with RunStream(range(1, 601), {}, prog, stored.append, jobs=th) as stream:
+    with RunStream(range(1, 601), {}, prog, stored.extend, jobs=th) as stream:
         got = [r.seed for r in stream]
     assert got == list(range(1, 601))  # in seed order, every seed once
     assert th.level == 1 and prog.most_inflight > 1  # it tried more at once, and backed off

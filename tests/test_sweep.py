@@ -13,6 +13,7 @@ import pytest
 from bisectbot.config import Config
 from bisectbot.core.records import RunRecord
 from bisectbot.edges.procs import clean_env, run
+from bisectbot.pipeline import sweep
 from bisectbot.pipeline.sweep import ProgramExecutor, RunStream
 
 # Prints like llama-speculative: "\n\nbcdbc<tokens>\n\n\n\n". Per seed, the first attempts are
@@ -117,7 +118,7 @@ def test_runs_come_in_seed_order_and_everything_is_stored(tmp_path: Path) -> Non
     cfg, executor = make_config(tmp_path)
     stored: dict[int, RunRecord] = {}
     consumed: list[int] = []
-    with RunStream(range(1, 100), {}, executor, lambda r: stored.__setitem__(r.seed, r), jobs=4) as stream:
+    with RunStream(range(1, 100), {}, executor, lambda rs: stored.update({r.seed: r for r in rs}), jobs=4) as stream:
         for rec in stream:
             consumed.append(rec.seed)
             if len(consumed) == 15:
@@ -140,13 +141,57 @@ def test_runs_come_in_seed_order_and_everything_is_stored(tmp_path: Path) -> Non
 def test_a_partly_stored_sequence_resumes_where_storage_ends(tmp_path: Path) -> None:
     cfg, executor = make_config(tmp_path)
     first: dict[int, RunRecord] = {}
-    with RunStream(range(1, 7), {}, executor, lambda r: first.__setitem__(r.seed, r), jobs=1) as stream:
+    with RunStream(range(1, 7), {}, executor, lambda rs: first.update({r.seed: r for r in rs}), jobs=1) as stream:
         assert [r.seed for r in stream] == [1, 2, 3, 4, 5, 6]
     stored = {s: first[s] for s in (1, 2, 3)}  # as if killed after seed 3
     ran: list[int] = []
-    with RunStream(range(1, 7), stored, executor, lambda r: ran.append(r.seed), jobs=2) as stream:
+    with RunStream(range(1, 7), stored, executor, lambda rs: ran.extend(r.seed for r in rs), jobs=2) as stream:
         assert [r.seed for r in stream] == [1, 2, 3, 4, 5, 6]
     assert sorted(ran) == [4, 5, 6] and stream.executed == 3
+
+
+class Instant:
+    """An executor whose runs finish at once: every seed `ok`."""
+
+    def run(self, seed: int) -> RunRecord:
+        return RunRecord(seed, "ok", ("e",), 0, 0.001, 1, 0, "")
+
+    def close(self) -> None:
+        pass
+
+
+def test_runs_are_stored_in_batches_and_all_of_them_by_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One storage transaction per batch, not per run (issue 26), and leaving the stream
+    stores the rest: even a consumer that stops early leaves nothing it was handed unstored."""
+    monkeypatch.setattr(sweep, "FLUSH_SECONDS", 3600.0)  # batches by count only: deterministic
+    batches: list[list[int]] = []
+    with RunStream(range(1, 1001), {}, Instant(), lambda rs: batches.append([r.seed for r in rs]), jobs=2) as stream:
+        handed = [r.seed for r in stream]
+    stored = [s for b in batches for s in b]
+    assert handed == list(range(1, 1001)) and stream.executed == 1000
+    assert sorted(stored) == sorted(set(stored)) == handed
+    assert all(len(b) <= sweep.FLUSH_RUNS + 2 for b in batches)  # a batch is stored once it has FLUSH_RUNS
+    assert len(batches) <= stream.executed // sweep.FLUSH_RUNS + 2
+
+
+def test_a_consumer_that_stops_leaves_its_runs_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweep, "FLUSH_SECONDS", 3600.0)
+    batches: list[list[int]] = []
+    with RunStream(range(1, 1001), {}, Instant(), lambda rs: batches.append([r.seed for r in rs]), jobs=2) as stream:
+        for rec in stream:
+            if rec.seed == 45:  # mid-batch: 32 stored, 13 handed out and not stored yet
+                break
+    stored = sorted(s for b in batches for s in b)
+    assert stored[:45] == list(range(1, 46)) and stored == list(range(1, stream.executed + 1))
+
+
+def test_runs_wait_at_most_flush_seconds_to_be_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweep, "FLUSH_SECONDS", 0.0)  # every run is older than that: stored each time
+    batches: list[list[int]] = []
+    with RunStream(range(1, 21), {}, Instant(), lambda rs: batches.append([r.seed for r in rs]), jobs=1) as stream:
+        for rec in stream:
+            assert rec.seed in {s for b in batches for s in b}  # stored before it is handed out
+    assert all(len(b) == 1 for b in batches)
 
 
 def test_children_never_see_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar, cast
 
 from bisectbot.core.estimate import Timings
 from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
@@ -364,31 +364,40 @@ class Store:
         """Store the runs not stored yet (runs made elsewhere: another worker's); how many were new."""
         have = self.runs(run_key, sha)
         new = [r for r in recs if r.seed not in have]
-        for rec in new:
-            self.put_run(run_key, sha, rec)
+        self.put_runs(run_key, sha, new)
         return len(new)
 
     def put_run(self, run_key: str, sha: str, rec: RunRecord) -> None:
-        tokens = json.dumps(list(rec.tokens)) if rec.tokens is not None else None
+        self.put_runs(run_key, sha, [rec])
+
+    def put_runs(self, run_key: str, sha: str, recs: Sequence[RunRecord]) -> None:
+        """Store runs of one commit in one transaction (a batch costs about what one run does)."""
+        if not recs:
+            return
+        now = time.time()
+        rows = [
+            (
+                run_key,
+                sha,
+                rec.seed,
+                rec.status,
+                json.dumps(list(rec.tokens)) if rec.tokens is not None else None,
+                rec.exit_code,
+                rec.seconds,
+                rec.attempts,
+                rec.variant,
+                rec.detail,
+                now,
+            )
+            for rec in recs
+        ]
         with self.write() as db:
-            db.execute(
+            db.executemany(
                 "INSERT INTO runs (run_key, sha, seed, status, tokens, exit_code, seconds, "
                 "attempts, variant, detail, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    run_key,
-                    sha,
-                    rec.seed,
-                    rec.status,
-                    tokens,
-                    rec.exit_code,
-                    rec.seconds,
-                    rec.attempts,
-                    rec.variant,
-                    rec.detail,
-                    time.time(),
-                ),
+                rows,
             )
-            self.runs_written[sha] += 1  # inside the write: writers are serialised
+            self.runs_written[sha] += len(rows)  # inside the write: writers are serialised
 
     def timings(self, build_key: str | None = None, latest: int = 2000) -> Timings:
         """What this state has seen, for an up-front estimate: the seconds of its latest

@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from bisectbot.config import Config
 from bisectbot.config.sections import BuildConfig, Variant
@@ -367,10 +367,11 @@ class CommitRunner:
         assert prepared.executor is not None, "prepare() said this commit cannot be run"
         store = self.state.store
 
-        def keep(rec: RunRecord) -> None:
-            store.put_run(prepared.run_key, prepared.sha, rec)
+        def keep(recs: Sequence[RunRecord]) -> None:
+            store.put_runs(prepared.run_key, prepared.sha, recs)
             if self.on_run is not None:
-                self.on_run(prepared.run_key, prepared.sha, rec)
+                for rec in recs:
+                    self.on_run(prepared.run_key, prepared.sha, rec)
 
         return RunStream(
             seeds,

@@ -5,10 +5,11 @@ This is the one place runs are executed. `RunStream` hands runs out strictly in 
 one fixed sequence, which is what the anytime-valid tests assume. A stored run is handed out
 without starting anything, so replaying a finished verdict executes nothing (and a server arm
 is never started); only when the next seed is missing are up to `jobs` seeds run at once.
-Every executed run is stored as soon as it finishes, in the consumer's thread (right after the
-slot it freed is refilled, before it is handed out); runs still in flight when the consumer stops
-are finished and stored too (they continue the same sequence
-next time), so nothing is lost.
+Executed runs are stored in batches, in the consumer's thread (right after the slot a run freed
+is refilled): one transaction once `FLUSH_RUNS` runs wait or the last batch is `FLUSH_SECONDS`
+old, so a killed process loses at most that much work; runs still in flight when the consumer
+stops are finished and stored too (they continue the same sequence next time), and leaving the
+stream stores every run it executed.
 
 A crash, timeout or output past `run.max_output_mb` (`output-too-large`, never parsed) of one
 run is a record, never fatal. Each run starts in a jail (edges.rundriver): what it leaves running
@@ -23,7 +24,7 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Protocol
+from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from bisectbot.config.sections import ArmConfig, ParseConfig, RunConfig
 from bisectbot.core.parallel import Throttle
@@ -176,11 +177,16 @@ class ServerExecutor:
                 self._started = False
 
 
+FLUSH_RUNS = 32  # runs waiting that make a batch (a killed bot redoes about these at most)
+FLUSH_SECONDS = 0.5  # and no run waits longer than this to be stored
+
+
 class RunStream:
     """One commit's runs in seed order: `for rec in stream` until the consumer has enough.
 
     Use it as a context manager: leaving it stores the runs still in flight and closes the
-    executor. `executed` and `retried` count what this stream ran (not what it replayed).
+    executor. `store` is given the executed runs in batches (see the module's docstring).
+    `executed` and `retried` count what this stream ran (not what it replayed).
     `check` is called before each run is handed out (a cancelled job stops there).
     """
 
@@ -189,7 +195,7 @@ class RunStream:
         seeds: Iterable[int],
         stored: Mapping[int, RunRecord],
         executor: Executor,
-        store: Callable[[RunRecord], None],
+        store: Callable[[Sequence[RunRecord]], None],
         *,
         jobs: int | Throttle = 1,
         check: Callable[[], None] = lambda: None,
@@ -205,7 +211,8 @@ class RunStream:
         self._queue: deque[int] = deque()  # seeds taken in order, not yet handed out
         self._pending: dict[int, Future[RunRecord]] = {}
         self._finished: dict[int, RunRecord] = {}
-        self._unstored: list[RunRecord] = []  # collected, to be stored before any is handed out
+        self._unstored: list[RunRecord] = []  # collected, not stored yet
+        self._flushed_at = time.monotonic()
         self._pool: ThreadPoolExecutor | None = None
         self._exhausted = False
         self.executed = 0
@@ -243,13 +250,14 @@ class RunStream:
                 self._collect(done)
         self._queue.popleft()
         rec = self._finished.pop(head)
-        # the slot this run freed is filled before the runs just finished are stored and this
-        # one is handed out: the storage write and the consumer's test then overlap the next
-        # run instead of delaying its start
+        # the slot this run freed is filled before a batch is stored and this run is handed
+        # out: the storage write and the consumer's test then overlap the next run instead of
+        # delaying its start
         try:
             self._fill()
         finally:
-            self._flush()
+            if len(self._unstored) >= FLUSH_RUNS or time.monotonic() - self._flushed_at >= FLUSH_SECONDS:
+                self._flush()
         return rec
 
     def _take(self) -> bool:
@@ -293,10 +301,11 @@ class RunStream:
             self._finished[seed] = rec
 
     def _flush(self) -> None:
-        """Store the runs collected since the last flush (before any of them is handed out)."""
-        while self._unstored:
-            self._store(self._unstored[0])
-            self._unstored.pop(0)
+        """Store the runs collected since the last flush, in one batch (kept when storing fails)."""
+        if self._unstored:
+            self._store(list(self._unstored))
+            self._unstored.clear()
+        self._flushed_at = time.monotonic()
 
     def close(self) -> None:
         """Store the runs in flight (finished work), drop the ones not started, stop the executor."""
