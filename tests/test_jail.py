@@ -89,20 +89,17 @@ def test_output_past_the_cap_stops_the_run_at_once_and_keeps_only_the_cap() -> N
 def test_output_read_in_batches_comes_back_whole_and_in_order() -> None:
     """The driver lets output gather in the pipes between reads (a few ms): a program that writes
     line by line, far past a pipe's size, on both streams at once, is read whole, in order, and
-    neither blocks for long nor is cut."""
+    is not cut (a driver that blocked would hit the run's deadline: no exit status)."""
     prog = (
         "import sys\n"
         "for i in range(120000):\n"
         "    sys.stdout.write('%d\\n' % i); sys.stdout.flush()\n"
         "    if i % 3 == 0: sys.stderr.write('e%d\\n' % i); sys.stderr.flush()\n"
     )
-    start = time.monotonic()
     res = run([sys.executable, "-c", prog], timeout=120, cap=8 * CAP)
-    took = time.monotonic() - start
     assert res.returncode == 0 and not res.stopped, res.stopped
     assert res.stdout == "".join(f"{i}\n" for i in range(120000))
     assert res.stderr == "".join(f"e{i}\n" for i in range(0, 120000, 3))
-    assert took < 60, took
     # and a run that exits between writes is answered at its exit, not after a batch's wait
     quick = [run(["sh", "-c", "echo a; echo b >&2; echo c"], timeout=60, cap=CAP) for _ in range(20)]
     assert all(r.stdout == "a\nc\n" and r.stderr == "b\n" for r in quick)
