@@ -212,13 +212,11 @@ def test_listing_failures_mid_pagination_are_retried(gh_server: GitHubStandIn) -
 
 
 def test_a_hung_request_times_out_and_is_retried(gh_server: GitHubStandIn) -> None:
-    # the server hangs far longer than the bound below, which leaves seconds of slack for a
-    # loaded machine: only a request that waits out the hang can take that long
-    gh_server.fail("GET", COMMENTS, "hang", times=1, hang_for=20.0)
+    gh_server.fail("GET", COMMENTS, "hang", times=1, hang_for=1.0)
     start = time.monotonic()
     p = publisher(gh_server, timeout=0.2)
     assert p.comments(ISSUE) == []
-    assert time.monotonic() - start < 8.0 and gh_server.count("GET", COMMENTS) == 2
+    assert time.monotonic() - start < 0.9 and gh_server.count("GET", COMMENTS) == 2
 
 
 def test_retry_after_is_honoured(gh_server: GitHubStandIn) -> None:
@@ -282,7 +280,7 @@ def test_giving_up_is_bounded_and_clear(gh_server: GitHubStandIn) -> None:
     start = time.monotonic()
     with pytest.raises(GitHubError) as err:
         publisher(gh_server, retry=fast_policy(give_up_after=0.5)).upsert_job_comment(ISSUE, "job-6", "x")
-    assert time.monotonic() - start < 8.0  # not bounded, 10,000 failures would take minutes
+    assert time.monotonic() - start < 1.5
     msg = str(err.value)
     assert "GitHub POST" in msg and "500 Server Error" in msg and "gave up after" in msg and "\n" not in msg
     assert BOT_TOKEN not in msg
@@ -292,8 +290,8 @@ def test_a_wait_longer_than_the_budget_gives_up_at_once(gh_server: GitHubStandIn
     gh_server.fail("GET", COMMENTS, "secondary", times=1, retry_after=3600)
     start = time.monotonic()
     with pytest.raises(GitHubError, match="server asked to wait 3600 s"):
-        publisher(gh_server, retry=fast_policy(give_up_after=20.0)).comments(ISSUE)
-    assert time.monotonic() - start < 8.0  # waiting out even the budget would take 20 s
+        publisher(gh_server, retry=fast_policy(give_up_after=2.0)).comments(ISSUE)
+    assert time.monotonic() - start < 1.0
 
 
 def test_a_longer_retry_after_is_handed_back_for_rescheduling(gh_server: GitHubStandIn) -> None:
