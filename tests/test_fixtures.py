@@ -49,7 +49,7 @@ def test_committed_fixtures_are_reproducible(tmp_path):
 @pytest.mark.parametrize("name", ["target.gguf", "draft.gguf"])
 def test_gguf_facts(name):
     path = FIXTURES / name
-    assert path.stat().st_size == MANIFEST["model"]["bytes"] == 24352
+    assert path.stat().st_size == MANIFEST["model"]["bytes"] == 59936
     r = gguf.GGUFReader(str(path))
     assert _field(r, "general.architecture") == "llama"
     assert _field(r, "llama.block_count") == 2
@@ -58,11 +58,17 @@ def test_gguf_facts(name):
     assert _field(r, "llama.attention.head_count") == 4
     assert _field(r, "tokenizer.ggml.model") == "gpt2"
     assert _field(r, "tokenizer.ggml.pre") == "default"
-    assert list(_field(r, "tokenizer.ggml.tokens")) == list("abcdefgh") + ["Ä", "Ĭ"]
-    assert list(_field(r, "tokenizer.ggml.merges")) == ["h h"]
+    tokens = list(_field(r, "tokenizer.ggml.tokens"))
+    assert tokens[:8] == list("abcdefgh")
+    # every byte has its byte-level symbol (any text tokenizes), each once; then the specials
+    assert sorted(tokens[:256]) == sorted(fx.byte_symbols()) and len(set(tokens)) == len(tokens)
+    assert tokens[256:] == ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<s>", "</s>"]
+    types = list(_field(r, "tokenizer.ggml.token_type"))
+    assert types[:256] == [1] * 256 and types[256:] == [3] * 5  # NORMAL bytes, CONTROL specials
+    assert list(_field(r, "tokenizer.ggml.merges")) == ["Ā ā"]  # NUL SOH: no prompt has it
     assert _field(r, "tokenizer.ggml.eos_token_id") == 7
-    bos = _field(r, "tokenizer.ggml.bos_token_id")
-    assert bos is not None and 0 <= bos < 10  # older trees crash on the gpt2 default BOS id 11
+    # in the vocabulary (older trees crash on gpt2's default BOS id 11 of a small vocabulary)
+    assert tokens[_field(r, "tokenizer.ggml.bos_token_id")] == "<s>"
     assert _field(r, "tokenizer.ggml.add_bos_token") is False
     assert all(t.tensor_type.name == "F32" for t in r.tensors)
     assert len(r.tensors) == 3 + 2 * 9
@@ -88,18 +94,49 @@ def test_chosen_seed_meets_the_requirements():
     assert set(q["target"]) != set(q["draft"])
 
 
+def test_byte_symbols_are_gpt2s():
+    sym = fx.byte_symbols()
+    assert len(sym) == 256 and len(set(sym)) == 256
+    assert sym[ord("a")] == "a" and sym[ord("\n")] == "Ċ" and sym[ord(" ")] == "Ġ" and sym[0xC4] == "Ä"
+
+
 @pytest.mark.parametrize("name", ["target.gguf", "draft.gguf"])
-def test_extra_tokens_never_compete_where_the_statistic_reads(name):
-    """The two entries older loaders need are unreachable after the prompt and after prompt + 'f':
-    logit -20 there, far below the letters, so top-k 3 keeps letters only and the reference is that
-    of the original 8-token model."""
+def test_only_letters_can_be_sampled(name):
+    """The proven margin holds: every non-letter token's logit is more than 30 below the best
+    letter's, in every context; checked here on contexts of every length up to 40 (letters, and
+    text with bytes and specials as programs feed it), and the bound is below what they show."""
     from bisectbot.llama import forward
 
     m = forward.load_gguf(FIXTURES / name)
-    letters = fx._model(fx._letter_weights(fx.DEFAULT_SEED)[name == "draft.gguf"], fx.LETTERS)
-    for ctx in fx.READ_AT:
-        ids = forward.tokenize(m, ctx)
-        full = forward.forward_logits(m, ids)
-        assert full[8:] == pytest.approx([fx.UNREACHABLE_LOGIT] * 2, abs=1e-3)
-        assert np.sort(full[:8])[-3] > fx.UNREACHABLE_LOGIT + 10
-        np.testing.assert_allclose(full[:8], forward.forward_logits(letters, ids), atol=1e-5)
+    bound = fx.margin(m.weights)
+    assert bound >= 30
+    rng = np.random.default_rng(5)
+    contexts = [
+        forward.tokenize(m, "bcdbc"),
+        forward.tokenize(m, "bcdbcf"),
+        forward.tokenize(m, "\n\n### Instruction:\n\n"),
+    ]
+    contexts += [list(rng.integers(0, 8, n)) for n in range(1, 41)]
+    contexts += [list(rng.integers(0, len(m.vocab), n)) for n in range(1, 41)]
+    for ids in contexts:
+        logits = forward.forward_logits(m, [int(i) for i in ids])
+        gap = logits[:8].max() - logits[8:].max()
+        assert gap >= bound, (ids, gap, bound)
+
+
+def test_margin_notices_a_token_that_can_compete():
+    target, _ = fx.make_weights(fx.DEFAULT_SEED)
+    broken = {k: v.copy() for k, v in target.items()}
+    broken["output.weight"][100, 0] = -1.0  # no longer held down by the constant channel
+    assert fx.margin(broken) < 0
+
+
+def test_the_constant_channel_is_constant():
+    """Dimension 0 of the residual stream stays at CONSTANT through every layer (no output
+    matrix writes it), which is what the margin's proof rests on."""
+    target, draft = fx.make_weights(fx.DEFAULT_SEED)
+    for w in (target, draft):
+        assert np.all(w["token_embd.weight"][:, 0] == np.float32(fx.CONSTANT))
+        for il in range(fx.N_LAYER):
+            assert not w[f"blk.{il}.attn_output.weight"][0].any()
+            assert not w[f"blk.{il}.ffn_down.weight"][0].any()

@@ -26,8 +26,8 @@ TARGET = REPO / "fixtures" / "target.gguf"
 DRAFT = REPO / "fixtures" / "draft.gguf"
 MANIFEST = json.loads((REPO / "fixtures" / "MANIFEST.json").read_text())
 PROMPT = [1, 2, 3, 1, 2]  # "bcdbc"
-VOCAB = list("abcdefgh")  # the letters; the model adds "Ä", "Ĭ" for older loaders
-MODEL_VOCAB = VOCAB + ["Ä", "Ĭ"]
+VOCAB = list("abcdefgh")  # the letters; the model has every other byte and 5 specials after them
+MODEL_VOCAB = __import__("bisectbot.llama.fixtures", fromlist=["VOCAB"]).VOCAB
 
 
 def test_tokenization_facts():
@@ -35,8 +35,11 @@ def test_tokenization_facts():
     assert m.vocab == MODEL_VOCAB and m.eos_id == 7
     assert ref.tokenize(m, "bcdbc") == PROMPT
     assert ref.tokenize(m, "bcdbcf") == PROMPT + [5]
-    with pytest.raises(BisectbotError):
-        ref.tokenize(m, "xyz")
+    # byte-level: every byte its symbol's token, as llama.cpp's gpt2 tokenizer gives with no merge
+    assert [m.vocab[i] for i in ref.tokenize(m, "a b\n")] == ["a", "Ġ", "b", "Ċ"]
+    assert len(ref.tokenize(m, "é")) == 2  # two UTF-8 bytes
+    with pytest.raises(BisectbotError, match="merge"):
+        ref.tokenize(m, "\x00\x01")
 
 
 def test_loaded_weights_round_trip():
@@ -56,7 +59,7 @@ def test_probs_sum_to_one_and_top_k_3_leaves_3(prefix):
     assert math.isclose(sum(p.values()), 1.0, abs_tol=1e-12)
     assert sum(v > 0 for v in p.values()) == 3
     full = ref.next_token_probs(TARGET, prefix, top_k=0)
-    assert all(v > 0 for v in full.values())
+    assert all(full[t] > 0 for t in VOCAB)  # the letters; every other token is far below
     # top-k renormalises the 3 largest of the full distribution
     top3 = sorted(full, key=full.get, reverse=True)[:3]
     s = sum(full[t] for t in top3)
@@ -71,6 +74,20 @@ def test_manifest_reference_matches():
         assert abs(p[t] - v) < 1e-9
     assert abs(ref.condition_prob(TARGET, PROMPT, "f", 3, 1.0, 0.0, 1.0) - r["condition_prob_f"]) < 1e-9
     assert ref.condition_prob(TARGET, PROMPT, "f") == ref.condition_prob(TARGET, PROMPT, 5)
+
+
+def test_repeat_penalty_as_llama_cpp_applies_it():
+    logits = np.array([2.0, -1.0, 0.5, 3.0])
+    out = ref.repeat_penalty(logits, [0, 1, 1, 3], 2.0, 3)  # the last 3: tokens 1 and 3
+    np.testing.assert_allclose(out, [2.0, -2.0, 0.5, 1.5])
+    np.testing.assert_allclose(ref.repeat_penalty(logits, [0, 1], 1.0, 64), logits)
+    np.testing.assert_allclose(ref.repeat_penalty(logits, [0, 1], 2.0, 0), logits)
+    np.testing.assert_allclose(ref.repeat_penalty(logits, [0, 2, 3], 2.0, -1), [1.0, -1.0, 0.25, 1.5])
+    # llama-cli's defaults before and after mid-2024 (1.1, 1.0) differ after a prompt with repeats
+    ids = ref.tokenize(ref.load_gguf(TARGET), "adde")
+    a = ref.next_token_probs(TARGET, ids, 40, 0.95, 0.05, 0.8, 1.0)
+    b = ref.next_token_probs(TARGET, ids, 40, 0.95, 0.05, 0.8, 1.1)
+    assert 0.5 * sum(abs(a[t] - b[t]) for t in a) > 0.1
 
 
 def test_sampler_chain_semantics():

@@ -32,13 +32,13 @@ def test_the_numpy_reference_of_29975_is_computed_once_then_cached(tmp_path: Pat
         runner = CommitRunner(cfg, state, Workspace(cfg.repo_source, state.clone_dir), Events())
         first = resolve_reference(cfg, runner)
         assert first.source == "numpy forward pass of target.gguf"
-        assert first.probs == pytest.approx({"d": 0.3681, "e": 0.2450, "g": 0.3869}, abs=1e-4)
-        assert first.condition_prob == pytest.approx(0.7074, abs=1e-4)
+        assert first.probs == pytest.approx({"c": 0.4426, "e": 0.2769, "h": 0.2806}, abs=1e-4)
+        assert first.condition_prob == pytest.approx(0.7714, abs=1e-4)
         cached = state.store.rows("SELECT key, value FROM reference_cache")
         assert len(cached) == 1
         assert resolve_reference(cfg, runner) == first  # from the cache (same numbers, same source)
     summary = first.summary(cfg)
-    assert summary.categories == ["d", "e", "g", "<other>", "<missed>"]
+    assert summary.categories == ["c", "e", "h", "<other>", "<missed>"]
     assert summary.condition == {"position": 0, "token": "f"} and summary.outcome == {"position": 1}
     assert sum(summary.category_probs) == pytest.approx(1.0)
 

@@ -1,6 +1,19 @@
-"""Tiny GGUF fixtures for the llama.cpp #29975 check: a random 2-layer F32 Llama (target) and a
-noisy copy of it (draft), vocabulary ``a``..``h`` plus two tokens that let every llama.cpp tree
-from early 2024 on load the model.
+"""Tiny GGUF fixtures for llama.cpp checks: a random 2-layer F32 Llama (target) and a noisy copy of
+it (draft) that every llama.cpp program of every tree from early 2024 on loads and runs.
+
+The vocabulary is gpt2's byte-level one, whole: the 256 byte symbols (the letters ``a``..``h``
+first, ids 0..7, then the other 248 in byte order), so any text a program tokenizes (llama-cli's
+``"\\n\\n### Instruction:\\n\\n"``, a chat template, the newline token older loaders look up) has
+its tokens, plus the special tokens chat templates name (``<|im_start|>``, ``<|im_end|>``,
+``<|endoftext|>``, ``<s>``, ``</s>``), as control tokens. EOS is ``h``.
+
+Only the letters can ever be sampled: dimension 0 of the residual stream is a constant channel
+(every embedding holds ``CONSTANT`` there and no layer writes to it), so after the final RMS norm
+it is at least ``u0_min`` > 0 in every context, and every other token's output row is
+``-OTHER_WEIGHT`` along it (plus a little noise, so no two tie): their logits sit more than
+``fixtures_margin`` below the letters' in every context, a probability under 1e-15 (checked by
+:func:`margin`, an exact bound, not a sample). The reference of a statistic over the letters is
+then the letters' alone, at any top-k.
 
 Deterministic: the same seed gives byte-identical files (numpy ``default_rng(seed)``; the GGUF
 writer adds no timestamps). ``write_tiny_llama(out_dir, seed)`` is the entry point.
@@ -8,6 +21,7 @@ writer adds no timestamps). ``write_tiny_llama(out_dir, seed)`` is the entry poi
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -18,7 +32,8 @@ from bisectbot.edges.files import file_sha256
 __all__ = [
     "VOCAB",
     "LETTERS",
-    "EXTRA_TOKENS",
+    "BYTE_SYMBOLS",
+    "SPECIAL_TOKENS",
     "EOS_ID",
     "BOS_ID",
     "N_EMBD",
@@ -27,36 +42,56 @@ __all__ = [
     "N_LAYER",
     "DEFAULT_SEED",
     "DRAFT_NOISE",
+    "byte_symbols",
     "make_weights",
+    "margin",
     "write_gguf",
     "write_tiny_llama",
     "seed_quality",
 ]
 
+
+def byte_symbols() -> list[str]:
+    """gpt2's byte-level alphabet: the symbol of byte b at index b (printable Latin-1 bytes are
+    themselves; the others are U+0100 onward, in byte order)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    table, n = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + n)
+            n += 1
+    return [table[b] for b in range(256)]
+
+
+BYTE_SYMBOLS = byte_symbols()
 LETTERS = list("abcdefgh")  # ids 0..7: what prompts and outputs are made of
-# Trees up to late 2024 look up the newline token by tokenizing "\u010A" ('Ċ', gpt2's byte-level
-# newline). Its UTF-8 bytes 0xC4 0x8A byte-encode to the symbols "Ä" and "Ĭ"; without them the
-# loader throws "byte not found in vocab" (trees up to mid-2024) or asserts "model vocab missing
-# newline token" (mid-2024 to Sep 2024). Their output rows give them logit -20 where the
-# statistic reads (after the prompt and after prompt + condition), in the target and the draft,
-# so they never enter the top-3 there and the reference is exactly that of the 8 letters.
-EXTRA_TOKENS = ["Ä", "Ĭ"]  # ids 8, 9
-VOCAB = LETTERS + EXTRA_TOKENS
-UNREACHABLE_LOGIT = -20.0
-READ_AT = ("bcdbc", "bcdbcf")  # the contexts whose next-token distributions the statistic reads
+# Every other byte symbol (ids 8..255), then the special tokens (ids 256..).
+OTHER_BYTES = [s for s in BYTE_SYMBOLS if s not in LETTERS]
+SPECIAL_TOKENS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<s>", "</s>"]
+VOCAB = LETTERS + OTHER_BYTES + SPECIAL_TOKENS
 EOS_ID = 7  # 'h'
-# Older trees (before upstream 4df29be) crash without a BOS id: the gpt2 default (11) is outside an
-# 8-token vocabulary. An in-vocabulary id with add_bos_token=false is never inserted.
-BOS_ID = 0  # 'a'
+# An in-vocabulary BOS with add_bos_token=false: older trees (before upstream 4df29be) crash
+# without one, and none is ever inserted. `<s>`, a control token, as chat templates expect.
+BOS_ID = VOCAB.index("<s>")
+# gguf-py refuses an empty merges list and some loaders need the key: one merge of two control
+# bytes (NUL, SOH) that no prompt contains, so tokenizing is one token per byte.
+MERGES = [f"{BYTE_SYMBOLS[0]} {BYTE_SYMBOLS[1]}"]
 N_EMBD, N_FF, N_HEAD, N_LAYER = 16, 32, 4, 2
-CTX_TRAIN = 128
+CTX_TRAIN = 256
 RMS_EPS = 1e-5
 ROPE_BASE = 10000.0
 DRAFT_NOISE = 0.15  # std of the noise added to every draft tensor, relative to its std
-DEFAULT_SEED = 132  # chosen with seed_quality(): see fixtures/MANIFEST.json
+CONSTANT = 3.0  # the constant channel's value in every embedding
+OTHER_WEIGHT = 1000.0  # how strongly every non-letter token's output row points against it
+DEFAULT_SEED = 879  # chosen with seed_quality(): see fixtures/MANIFEST.json
 
 TARGET_NAME = "target.gguf"
 DRAFT_NAME = "draft.gguf"
+
+# token types (gguf.TokenType): letters and bytes NORMAL, the specials CONTROL
+_NORMAL, _CONTROL = 1, 3
 
 
 def _tensor_shapes(n_vocab: int = len(VOCAB)) -> list[tuple[str, tuple[int, ...]]]:
@@ -79,68 +114,97 @@ def _tensor_shapes(n_vocab: int = len(VOCAB)) -> list[tuple[str, tuple[int, ...]
 
 
 def make_weights(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(target, draft) weights in numpy layout ((out, in) for matrices), float32: the letters'
-    weights drawn from `seed`, then the rows of the extra tokens appended."""
-    target, draft = _letter_weights(seed)
-    return _with_extra_tokens(target), _with_extra_tokens(draft)
-
-
-def _letter_weights(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The weights of the 8-letter model (the random draws of the original fixtures)."""
+    """(target, draft) weights in numpy layout ((out, in) for matrices), float32."""
     rng = np.random.default_rng(seed)
+    n_letters = len(LETTERS)
     target: dict[str, np.ndarray] = {}
-    for name, shape in _tensor_shapes(len(LETTERS)):
+    for name, shape in _tensor_shapes():
         if len(shape) == 1:  # norm weights around 1
             arr = 1.0 + 0.1 * rng.standard_normal(shape)
         elif name == "token_embd.weight":
             arr = rng.standard_normal(shape)
         elif name == "output.weight":
             arr = 0.5 * rng.standard_normal(shape)
+            # every other token: against the constant channel, with a little noise so none tie
+            arr[n_letters:] = 0.01 * arr[n_letters:]
+            arr[n_letters:, 0] = -OTHER_WEIGHT
         else:
             arr = rng.standard_normal(shape) / np.sqrt(shape[1])
-        target[name] = arr.astype(np.float32)
+        target[name] = arr.astype(np.float64)
     draft: dict[str, np.ndarray] = {}
     for name, arr in target.items():
         scale = float(np.std(arr)) if arr.ndim > 1 else 0.1
-        draft[name] = (arr + DRAFT_NOISE * scale * rng.standard_normal(arr.shape)).astype(np.float32)
-    return target, draft
+        if name == "output.weight":  # the letters' rows get noise (of their scale); the others stay
+            noisy = arr.copy()
+            scale = float(np.std(arr[:n_letters]))
+            noisy[:n_letters] += DRAFT_NOISE * scale * rng.standard_normal(noisy[:n_letters].shape)
+            draft[name] = noisy
+        else:
+            draft[name] = arr + DRAFT_NOISE * scale * rng.standard_normal(arr.shape)
+    return _constant_channel(target), _constant_channel(draft)
 
 
-def _with_extra_tokens(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Append the extra tokens: embeddings of zero (they are never an input) and one output row,
-    the least-norm solution of row · h = UNREACHABLE_LOGIT at every context of READ_AT."""
-    from bisectbot.llama.forward import final_hidden
-
-    letters = _model(weights, LETTERS)
-    hidden = np.stack([final_hidden(letters, [LETTERS.index(c) for c in ctx]) for ctx in READ_AT])
-    row = np.linalg.lstsq(hidden, np.full(len(READ_AT), UNREACHABLE_LOGIT), rcond=None)[0]
-    out = dict(weights)
-    n = len(EXTRA_TOKENS)
-    out["token_embd.weight"] = np.vstack([weights["token_embd.weight"], np.zeros((n, N_EMBD))]).astype(np.float32)
-    out["output.weight"] = np.vstack([weights["output.weight"], np.tile(row, (n, 1))]).astype(np.float32)
-    return out
+def _constant_channel(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Dimension 0 of the residual stream held at CONSTANT: every embedding has it there, and
+    no attention or feed-forward output writes to it (row 0 of their output matrices is zero)."""
+    out = {k: v.copy() for k, v in weights.items()}
+    out["token_embd.weight"][:, 0] = CONSTANT
+    for il in range(N_LAYER):
+        out[f"blk.{il}.attn_output.weight"][0, :] = 0.0
+        out[f"blk.{il}.ffn_down.weight"][0, :] = 0.0
+    return {k: v.astype(np.float32) for k, v in out.items()}
 
 
-def _model(weights: dict[str, np.ndarray], vocab: list[str]):
-    from bisectbot.llama.forward import TinyLlama
+def margin(weights: dict[str, np.ndarray]) -> float:
+    """A lower bound, over every context, of how far below the best letter's logit every other
+    token's logit lies (the gap that keeps them from being sampled).
 
-    return TinyLlama(
-        n_embd=N_EMBD,
-        n_head=N_HEAD,
-        n_head_kv=N_HEAD,
-        n_layer=N_LAYER,
-        n_rot=N_EMBD // N_HEAD,
-        eps=RMS_EPS,
-        rope_base=ROPE_BASE,
-        vocab=vocab,
-        eos_id=EOS_ID,
-        weights=weights,
-    )
+    After each RMS norm a vector lies on the sphere of radius sqrt(n_embd), scaled by the norm's
+    weights, so every layer adds at most a computable amount to the residual stream: attention
+    outputs are convex combinations of V rows (‖W_o‖‖W_v‖‖g‖∞·√n), the feed-forward's silu(a)·b
+    is at most max(|a|,…)·|b| per unit. That bounds the stream's other dimensions by B, so the
+    constant channel's share after the last norm is u0 ≥ C/√((C² + B²)/n); a letter's logit is
+    at most ‖row ⊙ g‖·√n, another token's at most its row's part along dim 0 times u0 plus the
+    rest's worst case."""
+    w = {k: v.astype(np.float64) for k, v in weights.items()}
+    n = N_EMBD
+    root = math.sqrt(n)
+    emb = w["token_embd.weight"]
+    bound = float(np.max(np.linalg.norm(emb[:, 1:], axis=1)))  # the embeddings' other dims
+    for il in range(N_LAYER):
+        p = f"blk.{il}."
+        g_attn = float(np.max(np.abs(w[p + "attn_norm.weight"])))
+        # each head's output is a convex combination of its V slices, each at most ‖W_v‖‖g‖∞√n
+        v_max = np.linalg.norm(w[p + "attn_v.weight"], 2) * g_attn * root
+        bound += float(np.linalg.norm(w[p + "attn_output.weight"], 2) * v_max * math.sqrt(N_HEAD))
+        g_ffn = float(np.max(np.abs(w[p + "ffn_norm.weight"])))
+        # silu(a)·b per unit, |silu(a_j)| ≤ |a_j|: at most ‖a‖∞·‖b‖, and at most ‖(|a_j|·|b_j|)_j‖
+        h_max = g_ffn * root  # ‖h‖ after the norm
+        gate = np.linalg.norm(w[p + "ffn_gate.weight"], axis=1) * h_max  # |a_j| ≤ this
+        up = np.linalg.norm(w[p + "ffn_up.weight"], axis=1) * h_max  # |b_j| ≤ this
+        by_unit = float(np.linalg.norm(gate * up))
+        by_norm = float(np.max(gate) * np.linalg.norm(w[p + "ffn_up.weight"], 2) * h_max)
+        hidden = min(by_unit, by_norm)
+        bound += float(np.linalg.norm(w[p + "ffn_down.weight"], 2) * hidden)
+    u0_min = CONSTANT / math.sqrt((CONSTANT**2 + bound**2) / n + RMS_EPS)
+    g = w["output_norm.weight"]
+    out = w["output.weight"]
+    n_letters = len(LETTERS)
+    # the best letter's logit is at least the highest of the letters' worst cases
+    letter_rows = out[:n_letters] * g
+    best_letter_low = float(-np.min(np.linalg.norm(letter_rows, axis=1)) * root)
+    others = out[n_letters:] * g
+    # another token's logit: along dim 0 (negative, times u0 ≥ u0_min) + the rest at most |rest|·√n
+    along = others[:, 0]
+    assert np.all(along < 0), "every non-letter row must point against the constant channel"
+    rest = np.linalg.norm(others[:, 1:], axis=1) * root
+    worst_other = float(np.max(along * u0_min + rest))
+    return best_letter_low - worst_other
 
 
 def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
     """Write one tiny llama GGUF (atomically: ``path.tmp`` then rename)."""
-    import gguf  # optional dependency (extra "llama")
+    import gguf
 
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -159,14 +223,14 @@ def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(VOCAB)
-    w.add_token_types([gguf.TokenType.NORMAL] * len(VOCAB))
-    # gguf-py refuses an empty merges list and the loader needs the key: one merge that never
-    # applies to the prompts used here.
-    w.add_token_merges(["h h"])
+    w.add_token_types([_CONTROL if tok in SPECIAL_TOKENS else _NORMAL for tok in VOCAB])
+    w.add_token_merges(MERGES)
     w.add_bos_token_id(BOS_ID)
     w.add_eos_token_id(EOS_ID)
     w.add_add_bos_token(False)
-    # No llama.vocab_size / tokenizer.ggml.add_eos_token: derived / default false.
+    # No llama.vocab_size / tokenizer.ggml.add_eos_token: derived / default false. No chat
+    # template: programs run on a plain prompt (a chat template would switch llama-cli into
+    # conversation mode); llama-server's default template names tokens that exist.
     for tname, _shape in _tensor_shapes():
         w.add_tensor(tname, np.ascontiguousarray(weights[tname], dtype=np.float32))
     w.write_header_to_file()
@@ -187,19 +251,38 @@ def write_tiny_llama(out_dir: Path, seed: int) -> dict[str, str]:
     return {n: file_sha256(out_dir / n) for n in (TARGET_NAME, DRAFT_NAME)}
 
 
+def _model(weights: dict[str, np.ndarray]):
+    from bisectbot.llama.forward import TinyLlama
+
+    return TinyLlama(
+        n_embd=N_EMBD,
+        n_head=N_HEAD,
+        n_head_kv=N_HEAD,
+        n_layer=N_LAYER,
+        n_rot=N_EMBD // N_HEAD,
+        eps=RMS_EPS,
+        rope_base=ROPE_BASE,
+        vocab=VOCAB,
+        eos_id=EOS_ID,
+        weights=weights,
+    )
+
+
 def seed_quality(seed: int, prompt: str = "bcdbc", cond: str = "f", top_k: int = 3) -> dict:
     """Figures used to choose the generator seed (numpy reference, no file written):
-    P(first token = cond), the target's and draft's distributions after prompt+cond."""
+    P(first token = cond), the target's and draft's distributions after prompt+cond, and the
+    margin that keeps every non-letter token out."""
     from bisectbot.llama.forward import apply_sampler_chain, forward_logits
 
     target, draft = make_weights(seed)
     ids = [VOCAB.index(c) for c in prompt]
-    mt, md = _model(target, VOCAB), _model(draft, VOCAB)
+    mt, md = _model(target), _model(draft)
     p0 = apply_sampler_chain(forward_logits(mt, ids), top_k, 1.0, 0.0, 1.0)
     ids1 = ids + [VOCAB.index(cond)]
     pt = apply_sampler_chain(forward_logits(mt, ids1), top_k, 1.0, 0.0, 1.0)
     pd = apply_sampler_chain(forward_logits(md, ids1), top_k, 1.0, 0.0, 1.0)
     nz = pt[pt > 0]
+    gap = min(margin(target), margin(draft))
     return {
         "seed": seed,
         "p_cond": float(p0[VOCAB.index(cond)]),
@@ -207,10 +290,12 @@ def seed_quality(seed: int, prompt: str = "bcdbc", cond: str = "f", top_k: int =
         "draft": {VOCAB[i]: float(pd[i]) for i in range(len(VOCAB)) if pd[i] > 0},
         "min_target": float(nz.min()),
         "top_differs": int(np.argmax(pt)) != int(np.argmax(pd)),
+        "margin": gap,
         "ok": bool(
             float(p0[VOCAB.index(cond)]) >= 0.3
             and nz.min() >= 0.1
             and len(nz) == 3
             and int(np.argmax(pt)) != int(np.argmax(pd))
+            and gap >= 30.0
         ),
     }

@@ -6,6 +6,11 @@
 It returns ``{token_text: probability}`` over the vocabulary, 0.0 for tokens the samplers cut.
 Independent of any llama.cpp build; `llama.server` asks a real llama-server for the same
 numbers, and the two agree to 1e-7 on the committed fixtures.
+
+The repeat penalty (llama.cpp's `penalties` sampler, and `llama_sample_repetition_penalties`
+before September 2024) is applied as llama.cpp does: every distinct token among the last
+`repeat_last_n` of the context has its logit divided by the penalty when positive and multiplied
+by it otherwise. llama-cli/main's defaults were 1.1 until mid-2024 and are 1.0 since.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -44,6 +50,7 @@ class TinyLlama:
     vocab: list[str]
     eos_id: int
     weights: dict[str, np.ndarray]  # numpy layout: (out, in) for matrices, (n_vocab, n_embd) for embeddings
+    merges: tuple[str, ...] = ()  # the BPE merges, "left right" (tokenize refuses a text one would apply to)
 
 
 def _field_value(reader, key: str):
@@ -93,19 +100,26 @@ def load_gguf(path: Path) -> TinyLlama:
         vocab=[str(x) for x in _field_value(reader, "tokenizer.ggml.tokens")],
         eos_id=int(_field_value(reader, "tokenizer.ggml.eos_token_id")),
         weights=weights,
+        merges=tuple(str(m) for m in (_field_value(reader, "tokenizer.ggml.merges") or ())),
     )
 
 
 def tokenize(model: TinyLlama, text: str) -> list[int]:
-    """Tokenize for the fixture vocabulary: one token per character (the only merge, ``h h``,
-    never applies to a prompt without ``hh``; such a prompt is refused)."""
+    """Tokenize as llama.cpp's gpt2 (byte-level BPE) tokenizer does for the fixture vocabulary:
+    each byte of the text's UTF-8 becomes its byte-level symbol, one token each, because no
+    merge of the vocabulary applies (a text that a merge would apply to is refused, as is a
+    byte whose symbol the vocabulary lacks)."""
+    from bisectbot.llama.fixtures import BYTE_SYMBOLS
+
     index = {tok: i for i, tok in enumerate(model.vocab)}
-    if "hh" in text:
-        raise BisectbotError(f"prompt {text!r}: 'hh' would use the merge; not supported by the reference")
+    symbols = [BYTE_SYMBOLS[b] for b in text.encode("utf-8")]
+    pairs = {f"{a} {b}" for a, b in zip(symbols, symbols[1:])}
+    if used := sorted(pairs & set(model.merges)):
+        raise BisectbotError(f"prompt {text!r}: the merge {used[0]!r} would apply; not supported by the reference")
     try:
-        return [index[ch] for ch in text]
+        return [index[sym] for sym in symbols]
     except KeyError as exc:
-        raise BisectbotError(f"prompt {text!r}: character {exc.args[0]!r} is not in the vocabulary") from None
+        raise BisectbotError(f"prompt {text!r}: the byte symbol {exc.args[0]!r} is not in the vocabulary") from None
 
 
 # --- forward pass -------------------------------------------------------------------------------
@@ -175,6 +189,18 @@ def final_hidden(model: TinyLlama, ids: list[int]) -> np.ndarray:
 # --- sampler chain ------------------------------------------------------------------------------
 
 
+def repeat_penalty(logits: np.ndarray, history: Sequence[int], penalty: float, last_n: int) -> np.ndarray:
+    """llama.cpp's repeat penalty: each distinct token of the last `last_n` of `history` (0: none,
+    -1: all) has its logit divided by `penalty` if positive, multiplied by it otherwise."""
+    out = np.asarray(logits, dtype=np.float64).copy()
+    if penalty == 1.0 or last_n == 0:
+        return out
+    window = list(history) if last_n < 0 else list(history)[-last_n:]
+    for tok in set(window):
+        out[tok] = out[tok] / penalty if out[tok] > 0 else out[tok] * penalty
+    return out
+
+
 def apply_sampler_chain(
     logits: np.ndarray, top_k: int, top_p: float, min_p: float, temp: float, min_keep: int = 0
 ) -> np.ndarray:
@@ -218,17 +244,27 @@ def apply_sampler_chain(
     return probs
 
 
-def _probs_for(model: TinyLlama, ids: list[int], top_k, top_p, min_p, temp) -> np.ndarray:
-    return apply_sampler_chain(forward_logits(model, ids), top_k, top_p, min_p, temp)
+def _probs_for(
+    model: TinyLlama, ids: list[int], top_k, top_p, min_p, temp, penalty: float = 1.0, last_n: int = 64
+) -> np.ndarray:
+    logits = repeat_penalty(forward_logits(model, ids), ids, penalty, last_n)
+    return apply_sampler_chain(logits, top_k, top_p, min_p, temp)
 
 
 def next_token_probs(
-    target_gguf: Path, prefix_ids: list[int], top_k: int = 3, top_p: float = 1.0, min_p: float = 0.0, temp: float = 1.0
+    target_gguf: Path,
+    prefix_ids: list[int],
+    top_k: int = 3,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    temp: float = 1.0,
+    repeat_penalty: float = 1.0,
+    repeat_last_n: int = 64,
 ) -> dict[str, float]:
     """Exact distribution of the token after ``prefix_ids`` under the sampler chain,
     ``{token_text: p}`` over the whole vocabulary (0.0 for cut tokens)."""
     model = load_gguf(Path(target_gguf))
-    probs = _probs_for(model, list(prefix_ids), top_k, top_p, min_p, temp)
+    probs = _probs_for(model, list(prefix_ids), top_k, top_p, min_p, temp, repeat_penalty, repeat_last_n)
     return {tok: float(probs[i]) for i, tok in enumerate(model.vocab)}
 
 
@@ -240,8 +276,11 @@ def condition_prob(
     top_p: float = 1.0,
     min_p: float = 0.0,
     temp: float = 1.0,
+    repeat_penalty: float = 1.0,
+    repeat_last_n: int = 64,
 ) -> float:
     """P(first generated token after the prompt == token)."""
     model = load_gguf(Path(target_gguf))
     tid = model.vocab.index(token) if isinstance(token, str) else int(token)
-    return float(_probs_for(model, list(prompt_ids), top_k, top_p, min_p, temp)[tid])
+    probs = _probs_for(model, list(prompt_ids), top_k, top_p, min_p, temp, repeat_penalty, repeat_last_n)
+    return float(probs[tid])
