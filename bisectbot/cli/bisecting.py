@@ -20,6 +20,7 @@ from bisectbot.cli.options import (
     json_option,
     markdown_option,
     quiet_option,
+    reference_option,
     repo_option,
     state_option,
 )
@@ -140,6 +141,7 @@ def _duration(value: str | None) -> tuple[float, str] | None:
     help="Stop between steps once this much time has passed (90m, 2h, 1h30m, 45s or seconds), "
     "with the range so far (status stopped, exit 3); the same command again resumes.",
 )
+@reference_option
 @repo_option
 @json_option
 @state_option
@@ -164,6 +166,7 @@ def bisect(
     worker_state: str | None,
     max_builds: int | None,
     deadline: tuple[float, str] | None,
+    reference_how: str,
     repo: str | None,
     json_path: str | None,
     state_dir: str | None,
@@ -185,7 +188,7 @@ def bisect(
     started = time.monotonic()  # --deadline counts from here
 
     def body() -> int:
-        cfg = load(config, repo, arms)
+        cfg = load(config, repo, arms).with_reference(reference_how)
         warn_uncommitted(cfg)
         preflight(cfg)
         if workers and scheduler:
@@ -285,6 +288,15 @@ def _git_bisect_guard(fn: Callable[[], int]) -> None:
 @click.command(cls=GitBisectCommand)
 @click.argument("config", type=click.Path())
 @click.option("--commit", "ref", help="The commit (ref) to test (required; HEAD with --git-bisect).")
+@click.option(
+    "--reference",
+    "reference_how",
+    metavar="config|REF",
+    default="config",
+    show_default=True,
+    help="What the commit is judged against: the config's reference, or REF (like that commit: a "
+    "control sample measured there; the config's `reference: good` needs one).",
+)
 @repo_option
 @json_option
 @markdown_option
@@ -304,6 +316,7 @@ def _git_bisect_guard(fn: Callable[[], int]) -> None:
 def test(
     config: str,
     ref: str | None,
+    reference_how: str,
     repo: str | None,
     json_path: str | None,
     md_path: str | None,
@@ -326,7 +339,11 @@ def test(
 
     def body() -> int:
         assert ref is not None
-        cfg = load(config, repo, arms)
+        if reference_how == "good":
+            raise click.BadParameter(
+                "one commit has no good end: give the commit to measure the reference at", param_hint="--reference"
+            )
+        cfg = load(config, repo, arms).with_reference(reference_how)
         warn_uncommitted(cfg)
         preflight(cfg)
         one_stdout(json_path, md_path)

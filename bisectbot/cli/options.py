@@ -77,6 +77,15 @@ html_option = click.option(
     type=click.Path(dir_okay=False),
     help="Also write one self-contained HTML page with the report and its charts (SVG, no script).",
 )
+reference_option = click.option(
+    "--reference",
+    "reference_how",
+    metavar="config|good|REF",
+    default="config",
+    show_default=True,
+    help="What the commits are judged against: the config's reference, `good` (like the good end: a "
+    "control sample measured at --good, or at --bad with --find fixed), or REF (like that commit).",
+)
 arms_option = click.option(
     "--arms/--no-arms",
     default=True,

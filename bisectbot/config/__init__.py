@@ -25,8 +25,10 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from bisectbot.config.compat import without_unset_additions
 from bisectbot.config.sections import (
     BASE_PLACEHOLDERS,
+    GOOD_END,
     ArmConfig,
     BuildConfig,
+    ControlReference,
     GitHubConfig,
     ParseConfig,
     ReferenceConfig,
@@ -140,6 +142,27 @@ class Config(Strict):
     def without_arms(self) -> "Config":
         """The same config with no cross-check arms (``--no-arms``: their builds cost minutes)."""
         return self.model_copy(update={"arms": {}})
+
+    def with_reference(self, how: str | None) -> "Config":
+        """``--reference``: ``config`` (or None) as written; ``good``, like the job's good end;
+        any other value, like that commit (a ref): a control sample measured there, with the
+        config's own control settings when it has them."""
+        if not how or how == "config":
+            return self
+        commit = GOOD_END if how == "good" else how
+        control = self.reference.control
+        settings = control.model_copy(update={"commit": commit, "good_end": False}) if control else None
+        reference = ReferenceConfig(control=settings or ControlReference(commit=commit))
+        return self.model_copy(update={"reference": reference})
+
+    def with_good_end(self, sha: str) -> "Config":
+        """The config with a reference "like the good end" bound to the job's good end `sha`
+        (unchanged when its reference is anything else)."""
+        control = self.reference.control
+        if control is None or not control.unbound:
+            return self
+        bound = control.model_copy(update={"commit": sha, "good_end": True})
+        return self.model_copy(update={"reference": self.reference.model_copy(update={"control": bound})})
 
 
 def _digest(data: Any) -> str:

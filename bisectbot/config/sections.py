@@ -265,6 +265,10 @@ class ComputedReference(Strict):
     min_p: float = 0.0
     temp: float = 1.0
     samplers: str = "penalties;top_k;top_p;min_p;temperature"
+    # the repeat penalty over the last repeat_last_n tokens of the context, prompt included
+    # (llama-cli/main's default was 1.1 until mid-2024; 1.0 is none)
+    repeat_penalty: float = Field(default=1.0, gt=0)
+    repeat_last_n: int = Field(default=64, ge=-1)
     commit: str | None = None  # server: the commit to build it at
     target: str = "llama-server"  # server: cmake target
     binary: list[str] = Field(default_factory=lambda: ["bin/llama-server", "bin/server"])
@@ -277,6 +281,11 @@ class ComputedReference(Strict):
         return self
 
 
+# `reference.control.commit` (or `reference: good`): the job's good end, whatever --good says
+# (the working end: --bad with --find fixed). `bisect` and `check` bind it when they start.
+GOOD_END = "{good}"
+
+
 class ControlReference(Strict):
     """No exact reference: run a known-good commit on the seeds every commit is tested on, and
     test each commit against its runs with a two-sample test (`core.control_sample`): each tested
@@ -284,18 +293,26 @@ class ControlReference(Strict):
     exact reference. `runs` control runs come first (they fix the categories); the control then
     grows while a test needs more (by a tenth at least), up to run.max_runs, or `max_runs` if less."""
 
-    commit: str
+    commit: str  # a ref, or GOOD_END ("{good}"): the good end of the bisect that uses it
     runs: int = Field(default=200, gt=0)  # control runs before the first test
     max_runs: int | None = Field(default=None, gt=0)  # the most it runs (default run.max_runs)
     # no longer used: `delta` (the paired test needs none), `ratio` (one control run per tested
     # run, on the same seed: bench/bench_control.py measured it against two on other seeds)
     delta: float | None = Field(default=None, gt=0, lt=0.5)
     ratio: int | None = Field(default=None, ge=1, le=16)
+    # set when GOOD_END was bound to a job's good end (reports say "like the good end")
+    good_end: bool = False
+
+    @property
+    def unbound(self) -> bool:
+        """`commit` is still GOOD_END: no job has said which commit its good end is."""
+        return self.commit == GOOD_END
 
 
 class ReferenceConfig(Strict):
     """The distribution a correct build produces: written (`probs`), computed (`compute`), or
-    estimated from a control sample (`control`)."""
+    estimated from a control sample (`control`). `reference: good` is short for a control
+    sample at the job's good end (`control: {commit: "{good}"}`): "like the good end"."""
 
     probs: dict[str, float] | None = None
     condition_prob: float | None = Field(default=None, gt=0, le=1)
@@ -315,6 +332,15 @@ class ReferenceConfig(Strict):
         if abs(total - 1.0) > 1e-3:
             raise ValueError(f"probabilities sum to {total:.6f}, not 1")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            if data.strip() != "good":
+                raise ValueError(f"{data!r} is not a reference: write `good` (like the good end) or a mapping")
+            return {"control": {"commit": GOOD_END}}
+        return data
 
     @model_validator(mode="after")
     def _one_way(self) -> "ReferenceConfig":

@@ -291,8 +291,11 @@ class ControlStarted(Event):
     sha: str
     runs: int
     start: int = 0  # runs of the control before these (it grows while tests need it)
+    fresh: bool = False  # on a test's fresh seeds (its runs are paired with these, seed for seed)
 
     def text(self) -> str:
+        if self.fresh:
+            return f"  control: {self.runs} runs at {self.sha[:12]} on the seeds of a test on fresh seeds"
         if self.start:
             return f"  control sample: {self.runs} more runs at {self.sha[:12]} ({self.start + self.runs} in all)"
         return f"  control sample: {self.runs} runs at {self.sha[:12]}"

@@ -136,6 +136,17 @@ class Session:
         reference = control.reference if control is not None else self.reference.stats_reference()
         return CommitTester(self.cfg, self.test_runner, reference, self.events, control)
 
+    def bind_good_end(self, sha: str) -> None:
+        """A reference "like the good end" (`reference: good`, `--reference good`) is measured
+        at this job's good end: bound before the reference is resolved (its stages are made
+        again from the bound config if they were made already)."""
+        bound = self.cfg.with_good_end(sha)
+        if bound is self.cfg:
+            return
+        self.cfg = bound
+        for made in ("runner", "test_runner", "reference", "tester"):
+            self.__dict__.pop(made, None)
+
     def builds(self) -> int:
         """Builds this process made (not replayed), trusted and sandboxed."""
         extra = self.test_runner.builder.built if self.sandbox is not None else []
@@ -326,11 +337,12 @@ def plan_bisect(
     (the line is narrowed when the bisect runs, once the ends are built). `skip` and `exclude`
     are the user's --skip and --exclude refs (a commit, or A..B: the line's commits after A up
     to B), the same thing under two names (errors name the one typed)."""
-    cfg = session.cfg
     _trusted_only(good_ref, bad_ref, *skip, *exclude)
     session.sync()
     ws = session.workspace
     good, bad = ws.resolve(good_ref), ws.resolve(bad_ref)
+    session.bind_good_end(good if find is Find.BAD else bad)  # the working end: "like the good end"
+    cfg = session.cfg
     line = ws.first_parent_line(good, bad)
     skipped = user_skips(ws, line, [*(("--skip", r) for r in skip), *(("--exclude", r) for r in exclude)])
     job = job_id(

@@ -32,7 +32,7 @@ from bisectbot.core import stats
 from bisectbot.core.control_sample import PairedTest
 from bisectbot.core.keys import json_key
 from bisectbot.core.outcome import Verdict
-from bisectbot.core.records import Ask, CommitVerdict
+from bisectbot.core.records import Ask, CommitVerdict, Tally
 from bisectbot.core.reports import ReferenceSummary
 from bisectbot.edges.files import file_sha256
 from bisectbot.edges.procs import clean_env
@@ -40,7 +40,7 @@ from bisectbot.edges.storage import Store
 from bisectbot.errors import BisectbotError
 from bisectbot.pipeline.events import ControlStarted, RunsProgress
 from bisectbot.pipeline.parse import observe
-from bisectbot.pipeline.runner import CommitRunner
+from bisectbot.pipeline.runner import CommitRunner, Prepared
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,11 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
     if ref.probs is not None:
         return ResolvedReference(dict(ref.probs), ref.condition_prob, "config")
     if ref.control is not None:
+        if ref.control.unbound:
+            raise BisectbotError(
+                "the reference is like the good end (reference: good), and only a bisect has one: "
+                "for one commit give --reference REF (the commit to measure it at)"
+            )
         if runner is None:
             raise BisectbotError("reference.control needs runs of the control commit")
         sha, outcomes = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
@@ -85,7 +90,7 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
         return ResolvedReference(
             {k: v / total for k, v in counts.items()},
             None,
-            f"control sample of {total} runs at {sha[:12]}",
+            control_source(total, sha, ref.control.good_end),
             counts,
             tuple(outcomes),
         )
@@ -102,6 +107,8 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
         "cond": cond,
         "sampling": [comp.top_k, comp.top_p, comp.min_p, comp.temp, comp.samplers],
     }
+    if (comp.repeat_penalty, comp.repeat_last_n) != (1.0, 64):  # keys cached before they existed stay
+        key_parts["penalty"] = [comp.repeat_penalty, comp.repeat_last_n]
     store = runner.state.store if runner is not None else None
     if comp.method == "numpy":
         return _cached(store, key_parts, lambda: _numpy(comp, model, cond))
@@ -120,37 +127,72 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
     return _cached(store, key_parts, lambda: _server(comp, binary, model, cond, sha, env))
 
 
+def control_source(total: int, sha: str, good_end: bool, grown: bool = False) -> str:
+    """How reports name a control-sample reference."""
+    where = f"the good end {sha[:12]}" if good_end else sha[:12]
+    lead = "like the good end: " if good_end else ""
+    how = " (grown as tests needed, paired seed for seed)" if grown else ""
+    return f"{lead}control sample of {total} runs at {where}{how}"
+
+
 def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, list[str | None]]:
     """The first `runs` runs of a known-good commit on the common seeds (block 0, where every
     commit is tested): their outcomes in seed order, None where a run failed."""
     sha = runner.workspace.resolve(ref)
-    outcomes = _control_runs(cfg, runner, sha, 0, runs)
-    failures = outcomes.count(None)
-    if failures * 2 > runs:
-        raise BisectbotError(f"reference.control: {failures} of {runs} runs at {sha[:12]} failed")
-    return sha, outcomes
+    return sha, _control_runs(cfg, runner, sha, runner.seed_block(sha, 0, runs), 0)
 
 
-def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count: int) -> list[str | None]:
-    """Control runs start … start + count − 1 at `sha`, on the common seeds (stored like any
-    run, so a resume replays them, and a test of the same commit reuses them): their outcomes in
-    seed order (MISSED for a missed condition), None for a failed run."""
+def _control_runs(
+    cfg: Config, runner: CommitRunner, sha: str, seeds: Sequence[int], start: int, fresh: bool = False
+) -> list[str | None]:
+    """The control commit's runs on `seeds` (stored like any run, so a resume replays them and a
+    test of the same commit reuses them): their outcomes in seed order (MISSED for a missed
+    condition), None for a failed run. Like every test, a command variant whose runs mostly
+    fail gives way to the next one that fits the binary; when none is left, or more than half
+    of the runs fail, one line says why (exit status or signal, the program's last error line,
+    the command variant)."""
     prepared = runner.prepare(sha)
-    if prepared.executor is None:
-        raise BisectbotError(f"reference.control: {sha[:12]} cannot be tested: {prepared.why}")
-    seeds = runner.seed_block(sha, 0, start + count)[start:]
-    outcomes: list[str | None] = []
-    runner.events.emit(ControlStarted(sha, count, start))
-    with runner.runs(prepared, seeds) as stream:
-        for rec in stream:
-            if not rec.ok:
-                outcomes.append(None)
-                continue
-            obs = observe(rec.tokens or (), cfg.statistic)
-            outcome = obs.outcome if obs.outcome is not None else stats.OTHER
-            outcomes.append(outcome if obs.met_condition else stats.MISSED)
-            runner.events.emit(RunsProgress(sha, len(outcomes), count, "control"))
+    runner.events.emit(ControlStarted(sha, len(seeds), start, fresh))
+    while True:
+        if prepared.executor is None:
+            raise BisectbotError(f"reference.control: {sha[:12]} cannot be tested: {prepared.why}")
+        tally, retry = Tally(()), None
+        outcomes: list[str | None] = []
+        with runner.runs(prepared, list(seeds)) as stream:
+            for rec in stream:
+                tally.add(rec, None)
+                if rec.ok:
+                    obs = observe(rec.tokens or (), cfg.statistic)
+                    outcome = obs.outcome if obs.outcome is not None else stats.OTHER
+                    outcomes.append(outcome if obs.met_condition else stats.MISSED)
+                else:
+                    outcomes.append(None)
+                if tally.mostly_failed:
+                    retry = runner.variant_failed(prepared, tally.failure_reason())
+                    if retry is None:
+                        raise BisectbotError(
+                            f"reference.control: {_failing(tally, prepared, sha)}; no other command variant fits"
+                        )
+                    break
+                runner.events.emit(RunsProgress(sha, len(outcomes), len(seeds), "control"))
+        if retry is None:
+            break
+        prepared = retry
+    if outcomes.count(None) * 2 > len(outcomes):
+        raise BisectbotError(f"reference.control: {_failing(tally, prepared, sha)}")
     return outcomes
+
+
+def _failing(tally: Tally, prepared: Prepared, sha: str) -> str:
+    """One line on runs that fail: how many and how, the last one's reason, which command."""
+    failed = sum(tally.failures.values())
+    kinds = ", ".join(f"{n} {status}" for status, n in tally.failures.most_common())
+    last = tally.last_failure
+    detail = (last.detail or last.status) if last is not None else "none"
+    return (
+        f"{failed} of {tally.consumed} runs at {sha[:12]} failed ({kinds}; last: {detail}) "
+        f"with command variant {prepared.variant}"
+    )
 
 
 def control_cap(cfg: Config) -> int:
@@ -162,23 +204,27 @@ def control_cap(cfg: Config) -> int:
 
 
 class GrowingControl:
-    """The control sample of `reference.control`: the control commit's runs on the common seeds,
-    paired seed for seed with tested runs by `core.control_sample.PairedTest`, and grown while a
-    test needs more of them.
+    """The control sample of `reference.control`: the control commit's runs, paired seed for
+    seed with tested runs by `core.control_sample.PairedTest`, and grown while a test needs
+    more of them.
 
-    A tested run on common seed i is paired with the control's run on seed i: a commit that
+    A tested run on seed s is paired with the control's run on the same seed s: a commit that
     behaves like the control prints the same there, and the pair tells nothing apart (z = 0),
-    so the test is short where the commits agree (common random numbers); a run on a commit's
-    own seeds (the confirmation's) is paired with the next control run not yet paired in its
-    test, an independent pair. A pair whose control run failed is left out. The control is as
-    long as the longest test, not the sum of the tests, and when the control commit is the good
-    end, its runs are the good end's own. Growth asks for whole blocks of runs (a tenth of its
-    size or BATCH runs at least), up to `control_cap`. Its categories stay those of the first
-    sample: a later outcome it never showed counts as OTHER, as the tests count it (a
-    coarsening both sides share); a missed condition without a MISSED category is not counted."""
+    so the test is short where the commits agree (common random numbers). On the common seeds
+    (block 0, where every search step runs) the control is one sample grown in order, as long
+    as the longest test, not the sum of the tests; when the control commit is the good end, its
+    runs are the good end's own. A test on a commit's fresh seeds (the confirmation's, block 1)
+    has the control run on those very seeds too, a few at a time ahead of the test (FRESH_BATCH),
+    so that a parent that behaves like the control passes as quickly there. Growth on the
+    common seeds asks for whole blocks (a tenth of its size or BATCH runs at least), up to
+    `control_cap`. Its categories stay those of the first sample: a later outcome it never
+    showed counts as OTHER, as the tests count it (a coarsening both sides share); a missed
+    condition without a MISSED category is not counted. A pair whose control run failed is
+    left out."""
 
     GROWTH = 0.1  # of its size, at least
     BATCH = 256  # runs, at least
+    FRESH_BATCH = 32  # control runs on a test's fresh seeds, ahead of it
 
     def __init__(self, cfg: Config, runner: CommitRunner, resolved: ResolvedReference):
         control = cfg.reference.control
@@ -189,10 +235,11 @@ class GrowingControl:
         self.reference = resolved.stats_reference()
         self.by_index = self._categories(resolved.outcomes)  # the category of run i (None: not counted)
         self.common = {seed: i for i, seed in enumerate(runner.seed_block(self.sha, 0, SEED_BLOCK))}
+        self.fresh: dict[int, int | None] = {}  # control runs off the common seeds, by seed
 
     @property
     def attempted(self) -> int:
-        """Control runs so far (failures included): the common seeds 0 … attempted − 1."""
+        """Control runs on the common seeds so far (failures included): seeds 0 … attempted − 1."""
         return len(self.by_index)
 
     def _categories(self, outcomes: Sequence[str | None]) -> list[int | None]:
@@ -203,14 +250,17 @@ class GrowingControl:
             out.append(None if outcome is None else self.reference.index(None if missed else outcome, not missed))
         return out
 
-    def pairing(self, tolerance: float, eta: float, toward: Sequence[float] | None = None) -> "ControlPairing":
+    def pairing(
+        self, tolerance: float, eta: float, toward: Sequence[float] | None = None, seeds: Sequence[int] = ()
+    ) -> "ControlPairing":
         """A fresh two-sample test of one commit against this control (`toward`: the
-        distribution it is expected to look like if it departs, PairedTest)."""
-        return ControlPairing(self, PairedTest(len(self.reference.names), tolerance, eta, toward))
+        distribution it is expected to look like if it departs, PairedTest; `seeds`: the
+        tested commit's seeds in the order its runs come, to run the control ahead on them)."""
+        return ControlPairing(self, PairedTest(len(self.reference.names), tolerance, eta, toward), seeds)
 
     def pair(self, test: PairedTest, category: int, index: int) -> bool:
-        """Pair a tested run (in `category`) with control run `index`, growing the control when
-        it is not that long yet; False when the cap leaves no run for it."""
+        """Pair a tested run (in `category`) with control run `index` on the common seeds,
+        growing the control when it is not that long yet; False when the cap leaves no run for it."""
         if index >= self.cap:
             return False
         if index >= len(self.by_index):
@@ -219,6 +269,19 @@ class GrowingControl:
         if partner is not None:
             test.add(category, [partner])
         return True
+
+    def pair_fresh(self, test: PairedTest, category: int, seed: int, ahead: Sequence[int]) -> None:
+        """Pair a tested run on a seed off the common ones with the control's run on that seed,
+        running the control on it (and on the next seeds of `ahead`) when it has not yet."""
+        if seed not in self.fresh:
+            batch = [seed] + [s for s in ahead if s != seed and s not in self.fresh and s not in self.common]
+            batch = batch[: self.FRESH_BATCH]
+            outcomes = _control_runs(self.cfg, self.runner, self.sha, batch, self.attempted + len(self.fresh), True)
+            self.fresh.update(zip(batch, self._categories(outcomes)))
+            self._recount()
+        partner = self.fresh[seed]
+        if partner is not None:
+            test.add(category, [partner])
 
     def extra_runs(self, verdicts: Sequence[CommitVerdict]) -> int:
         """Control runs no verdict counts among its runs (the report's `control_runs`): all of
@@ -231,13 +294,10 @@ class GrowingControl:
             ),
             default=0,
         )
-        return max(0, self.attempted - read)
+        return max(0, self.attempted - read) + len(self.fresh)
 
-    def evidence(
-        self, test: PairedTest, ask: Ask, budget: int, capped: bool = False, same_seeds: bool = True
-    ) -> stats.Evidence:
-        """The test's verdict so far (`capped`: the control could not grow for its next run;
-        `same_seeds`: every pair so far was a tested run and the control's on its seed)."""
+    def evidence(self, test: PairedTest, ask: Ask, budget: int, capped: bool = False) -> stats.Evidence:
+        """The test's verdict so far (`capped`: the control could not grow for its next run)."""
         if capped:
             return stats.Evidence(
                 Verdict.INCONCLUSIVE,
@@ -247,34 +307,31 @@ class GrowingControl:
                 f"undecided after {test.n} runs: the control reached its cap of {self.cap:,} runs "
                 "(raise run.max_runs or reference.control.max_runs)",
             )
-        pairing = " on the same seeds" if same_seeds else " on other seeds"
-        return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget, pairing=pairing)
+        return test.evidence(alpha=ask.alpha, beta=ask.beta, max_runs=budget, pairing=" on the same seeds")
 
     def _grow(self, need: int) -> None:
         """Run more control runs until `need` are there (see GROWTH, BATCH; within the cap)."""
         size = len(self.by_index)
         target = min(self.cap, max(need, size + self.BATCH, int(size * (1 + self.GROWTH))))
-        outcomes = _control_runs(self.cfg, self.runner, self.sha, size, target - size)
-        failures = outcomes.count(None)
-        if failures * 2 > len(outcomes):
-            raise BisectbotError(
-                f"reference.control: {failures} of {len(outcomes)} more runs at {self.sha[:12]} failed"
-            )
+        seeds = self.runner.seed_block(self.sha, 0, target)[size:]
+        outcomes = _control_runs(self.cfg, self.runner, self.sha, seeds, size)
         self.by_index += self._categories(outcomes)
         self._recount()
 
     def _recount(self) -> None:
         """The reference the reports show: the control's counts as they are now."""
+        control = self.cfg.reference.control
+        assert control is not None
         names = self.reference.names
         counts = {name: 0 for name in names}
-        for index in self.by_index:
+        for index in [*self.by_index, *self.fresh.values()]:
             if index is not None:
                 counts[names[index]] += 1
         total = sum(counts.values())
         self.resolved = ResolvedReference(
             {k: v / total for k, v in counts.items()},
             None,
-            f"control sample of {total} runs at {self.sha[:12]} (grown as tests needed, paired seed for seed)",
+            control_source(total, self.sha, control.good_end, grown=True),
             counts,
         )
         self.reference = self.resolved.stats_reference()
@@ -292,23 +349,26 @@ class GrowingControl:
 
 class ControlPairing:
     """One commit's test against the control as its runs come: each counted run paired with the
-    control's run on the same seed (or, off the common seeds, the next one this test has not
-    paired yet), until the control can grow no more (`capped`)."""
+    control's run on the same seed, until the control can grow no more along the common seeds
+    (`capped`)."""
 
-    def __init__(self, control: GrowingControl, test: PairedTest):
+    def __init__(self, control: GrowingControl, test: PairedTest, seeds: Sequence[int] = ()):
         self.control, self.test, self.capped = control, test, False
-        self.own = 0  # control runs taken for runs off the common seeds
+        self.seeds = list(seeds)
+        self._at = {seed: i for i, seed in enumerate(self.seeds)}
 
     def add(self, category: int, seed: int) -> None:
         if self.capped:
             return
         index = self.control.common.get(seed)
-        if index is None:
-            index, self.own = self.own, self.own + 1
-        self.capped = not self.control.pair(self.test, category, index)
+        if index is not None:
+            self.capped = not self.control.pair(self.test, category, index)
+            return
+        at = self._at.get(seed, len(self.seeds))
+        self.control.pair_fresh(self.test, category, seed, self.seeds[at + 1 : at + GrowingControl.FRESH_BATCH])
 
     def evidence(self, ask: Ask, budget: int) -> stats.Evidence:
-        return self.control.evidence(self.test, ask, budget, self.capped, same_seeds=self.own == 0)
+        return self.control.evidence(self.test, ask, budget, self.capped)
 
 
 def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedReference]) -> ResolvedReference:
@@ -334,7 +394,14 @@ def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedRe
 
     tiny = forward.load_gguf(model)
     ids = forward.tokenize(tiny, comp.prompt)
-    kw: dict[str, Any] = dict(top_k=comp.top_k, top_p=comp.top_p, min_p=comp.min_p, temp=comp.temp)
+    kw: dict[str, Any] = dict(
+        top_k=comp.top_k,
+        top_p=comp.top_p,
+        min_p=comp.min_p,
+        temp=comp.temp,
+        repeat_penalty=comp.repeat_penalty,
+        repeat_last_n=comp.repeat_last_n,
+    )
     if cond is None:
         return ResolvedReference(
             _support(forward.next_token_probs(model, ids, **kw)), None, f"numpy forward pass of {model.name}"
@@ -360,6 +427,8 @@ def _server(
         min_p=comp.min_p,
         temp=comp.temp,
         samplers=comp.samplers,
+        repeat_penalty=comp.repeat_penalty,
+        repeat_last_n=comp.repeat_last_n,
         timeout=comp.timeout,
         env=env,
     )

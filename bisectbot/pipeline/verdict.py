@@ -24,7 +24,7 @@ from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord, T
 from bisectbot.edges.procs import ServerError
 from bisectbot.pipeline.events import Events, RunsProgress, VerdictReached
 from bisectbot.pipeline.parse import observe
-from bisectbot.pipeline.reference import GrowingControl
+from bisectbot.pipeline.reference import ControlPairing, GrowingControl
 from bisectbot.pipeline.runner import CommitRunner, Prepared
 
 
@@ -232,7 +232,9 @@ class CommitTester:
         ends = {sha: dict(table) for _, sha, table in ask.alike}
         alike = {sha: [0, 0] for sha in ends}
         control = self.control if ask.mode != "bad-model" else None
-        pairing = control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad) if control else None
+        pairing = (
+            control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad, seeds) if control else None
+        )
         gate = self._gate(ask, out.budget, pairing is not None)
 
         def judged() -> stats.Evidence:
@@ -420,9 +422,14 @@ class Feed:
         self.tester, self.sha, self.block, self.start = tester, sha, block, start
         self.prepared = tester.runner.prepare(sha)
         self.tally = Tally(tester.reference.names)
-        self.stream = tester.runner.runs(self.prepared, self._seeds()) if self.prepared.executor is not None else None
-        test, control = tester.cfg.test, tester.control
-        self.pairing = control.pairing(test.tolerance, test.indifference, toward) if control else None
+        self.seeds = self._seeds()
+        self.stream = tester.runner.runs(self.prepared, self.seeds) if self.prepared.executor is not None else None
+        self.toward = toward
+        # with a control-sample reference: the runs counted so far, paired with the control's
+        # only once a test against the reference asks (the change test of a confirmation does
+        # not, and the control's runs on these seeds would be spent for nothing)
+        self.pairing: ControlPairing | None = None
+        self._fed: list[tuple[int, int]] = []
 
     def _seeds(self) -> list[int]:
         """The rest of the commit's block: a commit next to the boundary may need more runs than
@@ -445,7 +452,7 @@ class Feed:
                         raise Untestable(self.tally.failure_reason(), signature)
                     self.stream.close()
                     self.prepared, self.tally = retry, Tally(self.tester.reference.names)
-                    self.stream = runner.runs(retry, self._seeds())
+                    self.stream = runner.runs(retry, self.seeds)
                     break
                 if self.tally.last_category is not None:
                     self._pair(self.tally.last_category, rec.seed)
@@ -454,14 +461,29 @@ class Feed:
                 raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
 
     def _pair(self, category: int, seed: int) -> None:
-        """With a control-sample reference: pair the run just counted with its control run."""
-        if self.pairing is not None:
-            self.pairing.add(category, seed)
-            self.tester.reference = self.pairing.control.reference
+        """With a control-sample reference: pair the run just counted with its control run
+        (once a test against the reference has asked; until then it is only remembered)."""
+        if self.tester.control is None:
+            return
+        if self.pairing is None:
+            self._fed.append((category, seed))
+            return
+        self.pairing.add(category, seed)
+        self.tester.reference = self.pairing.control.reference
 
     def paired_evidence(self, ask: Ask, budget: int) -> stats.Evidence | None:
         """The two-sample test's verdict on the runs fed so far (None: the reference is exact)."""
-        return self.pairing.evidence(ask, budget) if self.pairing is not None else None
+        control = self.tester.control
+        if control is None:
+            return None
+        if self.pairing is None:
+            test = self.tester.cfg.test
+            self.pairing = control.pairing(test.tolerance, test.indifference, self.toward, self.seeds)
+            for category, seed in self._fed:
+                self.pairing.add(category, seed)
+            self._fed.clear()
+            self.tester.reference = self.pairing.control.reference
+        return self.pairing.evidence(ask, budget)
 
     def verdict(
         self,
