@@ -42,12 +42,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -62,6 +64,56 @@ ERAS = [
     ("0.3.36", "bad", ["code", "docs"]),
 ]
 BREAK_LINE = '#error "bisectbot eras: deliberately broken build"\n'
+
+
+@dataclass(frozen=True)
+class PresetHistory:
+    """A history across a real change of one program's distribution, bisected with a config
+    that `bisectbot init --llama PROGRAM` writes (no hand edits), against the good end."""
+
+    eras: list[tuple[str, str, list[str]]]  # (sdist version, good|bad, commits after its tree)
+    touch: str  # the program's source file the "code" and "break" commits change
+    program: str
+    init_args: list[str]  # options of `init --llama` (after PROGRAM REPO --good G -o FILE)
+    change: str  # what the first bad tree brings, for people
+
+
+PRESET_HISTORIES = {
+    # llama.cpp #9294 "llama : refactor sampling v2" (df270ef74, 2024-09-07) is in 0.3.0's tree
+    # and not in 0.2.90's: llama-speculative's token 1 given `f` goes from spread over the
+    # letters (top-k not applied in the draft/target path) to e .81 / h .19.
+    "sampling-refactor": PresetHistory(
+        eras=[
+            ("0.2.88", "good", ["code", "docs"]),
+            ("0.2.89", "good", ["code", "break", "repair"]),
+            ("0.2.90", "good", ["docs", "code"]),
+            ("0.3.0", "bad", ["code", "docs"]),
+            ("0.3.1", "bad", ["code"]),
+            ("0.3.2", "bad", ["docs"]),
+        ],
+        touch="examples/speculative/speculative.cpp",
+        program="llama-speculative",
+        init_args=["--reference", "good"],
+        change="llama.cpp #9294 (refactor sampling v2), in 0.3.0's tree",
+    ),
+    # "common : disable repeat penalties by default" (March 2024) is in 0.2.58's tree and not in
+    # 0.2.57's: main's default sampling after the prompt `adde` goes from a .44 / f .02 / h .54
+    # (repeat penalty 1.1 on the prompt's tokens) to a .56 / h .44 (numpy gives both exactly).
+    "repeat-penalty": PresetHistory(
+        eras=[
+            ("0.2.55", "good", ["code", "docs"]),
+            ("0.2.56", "good", ["code", "break", "repair"]),
+            ("0.2.57", "good", ["docs"]),
+            ("0.2.58", "bad", ["code", "docs"]),
+            ("0.2.59", "bad", ["code"]),
+            ("0.2.60", "bad", ["docs"]),
+        ],
+        touch="examples/main/main.cpp",
+        program="llama-cli",
+        init_args=["--prompt", "adde", "--condition", "none", "--position", "0", "--program-defaults"],
+        change="the default repeat penalty 1.1 -> 1.0, in 0.2.58's tree",
+    ),
+}
 
 
 def upstream_commit(version: str) -> tuple[str, int]:
@@ -100,13 +152,14 @@ def _import_tree(repo: Path, version: str) -> None:
     shutil.rmtree(tmp)
 
 
-def _change(repo: Path, kind: str, n: int) -> str:
+def _change(repo: Path, kind: str, n: int, touch: str = TARGET_FILE) -> str:
     """Make one between-trees change in the work tree; returns its commit subject."""
-    target = repo / TARGET_FILE
+    target = repo / touch
+    area = Path(touch).parent.name
     if kind == "code":
         with open(target, "a", encoding="utf-8") as fh:
             fh.write(f"\n// bisectbot eras: ordinary change {n} (a comment, behaviour unchanged)\n")
-        return f"speculative : tidy up ({n})"
+        return f"{area} : tidy up ({n})"
     if kind == "docs":
         doc = repo / "docs" / "bisectbot-eras.md"
         doc.parent.mkdir(exist_ok=True)
@@ -115,13 +168,13 @@ def _change(repo: Path, kind: str, n: int) -> str:
         return f"docs : notes ({n})"
     if kind == "break":
         target.write_text(BREAK_LINE + target.read_text())
-        return "speculative : work in progress (does not build)"
+        return f"{area} : work in progress (does not build)"
     assert kind == "repair"
     target.write_text(target.read_text().replace(BREAK_LINE, "", 1))
-    return "speculative : fix the build"
+    return f"{area} : fix the build"
 
 
-def build_history(repo: Path, eras: list[tuple[str, str, list[str]]] = ERAS) -> dict:
+def build_history(repo: Path, eras: list[tuple[str, str, list[str]]] = ERAS, touch: str = TARGET_FILE) -> dict:
     """The trees with commits between them, in ``repo`` (must not exist). Returns
     ``{"commits": [{"sha", "kind", "subject", "tree"}...], "imports": {version: sha},
     "first_bad": sha or None, "good": sha, "head": sha}``."""
@@ -145,7 +198,7 @@ def build_history(repo: Path, eras: list[tuple[str, str, list[str]]] = ERAS) -> 
         commits.append({"sha": sha, "kind": "import", "subject": subject, "tree": version})
         for hour, kind in enumerate(after, start=1):
             n += 1
-            subject = _change(repo, kind, n)
+            subject = _change(repo, kind, n, touch)
             _git(repo, "add", "-A")
             _git(repo, "commit", "-q", "--no-verify", "-m", subject, date=when + 3600 * hour)
             commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": kind, "subject": subject, "tree": version})
@@ -236,6 +289,81 @@ def e2e(work: Path) -> int:
     return 1 if failures else 0
 
 
+def e2e_preset(work: Path, which: str) -> int:
+    """A PRESET_HISTORIES history: `bisectbot init --llama PROGRAM` writes the config (no hand
+    edits), then `bisectbot bisect` across the history must name the first bad tree's import,
+    confirmed (exit 0, status found), within its builds bound; 0 when every check holds."""
+    spec = PRESET_HISTORIES[which]
+    start = time.monotonic()
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    hist = build_history(work / "llama.cpp", spec.eras, spec.touch)
+    repo, cfg = work / "llama.cpp", work / f"{which}.yaml"
+    print(
+        f"eras[{which}]: {len(hist['commits'])} commits over the trees {', '.join(v for v, *_ in spec.eras)}; "
+        f"first bad {hist['first_bad'][:12]} ({spec.change})",
+        flush=True,
+    )
+    # init's good-end test and the bisect share the config's default state directory (its
+    # build and runs are replayed), under a cache of this work directory's own
+    os.environ["XDG_CACHE_HOME"] = str(work / "cache")
+    init = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bisectbot.cli",
+            "init",
+            str(repo),
+            "--llama",
+            spec.program,
+            "--good",
+            hist["good"],
+            "-o",
+            str(cfg),
+            *spec.init_args,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    print(f"eras[{which}]: init --llama {spec.program} {' '.join(spec.init_args)}: exit {init.returncode}", flush=True)
+    if init.returncode != 0:
+        print(init.stdout + init.stderr, flush=True)
+        print(f"eras[{which}]: FAILED: init did not write a working config", flush=True)
+        return 1
+    print(init.stdout.strip(), flush=True)
+    code, rep = _bisectbot("bisect", str(cfg), "--good", hist["good"], "--bad", hist["head"])
+    failures = []
+    print(
+        f"eras[{which}]: bisect over {len(hist['commits'])} commits: {rep.get('status')} first_bad "
+        f"{str(rep.get('first_bad'))[:12]} (expected {hist['first_bad'][:12]}), {rep.get('builds')} builds "
+        f"(bound {rep.get('builds_bound')}), {rep.get('runs')} runs + {rep.get('control_runs')} control runs "
+        f"(exit {code})",
+        flush=True,
+    )
+    for v in rep.get("verdicts", []):
+        print(
+            f"eras[{which}]:   {v['role']:>15} {v['commit'][:12]} {v['verdict']:<10} {v['runs']:>5} runs "
+            f"build variant {v.get('build_variant')} run variant {v.get('variant')} {v.get('subject', '')[:50]}",
+            flush=True,
+        )
+    if code != 0 or rep.get("status") != "found":
+        failures.append(f"bisect exit {code}, status {rep.get('status')}: {rep.get('message')}")
+    if rep.get("first_bad") != hist["first_bad"]:
+        failures.append(f"bisect named {rep.get('first_bad')}, expected {hist['first_bad']}")
+    bound = rep.get("builds_bound")
+    if bound is not None and (rep.get("builds") or 0) > bound:
+        failures.append(f"{rep.get('builds')} builds, over the bound {bound}")
+    if "like the good end" not in str((rep.get("reference") or {}).get("source")):
+        failures.append(f"the report does not say the reference is the good end: {rep.get('reference')}")
+    print(
+        f"eras[{which}]: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
+        f"in {time.monotonic() - start:.0f} s",
+        flush=True,
+    )
+    return 1 if failures else 0
+
+
 def survey(work: Path, versions: list[str]) -> int:
     """`bisectbot test` each version's tree with the shipped config; 0 when none is SKIP."""
     if work.exists():
@@ -264,7 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     h = sub.add_parser("history")
     h.add_argument("repo", type=Path)
     e = sub.add_parser("e2e")
-    e.add_argument("--work", type=Path, default=None, help="work directory (default: <cache>/eras)")
+    e.add_argument("--work", type=Path, default=None, help="work directory (default: <cache>/eras[-HISTORY])")
+    e.add_argument(
+        "--history",
+        choices=["29975", *PRESET_HISTORIES],
+        default="29975",
+        help="29975: the four eras judged by the shipped config; the others: a real change of one "
+        "program, bisected with the config `init --llama` writes",
+    )
     v = sub.add_parser("survey")
     v.add_argument("versions", nargs="+", help="llama-cpp-python sdist versions, oldest first")
     v.add_argument("--work", type=Path, default=None, help="work directory (default: <cache>/survey)")
@@ -274,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.cmd == "survey":
         return survey(a.work or cache_dir() / "survey", a.versions)
+    if a.history != "29975":
+        return e2e_preset(a.work or cache_dir() / f"eras-{a.history}", a.history)
     return e2e(a.work or cache_dir() / "eras")
 
 

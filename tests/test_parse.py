@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bisectbot.config.sections import Condition, Outcome, ParseConfig, StatisticConfig
-from bisectbot.pipeline.parse import Incomplete, Unparsable, observe, parse_tokens
+from bisectbot.pipeline.parse import Incomplete, Unparsable, observe, parse_output, parse_tokens
 
 LLAMA = ParseConfig(prefix="bcdbc", split="chars", expect_tokens=4, eos="h")
 
@@ -94,3 +94,38 @@ def test_reading_cut_output_needs_to_know_cut_and_enough() -> None:
         ParseConfig(prefix="bcdbc", min_tokens=2, cut_output="read")
     with pytest.raises(ValueError, match="cut_output: read needs"):
         ParseConfig(prefix="bcdbc", complete_suffix="\n", expect_tokens=2, cut_output="read")
+
+
+def test_fullmatch_tells_one_output_format_from_another() -> None:
+    """An old-format parse (tokens alone) refuses the new format's echoed prompt and newlines,
+    and the new one refuses the old: a variant made for the other era's output gives way."""
+    old = ParseConfig(fullmatch="[a-h]+", min_tokens=2, eos="h")
+    new = ParseConfig(prefix="bcdbc", min_tokens=2, eos="h", complete_suffix="\n\n\n\n")
+    assert parse_tokens("gehg", old) == ("g", "e", "h")
+    with pytest.raises(Unparsable, match="not of the form"):
+        parse_tokens("\n\nbcdbcgehg\n\n\n\n", old)
+    with pytest.raises(Unparsable, match="does not start with the prompt"):
+        parse_tokens("gehg\n\n\n\n", new)
+
+
+def test_the_generated_text_can_be_one_line_of_stderr() -> None:
+    cfg = ParseConfig(stream="stderr", extract=r"(?m)^bcdbc([a-h]*)$", min_tokens=3)
+    err = "llm_load_print_meta: x\n\nbcdbcfcf\n\nmain: decoded 3 tokens\n"
+    assert parse_output("ignored stdout", err, cfg) == ("f", "c", "f")
+    with pytest.raises(Unparsable, match="no match of parse.extract"):
+        parse_output("bcdbcfcf", "no such line", cfg)
+    with pytest.raises(ValueError, match="not a regular expression"):
+        ParseConfig(extract="(")
+
+
+def test_new_parse_keys_at_their_defaults_keep_old_run_keys() -> None:
+    assert set(ParseConfig().key()) == {
+        "prefix",
+        "split",
+        "pattern",
+        "expect_tokens",
+        "min_tokens",
+        "eos",
+        "complete_suffix",
+    }
+    assert ParseConfig(stream="stderr").key()["stream"] == "stderr"

@@ -168,11 +168,35 @@ def tiny_llama(out_dir: str, seed: int) -> None:
 
 @click.command()
 @click.argument("repo", type=click.Path(exists=True, file_okay=False))
-@click.argument("argv", nargs=-1, required=True)
+@click.argument("argv", nargs=-1)
 @click.option("--good", required=True, help="A commit (ref) known to behave right: built, sampled, and tested GOOD.")
+@click.option(
+    "--llama",
+    "program",
+    metavar="PROGRAM",
+    help="Start from bisectbot's preset for this llama.cpp program (llama-speculative, llama-cli, "
+    "llama-simple, llama-server; configs/llama/): its builds, flags and output formats across "
+    "llama.cpp's history. ARGV (after --), if any, replaces the preset's sampling arguments.",
+)
 @click.option("--target", help="The cmake target that builds the program (without it: the list of targets).")
-@click.option("--name", default="project", show_default=True, help="The config's name (reports, state directory).")
-@click.option("--position", default=0, show_default=True, help="Which output token is the outcome.")
+@click.option("--name", help="The config's name (reports, state directory) [default: project, or the preset's].")
+@click.option("--position", type=int, help="Which output token is the outcome [default: 0, or the preset's].")
+@click.option("--condition", metavar="TOKEN|none", help="--llama: count only runs whose first token is TOKEN.")
+@click.option("--prompt", help="--llama: the prompt instead of the preset's (bcdbc).")
+@click.option(
+    "--program-defaults",
+    is_flag=True,
+    help="--llama: none of the preset's sampling arguments: the program's own defaults apply.",
+)
+@click.option(
+    "--reference",
+    "reference_how",
+    default="good",
+    show_default=True,
+    metavar="good|exact|REF",
+    help="--llama: what commits are judged against: like the good end, the preset's exact "
+    "(numpy) reference where it has one, or like the commit REF.",
+)
 @click.option(
     "--probs",
     help="The exact reference as OUTCOME=P,… (e.g. a=0.3,b=0.7); without it, a measured one: runs of --good.",
@@ -183,31 +207,62 @@ def init(
     repo: str,
     argv: tuple[str, ...],
     good: str,
+    program: str | None,
     target: str | None,
-    name: str,
-    position: int,
+    name: str | None,
+    position: int | None,
+    condition: str | None,
+    prompt: str | None,
+    program_defaults: bool,
+    reference_how: str,
     probs: str | None,
     output: str | None,
     quiet: bool,
 ) -> None:
     """Write a working config for REPO from the command line ARGV (after `--`; {binary} is the
     program, {seed} the seed): list the cmake targets, build --target at --good, run it on a few
-    seeds to propose how its output is read, and test --good GOOD with the config."""
+    seeds to propose how its output is read, and test --good GOOD with the config.
+
+    With --llama PROGRAM: start from the preset for that llama.cpp program instead, customised by
+    --prompt, --condition, --position, --reference and the sampling arguments ARGV, then build and
+    test it at --good the way every bisect will."""
     from bisectbot.pipeline.newconfig import write_config
 
     def body() -> int:
-        table = _probs(probs) if probs else None
-        out = Path(output or f"{name}.yaml")
         terminal = Terminal(quiet=quiet)
+        if program is not None:
+            return _init_llama(
+                terminal,
+                program,
+                repo,
+                good,
+                argv,
+                name,
+                position,
+                condition,
+                prompt,
+                program_defaults,
+                reference_how,
+                output,
+            )
+        for flag, given in (("--condition", condition), ("--prompt", prompt), ("--program-defaults", program_defaults)):
+            if given:
+                raise click.UsageError(f"{flag} goes with --llama PROGRAM")
+        if not argv:
+            raise click.UsageError(
+                "give the command after -- ({binary} the program, {seed} the seed), or --llama PROGRAM"
+            )
+        table = _probs(probs) if probs else None
+        out = Path(output or f"{name or 'project'}.yaml")
         path, report = write_config(
             repo,
             good,
             list(argv),
             out=out,
             target=target,
-            name=name,
+            name=name or "project",
             probs=table,
-            position=position,
+            position=position or 0,
             events=Events(terminal),
         )
         terminal.close()
@@ -216,6 +271,44 @@ def init(
         return EXIT_OK
 
     guard(body)
+
+
+def _init_llama(
+    terminal: Terminal,
+    program: str,
+    repo: str,
+    good: str,
+    argv: tuple[str, ...],
+    name: str | None,
+    position: int | None,
+    condition: str | None,
+    prompt: str | None,
+    program_defaults: bool,
+    reference_how: str,
+    output: str | None,
+) -> int:
+    """`init --llama PROGRAM`: the preset customised, written, and tested at --good."""
+    from bisectbot.cli.wiring import default_state_dir
+    from bisectbot.llama.presets import Customisation
+    from bisectbot.pipeline.newconfig import write_llama_config
+
+    if program_defaults and argv:
+        raise click.UsageError("--program-defaults drops the sampling arguments: give no ARGV with it")
+    how = Customisation(
+        repo=repo,
+        name=name,
+        prompt=prompt,
+        args=[] if program_defaults else (list(argv) if argv else None),
+        condition=condition,
+        position=position,
+        reference=reference_how,
+    )
+    out = Path(output or f"{name or program}.yaml")
+    path, report = write_llama_config(program, good, how, out=out, state_for=default_state_dir, events=Events(terminal))
+    terminal.close()
+    click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")
+    click.echo(f"next: bisectbot bisect {path} --good {good} --bad BAD")
+    return EXIT_OK
 
 
 def _probs(text: str) -> dict[str, float]:

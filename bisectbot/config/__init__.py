@@ -31,6 +31,7 @@ from bisectbot.config.sections import (
     ControlReference,
     GitHubConfig,
     ParseConfig,
+    PresetInfo,
     ReferenceConfig,
     RepoConfig,
     RunConfig,
@@ -64,6 +65,8 @@ class Config(Strict):
     untrusted: UntrustedConfig = Field(default_factory=UntrustedConfig, exclude=True)
     # Nor are the state directory's size caps (what is kept on disk, never what a run means).
     storage: StorageConfig = Field(default_factory=StorageConfig, exclude=True)
+    # Nor is what `init --llama` reads of a preset (configs/llama/).
+    preset: PresetInfo | None = Field(default=None, exclude=True)
 
     # Filled in by `load_config`, not by the YAML.
     source_path: Path | None = Field(default=None, exclude=True)

@@ -8,6 +8,7 @@ are refused (`extra="forbid"`), so a misspelt key is an error, never a silent de
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
@@ -197,9 +198,18 @@ class RunConfig(Strict):
 
 
 class ParseConfig(Strict):
-    """How stdout becomes the list of generated tokens."""
+    """How a run's output becomes the list of generated tokens."""
 
-    prefix: str = ""  # stdout must start with this (the echoed prompt); it is removed
+    # which stream holds the generated text (2024's llama-simple wrote it to stderr)
+    stream: Literal["stdout", "stderr"] = "stdout"
+    # the text read is the first match of this regex in the stream (group 1 if it has one), e.g.
+    # one line among log lines; a stream with no match is unparsable
+    extract: str | None = None
+    # the text read (as it is: newlines included) must match this regex whole, or the run is
+    # unparsable: what tells one output format from another, so that a command variant made for
+    # another era's output gives way to the next (runner: a variant whose runs mostly fail)
+    fullmatch: str | None = None
+    prefix: str = ""  # the text must start with this (the echoed prompt); it is removed
     split: Literal["chars", "whitespace", "regex"] = "chars"
     pattern: str | None = None  # for split: regex, each match (group 1 if any) is a token
     expect_tokens: int | None = Field(default=None, gt=0)  # exactly this many (fewer = cut short)
@@ -214,6 +224,13 @@ class ParseConfig(Strict):
 
     @model_validator(mode="after")
     def _pattern(self) -> "ParseConfig":
+        for name in ("extract", "fullmatch", "pattern"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    re.compile(value)
+                except re.error as exc:
+                    raise ValueError(f"{name}: not a regular expression: {exc}") from None
         if self.split == "regex" and not self.pattern:
             raise ValueError("split: regex needs a pattern")
         if self.expect_tokens is not None and self.min_tokens is not None:
@@ -229,8 +246,10 @@ class ParseConfig(Strict):
         """Its part of a run's key: cut_output left out at its default (added 2026-12-04, issue
         26), so runs stored before then keep their keys."""
         dump = self.model_dump(mode="json")
-        if dump.get("cut_output") == "rerun":
-            dump.pop("cut_output")
+        defaults = {"cut_output": "rerun", "stream": "stdout", "extract": None, "fullmatch": None}
+        for name, default in defaults.items():  # added later: at their defaults, keys stay as they were
+            if dump.get(name) == default:
+                dump.pop(name)
         return dump
 
 
@@ -423,6 +442,17 @@ class UntrustedConfig(Strict):
     disk_mb: int = Field(default=8192, gt=0)  # the whole box (tree, build, binaries, run files)
     output_mb: int = Field(default=16, gt=0)  # what is read back of one process's output
     scratch: Path | None = None  # where boxes are made (default: the temp directory)
+
+
+class PresetInfo(Strict):
+    """What makes a config a preset (configs/llama/): the program's name and other names, the
+    prompt its argv writes, and the run of sampling arguments in every command variant that
+    `bisectbot init --llama PROGRAM … -- ARGS` replaces with the user's own."""
+
+    program: str
+    aliases: list[str] = Field(default_factory=list)
+    prompt: str
+    args: list[str] = Field(default_factory=list)
 
 
 class StorageConfig(Strict):

@@ -18,7 +18,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import yaml
 
@@ -34,6 +34,9 @@ from bisectbot.pipeline import jobs
 from bisectbot.pipeline.cmake import target_names
 from bisectbot.pipeline.events import Events
 from bisectbot.pipeline.sweep import render_argv
+
+if TYPE_CHECKING:
+    from bisectbot.llama.presets import Customisation
 
 SAMPLE_SEEDS = 20  # runs of the command whose outputs propose `parse`
 # What `cmake --build … --target help` lists that is not a program of the project.
@@ -193,3 +196,51 @@ def _sample(cfg: Config, binaries: dict[str, str], source: Path) -> list[str]:
             raise ConfigError(f"init: the command failed on seed {seed} (exit {res.returncode}): {argv!r:.200}")
         outputs.append(res.stdout)
     return outputs
+
+
+def write_llama_config(
+    program: str,
+    good: str,
+    how: "Customisation",
+    *,
+    out: Path,
+    state_for: Callable[[Config], Path],
+    events: Events | None = None,
+) -> tuple[Path, CommitReport]:
+    """`init --llama PROGRAM`: the preset for the program (configs/llama/), customised as asked,
+    written to `out`, then tested at the good commit with the same builder, command-variant
+    choice and runs as every bisect (so a preset that cannot build or run there, or whose
+    output does not parse, says why now, not in the middle of a bisect). Returns the config
+    and the good commit's report (GOOD, or ConfigError says what it was)."""
+    from bisectbot.llama.presets import customise, load_preset
+
+    data, path = load_preset(program)
+    config = customise(data, path, how)
+    header = [
+        f"# bisectbot config written by `bisectbot init --llama {program}` from {path.name}",
+        "# (bisectbot's configs/llama/: the comments there say what each variant is for).",
+    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(header) + "\n" + yaml.safe_dump(config, sort_keys=False, width=100))
+    cfg = load_config(out)
+    events = events or Events()
+    root = state_for(cfg)  # the state directory later commands on this config use
+    with StateDir(root) as state:
+        session = jobs.Session(cfg, state, events, config_path=str(out))
+        session.sync()
+        sha = session.workspace.resolve(good)
+        session.bind_good_end(sha)
+        report = jobs.run_test(session, jobs.plan_test(session, sha))
+    detail = report.detail
+    seen = ", ".join(f"{k} ×{n}" for k, n in sorted(detail.counts.items(), key=lambda kv: -kv[1]) if n)
+    header += [
+        f"# At {sha[:12]} ({good}): build variant {detail.build_variant}, command variant {detail.variant}; "
+        f"{detail.verdict.value.upper()} after {detail.runs} runs; counts: {seen or 'none'}.",
+    ]
+    out.write_text("\n".join(header) + "\n" + yaml.safe_dump(config, sort_keys=False, width=100))
+    if report.verdict is not Verdict.GOOD:
+        raise ConfigError(
+            f"init --llama: wrote {out}, but the good commit {sha[:12]} tests {report.verdict.value.upper()} "
+            f"with it: {detail.reason}"
+        )
+    return out, report

@@ -26,8 +26,21 @@ class Unparsable(ValueError):
     """The output does not have the configured shape at all (e.g. the prompt is not echoed)."""
 
 
+def parse_output(stdout: str, stderr: str, cfg: ParseConfig) -> tuple[str, ...]:
+    """Generated tokens of one run from the stream the config reads (see `parse_tokens`)."""
+    text = stderr if cfg.stream == "stderr" else stdout
+    if cfg.extract is not None:
+        found = re.search(cfg.extract, text)
+        if found is None:
+            raise Unparsable(f"no match of parse.extract {cfg.extract!r} in {cfg.stream}: {_show(text[-60:])}")
+        text = found.group(1) if found.re.groups else found.group(0)
+    return parse_tokens(text, cfg)
+
+
 def parse_tokens(stdout: str, cfg: ParseConfig) -> tuple[str, ...]:
     """Generated tokens of one run; raises Incomplete or Unparsable (message says why)."""
+    if cfg.fullmatch is not None and re.fullmatch(cfg.fullmatch, stdout) is None:
+        raise Unparsable(f"output is not of the form {cfg.fullmatch!r}: {_show(stdout)}")
     cut = cfg.complete_suffix is not None and not stdout.endswith(cfg.complete_suffix)
     if cut and cfg.cut_output == "rerun":
         raise Incomplete(f"output does not end with {cfg.complete_suffix!r}: {_show(stdout)}")

@@ -32,7 +32,7 @@ from bisectbot.core.records import RunRecord
 from bisectbot.edges import localhttp
 from bisectbot.edges.procs import Server, exit_reason, run
 from bisectbot.edges.sandbox import Sandbox
-from bisectbot.pipeline.parse import Incomplete, Unparsable, parse_tokens
+from bisectbot.pipeline.parse import Incomplete, Unparsable, parse_output, parse_tokens
 
 
 class Executor(Protocol):
@@ -101,7 +101,7 @@ class ProgramExecutor:
             if res.returncode != 0:
                 return RunRecord(seed, "crash", None, res.returncode, seconds, attempts, variant, exit_reason(res))
             try:
-                tokens = parse_tokens(res.stdout, self.parse_cfg)
+                tokens = parse_output(res.stdout, res.stderr, self.parse_cfg)
             except Incomplete as exc:
                 if attempts <= self.run_cfg.retries:
                     continue

@@ -1,0 +1,158 @@
+"""Presets for llama.cpp's programs (configs/llama/*.yaml) and what `init --llama` makes of them.
+
+A preset is a working config for one program across llama.cpp's history (its build targets,
+flag spellings and output formats per era), plus a `preset:` section saying what a user may
+change: the prompt, the run of sampling arguments every command variant carries, the
+statistic and the reference. `customise` is pure: preset data in, config data out; the CLI
+(`bisectbot init --llama`) writes it and checks it at the good commit (pipeline.newconfig).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from bisectbot.config import read_config_text
+from bisectbot.errors import ConfigError
+
+__all__ = ["Customisation", "customise", "preset_dir", "preset_names", "load_preset"]
+
+
+def preset_dir() -> Path:
+    """Where the presets are: $BISECTBOT_PRESETS, else configs/llama of this source tree."""
+    env = os.environ.get("BISECTBOT_PRESETS")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "configs" / "llama"
+
+
+def preset_names(where: Path | None = None) -> dict[str, Path]:
+    """Every name a preset answers to (its program and aliases) → its file."""
+    out: dict[str, Path] = {}
+    for path in sorted((where or preset_dir()).glob("*.yaml")):
+        data = yaml.safe_load(read_config_text(path)) or {}
+        info = data.get("preset") or {}
+        for name in [info.get("program"), *(info.get("aliases") or [])]:
+            if name:
+                out[str(name)] = path
+    return out
+
+
+def load_preset(program: str, where: Path | None = None) -> tuple[dict[str, Any], Path]:
+    """The preset's YAML data and its path; ConfigError naming the known programs."""
+    names = preset_names(where)
+    if program not in names:
+        known = ", ".join(sorted(names)) or f"none in {where or preset_dir()}"
+        raise ConfigError(f"init --llama: no preset for {program!r} (known: {known})")
+    path = names[program]
+    return yaml.safe_load(read_config_text(path)), path
+
+
+@dataclass(frozen=True)
+class Customisation:
+    """What the user asked `init --llama` for (None: as the preset has it)."""
+
+    repo: str | None = None  # a local checkout's path, or a clone URL
+    name: str | None = None
+    prompt: str | None = None
+    args: Sequence[str] | None = None  # replaces the preset's sampling arguments ([]: none)
+    condition: str | None = None  # a token, or "none"
+    position: int | None = None  # the outcome's position
+    reference: str = "good"  # good | exact | a ref
+
+
+def customise(data: dict[str, Any], path: Path, how: Customisation) -> dict[str, Any]:
+    """The config data `init --llama` writes for the preset `data` (read from `path`)."""
+    out = copy.deepcopy(data)
+    info = out.pop("preset", None)
+    if not info:
+        raise ConfigError(f"{path}: not a preset (no `preset:` section)")
+    old_prompt, old_args = str(info["prompt"]), [str(a) for a in info.get("args") or []]
+    if how.name:
+        out["name"] = how.name
+    if how.repo:
+        out["repo"] = {"url": how.repo} if "://" in how.repo else {"path": str(Path(how.repo).resolve())}
+    if out.get("fixtures"):
+        out["fixtures"] = str((path.parent / out["fixtures"]).resolve())
+    prompt = how.prompt if how.prompt is not None else old_prompt
+    if not prompt:
+        raise ConfigError("init --llama: --prompt is empty")
+    variants = out["run"].get("variants") or [{"argv": out["run"]["argv"]}]
+    for i, variant in enumerate(variants):
+        argv = [prompt if a == old_prompt else str(a) for a in variant["argv"]]
+        if how.args is not None:
+            argv = _replace_run(argv, old_args, list(how.args), f"{path}: run.variants[{i}]")
+        variant["argv"] = argv
+        if variant.get("parse"):
+            variant["parse"] = _parse_with(variant["parse"], old_prompt, prompt)
+    if "variants" not in out["run"]:
+        out["run"]["argv"] = variants[0]["argv"]
+    if out.get("parse"):
+        out["parse"] = _parse_with(out["parse"], old_prompt, prompt)
+    out["statistic"] = _statistic(out["statistic"], how)
+    out["reference"] = _reference(out.get("reference"), how, prompt, old_prompt, path)
+    return out
+
+
+def _replace_run(argv: list[str], old: list[str], new: list[str], where: str) -> list[str]:
+    """`argv` with the run of arguments `old` replaced by `new`."""
+    if not old:
+        raise ConfigError(f"{where}: the preset names no sampling arguments to replace (preset.args)")
+    for at in range(len(argv) - len(old) + 1):
+        if argv[at : at + len(old)] == old:
+            return argv[:at] + new + argv[at + len(old) :]
+    raise ConfigError(f"{where}: the preset's sampling arguments {' '.join(old)!r} are not in its argv")
+
+
+def _parse_with(parse: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """A parse section for the new prompt: its prefix, and the prompt inside its regexes."""
+    out = dict(parse)
+    if out.get("prefix") == old:
+        out["prefix"] = new
+    for key in ("fullmatch", "extract"):
+        if isinstance(out.get(key), str) and old in out[key]:
+            out[key] = out[key].replace(re.escape(old), re.escape(new)).replace(old, re.escape(new))
+    return out
+
+
+def _statistic(stat: dict[str, Any], how: Customisation) -> dict[str, Any]:
+    out = copy.deepcopy(stat)
+    if how.condition is not None:
+        if how.condition == "none":
+            out.pop("condition", None)
+        else:
+            out["condition"] = {"position": 0, "token": how.condition}
+    if how.position is not None:
+        out["outcome"] = {"position": how.position}
+    cond = out.get("condition")
+    if cond is not None and out["outcome"]["position"] <= cond["position"]:
+        raise ConfigError(
+            f"init --llama: the outcome (position {out['outcome']['position']}) must come after the condition "
+            f"(position {cond['position']}): give --position, or --condition none"
+        )
+    return out
+
+
+def _reference(ref: Any, how: Customisation, prompt: str, old_prompt: str, path: Path) -> Any:
+    """good: like the good end; exact: the preset's computed reference (only where it models the
+    command: the preset's own sampling arguments and a statistic it can compute); else a ref."""
+    if how.reference == "good":
+        return "good"
+    if how.reference != "exact":
+        return {"control": {"commit": how.reference}}
+    compute = ref.get("compute") if isinstance(ref, dict) else None
+    if compute is None:
+        raise ConfigError(f"init --llama: {path.name} has no exact reference: use --reference good")
+    if how.args is not None:
+        raise ConfigError(
+            "init --llama: the exact reference models the preset's own sampling arguments; with others "
+            "use --reference good (like the good end)"
+        )
+    out = copy.deepcopy(ref)
+    if out["compute"].get("prompt") == old_prompt:
+        out["compute"]["prompt"] = prompt
+    return out

@@ -1,0 +1,98 @@
+"""The llama.cpp presets (configs/llama/) and what `init --llama` makes of them (pure: no build)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bisectbot.config import Config, load_config
+from bisectbot.errors import ConfigError
+from bisectbot.llama.presets import Customisation, customise, load_preset, preset_dir, preset_names
+
+REPO = Path(__file__).resolve().parents[1]
+PRESETS = sorted((REPO / "configs" / "llama").glob("*.yaml"))
+
+
+def test_the_presets_are_found_by_program_and_alias() -> None:
+    assert preset_dir() == REPO / "configs" / "llama"
+    names = preset_names()
+    for program in ("llama-speculative", "llama-cli", "llama-simple", "main", "llama-completion", "simple"):
+        assert program in names, program
+    assert names["main"] == names["llama-cli"] == names["llama-completion"]
+    with pytest.raises(ConfigError, match=r"no preset for 'llama-nope' \(known: .*llama-cli"):
+        load_preset("llama-nope")
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
+def test_every_preset_is_a_working_config_as_it_is(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg.preset is not None and cfg.name == path.stem
+    assert cfg.fixtures_dir == REPO / "fixtures"
+    # the sampling arguments init replaces are in every command variant
+    if cfg.preset.args:
+        n = len(cfg.preset.args)
+        for v in cfg.run.templates:
+            assert any(v.argv[i : i + n] == cfg.preset.args for i in range(len(v.argv))), v.argv
+    # no --help heading decides an era: what a binary prints does (docs/llama.md, Presets)
+    assert all(not v.help_contains and not v.help_lacks for v in cfg.run.templates)
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
+def test_init_llama_writes_a_loadable_config_from_every_preset(path: Path, tmp_path: Path) -> None:
+    data = yaml.safe_load(path.read_text())
+    out = customise(data, path, Customisation(repo=str(tmp_path), reference="good"))
+    written = tmp_path / "c.yaml"
+    written.write_text(yaml.safe_dump(out))
+    cfg = load_config(written)  # elsewhere than the preset: fixtures and repo are absolute
+    assert cfg.fixtures_dir == REPO / "fixtures" and cfg.repo.path == str(tmp_path.resolve())
+    assert cfg.preset is None and cfg.reference.control is not None and cfg.reference.control.unbound
+
+
+def _cli(**how: object) -> Config:
+    data, path = load_preset("llama-cli")
+    out = customise(data, path, Customisation(repo="/src/llama.cpp", **how))  # type: ignore[arg-type]
+    return Config.model_validate(out)
+
+
+def test_prompt_sampling_arguments_and_statistic_are_replaced_in_every_variant() -> None:
+    cfg = _cli(prompt="adde", args=[], condition="none", position=0)
+    for i, v in enumerate(cfg.run.templates):
+        assert v.argv[v.argv.index("-p") + 1] == "adde"
+        assert "--top-k" not in v.argv and "--temp" not in v.argv  # the program's own defaults
+        assert v.argv[-2:] == ["-s", "{seed}"]
+        parse = cfg.parse_for(i)
+        assert parse.prefix == "adde"
+        assert parse.fullmatch is None or parse.fullmatch.startswith("adde")
+    assert cfg.statistic.condition is None and cfg.statistic.outcome.position == 0
+    assert cfg.reference.control is not None and cfg.reference.control.unbound  # like the good end
+    mine = _cli(args=["--top-k", "5", "--temp", "0.7"])
+    assert all(v.argv[-6:-2] == ["--top-k", "5", "--temp", "0.7"] for v in mine.run.templates)
+
+
+def test_the_exact_reference_only_where_it_models_the_command() -> None:
+    exact = _cli(reference="exact", prompt="bcdb")
+    assert exact.reference.compute is not None and exact.reference.compute.prompt == "bcdb"
+    with pytest.raises(ConfigError, match="models the preset's own sampling arguments"):
+        _cli(reference="exact", args=["--top-k", "5"])
+    at = _cli(reference="b3000")
+    assert at.reference.control is not None and at.reference.control.commit == "b3000"
+    data, path = load_preset("llama-simple")
+    with pytest.raises(ConfigError, match="no exact reference"):
+        customise(data, path, Customisation(reference="exact"))
+
+
+def test_an_outcome_before_its_condition_is_refused() -> None:
+    with pytest.raises(ConfigError, match="must come after the condition"):
+        _cli(position=0)
+
+
+def test_the_29975_config_is_the_speculative_preset() -> None:
+    """#29975's shipped config is one preset among several: the same builds, commands, output
+    formats and statistic as configs/llama/llama-speculative.yaml (plus its issue's arm and
+    GitHub section)."""
+    shipped = load_config(REPO / "configs" / "llama-cpp-29975.yaml")
+    preset = load_config(REPO / "configs" / "llama" / "llama-speculative.yaml")
+    for section in ("build", "run", "parse", "statistic", "reference", "test"):
+        assert getattr(shipped, section) == getattr(preset, section), section
