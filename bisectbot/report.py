@@ -14,7 +14,7 @@ from bisectbot.core.diagnose import LABELS, observed_cells
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
-from bisectbot.core.stats import MISSED
+from bisectbot.core.stats import FAILED, MISSED, OTHER
 
 
 def count_of(n: int, word: str) -> str:
@@ -83,7 +83,13 @@ def glossary(
         f"{f' = {1 / beta:,.0f}' if beta else ''}: a commit farther than the tolerance is called GOOD "
         "with probability at most beta. Between eta and the tolerance either verdict may come.",
         "observed/reference: each outcome's share of the runs that met the condition, then the reference's"
-        + ("; other = outcomes the reference does not list" if any(v.counts.get("<other>") for v in verdicts) else "")
+        + ("; other = outcomes the reference does not list" if any(v.counts.get(OTHER) for v in verdicts) else "")
+        + (
+            "; failed = runs that failed (crash, timeout, nonzero exit, unreadable output), counted as an "
+            "outcome the reference never gives (statistic.failures: outcome)"
+            if any(v.counts.get(FAILED) for v in verdicts)
+            else ""
+        )
         + ("; missed = runs that did not meet the condition" if missed else "")
         + ".",
         "runs: seeds run for that verdict; commits share their first seeds (compared run by run), "

@@ -171,6 +171,21 @@ def test_crashing_binary_is_skipped_with_reason(crash_demo: DemoHistory, tmp_pat
     assert result["failures"]["crash"] >= 5
 
 
+def test_with_failures_an_outcome_a_crashing_binary_tests_bad(crash_demo: DemoHistory, tmp_path: Path) -> None:
+    """statistic.failures: outcome: the same crashes are data (FAILED, which the reference never
+    gives), so the commit is BAD, not skipped; the commit before the crash still tests as before."""
+    data = yaml.safe_load(crash_demo.config.read_text())
+    data["repo"]["path"] = str(crash_demo.repo)
+    data["statistic"]["failures"] = "outcome"
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    proc = cli("test", str(cfg), "--commit", crash_demo.crash, "--state", str(tmp_path / "st"), "--json", "-")
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "bad" and result["counts"]["<failed>"] == result["runs"] == result["failures"]["crash"]
+    assert "<failed>" in result["reference"]["categories"]
+
+
 def test_hanging_binary_is_bounded_by_its_timeout(hang_demo: DemoHistory, tmp_path: Path) -> None:
     assert hang_demo.hang
     cfg = _config_with(hang_demo, tmp_path, timeout=0.5)

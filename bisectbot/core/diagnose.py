@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from bisectbot.core.records import CommitVerdict
-from bisectbot.core.stats import MISSED, OTHER, Reference
+from bisectbot.core.stats import FAILED, MISSED, OTHER, Reference
 
 OTHER_LABEL = "other"  # how OTHER is written in reports
+FAILED_LABEL = "failed"
 MISSED_LABEL = "missed"
 OTHER_SHARE = 0.05  # outcomes the reference lacks: worth a word from this share of the runs on
 FAILED_SHARE = 0.2  # runs that could not be read or failed: from this share on
@@ -42,18 +43,19 @@ def short_p(x: float) -> str:
 class Cell:
     """One outcome of a commit's runs beside the reference: among the runs that met the condition."""
 
-    label: str  # the outcome, OTHER and MISSED written as 'other' and 'missed'
+    label: str  # the outcome, OTHER, FAILED and MISSED written as 'other', 'failed' and 'missed'
     count: int
     freq: float | None  # observed share (None: no run met the condition)
     ref: float  # the reference's share
 
 
-LABELS = {OTHER: OTHER_LABEL, MISSED: MISSED_LABEL}
+LABELS = {OTHER: OTHER_LABEL, FAILED: FAILED_LABEL, MISSED: MISSED_LABEL}
 
 
 def observed_cells(counts: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]) -> list[Cell]:
     """The one computation behind every observed-vs-reference rendering (terminal, Markdown,
-    comments, error messages), in the reference's order; OTHER only when seen, MISSED apart."""
+    comments, error messages), in the reference's order; OTHER and FAILED only when seen, MISSED
+    apart."""
     prob_of = dict(zip(categories, probs))
     names = [n for n in categories if n != MISSED]
     met = sum(counts.get(n, 0) for n in names)
@@ -61,7 +63,7 @@ def observed_cells(counts: Mapping[str, int], categories: Sequence[str], probs: 
     return [
         Cell(LABELS.get(n, n), counts.get(n, 0), counts.get(n, 0) / met if met else None, prob_of[n] / p_met)
         for n in names
-        if not (n == OTHER and counts.get(n, 0) == 0)
+        if not (n in (OTHER, FAILED) and counts.get(n, 0) == 0)
     ]
 
 
@@ -136,6 +138,8 @@ def likely_causes(
                 f"the condition was met in {rate:.0%} of runs, the reference says {reference.condition_prob:.0%}: "
                 "check statistic.condition (token, position) and reference.condition_prob"
             )
+    if reference.failed is not None:  # failed runs are an outcome: a crash rate is data, not a config mistake
+        return causes
     failed = sum(failures.values())
     runs = failed + met + counts.get(MISSED, 0)
     if runs and failed / runs >= FAILED_SHARE:

@@ -49,12 +49,14 @@ class ResolvedReference:
     condition_prob: float | None
     source: str  # human-readable: where the numbers come from
     control: dict[str, int] | None = None  # the control sample's counts, when it is one
-    outcomes: tuple[str | None, ...] = ()  # the control's outcomes in seed order, None: failed (GrowingControl)
+    # the control's outcomes in seed order, None: failed (FAILED when failures are an outcome) (GrowingControl)
+    outcomes: tuple[str | None, ...] = ()
+    failures: bool = False  # failed runs are a category (statistic.failures: outcome); never cached
 
     def stats_reference(self) -> stats.Reference:
         if self.control is not None:
-            return stats.Reference.from_control(self.control)
-        return stats.Reference.from_probs(self.probs, self.condition_prob)
+            return stats.Reference.from_control(self.control, failures=self.failures)
+        return stats.Reference.from_probs(self.probs, self.condition_prob, failures=self.failures)
 
     def summary(self, cfg: Config) -> ReferenceSummary:
         """The reference as reports show it: its probabilities, source, and the test's categories."""
@@ -72,7 +74,12 @@ class ResolvedReference:
 
 def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> ResolvedReference:
     """The config's reference; `runner` (builds, runs, the state database) is needed for a
-    control sample and a server reference, and caches computed ones."""
+    control sample and a server reference, and caches computed ones. With `statistic.failures:
+    outcome` its categories include FAILED (the numbers do not change: a correct build never fails)."""
+    return replace(_resolve(cfg, runner), failures=cfg.statistic.failures_counted)
+
+
+def _resolve(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
     ref = cfg.reference
     if ref.probs is not None:
         return ResolvedReference(dict(ref.probs), ref.condition_prob, "config")
@@ -122,7 +129,8 @@ def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> Resolv
 
 def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, list[str | None]]:
     """The first `runs` runs of a known-good commit on the common seeds (block 0, where every
-    commit is tested): their outcomes in seed order, None where a run failed."""
+    commit is tested): their outcomes in seed order, None where a run failed (FAILED when
+    failed runs are an outcome)."""
     sha = runner.workspace.resolve(ref)
     outcomes = _control_runs(cfg, runner, sha, 0, runs)
     failures = outcomes.count(None)
@@ -134,7 +142,8 @@ def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tu
 def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count: int) -> list[str | None]:
     """Control runs start … start + count − 1 at `sha`, on the common seeds (stored like any
     run, so a resume replays them, and a test of the same commit reuses them): their outcomes in
-    seed order (MISSED for a missed condition), None for a failed run."""
+    seed order (MISSED for a missed condition), None for a failed run (FAILED when failed runs
+    are an outcome: `statistic.failures`)."""
     prepared = runner.prepare(sha)
     if prepared.executor is None:
         raise BisectbotError(f"reference.control: {sha[:12]} cannot be tested: {prepared.why}")
@@ -144,7 +153,7 @@ def _control_runs(cfg: Config, runner: CommitRunner, sha: str, start: int, count
     with runner.runs(prepared, seeds) as stream:
         for rec in stream:
             if not rec.ok:
-                outcomes.append(None)
+                outcomes.append(stats.FAILED if cfg.statistic.failures_counted else None)
                 continue
             obs = observe(rec.tokens or (), cfg.statistic)
             outcome = obs.outcome if obs.outcome is not None else stats.OTHER
@@ -276,6 +285,7 @@ class GrowingControl:
             None,
             f"control sample of {total} runs at {self.sha[:12]} (grown as tests needed, paired seed for seed)",
             counts,
+            failures=self.resolved.failures,
         )
         self.reference = self.resolved.stats_reference()
 
@@ -317,8 +327,9 @@ def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedRefe
         return ResolvedReference(**hit)
     resolved = compute()
     if store is not None:
-        # a computed reference has no control outcomes: the cached record keeps its old shape
-        store.put_reference(key, {k: v for k, v in asdict(resolved).items() if k != "outcomes"})
+        # a computed reference has no control outcomes, and whether failures are a category is the
+        # config's, not the reference's: the cached record keeps its old shape
+        store.put_reference(key, {k: v for k, v in asdict(resolved).items() if k not in ("outcomes", "failures")})
     return resolved
 
 
