@@ -92,18 +92,31 @@ def verdict_task(
 def history(case: dict[str, Any], rep: int) -> tuple[sb.History, list[int]]:
     """The case's history for one repetition (fixed by its number): a share of the commits
     cannot change the binary (llama.cpp's mix, `EQUIVALENT`), the change points at random
-    commits that can; and the positions where something changed."""
+    commits that can (or, with `at`, at the first that can from each share of the line on);
+    and the positions where something changed. A shift is the conditional outcome distribution
+    from its change point on; `conditions` gives P(condition) from the start and from each
+    change point on (default #29975's 0.82), `failing_at` the share of runs that crash."""
     rng = np.random.default_rng([case["seed"], rep])
     n, shifts = case["n"], case["shifts"]
     inner = np.arange(1, n - 1)
     equivalent = frozenset(int(p) for p in inner[rng.random(inner.size) < case.get("equivalent", EQUIVALENT)])
     can = [p for p in range(1, n) if p not in equivalent]
-    where = sorted(int(p) for p in rng.choice(can, size=len(shifts), replace=False))
-    changes = {0: sb.joint(P_COND, case["other"])}
-    for pos, cond in zip(where, shifts):
-        changes[pos] = sb.joint(cond, case["other"])
+    if "at" in case:
+        where = [next(p for p in can if p >= round(f * (n - 1))) for f in case["at"]]
+    else:
+        where = sorted(int(p) for p in rng.choice(can, size=len(shifts), replace=False))
+    conditions = case.get("conditions") or [sb.CONDITION_29975] * (len(shifts) + 1)
+    changes = {0: sb.joint(P_COND, case["other"], conditions[0])}
+    for pos, cond, c in zip(where, shifts, conditions[1:]):
+        changes[pos] = sb.joint(cond, case["other"], c)
+    failing_at = dict(zip([0, *where], case["failing_at"])) if "failing_at" in case else None
     return sb.History(
-        n, changes, salt=case["seed"] * 1_000_003 + rep, equivalent=equivalent, failing=case.get("failing", 0.0)
+        n,
+        changes,
+        salt=case["seed"] * 1_000_003 + rep,
+        equivalent=equivalent,
+        failing=case.get("failing", 0.0),
+        failing_at=failing_at,
     ), where
 
 
@@ -114,7 +127,7 @@ def bisect_task(
     both cost settings)."""
     import bisectbot
 
-    cfg = sb.sim_config(max_runs)
+    cfg = sb.sim_config(max_runs, **case.get("config", {}))
     out = []
     for rep in reps:
         hist, where = history(case, rep)

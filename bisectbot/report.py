@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+from bisectbot.core.builds import BuildStage, over_bound_text
 from bisectbot.core.diagnose import LABELS, observed_cells
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
@@ -23,9 +24,15 @@ def count_of(n: int, word: str) -> str:
 
 
 def bound_text(r: BisectReport) -> str:
-    """The build bound, and when the bisect went past it, why (never exceeded silently)."""
+    """The build bound, and when the bisect went past it, why: which stage needed the extra
+    builds (core.builds; never exceeded silently)."""
     if r.builds <= r.builds_bound:
         return f"bound {r.builds_bound}"
+    if r.build_stages:
+        return f"bound {r.builds_bound}, " + over_bound_text(
+            [BuildStage.from_json(s) for s in r.build_stages], r.builds_bound
+        )
+    # a report stored before build_stages: what its verdicts alone tell
     skipped = len({v.sha for v in r.verdicts if v.arm == "main" and v.verdict is Verdict.SKIP})
     walked = sum(1 for cp in r.change_points if not cp.get("first"))
     why = [

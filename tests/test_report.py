@@ -10,10 +10,10 @@ from pathlib import Path
 
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import SCHEMA_VERSION, BisectReport, BisectStatus, CommitReport, JobStop, load_result
-from bisectbot.report import bisect_markdown, fmt_e, observed_vs_reference
+from bisectbot.report import bisect_markdown, bound_text, fmt_e, observed_vs_reference
 from bisectbot.report import commit_markdown as markdown_of_test
 from bisectbot.report_text import bisect_text
-from sample_reports import BAD, CULPRIT, GOOD, PARENT, REFERENCE, a_test_report, bisect_report, verdict
+from sample_reports import BAD, CULPRIT, GOOD, GOOD_COUNTS, PARENT, REFERENCE, a_test_report, bisect_report, verdict
 
 README = (Path(__file__).resolve().parents[1] / "docs" / "json-report.md").read_text()
 
@@ -198,3 +198,45 @@ def test_the_summary_says_where_the_wall_time_went() -> None:
     # on a cluster the workers run the program: building and the wall time only
     assert time_line(with_time(bisect_report(), 600.0, 300.0, None)) == "time here: 10 min: building 5 min (50%)"
     assert time_line(bisect_report()) is None
+
+
+def test_builds_past_the_bound_say_which_stage_needed_them() -> None:
+    """Issue 45: a bisect built 19 commits against a bound of 10 and said only the number. Each
+    build is charged to the stage that made it; a search after the first says what sent it."""
+    from bisectbot.core.builds import build_stages, over_bound
+
+    shas = [f"{i:040x}" for i in range(12)]
+    held = [
+        verdict(shas[0], "good-endpoint", Verdict.GOOD, GOOD_COUNTS),
+        *(verdict(shas[i], "step", Verdict.BAD if i % 2 else Verdict.GOOD, GOOD_COUNTS) for i in range(1, 5)),
+        replace(verdict(shas[5], "step", Verdict.SKIP, {}), build="failed"),
+        verdict(shas[4], "retest-culprit", Verdict.GOOD, GOOD_COUNTS),  # the named commit held: search on above
+        *(verdict(shas[i], "step", Verdict.BAD, GOOD_COUNTS) for i in range(6, 9)),
+        verdict(shas[7], "retest-parent", Verdict.BAD, GOOD_COUNTS),  # its parent departs: walk back
+        verdict(shas[9], "step", Verdict.GOOD, GOOD_COUNTS),
+        verdict(shas[10], "retest-parent", Verdict.GOOD, GOOD_COUNTS),  # a parent skipped as equivalent
+        verdict(shas[9], "confirm-culprit", Verdict.CHANGED, GOOD_COUNTS),
+    ]
+    stages = build_stages(held)
+    assert [(s.stage, s.number, s.builds, s.skipped) for s in stages] == [
+        ("ends", 1, 1, 0),
+        ("search", 1, 5, 1),
+        ("search", 2, 3, 0),
+        ("search", 3, 1, 0),
+        ("confirmation", 3, 1, 0),
+    ]
+    assert "tested GOOD on fresh seeds, not BAD: it went on above it" in stages[2].why and shas[4][:12] in stages[2].why
+    assert "tested BAD on fresh seeds: it walked back below it" in stages[3].why and shas[7][:12] in stages[3].why
+    assert sum(s.builds for s in stages) == len({v.sha for v in held}) == 11
+    assert over_bound(stages, 11) == [] and over_bound(stages, 20) == []
+    base = bisect_report()
+    within = replace(base, builds=11, builds_bound=11, verdicts=held, build_stages=[s.to_json() for s in stages])
+    assert bound_text(within) == "bound 11"
+    over = replace(within, builds_bound=7)
+    said = bound_text(over)
+    assert said.startswith("bound 7, exceeded by 4: 1 commit that could not be built or run")
+    assert "search 2 (3 builds): " in said and "search 3 (1 build): " in said
+    flat = lambda text: " ".join(text.split())  # noqa: E731 - wrapped prose, read as one line
+    for rendered in (bisect_text(over, width=100), bisect_markdown(over)):
+        assert "search 2 (3 builds): " + stages[2].why in flat(rendered)
+    assert BisectReport.from_json(json.loads(json.dumps(over.to_json()))) == over

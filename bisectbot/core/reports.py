@@ -143,6 +143,9 @@ class BisectReport:
     # {unit: {build_seconds, run_seconds, measured_builds, measured_runs}, estimate: {strategy,
     # builds, runs, seconds}, alternatives: [...], actual: {builds, runs, seconds, build_seconds}, text}
     cost: dict[str, Any] | None = None
+    # where the builds went (core.builds.BuildStage): {stage (ends | search | confirmation |
+    # zone-check), number, commits, builds, skipped, why}, in the order the stages began
+    build_stages: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
 

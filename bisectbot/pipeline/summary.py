@@ -11,7 +11,6 @@ explaining do not mix: nothing here tests a commit.
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import replace
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from bisectbot.core import policy, stats
+from bisectbot.core.builds import build_stages, builds_bound
 from bisectbot.core.diagnose import distance_along
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict, distinct_runs
@@ -91,7 +91,7 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         bad_ref=plan.bad_ref,
         commits=plan.total,
         builds=len({v.sha for v in verdicts if v.arm == "main"}),
-        builds_bound=math.ceil(math.log2(plan.n)) + 3,
+        builds_bound=builds_bound(plan.n),
         runs=distinct_runs(verdicts),
         runs_executed=sum(v.executed for v in verdicts),
         retried=sum(v.retried for v in verdicts),
@@ -140,6 +140,7 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         else None,
         user_skipped=[sha for sha in (narrowed.full if narrowed else plan.line) if sha in plan.user_skipped],
         cost=_cost(ledger),
+        build_stages=[stage.to_json() for stage in build_stages(verdicts, plan.find)],
     )
 
 
