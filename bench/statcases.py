@@ -240,7 +240,49 @@ def bisect_cases(scale: float) -> list[dict[str, Any]]:
         case["tvs"] = [cond_tv(c, case["other"]) for c in case["shifts"]]
         case["base_tv"] = cond_tv(P_COND, case["other"])
         case["zone"] = any(ETA < tv < TOL for tv in [case["base_tv"], *case["tvs"]])
-    return cases
+    return cases + shape_cases(scale)
+
+
+def shape_cases(scale: float) -> list[dict[str, Any]]:
+    """Issue 45's shapes, each with what its report must say (`shape`, judged by `shape_checks`):
+    a defect fixed and re-introduced (named at the re-introduction, the report must say it
+    proved a GOOD→BAD change there and where an earlier departure could hide, with the command
+    that scans those commits), a crash rate rising 0 → 30% (the config counts failed runs as an
+    outcome: found like any defect), and a change in how often the condition is met that the
+    reference cannot see (no condition_prob: nothing named, the change named instead)."""
+    reps = max(10, int(300 * scale))
+    common = {"n": 256, "other": 0.0, "reps": reps, "zone": False, "base_tv": 0.0}
+    return [
+        {
+            **common,
+            "label": "re-introduced: gross at 30%, fixed at 50%, back at 80%, N = 256",
+            "shifts": [GROSS.tolist(), list(P_COND), GROSS.tolist()],
+            "at": [0.3, 0.5, 0.8],
+            "tvs": [cond_tv(GROSS, 0.0), 0.0, cond_tv(GROSS, 0.0)],
+            "seed": 700,
+            "shape": "reintroduced",
+        },
+        {
+            **common,
+            "label": "crash rate 0 → 30% at one commit (statistic.failures: outcome), N = 256",
+            "shifts": [list(P_COND)],
+            "failing_at": [0.0, 0.3],
+            "config": {"failures": "outcome"},
+            "tvs": [0.3],  # the share of runs that fail: FAILED's reference probability is 0
+            "seed": 800,
+            "shape": "crash",
+        },
+        {
+            **common,
+            "label": "condition rate 0.5 → 0.1, outcome unchanged (no condition_prob), N = 256",
+            "shifts": [list(P_COND)],
+            "conditions": [0.5, 0.1],
+            "config": {"condition_prob": False},
+            "tvs": [0.0],  # what the reference's tests can see: nothing changed, nothing may be named
+            "seed": 900,
+            "shape": "condition",
+        },
+    ]
 
 
 def wrong(case: dict[str, Any], named: int | None, where: list[int]) -> bool:

@@ -33,6 +33,7 @@ is replayed from the state database on a rerun: a killed bisect resumes where it
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from bisectbot.core import policy, stats, two_sample
@@ -55,7 +56,7 @@ from bisectbot.pipeline.events import (
     StrategyChosen,
     WalkingBack,
 )
-from bisectbot.pipeline.ledger import CULPRIT_BUDGET_FACTOR, PARENT_BUDGET_FACTOR, Ledger, placed
+from bisectbot.pipeline.ledger import CONDITION_CHANGED, CULPRIT_BUDGET_FACTOR, PARENT_BUDGET_FACTOR, Ledger, placed
 from bisectbot.pipeline.plan import BisectPlan, ChangePoint, Departure, Found, ReportContext, steps_estimate
 from bisectbot.pipeline.sticky import sticky_search
 from bisectbot.pipeline.verdict import CommitTester
@@ -200,6 +201,18 @@ class Bisection(Ledger):
 
     # -- 4. confirm, and walk back when a boundary is not the first departure ------------------
     def first_departure(self) -> Departure:
+        """`_first_departure`; when it names nothing and the share of runs meeting the condition
+        changed (a change the reference's tests cannot see: `condition_shift_text`), the message
+        names that change first."""
+        dep = self._first_departure()
+        if dep.status in (BisectStatus.AMBIGUOUS, BisectStatus.UNCONFIRMED) and not dep.message.startswith(
+            CONDITION_CHANGED
+        ):
+            if (shift := self.condition_shift_text(dep.found.result.first_bad)) is not None:
+                dep = replace(dep, message=f"{shift}; then: {dep.message}")
+        return dep
+
+    def _first_departure(self) -> Departure:
         """Search, then confirm the boundary on fresh seeds (pipeline.confirm); until it holds.
 
         Confirmation outcomes:
@@ -295,12 +308,21 @@ class Bisection(Ledger):
             if conf.outcome == confirm.CULPRIT_HOLDS and culprit < hi:
                 lo = culprit
                 continue
+            shift = (
+                self.condition_shift_text(culprit) if conf.outcome in (confirm.NO_CHANGE, confirm.UNDECIDED) else None
+            )
             if conf.outcome == confirm.NO_CHANGE:
                 return Departure(
-                    BisectStatus.AMBIGUOUS, self._no_change_text(culprit, parent_sha, conf), found, crossed, strategies
+                    BisectStatus.AMBIGUOUS,
+                    shift or self._no_change_text(culprit, parent_sha, conf),
+                    found,
+                    crossed,
+                    strategies,
                 )
             why = conf.why or f"the confirmation of {plan.line[culprit][:12]} ended {conf.outcome}"
-            if conf.outcome == confirm.UNDECIDED:
+            if shift is not None:  # not the indifference zone: a change the tests cannot see
+                why = shift
+            elif conf.outcome == confirm.UNDECIDED:
                 changed = conf.change is not None and conf.change[0].verdict is Verdict.CHANGED
                 why = (
                     (

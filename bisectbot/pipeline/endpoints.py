@@ -34,6 +34,10 @@ def diagnosis(ledger: Ledger, v: CommitVerdict) -> list[str]:
     if pairs := observed_pairs(v.counts, reference.names, reference.probs):
         out.append(f"observed/reference {pairs}")
     causes = likely_causes(v.counts, v.failures, v.others, reference)
+    if v.sha in ledger.plan.line and v.sha != ledger.plan.line[ledger.plan.working_pos]:
+        # the other end tested already: did the share of runs meeting the condition change between them?
+        if (shift := ledger.condition_shift_text(ledger.plan.line.index(v.sha))) is not None:
+            causes.append(shift)
     out += [f"likely cause: {cause}" for cause in causes]
     if not causes and v.verdict is Verdict.INCONCLUSIVE and v.counts:
         out.append(
