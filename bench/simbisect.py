@@ -144,20 +144,22 @@ class History:
     def dist_at(self, pos: int) -> np.ndarray:
         return self.changes[max(p for p in self.changes if p <= pos)]
 
-    def narrowed(self) -> Any:
-        """The line as pipeline.narrow would leave it: the ends and the commits that can change
-        the binary; each kept commit stands for the equivalent ones after it."""
+    def narrowed(self, lo: int = 0, hi: int | None = None) -> Any:
+        """The line lo..hi (default: all of it) as pipeline.narrow would leave it: the ends and
+        the commits that can change the binary; each kept commit stands for the equivalent ones
+        after it."""
         from bisectbot.core.inputs import Narrowed
 
         shas = self.shas
-        kept = [i for i in range(self.n) if i in (0, self.n - 1) or i not in self.equivalent]
+        hi = self.n - 1 if hi is None else hi
+        kept = [i for i in range(lo, hi + 1) if i in (lo, hi) or i not in self.equivalent]
         stands: dict[str, tuple[str, ...]] = {}
         for a, b in zip(kept, kept[1:]):
             if b - a > 1:
                 stands[shas[a]] = tuple(shas[a + 1 : b])
         return Narrowed(
             tuple(shas[i] for i in kept),
-            tuple(shas),
+            tuple(shas[lo : hi + 1]),
             stands,
             {shas[i]: "simulated input" for i in kept[1:-1]},
             "simulated",
@@ -338,18 +340,30 @@ def _broken_last(costs: str) -> bool:
 
 
 def run_report(
-    cfg: Config, history: History, strategy: str = "auto", costs: str = "llama", find: Find = Find.BAD
+    cfg: Config,
+    history: History,
+    strategy: str = "auto",
+    costs: str = "llama",
+    find: Find = Find.BAD,
+    *,
+    good: int = 0,
+    bad: int | None = None,
+    scan: bool = False,
 ) -> Any:
-    """The whole BisectReport of one simulated bisect (EndpointError propagates); the plan is
-    narrowed as pipeline.narrow does when the history has equivalent commits."""
+    """The whole BisectReport of one simulated bisect (EndpointError propagates), from the
+    history's first commit to its last, or from position `good` to `bad`, with `--scan` when
+    `scan`; the plan is narrowed as pipeline.narrow does when the history has equivalent commits."""
     events = Events()
     runner = SimRunner(cfg, history, costs)
     resolved = resolve_reference(cfg)
     tester = CommitTester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
-    narrowed = history.narrowed() if history.equivalent else None
-    line = narrowed.line if narrowed is not None else tuple(history.shas)
+    bad = history.n - 1 if bad is None else bad
+    narrowed = history.narrowed(good, bad) if history.equivalent else None
+    line = narrowed.line if narrowed is not None else tuple(history.shas[good : bad + 1])
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
     plan = BisectPlan("sim", line, "good", "bad", find, strategy, level, "sim.yaml", narrowed=narrowed)
+    if scan:  # only versions with --scan
+        plan = replace(plan, scan=True, level=min(level, stats.scan_level(len(line), cfg.test.confidence)))
     if _broken_last(costs):
         plan = replace(plan, broken_last=True)
     context = ReportContext(

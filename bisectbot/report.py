@@ -312,7 +312,43 @@ def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str) -> str:
         return f"bisectbot: {what} commit not confirmed"
     if r.status is BisectStatus.STOPPED:
         return f"bisectbot: stopped early — {what} commit is one of {len(r.candidates)} so far"
+    if r.status is BisectStatus.CLEAN:
+        return f"bisectbot: no departure from the reference in {r.commits} commits (--scan)"
     return f"bisectbot: {what} commit is one of {len(r.candidates)}"
+
+
+def proved_text(r: BisectReport, quote: Callable[[str], str] = str) -> tuple[str, str, str | None] | None:
+    """What a found commit proves, what it does not, and the command that tests the rest, the
+    same in every summary (`quote` marks shas up): None unless found. A GOOD→BAD change at the
+    commit is proved; that it is the first departure only when nothing before it went untested:
+    otherwise the stretches where a departure could have come and gone unseen are named."""
+    p = r.proved
+    if r.status is not BisectStatus.FOUND or not p:
+        return None
+    proved = f"Proved: {p['text']}."
+    side = r.find.parent_verdict.value.upper()
+    if p.get("first_departure"):
+        beside = " or placed beside a commit that did" if p.get("placed") else ""
+        return (
+            proved,
+            f"It is the first departure: every commit before it that can change the binary tested {side}{beside}.",
+            None,
+        )
+    rows = r.untested_before
+    total = sum(int(s["commits"]) for s in rows)
+    listing = ", ".join(
+        f"{quote(s['first'][:12])}..{quote(s['last'][:12])} ({count_of(int(s['commits']), 'commit')})" for s in rows
+    )
+    where = "stretch" if len(rows) == 1 else f"{len(rows)} stretches"
+    not_proved = (
+        f"Not proved: that it is the first departure. {count_of(total, 'commit')} before it that can change the "
+        f"binary {'was' if total == 1 else 'were'} not tested, in {where} between commits found on the {side} side: "
+        f"{listing}; "
+        f"a departure that began and ended inside one would not show (a defect fixed, then re-introduced)."
+    )
+    if r.scan_command:
+        return proved, not_proved + " To test every commit of them:", r.scan_command
+    return proved, not_proved + " (--scan, which tests every one of them, works with --find bad only.)", None
 
 
 def distance_rows(r: BisectReport) -> list[tuple[int, str, float, Verdict]]:
@@ -364,6 +400,10 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     if r.status is BisectStatus.FOUND:
         lines.append(f"First {r.find.value}: `{r.first_bad}`  ")
         lines.append(f"Last {'good' if r.find is Find.BAD else 'still bad'}: `{r.last_good}`")
+        if (said := proved_text(r, lambda sha: f"`{sha}`")) is not None:
+            proved, not_proved, command = said
+            lines += ["", f"**{proved.replace(': ', ':** ', 1)}", "", f"**{not_proved.replace(': ', ':** ', 1)}"]
+            lines += ["```", command, "```"] if command else []
     else:
         lines.append(r.message)
         if r.candidates:

@@ -240,3 +240,46 @@ def test_builds_past_the_bound_say_which_stage_needed_them() -> None:
     for rendered in (bisect_text(over, width=100), bisect_markdown(over)):
         assert "search 2 (3 builds): " + stages[2].why in flat(rendered)
     assert BisectReport.from_json(json.loads(json.dumps(over.to_json()))) == over
+
+
+def test_a_found_commit_says_what_it_proved_and_where_an_earlier_departure_could_hide() -> None:
+    """Issue 45: a defect fixed and re-introduced was named at the re-introduction, reported as the
+    "first bad commit" and nothing more. What the answer proves is a GOOD→BAD change; that it
+    is the first departure, only when nothing before it went untested. Every summary says both,
+    with the stretches a departure could have come and gone in, and the command that scans them."""
+    from bisectbot.core.search import untested_stretches
+
+    assert untested_stretches({40, 60, 64, 80, 95}, 70) == [(0, 40), (40, 60), (60, 64), (64, 69)]
+    assert untested_stretches({1, 2}, 4) == [] and untested_stretches(set(), 1) == []
+    first = "1" * 40
+    scan = f"bisectbot bisect c.yaml --good {GOOD} --bad {PARENT} --scan"
+    text = "a GOOD→BAD change at 60488cfca65a: its parent 2d5528afbae2 tests GOOD (…)"
+    found = replace(
+        bisect_report(),
+        proved={"change": "GOOD→BAD", "commit": CULPRIT, "parent": PARENT, "first_departure": False, "text": text},
+        untested_before=[
+            {"after": GOOD, "before": PARENT, "first": first, "last": PARENT, "commits": 51, "scan": scan}
+        ],
+        scan_command=scan,
+    )
+    flat = lambda text: " ".join(text.replace("\\\n", "").split())  # noqa: E731 - wrapped prose, read as one line
+    md, terminal = bisect_markdown(found), flat(bisect_text(found, width=80))
+    assert f"**Proved:** {text}." in md and f"Proved: {text}." in terminal
+    hidden = (
+        "Not proved: that it is the first departure. 51 commits before it that can change the binary were not "
+        "tested, in stretch between commits found on the GOOD side: {}..{} (51 commits); a departure that began "
+        "and ended inside one would not show"
+    )
+    assert hidden.format(first[:12], PARENT[:12]) in terminal
+    assert hidden.format(f"`{first[:12]}`", f"`{PARENT[:12]}`").replace("Not proved:", "**Not proved:**") in md
+    assert f"```\n{scan}\n```" in md and scan in terminal.replace(" \\ ", " ")
+    from bisectbot.github.comment import CommentContext, render_bisect
+
+    assert scan in render_bisect(found, CommentContext("o/r")).text()
+    whole = replace(found, proved={**found.proved, "first_departure": True}, untested_before=[], scan_command=None)  # type: ignore[dict-item]
+    assert "It is the first departure: every commit before it that can change the binary tested GOOD." in flat(
+        bisect_text(whole)
+    )
+    assert "Not proved" not in bisect_markdown(whole) and "--scan" not in bisect_markdown(whole)
+    assert BisectReport.from_json(json.loads(json.dumps(found.to_json()))) == found
+    assert "Proved" not in bisect_markdown(bisect_report())  # a report stored before `proved` reads as before

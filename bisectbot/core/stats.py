@@ -419,6 +419,18 @@ def step_level(n_commits: int, confidence: float = 0.99) -> float:
     return (1.0 - confidence) / (steps + 4)
 
 
+def scan_level(n_commits: int, confidence: float = 0.99) -> float:
+    """Per-verdict α (= β) for a scan of n_commits (`bisect --scan`): every commit of the line
+    may be tested against the reference (the ends included) before one departs, and the bisect
+    below it tests none of them again; with the change test and up to three fresh re-tests that
+    is at most n + 4 claims, so (1 − confidence) / (n + 4) keeps the union bound."""
+    if n_commits < 2:
+        raise ValueError("a scan needs at least two commits")
+    if not (0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return (1.0 - confidence) / (n_commits + 4)
+
+
 def kl(q: Sequence[float] | np.ndarray, p: Sequence[float] | np.ndarray) -> float:
     """KL(q‖p) = Σ q_k log(q_k/p_k) in nats (inf when q puts mass where p has none)."""
     qa, pa = np.asarray(q, dtype=float), np.asarray(p, dtype=float)

@@ -40,7 +40,7 @@ from bisectbot.core import policy, stats, two_sample
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus
-from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, skip_blocks
+from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, scan_order, skip_blocks
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline import confirm, summary
 from bisectbot.pipeline.budget import Budget, BudgetSpent
@@ -199,12 +199,48 @@ class Bisection(Ledger):
         block 0: the test is one more claim in the bound, whatever block it reads)."""
         return self.test(pos, self.plan.ask("probe", q_bad=self._q_bad(model), budget=self.step_budget()))
 
+    # -- 3a. scan (--scan): a departure between two commits that test GOOD ---------------------
+    def scan(self) -> tuple[int, int] | Departure:
+        """--scan (with --find bad): the bad end may test GOOD too (a defect that came and went
+        between the ends is what is looked for). Every commit between that can change the binary
+        is tested against the reference, the middle first (core.search.scan_order), then the bad
+        end; at the first that is not GOOD (BAD, or undecided within a step's budget, as a search
+        places it) the boundary is between it and the last commit below it that tested GOOD:
+        (lo, hi) for `first_departure`. When none departs: status clean, each GOOD a claim."""
+        plan = self.plan
+        assert plan.find is Find.BAD, "--scan looks for a departure with --find bad"
+        user = {p for p in range(plan.n) if plan.line[p] in plan.user_skipped}
+        order = [p for p in scan_order(plan.n) if p not in user] + [plan.n - 1]
+        budget = self.step_budget()
+        skipped = 0
+        for i, pos in enumerate(order):
+            self.events.emit(StepStarted(i + 1, len(order), plan.line[pos], pos, plan.n - 1))
+            role = "bad-endpoint" if pos == plan.n - 1 else "scan"
+            v = self.test(pos, plan.ask(role, budget=None if pos == plan.n - 1 else budget))
+            skipped += v.verdict is Verdict.SKIP
+            if placed(v.verdict).side is Verdict.BAD:
+                return self._last_passed(pos), pos
+        tested = len(order) - skipped
+        could = f"; {skipped} could not be built or run" if skipped else ""
+        return Departure(
+            BisectStatus.CLEAN,
+            (
+                f"no departure from the reference between {plan.good[:12]} and {plan.bad[:12]}: the {tested} "
+                f"commits tested (those between that can change the binary, and the bad end) are within "
+                f"tolerance {self.tester.cfg.test.tolerance:g} of it{could}"
+            ),
+            Found(SearchResult(plan.n - 1, plan.n - 1), "scan"),
+            [],
+            ["scan"],
+        )
+
     # -- 4. confirm, and walk back when a boundary is not the first departure ------------------
-    def first_departure(self) -> Departure:
-        """`_first_departure`; when it names nothing and the share of runs meeting the condition
+    def first_departure(self, lo: int = 0, hi: int | None = None) -> Departure:
+        """`_first_departure` between lo (working side) and hi (broken side; default the broken
+        end); when it names nothing and the share of runs meeting the condition
         changed (a change the reference's tests cannot see: `condition_shift_text`), the message
         names that change first."""
-        dep = self._first_departure()
+        dep = self._first_departure(lo, hi)
         if dep.status in (BisectStatus.AMBIGUOUS, BisectStatus.UNCONFIRMED) and not dep.message.startswith(
             CONDITION_CHANGED
         ):
@@ -212,7 +248,7 @@ class Bisection(Ledger):
                 dep = replace(dep, message=f"{shift}; then: {dep.message}")
         return dep
 
-    def _first_departure(self) -> Departure:
+    def _first_departure(self, lo: int, hi: int | None) -> Departure:
         """Search, then confirm the boundary on fresh seeds (pipeline.confirm); until it holds.
 
         Confirmation outcomes:
@@ -229,7 +265,7 @@ class Bisection(Ledger):
         Every claim the answer rests on is counted in the stated confidence; the loop stops
         before their error levels would sum past 1 − confidence."""
         plan, find = self.plan, self.plan.find
-        lo, hi = 0, plan.n - 1
+        hi = plan.n - 1 if hi is None else hi
         crossed: list[ChangePoint] = []
         strategies: list[str] = []
         allowed = 1 - self.tester.cfg.test.confidence + 1e-12
@@ -551,7 +587,11 @@ def run_bisect(
     bisection = Bisection(plan, tester, events, budget)
     try:
         check_endpoints(bisection)
-        departure = bisection.first_departure()
+        if plan.scan:
+            reached = bisection.scan()
+            departure = reached if isinstance(reached, Departure) else bisection.first_departure(*reached)
+        else:
+            departure = bisection.first_departure()
     except BudgetSpent as stop:
         departure = bisection.stopped(stop)
     cross_check(bisection, departure)

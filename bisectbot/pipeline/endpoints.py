@@ -68,7 +68,8 @@ def check_endpoints(ledger: Ledger) -> None:
         (broken, plan.broken_pos, Verdict.BAD),
         (working, plan.working_pos, Verdict.GOOD),
     )
-    if plan.broken_last and ledger.width == 1:  # tested when the answer rests on it (test_broken_end)
+    if plan.scan or (plan.broken_last and ledger.width == 1):
+        # tested when the answer rests on it (test_broken_end), or last of a scan, which lets it test GOOD
         ends = ends[1:]
     if ledger.width > 1:  # both at once
         for name, pos, _ in ends:
