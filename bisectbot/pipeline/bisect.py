@@ -342,6 +342,11 @@ class Bisection(Ledger):
                     return Departure(BisectStatus.UNCONFIRMED, conf.why, found, crossed, strategies)
                 continue
             if conf.outcome == confirm.CULPRIT_HOLDS and culprit < hi:
+                # it tests GOOD, yet the search put it on the broken side: when what changed is how
+                # often the condition is met (which the tests cannot see), searching on above it finds
+                # only more of it: say so now, not after more builds
+                if (shift := self.condition_shift_text(culprit)) is not None:
+                    return Departure(BisectStatus.UNCONFIRMED, shift, found, crossed, strategies)
                 lo = culprit
                 continue
             shift = (
