@@ -316,6 +316,11 @@ def run_one(cfg: Config, history: History, strategy: str = "auto", costs: str = 
         report = run_report(cfg, history, strategy, costs)
     except EndpointError as exc:
         return Outcome("endpoint-error", None, 0.0, 0, 0, strategy, str(exc)[:200], int(_broken_last(costs)))
+    return outcome_of(report, history, costs)
+
+
+def outcome_of(report: Any, history: History, costs: str = "llama") -> Outcome:
+    """What `run_one` keeps of a bisect's report."""
     line = history.shas
     named = line.index(report.first_bad) if report.first_bad else None
     return Outcome(
@@ -377,6 +382,7 @@ __all__ = [
     "Outcome",
     "SimRunner",
     "joint",
+    "outcome_of",
     "reference_joint",
     "run_one",
     "run_report",
