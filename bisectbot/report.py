@@ -317,6 +317,20 @@ def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str) -> str:
     return f"bisectbot: {what} commit is one of {len(r.candidates)}"
 
 
+def _stretch(s: dict, quote: Callable[[str], str]) -> str:
+    """'8400bf75414e..038d5c192e66 (51 commits)', one commit alone, and how many could not be built or run."""
+    where = quote(s["first"][:12]) if s["first"] == s["last"] else f"{quote(s['first'][:12])}..{quote(s['last'][:12])}"
+    skipped = int(s.get("skipped", 0))
+    tried = (
+        ""
+        if not skipped
+        else ", which could not be built or run"
+        if skipped == int(s["commits"]) == 1
+        else f", {skipped} of them could not be built or run"
+    )
+    return f"{where} ({count_of(int(s['commits']), 'commit')}{tried})"
+
+
 def proved_text(r: BisectReport, quote: Callable[[str], str] = str) -> tuple[str, str, str | None] | None:
     """What a found commit proves, what it does not, and the command that tests the rest, the
     same in every summary (`quote` marks shas up): None unless found. A GOOD→BAD change at the
@@ -336,9 +350,7 @@ def proved_text(r: BisectReport, quote: Callable[[str], str] = str) -> tuple[str
         )
     rows = r.untested_before
     total = sum(int(s["commits"]) for s in rows)
-    listing = ", ".join(
-        f"{quote(s['first'][:12])}..{quote(s['last'][:12])} ({count_of(int(s['commits']), 'commit')})" for s in rows
-    )
+    listing = ", ".join(_stretch(s, quote) for s in rows)
     where = "stretch" if len(rows) == 1 else f"{len(rows)} stretches"
     not_proved = (
         f"Not proved: that it is the first departure. {count_of(total, 'commit')} before it that can change the "

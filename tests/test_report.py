@@ -254,11 +254,13 @@ def test_a_found_commit_says_what_it_proved_and_where_an_earlier_departure_could
     first = "1" * 40
     scan = f"bisectbot bisect c.yaml --good {GOOD} --bad {PARENT} --scan"
     text = "a GOOD→BAD change at 60488cfca65a: its parent 2d5528afbae2 tests GOOD (…)"
+    lone = "2" * 40
     found = replace(
         bisect_report(),
         proved={"change": "GOOD→BAD", "commit": CULPRIT, "parent": PARENT, "first_departure": False, "text": text},
         untested_before=[
-            {"after": GOOD, "before": PARENT, "first": first, "last": PARENT, "commits": 51, "scan": scan}
+            {"after": GOOD, "before": lone, "first": first, "last": PARENT, "commits": 51, "scan": scan},
+            {"after": first, "before": PARENT, "first": lone, "last": lone, "commits": 1, "skipped": 1, "scan": scan},
         ],
         scan_command=scan,
     )
@@ -266,12 +268,13 @@ def test_a_found_commit_says_what_it_proved_and_where_an_earlier_departure_could
     md, terminal = bisect_markdown(found), flat(bisect_text(found, width=80))
     assert f"**Proved:** {text}." in md and f"Proved: {text}." in terminal
     hidden = (
-        "Not proved: that it is the first departure. 51 commits before it that can change the binary were not "
-        "tested, in stretch between commits found on the GOOD side: {}..{} (51 commits); a departure that began "
-        "and ended inside one would not show"
+        "Not proved: that it is the first departure. 52 commits before it that can change the binary were not "
+        "tested, in 2 stretches between commits found on the GOOD side: {}..{} (51 commits), {} (1 commit, which "
+        "could not be built or run); a departure that began and ended inside one would not show"
     )
-    assert hidden.format(first[:12], PARENT[:12]) in terminal
-    assert hidden.format(f"`{first[:12]}`", f"`{PARENT[:12]}`").replace("Not proved:", "**Not proved:**") in md
+    assert hidden.format(first[:12], PARENT[:12], lone[:12]) in terminal
+    quoted = hidden.format(f"`{first[:12]}`", f"`{PARENT[:12]}`", f"`{lone[:12]}`")
+    assert quoted.replace("Not proved:", "**Not proved:**") in md
     assert f"```\n{scan}\n```" in md and scan in terminal.replace(" \\ ", " ")
     from bisectbot.github.comment import CommentContext, render_bisect
 

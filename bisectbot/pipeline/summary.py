@@ -177,6 +177,9 @@ def _proved(ledger: Ledger, dep: Departure, context: ReportContext, confidence: 
     placed_only = any(v is not Verdict.GOOD and v is not Verdict.BAD for v in sides.values())
     rows: list[dict[str, Any]] = []
     scan = None
+    skipped = {
+        where[v.sha] for v in ledger.verdicts if v.arm == "main" and v.sha in where and v.verdict is Verdict.SKIP
+    }
     for a, b in stretches:
         rows.append(
             {
@@ -185,6 +188,7 @@ def _proved(ledger: Ledger, dep: Departure, context: ReportContext, confidence: 
                 "first": plan.line[a + 1],
                 "last": plan.line[b - 1],
                 "commits": b - a - 1,
+                "skipped": sum(a < p < b for p in skipped),  # of them, tried and could not be built or run
                 "scan": scan_line(plan, plan.line[a], plan.line[b]) if find is Find.BAD else None,
             }
         )
