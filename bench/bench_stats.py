@@ -3,6 +3,8 @@
     python bench/bench_stats.py                  # the acceptance sizes (about an hour on 2 cores)
     python bench/bench_stats.py --quick          # a tenth of the repetitions (minutes)
     python bench/bench_stats.py --baseline REV   # also run every case through bisectbot at REV
+    python bench/bench_stats.py --quick --no-verdicts --costs llama --only re-introduced --only "crash rate" \
+        --only "condition rate"                  # issue 45's shapes alone, their wording checked
 
 Verdicts: the sequential tests of bisectbot.core.stats, vectorised over many simulated run
 sequences (bench/simulate.py: the same formulas, evaluated after every run).
@@ -21,6 +23,12 @@ first change beyond the tolerance, or one whose own distribution is within eta o
 Every rate is printed with its repetitions and a one-sided 95% Clopper–Pearson bound (upper for
 error rates, lower for success rates). The reference is #29975's (e 0.3455, g 0.4517, h 0.2028;
 82% of runs meet the condition).
+
+Issue 45's shapes (`statcases.shape_cases`: a defect fixed and re-introduced, a crash rate rising
+0 → 30% with failed runs counted as an outcome, a change in how often the condition is met with
+no condition_prob) are judged on what their reports say as well (`statcases.shape_checks`); they
+stay out of the rates pooled over the other histories, and a shape whose report says the wrong
+thing prints a FAIL line and makes the bench exit 1.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ from bench.statcases import (  # noqa: E402
     pct,
     rate_down,
     rate_up,
+    shape_summary,
     summarise,
     table,
     verdict_task,
@@ -266,7 +275,12 @@ def main() -> None:
         help="stop the baseline after this long and compare the "
         "histories it finished (its slow ones are the costly ones, so this favours the baseline)",
     )
-    ap.add_argument("--only", help="run only the cases whose label contains this")
+    ap.add_argument(
+        "--only",
+        action="append",
+        metavar="SUBSTRING",
+        help="run only the cases whose label contains this (repeatable: any of them)",
+    )
     ap.add_argument("--no-verdicts", action="store_true", help="skip the single-verdict rates")
     ap.add_argument(
         "--results",
@@ -342,7 +356,8 @@ def main() -> None:
                 )
         print(table(("commit", "verdict", "rate (reps; 95% bound)", "note"), rows), flush=True)
 
-    cases = [c for c in bisect_cases(scale) if not args.only or args.only in c["label"]]
+    cases = [c for c in bisect_cases(scale) if not args.only or any(part in c["label"] for part in args.only)]
+    failed: list[str] = []
     settings = ["llama", "demo"] if args.costs == "both" else [args.costs]
     now: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for setting in settings:
@@ -359,16 +374,26 @@ def main() -> None:
         print(bisect_table(summaries, setting))
         for s in summaries:
             print(f"  {s['label']}: statuses {s['statuses']}, {s['seconds']:.2f} s per simulated bisect", flush=True)
-        clean = [s for s in summaries if not s["zone"]]
+        pooled = [s for s, c in zip(summaries, cases) if not c.get("shape")]  # issue 45's shapes apart
+        clean = [s for s in pooled if not s["zone"]]
         k, n = sum(s["first"] for s in clean), sum(s["n"] for s in clean)
-        kw, nw = sum(s["confident_wrong"] for s in summaries), sum(s["n"] for s in summaries)
-        print(
-            f"  every change below eta or beyond tolerance: first departure named {rate_down(k, n)}; "
-            f"everywhere: wrong with stated confidence ≥ 0.99 {rate_up(kw, nw)}",
-            flush=True,
-        )
-    if args.baseline:
-        picked = [{**c, "reps": min(c["reps"], args.baseline_reps or c["reps"])} for c in cases]
+        kw, nw = sum(s["confident_wrong"] for s in pooled), sum(s["n"] for s in pooled)
+        if pooled:
+            print(
+                f"  every change below eta or beyond tolerance: first departure named {rate_down(k, n)}; "
+                f"everywhere: wrong with stated confidence ≥ 0.99 {rate_up(kw, nw)}",
+                flush=True,
+            )
+        for case in cases:
+            if case.get("shape"):
+                lines, fails = shape_summary(case, now[setting][case["label"]])
+                print(f"\n  {case['label']} ({setting} costs):")
+                print("\n".join(f"    {line}" for line in lines))
+                for why in fails:
+                    print(f"    FAIL: {why}")
+                failed += [f"{case['label']}: {why}" for why in fails]
+    if args.baseline:  # issue 45's shapes need keys an older bisectbot does not know
+        picked = [{**c, "reps": min(c["reps"], args.baseline_reps or c["reps"])} for c in cases if not c.get("shape")]
         then = cached_baseline(args.baseline, picked, args)
         print(
             f"\n# side by side on the same histories: bisectbot at {args.baseline} (then) and now, wall seconds "
@@ -421,6 +446,9 @@ def main() -> None:
             )
     print(f"\n(bench took {time.time() - t0:.0f} s on {len(client.scheduler_info()['workers'])} workers)")
     client.close()
+    if failed:
+        print(f"FAIL: {len(failed)} check(s) of what the reports say: " + "; ".join(failed))
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ seed, so shared seeds behave as they do for real.
 Histories can hold commits that cannot change the binary (`History.equivalent`): the plan is
 narrowed as `pipeline.narrow` would narrow it (such a commit builds its parent's binary, so it
 has its parent's distribution), and the confirmation still builds a skipped parent. Runs can
-fail (`History.failing`: a share of seeds crash, the same seeds at every commit).
+fail (`History.failing`: a share of seeds crash, the same seeds at every commit; `failing_at`:
+that share from each position on, a crash rate that changes at a commit).
 
 Costs are seconds: `COSTS` holds two settings, llama.cpp's measured figures and the demo's; a
 `SimRunner` states its setting to the strategy choice as a real runner states what its state
@@ -72,21 +73,28 @@ run:
 statistic:
   condition: {{position: 0, token: f}}
   outcome: {{position: 1}}
-reference:
+{failures}reference:
   probs: {{e: {e}, g: {g}, h: {h}}}
-  condition_prob: {c}
-test:
+{condition_prob}test:
   tolerance: 0.1
   confidence: 0.99
 """
 
 
-def sim_config(max_runs: int | None = None, **test: float) -> Config:
+def sim_config(
+    max_runs: int | None = None, *, failures: str | None = None, condition_prob: bool = True, **test: float
+) -> Config:
     """The bench's config: the #29975 reference, the defaults otherwise (`max_runs` and `test`
-    keys when given). Without them only keys that every version knows, so a baseline checkout
+    keys when given; `failures`: statistic.failures; `condition_prob` False: a reference without
+    P(condition)). Without them only keys that every version knows, so a baseline checkout
     reads the same file."""
     runs = "" if max_runs is None else f"  max_runs: {max_runs}\n"
-    text = CONFIG.format(max_runs=runs, c=CONDITION_29975, **P_29975)
+    text = CONFIG.format(
+        max_runs=runs,
+        failures="" if failures is None else f"  failures: {failures}\n",
+        condition_prob=f"  condition_prob: {CONDITION_29975}\n" if condition_prob else "",
+        **P_29975,
+    )
     text += "".join(f"  {key}: {value}\n" for key, value in test.items())
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sim.yaml"
@@ -94,11 +102,12 @@ def sim_config(max_runs: int | None = None, **test: float) -> Config:
         return load_config(path)
 
 
-def joint(cond: Sequence[float], other: float = 0.0) -> np.ndarray:
+def joint(cond: Sequence[float], other: float = 0.0, condition: float = CONDITION_29975) -> np.ndarray:
     """Category probabilities (e, g, h, OTHER, MISSED) for a conditional outcome distribution
-    with a share `other` of stray outcomes among the runs that meet the condition."""
+    with a share `other` of stray outcomes among the runs that meet the condition, which a
+    share `condition` of runs meet."""
     cp = np.append(np.asarray(cond, float) * (1 - other), other)
-    return np.append(cp * CONDITION_29975, 1 - CONDITION_29975)
+    return np.append(cp * condition, 1 - condition)
 
 
 def reference_joint(other: float = 0.0) -> np.ndarray:
@@ -113,13 +122,20 @@ class History:
     """A line of `n` commits; `changes` maps a position to the distribution from there on
     (position 0 must be present). The first departure is the first change at a position > 0.
     `equivalent`: positions that cannot change the binary (never a change point); `failing`:
-    the share of seeds whose run crashes (at every commit)."""
+    the share of seeds whose run crashes (at every commit); `failing_at`, when given, maps a
+    position to that share from there on instead (position 0 must be present)."""
 
     n: int
     changes: dict[int, np.ndarray]
     salt: int
     equivalent: frozenset[int] = frozenset()
     failing: float = 0.0
+    failing_at: dict[int, float] | None = None
+
+    def failing_share(self, pos: int) -> float:
+        if self.failing_at is None:
+            return self.failing
+        return self.failing_at[max(p for p in self.failing_at if p <= pos)]
 
     @property
     def shas(self) -> list[str]:
@@ -128,20 +144,22 @@ class History:
     def dist_at(self, pos: int) -> np.ndarray:
         return self.changes[max(p for p in self.changes if p <= pos)]
 
-    def narrowed(self) -> Any:
-        """The line as pipeline.narrow would leave it: the ends and the commits that can change
-        the binary; each kept commit stands for the equivalent ones after it."""
+    def narrowed(self, lo: int = 0, hi: int | None = None) -> Any:
+        """The line lo..hi (default: all of it) as pipeline.narrow would leave it: the ends and
+        the commits that can change the binary; each kept commit stands for the equivalent ones
+        after it."""
         from bisectbot.core.inputs import Narrowed
 
         shas = self.shas
-        kept = [i for i in range(self.n) if i in (0, self.n - 1) or i not in self.equivalent]
+        hi = self.n - 1 if hi is None else hi
+        kept = [i for i in range(lo, hi + 1) if i in (lo, hi) or i not in self.equivalent]
         stands: dict[str, tuple[str, ...]] = {}
         for a, b in zip(kept, kept[1:]):
             if b - a > 1:
                 stands[shas[a]] = tuple(shas[a + 1 : b])
         return Narrowed(
             tuple(shas[i] for i in kept),
-            tuple(shas),
+            tuple(shas[lo : hi + 1]),
             stands,
             {shas[i]: "simulated input" for i in kept[1:-1]},
             "simulated",
@@ -220,6 +238,7 @@ class SimRunner:
         self.workspace = _Workspace()
         shas = history.shas
         self._cdf = {sha: np.cumsum(history.dist_at(i))[:-1] for i, sha in enumerate(shas)}
+        self._failing = {sha: history.failing_share(i) for i, sha in enumerate(shas)}
 
     def seed_block(self, *args: Any) -> list[int]:
         """The real runner's seeds: per commit (sha, block, count) where the config has
@@ -252,7 +271,7 @@ class SimRunner:
 
     def runs(self, prepared: Prepared, seeds: list[int]) -> SimStream:
         keep = self._kept.setdefault(prepared.sha, {})
-        return SimStream(self._cdf[prepared.sha], seeds, self.history.salt, self.history.failing, keep)
+        return SimStream(self._cdf[prepared.sha], seeds, self.history.salt, self._failing[prepared.sha], keep)
 
     def built_already(self, sha: str) -> bool:
         return True  # every commit "builds" instantly
@@ -297,6 +316,11 @@ def run_one(cfg: Config, history: History, strategy: str = "auto", costs: str = 
         report = run_report(cfg, history, strategy, costs)
     except EndpointError as exc:
         return Outcome("endpoint-error", None, 0.0, 0, 0, strategy, str(exc)[:200], int(_broken_last(costs)))
+    return outcome_of(report, history, costs)
+
+
+def outcome_of(report: Any, history: History, costs: str = "llama") -> Outcome:
+    """What `run_one` keeps of a bisect's report."""
     line = history.shas
     named = line.index(report.first_bad) if report.first_bad else None
     return Outcome(
@@ -321,18 +345,30 @@ def _broken_last(costs: str) -> bool:
 
 
 def run_report(
-    cfg: Config, history: History, strategy: str = "auto", costs: str = "llama", find: Find = Find.BAD
+    cfg: Config,
+    history: History,
+    strategy: str = "auto",
+    costs: str = "llama",
+    find: Find = Find.BAD,
+    *,
+    good: int = 0,
+    bad: int | None = None,
+    scan: bool = False,
 ) -> Any:
-    """The whole BisectReport of one simulated bisect (EndpointError propagates); the plan is
-    narrowed as pipeline.narrow does when the history has equivalent commits."""
+    """The whole BisectReport of one simulated bisect (EndpointError propagates), from the
+    history's first commit to its last, or from position `good` to `bad`, with `--scan` when
+    `scan`; the plan is narrowed as pipeline.narrow does when the history has equivalent commits."""
     events = Events()
     runner = SimRunner(cfg, history, costs)
     resolved = resolve_reference(cfg)
     tester = CommitTester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
-    narrowed = history.narrowed() if history.equivalent else None
-    line = narrowed.line if narrowed is not None else tuple(history.shas)
+    bad = history.n - 1 if bad is None else bad
+    narrowed = history.narrowed(good, bad) if history.equivalent else None
+    line = narrowed.line if narrowed is not None else tuple(history.shas[good : bad + 1])
     level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
     plan = BisectPlan("sim", line, "good", "bad", find, strategy, level, "sim.yaml", narrowed=narrowed)
+    if scan:  # only versions with --scan
+        plan = replace(plan, scan=True, level=min(level, stats.scan_level(len(line), cfg.test.confidence)))
     if _broken_last(costs):
         plan = replace(plan, broken_last=True)
     context = ReportContext(
@@ -346,6 +382,7 @@ __all__ = [
     "Outcome",
     "SimRunner",
     "joint",
+    "outcome_of",
     "reference_joint",
     "run_one",
     "run_report",

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+from bisectbot.core.builds import BuildStage, over_bound_text
 from bisectbot.core.diagnose import LABELS, observed_cells
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
-from bisectbot.core.stats import MISSED
+from bisectbot.core.stats import FAILED, MISSED, OTHER
 
 
 def count_of(n: int, word: str) -> str:
@@ -23,9 +24,15 @@ def count_of(n: int, word: str) -> str:
 
 
 def bound_text(r: BisectReport) -> str:
-    """The build bound, and when the bisect went past it, why (never exceeded silently)."""
+    """The build bound, and when the bisect went past it, why: which stage needed the extra
+    builds (core.builds; never exceeded silently)."""
     if r.builds <= r.builds_bound:
         return f"bound {r.builds_bound}"
+    if r.build_stages:
+        return f"bound {r.builds_bound}, " + over_bound_text(
+            [BuildStage.from_json(s) for s in r.build_stages], r.builds_bound
+        )
+    # a report stored before build_stages: what its verdicts alone tell
     skipped = len({v.sha for v in r.verdicts if v.arm == "main" and v.verdict is Verdict.SKIP})
     walked = sum(1 for cp in r.change_points if not cp.get("first"))
     why = [
@@ -83,7 +90,13 @@ def glossary(
         f"{f' = {1 / beta:,.0f}' if beta else ''}: a commit farther than the tolerance is called GOOD "
         "with probability at most beta. Between eta and the tolerance either verdict may come.",
         "observed/reference: each outcome's share of the runs that met the condition, then the reference's"
-        + ("; other = outcomes the reference does not list" if any(v.counts.get("<other>") for v in verdicts) else "")
+        + ("; other = outcomes the reference does not list" if any(v.counts.get(OTHER) for v in verdicts) else "")
+        + (
+            "; failed = runs that failed (crash, timeout, nonzero exit, unreadable output), counted as an "
+            "outcome the reference never gives (statistic.failures: outcome)"
+            if any(v.counts.get(FAILED) for v in verdicts)
+            else ""
+        )
         + ("; missed = runs that did not meet the condition" if missed else "")
         + ".",
         "runs: seeds run for that verdict; commits share their first seeds (compared run by run), "
@@ -299,7 +312,55 @@ def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str) -> str:
         return f"bisectbot: {what} commit not confirmed"
     if r.status is BisectStatus.STOPPED:
         return f"bisectbot: stopped early — {what} commit is one of {len(r.candidates)} so far"
+    if r.status is BisectStatus.CLEAN:
+        return f"bisectbot: no departure from the reference in {r.commits} commits (--scan)"
     return f"bisectbot: {what} commit is one of {len(r.candidates)}"
+
+
+def _stretch(s: dict, quote: Callable[[str], str]) -> str:
+    """'8400bf75414e..038d5c192e66 (51 commits)', one commit alone, and how many could not be built or run."""
+    where = quote(s["first"][:12]) if s["first"] == s["last"] else f"{quote(s['first'][:12])}..{quote(s['last'][:12])}"
+    skipped = int(s.get("skipped", 0))
+    tried = (
+        ""
+        if not skipped
+        else ", which could not be built or run"
+        if skipped == int(s["commits"]) == 1
+        else f", {skipped} of them could not be built or run"
+    )
+    return f"{where} ({count_of(int(s['commits']), 'commit')}{tried})"
+
+
+def proved_text(r: BisectReport, quote: Callable[[str], str] = str) -> tuple[str, str, str | None] | None:
+    """What a found commit proves, what it does not, and the command that tests the rest, the
+    same in every summary (`quote` marks shas up): None unless found. A GOOD→BAD change at the
+    commit is proved; that it is the first departure only when nothing before it went untested:
+    otherwise the stretches where a departure could have come and gone unseen are named."""
+    p = r.proved
+    if r.status is not BisectStatus.FOUND or not p:
+        return None
+    proved = f"Proved: {p['text']}."
+    side = r.find.parent_verdict.value.upper()
+    if p.get("first_departure"):
+        beside = " or placed beside a commit that did" if p.get("placed") else ""
+        return (
+            proved,
+            f"It is the first departure: every commit before it that can change the binary tested {side}{beside}.",
+            None,
+        )
+    rows = r.untested_before
+    total = sum(int(s["commits"]) for s in rows)
+    listing = ", ".join(_stretch(s, quote) for s in rows)
+    where = "stretch" if len(rows) == 1 else f"{len(rows)} stretches"
+    not_proved = (
+        f"Not proved: that it is the first departure. {count_of(total, 'commit')} before it that can change the "
+        f"binary {'was' if total == 1 else 'were'} not tested, in {where} between commits found on the {side} side: "
+        f"{listing}; "
+        f"a departure that began and ended inside one would not show (a defect fixed, then re-introduced)."
+    )
+    if r.scan_command:
+        return proved, not_proved + " To test every commit of them:", r.scan_command
+    return proved, not_proved + " (--scan, which tests every one of them, works with --find bad only.)", None
 
 
 def distance_rows(r: BisectReport) -> list[tuple[int, str, float, Verdict]]:
@@ -351,6 +412,10 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     if r.status is BisectStatus.FOUND:
         lines.append(f"First {r.find.value}: `{r.first_bad}`  ")
         lines.append(f"Last {'good' if r.find is Find.BAD else 'still bad'}: `{r.last_good}`")
+        if (said := proved_text(r, lambda sha: f"`{sha}`")) is not None:
+            proved, not_proved, command = said
+            lines += ["", f"**{proved.replace(': ', ':** ', 1)}", "", f"**{not_proved.replace(': ', ':** ', 1)}"]
+            lines += ["```", command, "```"] if command else []
     else:
         lines.append(r.message)
         if r.candidates:

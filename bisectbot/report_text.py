@@ -23,6 +23,7 @@ from bisectbot.report import (
     count_of,
     distance_rows,
     glossary,
+    proved_text,
     reference_line,
     role_label,
     time_line,
@@ -146,6 +147,10 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
         for label, sha in ((what, r.first_bad or ""), (last, r.last_good or "")):
             one = f"{label:<{label_w}}  {sha}"  # the full sha: it is what a person copies
             lines += [one] if len(one) <= width else [f"{label}:", f"  {sha}"]
+        if (said := proved_text(r)) is not None:
+            proved, not_proved, command = said
+            lines += ["", *wrap(proved, width, INDENT), *wrap(not_proved, width, INDENT)]
+            lines += shell_lines(command, width) if command else []
     else:
         lines += wrap(r.message, width)
         if r.candidates:

@@ -170,6 +170,19 @@ def test_the_new_test_keys_left_at_their_defaults_keep_a_config_s_digest(tmp_pat
     assert load_config(write(tmp_path, {**GOOD, "test": {"eta": 0.02}})).digest() != base
 
 
+def test_statistic_failures_is_skip_or_outcome_and_its_default_keeps_the_digest(tmp_path: Path) -> None:
+    base = load_config(write(tmp_path, GOOD))
+    assert base.statistic.failures == "skip" and not base.statistic.failures_counted
+    statistic = {**GOOD["statistic"], "failures": "outcome"}  # type: ignore[dict-item]
+    counted = load_config(write(tmp_path, {**GOOD, "statistic": statistic}))
+    assert counted.statistic.failures_counted
+    assert counted.digest() != base.digest() and counted.experiment_digest() != base.experiment_digest()
+    same = {**GOOD, "statistic": {**statistic, "failures": "skip"}}
+    assert load_config(write(tmp_path, same)).digest() == base.digest()  # job ids of older configs stay
+    msg = error_of(tmp_path, {**GOOD, "statistic": {**statistic, "failures": "count"}})
+    assert "statistic.failures: " in msg and "'skip' or 'outcome'" in msg
+
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "configs" / "example.yaml"
 
 

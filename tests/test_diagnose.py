@@ -8,7 +8,15 @@ import re
 import numpy as np
 import pytest
 
-from bisectbot.core.diagnose import likely_causes, observed_cells, observed_pairs, undecided_hint
+from bisectbot.core.diagnose import (
+    condition_shift,
+    likely_causes,
+    log_e_discordant,
+    observed_cells,
+    observed_pairs,
+    share_change_between,
+    undecided_hint,
+)
 from bisectbot.core.sequential import test_against_reference as against_reference
 from bisectbot.core.stats import MISSED, OTHER, Reference
 
@@ -129,3 +137,37 @@ def test_the_advised_budget_holds_for_a_control_sample_too() -> None:
         )
         decided += ev.decision is not None and ev.decision.value == "good"
     assert decided >= 0.7 * 40, decided
+
+
+# -- a change in how often the condition is met, when the reference does not test it -----------
+
+
+def test_the_seed_paired_condition_test_holds_its_level_and_sees_a_gross_shift() -> None:
+    """McNemar made sequential: at two commits that meet the condition equally often (seeds
+    where they disagree go either way), E ever ≥ 1/α in at most α of the paths; 0.5 → 0.1 is
+    shown within a hundred seeds."""
+    alpha, paths, seeds = 0.01, 3000, 400
+    rng = np.random.default_rng(41)
+    flips = rng.random((paths, seeds)) < 0.5  # the discordant seeds under H0: fair coins
+    down = np.cumsum(flips, axis=1)
+    up = np.arange(1, seeds + 1) - down
+    fired = sum(
+        any(log_e_discordant(int(d), int(u)) >= np.log(1 / alpha) for d, u in zip(dr, ur)) for dr, ur in zip(down, up)
+    )
+    assert fired / paths <= alpha + 3 * np.sqrt(alpha / paths), fired
+    # 0.5 → 0.1 on common seeds (a seed that met it at 0.1 met it at 0.5 too: the program's coupling)
+    u = np.random.default_rng(42).random(100)
+    before = {s: (0 if x < 0.5 else -1) for s, x in enumerate(u)}
+    after = {s: (0 if x < 0.1 else -1) for s, x in enumerate(u)}
+    shift = condition_shift(before, after, alpha=5e-4)
+    assert shift is not None and shift.up == 0 and shift.down == sum(0.1 <= x < 0.5 for x in u)
+    assert abs(shift.before - 0.5) < 0.15 and abs(shift.after - 0.1) < 0.1
+    assert condition_shift(before, before, alpha=5e-4) is None  # nothing changed
+    failed = {s: (3 if s % 2 else c) for s, c in after.items()}  # category 3 (FAILED) tells nothing
+    assert condition_shift(before, failed, alpha=5e-4, skip=3).after_runs == 50  # type: ignore[union-attr]
+
+
+def test_where_the_share_changed_among_the_tested_commits() -> None:
+    shares = [(0, 0.5), (40, 0.52), (60, 0.47), (70, 0.11), (90, 0.09)]
+    assert share_change_between(shares, 0.5, 0.1) == (60, 70)
+    assert share_change_between(shares[:3], 0.5, 0.1) == (60, None)

@@ -171,6 +171,21 @@ def test_crashing_binary_is_skipped_with_reason(crash_demo: DemoHistory, tmp_pat
     assert result["failures"]["crash"] >= 5
 
 
+def test_with_failures_an_outcome_a_crashing_binary_tests_bad(crash_demo: DemoHistory, tmp_path: Path) -> None:
+    """statistic.failures: outcome: the same crashes are data (FAILED, which the reference never
+    gives), so the commit is BAD, not skipped; the commit before the crash still tests as before."""
+    data = yaml.safe_load(crash_demo.config.read_text())
+    data["repo"]["path"] = str(crash_demo.repo)
+    data["statistic"]["failures"] = "outcome"
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    proc = cli("test", str(cfg), "--commit", crash_demo.crash, "--state", str(tmp_path / "st"), "--json", "-")
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "bad" and result["counts"]["<failed>"] == result["runs"] == result["failures"]["crash"]
+    assert "<failed>" in result["reference"]["categories"]
+
+
 def test_hanging_binary_is_bounded_by_its_timeout(hang_demo: DemoHistory, tmp_path: Path) -> None:
     assert hang_demo.hang
     cfg = _config_with(hang_demo, tmp_path, timeout=0.5)
@@ -529,3 +544,22 @@ def test_find_fixed_names_the_commit_that_removed_the_defect(tmp_path: Path, str
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["find"] == "fixed" and report["first_bad"] == fix
     assert report["strategy"] == strategy
+
+
+def test_scan_tests_every_commit_between_two_good_ones(small_demo: DemoHistory, tmp_path: Path) -> None:
+    """`bisect --scan`: the bad end may test GOOD. From the good end to the culprit's parent
+    nothing departs: every commit that can change the binary tests GOOD (the one that does not
+    build is skipped), status clean, exit 1 (as grep finding nothing)."""
+    parent = small_demo.commits[small_demo.commits.index(small_demo.culprit) - 1]
+    state = str(tmp_path / "st")
+    args = ["bisect", str(small_demo.config), "--good", small_demo.good, "--bad", parent, "--scan", "--state", state]
+    proc = cli(*args, "--json", "-")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["status"] == "clean" and report["first_bad"] is None and report["confidence"] >= 0.99
+    tested = {v["commit"]: v["verdict"] for v in report["verdicts"] if v["role"] in ("scan", "bad-endpoint")}
+    assert set(tested.values()) <= {"good", "skip"} and tested[parent] == "good"
+    assert small_demo.build_break not in tested or tested[small_demo.build_break] == "skip"
+    assert "--scan" in report["reproduce"]
+    proc = cli(*args, "--find", "fixed")
+    assert proc.returncode == 2 and "--scan looks for a departure between two GOOD commits" in proc.stderr

@@ -56,3 +56,18 @@ def test_a_control_sample_becomes_a_reference_with_its_counts() -> None:
     ref = resolved.stats_reference()
     assert ref.control == (3, 1, 0) and ref.names == ("a", "b", "<other>")
     assert ref.estimate[2] > 0  # the KT estimate: a category the sample never saw is possible
+
+
+def test_with_failures_an_outcome_the_reference_has_a_failed_category_it_never_gives() -> None:
+    cfg = load_config(ROOT / "configs" / "example.yaml")
+    counted = cfg.model_copy(update={"statistic": cfg.statistic.model_copy(update={"failures": "outcome"})})
+    resolved = resolve_reference(counted)
+    assert resolved.failures and resolved.probs == resolve_reference(cfg).probs  # the numbers do not change
+    summary = resolved.summary(counted)
+    assert summary.categories == ["e", "g", "h", "<other>", "<failed>", "<missed>"]
+    assert summary.category_probs[4] == 0.0
+    # a control sample's failed runs are counted like its outcomes (and FAILED is a category even when none failed)
+    sample = ResolvedReference({"a": 0.6, "b": 0.2, "<failed>": 0.2}, None, "control", {"a": 3, "b": 1, "<failed>": 1})
+    assert sample.stats_reference().control == (3, 1, 0, 1)
+    never = ResolvedReference({"a": 0.75, "b": 0.25}, None, "control", {"a": 3, "b": 1}, failures=True)
+    assert never.stats_reference().names == ("a", "b", "<other>", "<failed>")

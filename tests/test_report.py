@@ -10,10 +10,10 @@ from pathlib import Path
 
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.reports import SCHEMA_VERSION, BisectReport, BisectStatus, CommitReport, JobStop, load_result
-from bisectbot.report import bisect_markdown, fmt_e, observed_vs_reference
+from bisectbot.report import bisect_markdown, bound_text, fmt_e, observed_vs_reference
 from bisectbot.report import commit_markdown as markdown_of_test
 from bisectbot.report_text import bisect_text
-from sample_reports import BAD, CULPRIT, GOOD, PARENT, REFERENCE, a_test_report, bisect_report, verdict
+from sample_reports import BAD, CULPRIT, GOOD, GOOD_COUNTS, PARENT, REFERENCE, a_test_report, bisect_report, verdict
 
 README = (Path(__file__).resolve().parents[1] / "docs" / "json-report.md").read_text()
 
@@ -198,3 +198,91 @@ def test_the_summary_says_where_the_wall_time_went() -> None:
     # on a cluster the workers run the program: building and the wall time only
     assert time_line(with_time(bisect_report(), 600.0, 300.0, None)) == "time here: 10 min: building 5 min (50%)"
     assert time_line(bisect_report()) is None
+
+
+def test_builds_past_the_bound_say_which_stage_needed_them() -> None:
+    """Issue 45: a bisect built 19 commits against a bound of 10 and said only the number. Each
+    build is charged to the stage that made it; a search after the first says what sent it."""
+    from bisectbot.core.builds import build_stages, over_bound
+
+    shas = [f"{i:040x}" for i in range(12)]
+    held = [
+        verdict(shas[0], "good-endpoint", Verdict.GOOD, GOOD_COUNTS),
+        *(verdict(shas[i], "step", Verdict.BAD if i % 2 else Verdict.GOOD, GOOD_COUNTS) for i in range(1, 5)),
+        replace(verdict(shas[5], "step", Verdict.SKIP, {}), build="failed"),
+        verdict(shas[4], "retest-culprit", Verdict.GOOD, GOOD_COUNTS),  # the named commit held: search on above
+        *(verdict(shas[i], "step", Verdict.BAD, GOOD_COUNTS) for i in range(6, 9)),
+        verdict(shas[7], "retest-parent", Verdict.BAD, GOOD_COUNTS),  # its parent departs: walk back
+        verdict(shas[9], "step", Verdict.GOOD, GOOD_COUNTS),
+        verdict(shas[10], "retest-parent", Verdict.GOOD, GOOD_COUNTS),  # a parent skipped as equivalent
+        verdict(shas[9], "confirm-culprit", Verdict.CHANGED, GOOD_COUNTS),
+    ]
+    stages = build_stages(held)
+    assert [(s.stage, s.number, s.builds, s.skipped) for s in stages] == [
+        ("ends", 1, 1, 0),
+        ("search", 1, 5, 1),
+        ("search", 2, 3, 0),
+        ("search", 3, 1, 0),
+        ("confirmation", 3, 1, 0),
+    ]
+    assert "tested GOOD on fresh seeds, not BAD: it went on above it" in stages[2].why and shas[4][:12] in stages[2].why
+    assert "tested BAD on fresh seeds: it walked back below it" in stages[3].why and shas[7][:12] in stages[3].why
+    assert sum(s.builds for s in stages) == len({v.sha for v in held}) == 11
+    assert over_bound(stages, 11) == [] and over_bound(stages, 20) == []
+    base = bisect_report()
+    within = replace(base, builds=11, builds_bound=11, verdicts=held, build_stages=[s.to_json() for s in stages])
+    assert bound_text(within) == "bound 11"
+    over = replace(within, builds_bound=7)
+    said = bound_text(over)
+    assert said.startswith("bound 7, exceeded by 4: 1 commit that could not be built or run")
+    assert "search 2 (3 builds): " in said and "search 3 (1 build): " in said
+    flat = lambda text: " ".join(text.split())  # noqa: E731 - wrapped prose, read as one line
+    for rendered in (bisect_text(over, width=100), bisect_markdown(over)):
+        assert "search 2 (3 builds): " + stages[2].why in flat(rendered)
+    assert BisectReport.from_json(json.loads(json.dumps(over.to_json()))) == over
+
+
+def test_a_found_commit_says_what_it_proved_and_where_an_earlier_departure_could_hide() -> None:
+    """Issue 45: a defect fixed and re-introduced was named at the re-introduction, reported as the
+    "first bad commit" and nothing more. What the answer proves is a GOOD→BAD change; that it
+    is the first departure, only when nothing before it went untested. Every summary says both,
+    with the stretches a departure could have come and gone in, and the command that scans them."""
+    from bisectbot.core.search import untested_stretches
+
+    assert untested_stretches({40, 60, 64, 80, 95}, 70) == [(0, 40), (40, 60), (60, 64), (64, 69)]
+    assert untested_stretches({1, 2}, 4) == [] and untested_stretches(set(), 1) == []
+    first = "1" * 40
+    scan = f"bisectbot bisect c.yaml --good {GOOD} --bad {PARENT} --scan"
+    text = "a GOOD→BAD change at 60488cfca65a: its parent 2d5528afbae2 tests GOOD (…)"
+    lone = "2" * 40
+    found = replace(
+        bisect_report(),
+        proved={"change": "GOOD→BAD", "commit": CULPRIT, "parent": PARENT, "first_departure": False, "text": text},
+        untested_before=[
+            {"after": GOOD, "before": lone, "first": first, "last": PARENT, "commits": 51, "scan": scan},
+            {"after": first, "before": PARENT, "first": lone, "last": lone, "commits": 1, "skipped": 1, "scan": scan},
+        ],
+        scan_command=scan,
+    )
+    flat = lambda text: " ".join(text.replace("\\\n", "").split())  # noqa: E731 - wrapped prose, read as one line
+    md, terminal = bisect_markdown(found), flat(bisect_text(found, width=80))
+    assert f"**Proved:** {text}." in md and f"Proved: {text}." in terminal
+    hidden = (
+        "Not proved: that it is the first departure. 52 commits before it that can change the binary were not "
+        "tested, in 2 stretches between commits found on the GOOD side: {}..{} (51 commits), {} (1 commit, which "
+        "could not be built or run); a departure that began and ended inside one would not show"
+    )
+    assert hidden.format(first[:12], PARENT[:12], lone[:12]) in terminal
+    quoted = hidden.format(f"`{first[:12]}`", f"`{PARENT[:12]}`", f"`{lone[:12]}`")
+    assert quoted.replace("Not proved:", "**Not proved:**") in md
+    assert f"```\n{scan}\n```" in md and scan in terminal.replace(" \\ ", " ")
+    from bisectbot.github.comment import CommentContext, render_bisect
+
+    assert scan in render_bisect(found, CommentContext("o/r")).text()
+    whole = replace(found, proved={**found.proved, "first_departure": True}, untested_before=[], scan_command=None)  # type: ignore[dict-item]
+    assert "It is the first departure: every commit before it that can change the binary tested GOOD." in flat(
+        bisect_text(whole)
+    )
+    assert "Not proved" not in bisect_markdown(whole) and "--scan" not in bisect_markdown(whole)
+    assert BisectReport.from_json(json.loads(json.dumps(found.to_json()))) == found
+    assert "Proved" not in bisect_markdown(bisect_report())  # a report stored before `proved` reads as before

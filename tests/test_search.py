@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,3 +160,23 @@ def test_built_positions_are_tried_first() -> None:
     assert result.exact and result.first_bad == 30
     assert calls[:2] == [60, 12]  # the built ones nearest the middle, while any is in range
     assert 90 not in calls  # outside the range once 60 tested BAD
+
+
+def test_the_scan_order_is_middle_first_and_reaches_every_inner_position() -> None:
+    from bisectbot.core.search import scan_order
+
+    assert scan_order(9) == [4, 2, 6, 1, 3, 5, 7]
+    for n in (2, 3, 10, 257):
+        order = scan_order(n)
+        assert sorted(order) == list(range(1, n - 1))  # each inner position once
+    # a stretch of a tenth of the line is met within about ten tests
+    order = scan_order(256)
+    for start in range(1, 230, 7):
+        assert min(i for i, p in enumerate(order) if start <= p < start + 26) < 16
+
+
+def test_a_scan_level_keeps_the_union_bound_over_every_commit() -> None:
+    from bisectbot.core.stats import scan_level
+
+    assert scan_level(100, 0.99) == pytest.approx(0.01 / 104)
+    assert scan_level(100, 0.99) * 104 <= 0.01 + 1e-15

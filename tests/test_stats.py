@@ -58,6 +58,48 @@ def test_reference_renormalises_within_tolerance() -> None:
     assert math.isclose(sum(r.probs), 1.0)
 
 
+FAILING = S.Reference.from_probs(sim.P_29975, sim.CONDITION_29975, failures=True)
+
+
+def crashing(rate: float) -> np.ndarray:
+    """#29975's reference as category probabilities (e, g, h, OTHER, FAILED, MISSED) when a
+    share `rate` of the runs fail (whatever they would have printed)."""
+    q = REF.p
+    return np.concatenate([q[:4] * (1 - rate), [rate], [q[4] * (1 - rate)]])
+
+
+def test_failed_runs_as_an_outcome_are_a_category_the_reference_never_gives() -> None:
+    assert FAILING.names == ("e", "g", "h", S.OTHER, S.FAILED, S.MISSED) and FAILING.failed == 4
+    assert FAILING.probs[4] == 0.0 and FAILING.probs[:4] == REF.probs[:4] and REF.failed is None
+    # the glitch allowance predicts a rare crash as it predicts a stray outcome (η/2 of the met runs each)
+    tolerant, plain = np.asarray(FAILING.tolerant(ETA)), np.asarray(REF.tolerant(ETA))
+    assert tolerant[3] == pytest.approx(ETA / 2 * 0.82) and tolerant[4] == pytest.approx(ETA / 2 * 0.82)
+    assert plain[3] == pytest.approx(ETA / 2 * 0.82) and plain[:3] == pytest.approx(REF.p[:3] * (1 - ETA / 2))
+    control = S.Reference.from_control({"a": 60, "b": 40}, failures=True)
+    assert control.names == ("a", "b", S.OTHER, S.FAILED) and control.index(S.FAILED) == 3
+    with pytest.raises(ValueError, match="reserved"):
+        S.Reference.from_probs({S.FAILED: 1.0})
+
+
+def test_a_crash_rate_of_30_percent_is_bad_and_none_is_good() -> None:
+    """With failed runs an outcome (statistic.failures: outcome), a commit whose runs crash 30% of
+    the time departs from a reference where they never crash (TV 0.3): BAD within a few dozen
+    runs; one that never crashes is GOOD as before; a crash rate at the edge of the BAD null (a
+    failed share of eta among the runs that met the condition or failed) is not BAD beyond alpha."""
+    kw = dict(alpha=5e-4, beta=5e-4, tolerance=0.1, eta=ETA)
+    bad = sim.simulate_generic(np.random.default_rng(31), FAILING, crashing(0.3), max_runs=300, paths=1000, **kw)
+    assert bad.rate(sim.BAD) == 1.0 and bad.mean_runs() < 60, bad.mean_runs()
+    good = sim.simulate_generic(np.random.default_rng(32), FAILING, crashing(0.0), max_runs=2000, paths=1000, **kw)
+    assert good.rate(sim.GOOD) >= 0.95 and good.rate(sim.BAD) == 0.0
+    c = sim.CONDITION_29975
+    at_edge = c * ETA / (1 - (1 - c) * ETA)  # r / (c·(1 − r) + r) = eta
+    edge = sim.simulate_generic(
+        np.random.default_rng(33), FAILING, crashing(at_edge), alpha=ALPHA, beta=ALPHA, tolerance=0.1, eta=ETA,
+        max_runs=1000, paths=2000,
+    )  # fmt: skip
+    assert edge.rate(sim.BAD) <= ALPHA + 3 * math.sqrt(ALPHA / 2000), edge.rate(sim.BAD)
+
+
 # -- calibration (fixed seeds) -----------------------------------------------------------------
 
 ALPHA = 5e-3  # larger than the pipeline's so false alarms are frequent enough to measure

@@ -127,3 +127,50 @@ def test_the_feed_gives_the_same_runs_as_a_verdict(small_demo: DemoHistory, sess
     broken = s.tester.feed(small_demo.build_break)
     with pytest.raises(Untestable, match="build failed"):
         broken.next()
+
+
+# -- failed runs as an outcome (statistic.failures: outcome) -----------------------------------
+
+
+def sim_verdict(failures: str | None, crash: float, salt: int = 5):  # type: ignore[no-untyped-def]
+    """One test of a simulated commit (#29975's reference distribution) whose runs crash a share
+    `crash` of the time (bench/simbisect.py: the seeds that crash are fixed by the salt)."""
+    from bench import simbisect as sb
+    from bisectbot.pipeline.reference import resolve_reference
+    from bisectbot.pipeline.verdict import CommitTester
+
+    cfg = sb.sim_config(failures=failures)
+    hist = sb.History(2, {0: sb.reference_joint()}, salt=salt, failing=crash)
+    tester = CommitTester(cfg, sb.SimRunner(cfg, hist), resolve_reference(cfg).stats_reference(), Events())
+    return tester.verdict(hist.shas[1], Ask(role="test", alpha=5e-4, beta=5e-4))
+
+
+@pytest.mark.parametrize("salt", [5, 6, 7])
+def test_with_failures_an_outcome_a_30_percent_crash_rate_tests_bad_and_none_good(salt: int) -> None:
+    crashing = sim_verdict("outcome", 0.3, salt)
+    assert crashing.verdict is Verdict.BAD and crashing.runs < 100, crashing.reason
+    assert crashing.counts[stats.FAILED] == crashing.failures["crash"] > 0  # counted, and listed as failures
+    sound = sim_verdict("outcome", 0.0, salt)
+    assert sound.verdict is Verdict.GOOD and sound.counts[stats.FAILED] == 0
+    # by default a failed run is no observation: the same runs of the crashing commit test GOOD
+    ignored = sim_verdict(None, 0.3, salt)
+    assert ignored.verdict is Verdict.GOOD and stats.FAILED not in ignored.counts and ignored.failures["crash"] > 0
+
+
+def test_with_failures_an_outcome_a_commit_whose_runs_all_fail_is_bad_not_skipped() -> None:
+    skipped = sim_verdict(None, 1.0)
+    assert skipped.verdict is Verdict.SKIP and "runs mostly fail" in skipped.reason  # the default rule
+    bad = sim_verdict("outcome", 1.0)
+    assert bad.verdict is Verdict.BAD and bad.counts[stats.FAILED] == bad.runs
+
+
+def test_with_failures_an_outcome_a_commit_that_does_not_build_is_still_skipped(
+    small_demo: DemoHistory, tmp_path: Path
+) -> None:
+    cfg = load_config(small_demo.config)
+    cfg = cfg.model_copy(update={"statistic": cfg.statistic.model_copy(update={"failures": "outcome"})})
+    with StateDir(tmp_path / "st") as state:
+        s = Session(cfg, state, Events())
+        assert stats.FAILED in s.tester.reference.names
+        v = s.tester.verdict(small_demo.build_break, ASK)
+    assert v.verdict is Verdict.SKIP and v.build == "failed" and v.runs == 0

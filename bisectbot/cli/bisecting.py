@@ -114,6 +114,15 @@ def _duration(value: str | None) -> tuple[float, str] | None:
     help="The same as --skip (mozregression's name for it). Repeatable.",
 )
 @click.option(
+    "--scan",
+    is_flag=True,
+    help="Look for a departure hidden between --good and --bad when both may test GOOD (a defect that came "
+    "and went, which halving can step over): every commit between that can change the binary is tested "
+    "against the reference, the middle first, until one departs; the bisect then goes on below it (status "
+    "clean, exit 1, when none does). A found commit's report gives the --scan command for the commits before "
+    "it that were not tested.",
+)
+@click.option(
     "--workers",
     type=click.IntRange(min=1),
     help="Build and test this many commits at once on a local Dask cluster (worker processes).",
@@ -161,6 +170,7 @@ def bisect(
     all_commits: bool,
     skip: tuple[str, ...],
     exclude: tuple[str, ...],
+    scan: bool,
     workers: int | None,
     scheduler: str | None,
     worker_state: str | None,
@@ -193,6 +203,8 @@ def bisect(
         preflight(cfg)
         if workers and scheduler:
             raise click.UsageError("give --workers (a local cluster) or --scheduler (an existing one), not both")
+        if scan and find == "fixed":
+            raise click.UsageError("--scan looks for a departure between two GOOD commits: give it with --find bad")
         one_stdout(json_path, md_path)
         terminal = Terminal(quiet=quiet, color=color)
         with state_of(cfg, state_dir) as state, dask_client(workers, scheduler) as client:
@@ -206,7 +218,15 @@ def bisect(
             )
             how = Narrowing(enabled=not all_commits, paths=tuple(paths), also=tuple(also))
             plan = jobs.plan_bisect(
-                session, good, bad, find=Find(find), strategy=strategy, narrowing=how, skip=skip, exclude=exclude
+                session,
+                good,
+                bad,
+                find=Find(find),
+                strategy=strategy,
+                narrowing=how,
+                skip=skip,
+                exclude=exclude,
+                scan=scan,
             )
             stored = announce_state(terminal, session, plan.line)
             seconds, written = deadline or (None, "")

@@ -32,6 +32,7 @@ BISECT_EXIT = {
     BisectStatus.AMBIGUOUS: EXIT_UNDECIDED,
     BisectStatus.UNCONFIRMED: EXIT_UNDECIDED,
     BisectStatus.STOPPED: EXIT_UNDECIDED,
+    BisectStatus.CLEAN: EXIT_BAD,  # --scan found no departure: 1, as grep finding nothing
 }
 
 

@@ -263,10 +263,23 @@ class Outcome(Strict):
 
 
 class StatisticConfig(Strict):
-    """Among runs meeting `condition`, the token at `outcome.position` is the observation."""
+    """Among runs meeting `condition`, the token at `outcome.position` is the observation.
+
+    `failures`: what a failed run (a crash, a timeout, a nonzero exit, output that could not be
+    read or stayed cut short after its reruns) is. `skip` (the default): not an observation; a
+    commit whose runs mostly fail cannot be tested and is skipped, like one that does not
+    build. `outcome`: one more category of the observation (FAILED, which the reference never
+    gives), so a crash rate that rises is a departure the tests see like any other, and a commit
+    whose runs mostly fail is BAD, not skipped. A build that fails is skipped either way."""
 
     condition: Condition | None = None
     outcome: Outcome
+    failures: Literal["skip", "outcome"] = "skip"
+
+    @property
+    def failures_counted(self) -> bool:
+        """Failed runs are a category of the observation (`failures: outcome`)."""
+        return self.failures == "outcome"
 
 
 class ComputedReference(Strict):

@@ -7,7 +7,8 @@ therefore shows its observed distribution against the reference and, when the ru
 config problem rather than a real departure, says which key to look at:
 
 * outcomes the reference does not list (with the reference name each one is close to);
-* a condition met far less often than the reference says;
+* a condition met far less often than the reference says (or, without `condition_prob`, far
+  less often than at another commit: `condition_shift`);
 * runs that mostly could not be read (the parse section);
 * an undecided test: whether more runs can decide it, and about how many.
 """
@@ -20,9 +21,10 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from bisectbot.core.records import CommitVerdict
-from bisectbot.core.stats import MISSED, OTHER, Reference
+from bisectbot.core.stats import FAILED, MISSED, OTHER, Reference
 
 OTHER_LABEL = "other"  # how OTHER is written in reports
+FAILED_LABEL = "failed"
 MISSED_LABEL = "missed"
 OTHER_SHARE = 0.05  # outcomes the reference lacks: worth a word from this share of the runs on
 FAILED_SHARE = 0.2  # runs that could not be read or failed: from this share on
@@ -42,18 +44,19 @@ def short_p(x: float) -> str:
 class Cell:
     """One outcome of a commit's runs beside the reference: among the runs that met the condition."""
 
-    label: str  # the outcome, OTHER and MISSED written as 'other' and 'missed'
+    label: str  # the outcome, OTHER, FAILED and MISSED written as 'other', 'failed' and 'missed'
     count: int
     freq: float | None  # observed share (None: no run met the condition)
     ref: float  # the reference's share
 
 
-LABELS = {OTHER: OTHER_LABEL, MISSED: MISSED_LABEL}
+LABELS = {OTHER: OTHER_LABEL, FAILED: FAILED_LABEL, MISSED: MISSED_LABEL}
 
 
 def observed_cells(counts: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]) -> list[Cell]:
     """The one computation behind every observed-vs-reference rendering (terminal, Markdown,
-    comments, error messages), in the reference's order; OTHER only when seen, MISSED apart."""
+    comments, error messages), in the reference's order; OTHER and FAILED only when seen, MISSED
+    apart."""
     prob_of = dict(zip(categories, probs))
     names = [n for n in categories if n != MISSED]
     met = sum(counts.get(n, 0) for n in names)
@@ -61,7 +64,7 @@ def observed_cells(counts: Mapping[str, int], categories: Sequence[str], probs: 
     return [
         Cell(LABELS.get(n, n), counts.get(n, 0), counts.get(n, 0) / met if met else None, prob_of[n] / p_met)
         for n in names
-        if not (n == OTHER and counts.get(n, 0) == 0)
+        if not (n in (OTHER, FAILED) and counts.get(n, 0) == 0)
     ]
 
 
@@ -136,6 +139,8 @@ def likely_causes(
                 f"the condition was met in {rate:.0%} of runs, the reference says {reference.condition_prob:.0%}: "
                 "check statistic.condition (token, position) and reference.condition_prob"
             )
+    if reference.failed is not None:  # failed runs are an outcome: a crash rate is data, not a config mistake
+        return causes
     failed = sum(failures.values())
     runs = failed + met + counts.get(MISSED, 0)
     if runs and failed / runs >= FAILED_SHARE:
@@ -217,3 +222,76 @@ def undecided_hint(
     return f"observed TV {tv:.3f} from the reference: GOOD " + raise_to(
         _mixture_runs(2 * gap * gap, math.log(1 / beta), k, total), "x"
     ).removeprefix("x ")
+
+
+# -- the share of runs that meet the condition, when the reference does not test it ------------
+
+
+@dataclass(frozen=True)
+class ConditionShift:
+    """The share of runs meeting the condition at two commits, compared seed for seed.
+
+    Why: with a condition but no `reference.condition_prob`, the tests judge only the outcome
+    among the runs that meet the condition; a change in how often it is met is invisible to
+    them, and a bisect over it ends undecided or ambiguous, blaming the indifference zone.
+    Comparing the two commits' runs on the seeds both ran says what changed instead."""
+
+    before_met: int
+    before_runs: int
+    after_met: int
+    after_runs: int
+    down: int  # seeds whose run met the condition before and not after
+    up: int  # and the reverse
+    log_e: float  # against "the same share at both" (`log_e_discordant`)
+
+    @property
+    def before(self) -> float:
+        return self.before_met / self.before_runs if self.before_runs else 0.0
+
+    @property
+    def after(self) -> float:
+        return self.after_met / self.after_runs if self.after_runs else 0.0
+
+
+def log_e_discordant(down: int, up: int) -> float:
+    """log E against H0 "two commits meet the condition equally often", from their runs on
+    the same seeds: under H0 each seed where they disagree is equally likely to go either way
+    (seeds are exchangeable draws), so the discordant seeds are fair coin flips and a
+    Krichevsky–Trofimov mixture over their bias, against ½, is a test martingale (McNemar's
+    test made sequential): P(E ever ≥ 1/α) ≤ α."""
+    n = down + up
+    log_mix = math.lgamma(down + 0.5) + math.lgamma(up + 0.5) - math.lgamma(n + 1.0) - math.log(math.pi)
+    return log_mix + n * math.log(2.0)
+
+
+def condition_shift(
+    before: Mapping[int, int], after: Mapping[int, int], alpha: float, skip: int | None = None
+) -> ConditionShift | None:
+    """The shift in the share of runs meeting the condition between two commits' runs (seed →
+    category, −1: the condition was missed; `skip`: a category that tells nothing about the
+    condition, FAILED), when their runs on the shared seeds show it at level `alpha`; else None."""
+    mine = {s: c != -1 for s, c in before.items() if c != skip}
+    theirs = {s: c != -1 for s, c in after.items() if c != skip}
+    shared = [s for s in mine if s in theirs]
+    down = sum(mine[s] and not theirs[s] for s in shared)
+    up = sum(theirs[s] and not mine[s] for s in shared)
+    log_e = log_e_discordant(down, up)
+    if log_e < math.log(1 / alpha):
+        return None
+    return ConditionShift(sum(mine.values()), len(mine), sum(theirs.values()), len(theirs), down, up, log_e)
+
+
+def share_change_between(
+    shares: Sequence[tuple[int, float]], before: float, after: float
+) -> tuple[int | None, int | None]:
+    """Where the share changed, as far as the tested commits show: given (position, observed
+    share) in line order, the last position whose share is nearer `before` ahead of the first
+    whose share is nearer `after` (None where no such commit was tested)."""
+    like_after = [pos for pos, share in shares if abs(share - after) < abs(share - before)]
+    first_after = min(like_after, default=None)
+    like_before = [
+        pos
+        for pos, share in shares
+        if abs(share - before) <= abs(share - after) and (first_after is None or pos < first_after)
+    ]
+    return max(like_before, default=None), first_after

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from bisectbot.core import skips
 from bisectbot.core.outcome import Verdict
-from bisectbot.core.stats import OTHER
+from bisectbot.core.stats import FAILED, OTHER
 
 
 @dataclass(frozen=True)
@@ -71,27 +71,32 @@ class Tally:
         self.counts = [0] * len(self.names)
 
     def add(self, rec: RunRecord, category: int | None, outcome: str | None = None) -> None:
-        """Count one run; `category` is its index in `names` (None: failed or not counted);
-        `outcome`, the run's outcome text, is kept when the category is OTHER (what a misspelt
-        reference name looks like)."""
+        """Count one run; `category` is its index in `names` (None: not counted, e.g. a failed
+        run when failures are not an outcome); `outcome`, the run's outcome text, is kept when
+        the category is OTHER (what a misspelt reference name looks like). A failed run is
+        also counted among `failures`, by status, whether or not it is a category (FAILED)."""
         self.consumed += 1
         self.first = rec.seed if self.first is None else self.first
         self.last = rec.seed
         self.retried += rec.attempts - 1
-        self.last_category = category if rec.ok else None
+        self.last_category = category
         if not rec.ok:
             self.failures[rec.status] += 1
             self.last_failure = rec
-        elif category is not None:
+        if category is not None:
             self.counts[category] += 1
-            if outcome is not None and self.names[category] == OTHER:
+            if rec.ok and outcome is not None and self.names[category] == OTHER:
                 self.others[outcome] += 1
 
     @property
     def mostly_failed(self) -> bool:
         """Evidence that more than half of the commit's runs fail (a sequential test at level
         skips.SKIP_LEVEL, so the evidence needed grows as the failure rate nears one half): the
-        commit is skipped. Every run failing: 7 runs; 10% of runs failing: never, in practice."""
+        commit is skipped. Every run failing: 7 runs; 10% of runs failing: never, in practice.
+        Never when failed runs are an outcome (FAILED among the categories): they are data,
+        and a commit that mostly fails tests BAD."""
+        if FAILED in self.names:
+            return False
         failed = sum(self.failures.values())
         return failed > 0 and skips.mostly_failing(failed, self.consumed - failed)
 

@@ -80,6 +80,7 @@ class BisectStatus(str, Enum):
     AMBIGUOUS = "ambiguous"  # undecidable commits leave a range of candidates
     UNCONFIRMED = "unconfirmed"  # the re-test disagreed, or the sticky posterior fell short
     STOPPED = "stopped"  # --max-builds or --deadline reached: the range so far; rerun to resume
+    CLEAN = "clean"  # --scan: every commit it tested is within tolerance of the reference (none departs)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,18 @@ class BisectReport:
     # {unit: {build_seconds, run_seconds, measured_builds, measured_runs}, estimate: {strategy,
     # builds, runs, seconds}, alternatives: [...], actual: {builds, runs, seconds, build_seconds}, text}
     cost: dict[str, Any] | None = None
+    # where the builds went (core.builds.BuildStage): {stage (ends | search | confirmation |
+    # zone-check), number, commits, builds, skipped, why}, in the order the stages began
+    build_stages: list[dict[str, Any]] = field(default_factory=list)
+    # status `found`: what the answer proves, exactly: {change ("GOOD→BAD", or "BAD→GOOD" with
+    # find=fixed), commit, parent, first_departure (no untested commit before it could hide an
+    # earlier one), text}; None otherwise
+    proved: dict[str, Any] | None = None
+    # status `found`: the stretches before the named commit where nothing was tested, between
+    # two commits shown on the parent's side: {after, before (those two), first, last, commits
+    # (that can change the binary), scan (the command that tests each of them: --scan)}
+    untested_before: list[dict[str, Any]] = field(default_factory=list)
+    scan_command: str | None = None  # one --scan over all of them (None: none, or find=fixed)
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
 

@@ -386,3 +386,30 @@ def sticky_bisect(
             p_bad = math.exp(float(stats.logsumexp_last(logpost[left]) - stats.logsumexp_last(logpost)))
             if not (band[0] < p_bad < band[1]):
                 break
+
+
+def scan_order(n: int) -> list[int]:
+    """The inner positions 1 … n − 2 of a line of n, the middle first, then the middles of the
+    halves, and so on (breadth first): the order `bisect --scan` tests them in. A departure that
+    came and went between two GOOD commits is met early when it spans many commits (after about
+    n / its length tests), and every inner position is reached."""
+    out: list[int] = []
+    queue = [(0, n - 1)]
+    while queue:
+        lo, hi = queue.pop(0)
+        if hi - lo < 2:
+            continue
+        mid = (lo + hi) // 2
+        out.append(mid)
+        queue += [(lo, mid), (mid, hi)]
+    return out
+
+
+def untested_stretches(working_side: Collection[int], culprit: int) -> list[tuple[int, int]]:
+    """Where an earlier departure could hide before a named commit at `culprit`: the pairs
+    (a, b), a < b ≤ culprit − 1, of consecutive positions shown on the working side (and the
+    working end 0 and the culprit's parent always) with commits between them that nothing
+    tested. Every commit outside them is on the working side, so a departure before the
+    culprit lies inside one of them, entering and leaving between its two ends."""
+    marks = sorted({0, culprit - 1, *(p for p in working_side if 0 <= p < culprit)})
+    return [(a, b) for a, b in zip(marks, marks[1:]) if b - a > 1]

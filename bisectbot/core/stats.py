@@ -1,7 +1,8 @@
 """The ground every sequential test stands on (pure): categories, the reference, evidence.
 
 Every run of the program under test is mapped to one *category*: an outcome of the reference's
-support, ``OTHER`` (anything else), or ``MISSED`` (the run did not meet the condition, when the
+support, ``OTHER`` (anything else), ``FAILED`` (the run failed, when the config counts failed runs
+as an outcome: `statistic.failures`), or ``MISSED`` (the run did not meet the condition, when the
 reference gives P(condition)). A commit is then a multinomial source with unknown probabilities
 q, and we watch its counts n grow one run at a time. Every decision is an *e-process*
 threshold: a nonnegative statistic E_n with E[E_τ] ≤ 1 at any stopping time τ under the null,
@@ -45,6 +46,7 @@ from scipy.special import gammaln, xlogy
 from bisectbot.core.outcome import Verdict
 
 OTHER = "<other>"  # outcome not in the reference support
+FAILED = "<failed>"  # run failed: crash, timeout, nonzero exit, … (only a category with statistic.failures: outcome)
 MISSED = "<missed>"  # run did not meet the condition (only a category when condition_prob is given)
 
 # Priors of the Dirichlet mixture, equal weights 1/J. ("flat", a) is a·1 on every category
@@ -62,9 +64,14 @@ SUM_TOLERANCE = 1e-3  # reference probabilities must sum to 1 within this, then 
 
 @dataclass(frozen=True)
 class Reference:
-    """The reference distribution over categories: support names, then OTHER, then MISSED.
+    """The reference distribution over categories: support names, then OTHER, then FAILED (when
+    failed runs are an outcome), then MISSED.
 
-    ``probs[OTHER]`` is 0 for a probability reference, so any unknown outcome proves BAD.
+    ``probs[OTHER]`` is 0 for a probability reference, so any unknown outcome proves BAD (beyond
+    eta, with an indifference zone); so is ``probs[FAILED]``: a correct build never fails, and a
+    crash rate is a departure like any other. FAILED sits among the categories of runs that
+    "met the condition" (a failed run has no outcome to tell): with P(condition) the
+    conditional distribution then includes it, at reference probability 0.
     With ``condition_prob`` c the support probabilities are scaled by c and MISSED gets 1 − c:
     the ~18% of runs that miss the condition then count as evidence instead of being discarded.
     A reference built from a control sample also keeps the sample (``control``) and the
@@ -78,8 +85,11 @@ class Reference:
     delta: float = 0.0
 
     @classmethod
-    def from_probs(cls, probs: Mapping[str, float], condition_prob: float | None = None) -> "Reference":
-        """Validate and build; probabilities must be ≥ 0 and sum to 1 within 1e-3 (renormalised)."""
+    def from_probs(
+        cls, probs: Mapping[str, float], condition_prob: float | None = None, failures: bool = False
+    ) -> "Reference":
+        """Validate and build; probabilities must be ≥ 0 and sum to 1 within 1e-3 (renormalised).
+        `failures`: failed runs are a category (FAILED, probability 0)."""
         names = _check_names(probs)
         values = np.array([float(v) for v in probs.values()])
         bad = [n for n, v in zip(names, values) if not math.isfinite(v) or v < 0]
@@ -92,8 +102,8 @@ class Reference:
                 f"{SUM_TOLERANCE:g}); give the full distribution of the outcome"
             )
         values = values / total
-        out_names = list(names) + [OTHER]
-        out = list(values) + [0.0]
+        out_names = list(names) + [OTHER] + ([FAILED] if failures else [])
+        out = list(values) + [0.0] * (2 if failures else 1)
         if condition_prob is not None:
             c = float(condition_prob)
             if not (math.isfinite(c) and 0.0 < c <= 1.0):
@@ -105,17 +115,23 @@ class Reference:
         )
 
     @classmethod
-    def from_control(cls, counts_by_name: Mapping[str, int], delta: float = 1e-3) -> "Reference":
+    def from_control(
+        cls, counts_by_name: Mapping[str, int], delta: float = 1e-3, failures: bool = False
+    ) -> "Reference":
         """A reference known only through a control sample (runs of the good build on the common
-        seeds; `control_sample` tests against the runs themselves). ``probs`` is the sample's MLE m/M; keys OTHER and
-        MISSED may appear and become categories (MISSED is then an ordinary category)."""
+        seeds; `control_sample` tests against the runs themselves). ``probs`` is the sample's MLE m/M; keys OTHER,
+        FAILED and MISSED may appear and become categories (MISSED is then an ordinary category);
+        with `failures` FAILED is one even when the control never failed."""
         if not (0.0 < delta < 1.0):
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-        extra = {k: counts_by_name[k] for k in (OTHER, MISSED) if k in counts_by_name}
+        extra = {k: counts_by_name[k] for k in (OTHER, FAILED, MISSED) if k in counts_by_name}
         support = {k: v for k, v in counts_by_name.items() if k not in extra}
         support_names = _check_names(support)
         counts = [support[n] for n in support_names] + [extra.get(OTHER, 0)]
         names = [*support_names, OTHER]
+        if failures or FAILED in extra:
+            names.append(FAILED)
+            counts.append(extra.get(FAILED, 0))
         if MISSED in extra:
             names.append(MISSED)
             counts.append(extra[MISSED])
@@ -133,6 +149,8 @@ class Reference:
         when the reference has no condition probability."""
         if not met_condition:
             return len(self.names) - 1 if self.names[-1] == MISSED else None
+        if outcome == FAILED and FAILED in self.names:  # a control sample's failed run
+            return self.names.index(FAILED)
         try:
             i = self.names.index(outcome) if outcome is not None else -1
         except ValueError:
@@ -140,6 +158,11 @@ class Reference:
         if i < 0 or self.names[i] in (OTHER, MISSED):
             return self.names.index(OTHER)
         return i
+
+    @property
+    def failed(self) -> int | None:
+        """The FAILED category's index (failed runs are an outcome), else None (they are not counted)."""
+        return self.names.index(FAILED) if FAILED in self.names else None
 
     @property
     def p(self) -> np.ndarray:
@@ -153,18 +176,21 @@ class Reference:
 
     def tolerant(self, eta: float) -> tuple[float, ...]:
         """The reference with a glitch allowance: OTHER gets η/2 of the runs that meet the
-        condition (the support shrinks in proportion). Where a distribution must be plugged in
-        for "good" (two-point steps, the sticky search, mixture priors), a stray outcome at a
-        good commit then costs log(2/η) instead of proving BAD. η = 0: the reference itself."""
+        condition (the support shrinks in proportion), and so does FAILED when it is a category.
+        Where a distribution must be plugged in for "good" (two-point steps, the sticky search,
+        mixture priors), a stray outcome (or a rare crash) at a good commit then costs log(2/η)
+        instead of proving BAD, and every mixture can predict it. η = 0: the reference itself."""
         if eta <= 0:
             return self.estimate
         g = eta / 2
         est = np.asarray(self.estimate, dtype=float)
         met = est[:-1].sum() if self.names[-1] == MISSED else est.sum()
         out = est.copy()
-        met_part = [i for i, nm in enumerate(self.names) if nm != MISSED]  # support and OTHER
-        out[met_part] *= 1 - g
-        out[self.names.index(OTHER)] += g * met
+        met_part = [i for i, nm in enumerate(self.names) if nm != MISSED]  # support, OTHER (and FAILED)
+        glitches = [self.names.index(OTHER)] + ([self.names.index(FAILED)] if FAILED in self.names else [])
+        out[met_part] *= 1 - g * len(glitches)
+        for i in glitches:
+            out[i] += g * met
         return tuple(float(x) for x in out / out.sum())
 
     def as_point(self) -> "Reference":
@@ -184,7 +210,7 @@ def _check_names(mapping: Mapping[str, object]) -> tuple[str, ...]:
     for n in names:
         if not isinstance(n, str) or not n:
             raise ValueError(f"outcome names must be non-empty strings, got {n!r}")
-        if n in (OTHER, MISSED):
+        if n in (OTHER, FAILED, MISSED):
             raise ValueError(f"outcome name {n!r} is reserved")
     return names
 
@@ -391,6 +417,18 @@ def step_level(n_commits: int, confidence: float = 0.99) -> float:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     steps = math.ceil(math.log2(n_commits - 1)) if n_commits > 2 else 0
     return (1.0 - confidence) / (steps + 4)
+
+
+def scan_level(n_commits: int, confidence: float = 0.99) -> float:
+    """Per-verdict α (= β) for a scan of n_commits (`bisect --scan`): every commit of the line
+    may be tested against the reference (the ends included) before one departs, and the bisect
+    below it tests none of them again; with the change test and up to three fresh re-tests that
+    is at most n + 4 claims, so (1 − confidence) / (n + 4) keeps the union bound."""
+    if n_commits < 2:
+        raise ValueError("a scan needs at least two commits")
+    if not (0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return (1.0 - confidence) / (n_commits + 4)
 
 
 def kl(q: Sequence[float] | np.ndarray, p: Sequence[float] | np.ndarray) -> float:

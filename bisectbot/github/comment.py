@@ -25,12 +25,14 @@ from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Ref
 from bisectbot.core.stats import MISSED
 from bisectbot.report import (
     assumption_lines,
+    bisect_headline,
     bound_text,
     build_and_run_notes,
     change_point_lines,
     count_of,
     distance_chart,
     observed_vs_reference,
+    proved_text,
     reference_line,
     skip_block_lines,
     verdict_table,
@@ -267,13 +269,18 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
         assert report.first_bad is not None
         head = f"### bisectbot: {what} commit is {commit_ref(report.first_bad, report.first_bad_subject, ctx)}"
         parent = report.last_good or ""
-        body: tuple[str, ...] = (
+        body: tuple[Unit, ...] = (
             f"The commit before it, {commit_ref(parent, report.subject_of(parent), ctx)}, "
             f"tests {report.find.parent_verdict.value.upper()} against the reference, and on fresh seeds the two "
             f"commits' runs differ (a change test).",
         )
+        if (said := proved_text(report, lambda sha: f"`{sha}`")) is not None:
+            body += (said[1],) + ((Code(said[2]),) if said[2] else ())
     elif report.status is BisectStatus.UNCONFIRMED:
         head = f"### bisectbot: {what} commit not confirmed"
+        body = (report.message,)
+    elif report.status is BisectStatus.CLEAN:
+        head = f"### {bisect_headline(report)}"
         body = (report.message,)
     else:
         head = f"### bisectbot: {what} commit is one of {len(report.candidates)}"

@@ -33,13 +33,14 @@ is replayed from the state database on a rerun: a killed bisect resumes where it
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from bisectbot.core import policy, stats, two_sample
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus
-from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, skip_blocks
+from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, scan_order, skip_blocks
 from bisectbot.errors import EndpointError
 from bisectbot.pipeline import confirm, summary
 from bisectbot.pipeline.budget import Budget, BudgetSpent
@@ -55,7 +56,7 @@ from bisectbot.pipeline.events import (
     StrategyChosen,
     WalkingBack,
 )
-from bisectbot.pipeline.ledger import CULPRIT_BUDGET_FACTOR, PARENT_BUDGET_FACTOR, Ledger, placed
+from bisectbot.pipeline.ledger import CONDITION_CHANGED, CULPRIT_BUDGET_FACTOR, PARENT_BUDGET_FACTOR, Ledger, placed
 from bisectbot.pipeline.plan import BisectPlan, ChangePoint, Departure, Found, ReportContext, steps_estimate
 from bisectbot.pipeline.sticky import sticky_search
 from bisectbot.pipeline.verdict import CommitTester
@@ -198,8 +199,56 @@ class Bisection(Ledger):
         block 0: the test is one more claim in the bound, whatever block it reads)."""
         return self.test(pos, self.plan.ask("probe", q_bad=self._q_bad(model), budget=self.step_budget()))
 
+    # -- 3a. scan (--scan): a departure between two commits that test GOOD ---------------------
+    def scan(self) -> tuple[int, int] | Departure:
+        """--scan (with --find bad): the bad end may test GOOD too (a defect that came and went
+        between the ends is what is looked for). Every commit between that can change the binary
+        is tested against the reference, the middle first (core.search.scan_order), then the bad
+        end; at the first that is not GOOD (BAD, or undecided within a step's budget, as a search
+        places it) the boundary is between it and the last commit below it that tested GOOD:
+        (lo, hi) for `first_departure`. When none departs: status clean, each GOOD a claim."""
+        plan = self.plan
+        assert plan.find is Find.BAD, "--scan looks for a departure with --find bad"
+        user = {p for p in range(plan.n) if plan.line[p] in plan.user_skipped}
+        order = [p for p in scan_order(plan.n) if p not in user] + [plan.n - 1]
+        budget = self.step_budget()
+        skipped = 0
+        for i, pos in enumerate(order):
+            self.events.emit(StepStarted(i + 1, len(order), plan.line[pos], pos, plan.n - 1))
+            role = "bad-endpoint" if pos == plan.n - 1 else "scan"
+            v = self.test(pos, plan.ask(role, budget=None if pos == plan.n - 1 else budget))
+            skipped += v.verdict is Verdict.SKIP
+            if placed(v.verdict).side is Verdict.BAD:
+                return self._last_passed(pos), pos
+        tested = len(order) - skipped
+        could = f"; {skipped} could not be built or run" if skipped else ""
+        return Departure(
+            BisectStatus.CLEAN,
+            (
+                f"no departure from the reference between {plan.good[:12]} and {plan.bad[:12]}: the {tested} "
+                f"commits tested (those between that can change the binary, and the bad end) are within "
+                f"tolerance {self.tester.cfg.test.tolerance:g} of it{could}"
+            ),
+            Found(SearchResult(plan.n - 1, plan.n - 1), "scan"),
+            [],
+            ["scan"],
+        )
+
     # -- 4. confirm, and walk back when a boundary is not the first departure ------------------
-    def first_departure(self) -> Departure:
+    def first_departure(self, lo: int = 0, hi: int | None = None) -> Departure:
+        """`_first_departure` between lo (working side) and hi (broken side; default the broken
+        end); when it names nothing and the share of runs meeting the condition
+        changed (a change the reference's tests cannot see: `condition_shift_text`), the message
+        names that change first."""
+        dep = self._first_departure(lo, hi)
+        if dep.status in (BisectStatus.AMBIGUOUS, BisectStatus.UNCONFIRMED) and not dep.message.startswith(
+            CONDITION_CHANGED
+        ):
+            if (shift := self.condition_shift_text(dep.found.result.first_bad)) is not None:
+                dep = replace(dep, message=f"{shift}; then: {dep.message}")
+        return dep
+
+    def _first_departure(self, lo: int, hi: int | None) -> Departure:
         """Search, then confirm the boundary on fresh seeds (pipeline.confirm); until it holds.
 
         Confirmation outcomes:
@@ -216,7 +265,7 @@ class Bisection(Ledger):
         Every claim the answer rests on is counted in the stated confidence; the loop stops
         before their error levels would sum past 1 − confidence."""
         plan, find = self.plan, self.plan.find
-        lo, hi = 0, plan.n - 1
+        hi = plan.n - 1 if hi is None else hi
         crossed: list[ChangePoint] = []
         strategies: list[str] = []
         allowed = 1 - self.tester.cfg.test.confidence + 1e-12
@@ -293,14 +342,28 @@ class Bisection(Ledger):
                     return Departure(BisectStatus.UNCONFIRMED, conf.why, found, crossed, strategies)
                 continue
             if conf.outcome == confirm.CULPRIT_HOLDS and culprit < hi:
+                # it tests GOOD, yet the search put it on the broken side: when what changed is how
+                # often the condition is met (which the tests cannot see), searching on above it finds
+                # only more of it: say so now, not after more builds
+                if (shift := self.condition_shift_text(culprit)) is not None:
+                    return Departure(BisectStatus.UNCONFIRMED, shift, found, crossed, strategies)
                 lo = culprit
                 continue
+            shift = (
+                self.condition_shift_text(culprit) if conf.outcome in (confirm.NO_CHANGE, confirm.UNDECIDED) else None
+            )
             if conf.outcome == confirm.NO_CHANGE:
                 return Departure(
-                    BisectStatus.AMBIGUOUS, self._no_change_text(culprit, parent_sha, conf), found, crossed, strategies
+                    BisectStatus.AMBIGUOUS,
+                    shift or self._no_change_text(culprit, parent_sha, conf),
+                    found,
+                    crossed,
+                    strategies,
                 )
             why = conf.why or f"the confirmation of {plan.line[culprit][:12]} ended {conf.outcome}"
-            if conf.outcome == confirm.UNDECIDED:
+            if shift is not None:  # not the indifference zone: a change the tests cannot see
+                why = shift
+            elif conf.outcome == confirm.UNDECIDED:
                 changed = conf.change is not None and conf.change[0].verdict is Verdict.CHANGED
                 why = (
                     (
@@ -529,7 +592,11 @@ def run_bisect(
     bisection = Bisection(plan, tester, events, budget)
     try:
         check_endpoints(bisection)
-        departure = bisection.first_departure()
+        if plan.scan:
+            reached = bisection.scan()
+            departure = reached if isinstance(reached, Departure) else bisection.first_departure(*reached)
+        else:
+            departure = bisection.first_departure()
     except BudgetSpent as stop:
         departure = bisection.stopped(stop)
     cross_check(bisection, departure)

@@ -34,6 +34,10 @@ def diagnosis(ledger: Ledger, v: CommitVerdict) -> list[str]:
     if pairs := observed_pairs(v.counts, reference.names, reference.probs):
         out.append(f"observed/reference {pairs}")
     causes = likely_causes(v.counts, v.failures, v.others, reference)
+    if v.sha in ledger.plan.line and v.sha != ledger.plan.line[ledger.plan.working_pos]:
+        # the other end tested already: did the share of runs meeting the condition change between them?
+        if (shift := ledger.condition_shift_text(ledger.plan.line.index(v.sha))) is not None:
+            causes.append(shift)
     out += [f"likely cause: {cause}" for cause in causes]
     if not causes and v.verdict is Verdict.INCONCLUSIVE and v.counts:
         out.append(
@@ -64,7 +68,8 @@ def check_endpoints(ledger: Ledger) -> None:
         (broken, plan.broken_pos, Verdict.BAD),
         (working, plan.working_pos, Verdict.GOOD),
     )
-    if plan.broken_last and ledger.width == 1:  # tested when the answer rests on it (test_broken_end)
+    if plan.scan or (plan.broken_last and ledger.width == 1):
+        # tested when the answer rests on it (test_broken_end), or last of a scan, which lets it test GOOD
         ends = ends[1:]
     if ledger.width > 1:  # both at once
         for name, pos, _ in ends:

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from bisectbot.config import Config
-from bisectbot.core import stats
 from bisectbot.core.estimate import Estimate, estimate
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import Ask, BuildRecord
@@ -55,7 +54,7 @@ from bisectbot.pipeline.events import (
     VerdictReached,
 )
 from bisectbot.pipeline.gc import collect, storage_caps
-from bisectbot.pipeline.narrow import narrow_plan
+from bisectbot.pipeline.narrow import narrow_plan, plan_level
 from bisectbot.pipeline.plan import BisectPlan, Narrowing, ReportContext
 from bisectbot.pipeline.reference import GrowingControl, ResolvedReference, resolve_reference
 from bisectbot.pipeline.runner import CommitRunner
@@ -332,11 +331,13 @@ def plan_bisect(
     narrowing: Narrowing = Narrowing(),
     skip: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    scan: bool = False,
 ) -> BisectPlan:
     """Resolve the refs and the first-parent line, fix the job id and the per-step level
     (the line is narrowed when the bisect runs, once the ends are built). `skip` and `exclude`
     are the user's --skip and --exclude refs (a commit, or A..B: the line's commits after A up
-    to B), the same thing under two names (errors name the one typed)."""
+    to B), the same thing under two names (errors name the one typed). `scan`: --scan (the
+    ends may both test GOOD; every commit between is tested until one departs)."""
     _trusted_only(good_ref, bad_ref, *skip, *exclude)
     session.sync()
     ws = session.workspace
@@ -354,8 +355,9 @@ def plan_bisect(
         *(() if strategy == "auto" else (strategy,)),
         *narrowing.job_parts(),
         *(f"skip={sha}" for sha in skipped),
+        *(("scan",) if scan else ()),
     )
-    level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(line), cfg.test.confidence))
+    level = min(cfg.test.alpha, cfg.test.beta, plan_level(len(line), cfg.test.confidence, scan))
     return BisectPlan(
         job,
         tuple(line),
@@ -367,6 +369,7 @@ def plan_bisect(
         session.config_path,
         narrowing=narrowing,
         user_skipped=skipped,
+        scan=scan,
     )
 
 

@@ -11,6 +11,7 @@ commit only when a stage asks it to, within the bisect's budget, and records the
 from __future__ import annotations
 
 from bisectbot.core import policy, stats
+from bisectbot.core.diagnose import ConditionShift, condition_shift, share_change_between
 from bisectbot.core.outcome import Verdict
 from bisectbot.core.records import Ask, CommitVerdict
 from bisectbot.core.search import SkipBlock
@@ -24,6 +25,7 @@ STEP_BUDGET_FACTOR = 2
 PARENT_BUDGET_FACTOR = 3
 CULPRIT_BUDGET_FACTOR = 2  # × run.max_runs: a commit at the tolerance's edge can need it (not one in the zone)
 STEP_BUDGET_MIN = 200
+CONDITION_CHANGED = "the share of runs meeting the condition changed"  # how condition_shift_text begins
 
 
 class Ledger:
@@ -186,6 +188,87 @@ class Ledger:
         if block is not None and block.commits > 1 and block.signature:
             line = self.plan.line
             self.events.emit(BlockOfSkips(line[block.first], line[block.last], block.commits, block.signature))
+
+    # -- a change the tests cannot see ----------------------------------------------------------
+    def condition_shift_text(self, pos: int) -> str | None:
+        """When the config has a condition but its reference no P(condition) (the tests judge
+        only the outcome among the runs that meet it), did the share of runs meeting it change
+        between the working end and the commit at `pos` (or, failing that, a commit on the
+        broken side)? Said from their runs on the seeds both ran (diagnose.condition_shift, at
+        the bisect's level), with where the tested commits put the change, whether the outcome
+        among them departed, and what to give the reference; None when it did not change."""
+        plan, tester, find = self.plan, self.tester, self.plan.find
+        ref = tester.reference
+        if tester.cfg.statistic.condition is None or stats.MISSED in ref.names:
+            return None
+        working = self.end_verdict(find.working_ref_name)
+        if working is None:
+            return None
+        mine = dict(tester.observations(working.sha))
+        where = {sha: i for i, sha in enumerate(plan.line)}
+        tested = [v for v in self.verdicts if v.arm == "main" and v.block == 0 and v.sha in where and v.runs]
+        broken = [where[v.sha] for v in tested if find.search_verdict(placed(v.verdict)).side is Verdict.BAD]
+        for other in dict.fromkeys([pos, plan.broken_pos, *reversed(broken)]):
+            sha = plan.line[other]
+            if sha == working.sha or not (theirs := dict(tester.observations(sha))):
+                continue
+            early, late = (mine, theirs) if plan.working_pos < other else (theirs, mine)
+            shift = condition_shift(early, late, plan.level, ref.failed)
+            if shift is not None:
+                return self._condition_text(shift, working.sha, sha, tested, where)
+        return None
+
+    def _condition_text(
+        self, shift: ConditionShift, working: str, other: str, tested: list[CommitVerdict], where: dict[str, int]
+    ) -> str:
+        plan, tester = self.plan, self.tester
+        early, late = (working, other) if where[working] < where[other] else (other, working)
+        shares = []
+        for sha in dict.fromkeys(v.sha for v in tested):
+            obs = [c for _, c in tester.observations(sha) if c != tester.reference.failed]
+            if len(obs) >= 30:
+                shares.append((where[sha], sum(c != -1 for c in obs) / len(obs)))
+        after_a, by_b = share_change_between(sorted(shares), shift.before, shift.after)
+        span = (
+            f"; as far as the tested commits show, it changed after {plan.line[after_a][:12]} and by "
+            f"{plan.line[by_b][:12]}"
+            if after_a is not None and by_b is not None
+            else ""
+        )
+        low = other  # the commit the shift was shown at, not the working end
+        judged = next((v for v in reversed(tested) if v.sha == low and v.mode == "reference"), None)
+        good = next(
+            (
+                v
+                for v in tested
+                if v.verdict is Verdict.GOOD
+                and (shares_at := dict(shares).get(where[v.sha])) is not None
+                and abs(shares_at - (shift.after if low == late else shift.before))
+                < abs(shares_at - (shift.before if low == late else shift.after))
+            ),
+            None,
+        )
+        if good is not None:
+            outcome = f"the outcome among them did not depart from the reference ({good.sha[:12]}, which meets it as often as {low[:12]}, tests GOOD)"
+        elif judged is not None:
+            outcome = (
+                f"the outcome among them was not shown to depart from the reference ({low[:12]}: "
+                f"{judged.verdict.value.upper()} after {judged.runs} runs, {sum(judged.counts.values())} of them counted)"
+            )
+        else:
+            outcome = "the outcome among them was not shown to depart from the reference"
+        cond = tester.cfg.statistic.condition
+        assert cond is not None
+        return (
+            f"{CONDITION_CHANGED}: {shift.before:.2f} → {shift.after:.2f} (token {cond.position} = {cond.token!r} in "
+            f"{shift.before_met} of {shift.before_runs} runs at {early[:12]}, {shift.after_met} of {shift.after_runs} "
+            f"at {late[:12]}; on the seeds both ran it went away {shift.down} times and came {shift.up} times, "
+            f"E = {stats.fmt_e(shift.log_e)} ≥ 1/alpha = {1 / plan.level:.3g}){span}; {outcome}. The reference has "
+            f"no condition_prob, so its tests judge only the outcome among the runs that meet the condition and "
+            f"cannot name this change; to bisect it, give "
+            f"reference.condition_prob ({shift.before if early == working else shift.after:.2f}, what the "
+            f"{plan.find.working_ref_name} end shows, if that is right)"
+        )
 
     # -- the bound on a wrong answer -----------------------------------------------------------
     def decisive(self) -> list[CommitVerdict]:

@@ -26,6 +26,11 @@ from bisectbot.pipeline.events import Events, LineNarrowed
 from bisectbot.pipeline.plan import BisectPlan, Narrowing
 
 
+def plan_level(n: int, confidence: float, scan: bool = False) -> float:
+    """The per-verdict level of a bisect over n commits (a scan tests up to every one of them)."""
+    return stats.scan_level(n, confidence) if scan else stats.step_level(n, confidence)
+
+
 def config_paths(cfg: Config) -> tuple[str, ...]:
     """Repository paths the config's command names (`{source}/…`): the program reads them."""
     out = []
@@ -77,7 +82,7 @@ def narrow_plan(
     changes = workspace.changes(full[0], full[-1])
     narrowed = narrow(full, changes, rule, how.paths, keep=frozenset(plan.user_skipped))
     events.emit(LineNarrowed(len(narrowed.line), len(full), rule is not None or not how.enabled))
-    level = min(cfg.test.alpha, cfg.test.beta, stats.step_level(len(narrowed.line), cfg.test.confidence))
+    level = min(cfg.test.alpha, cfg.test.beta, plan_level(len(narrowed.line), cfg.test.confidence, plan.scan))
     return replace(
         plan, line=narrowed.line, narrowed=_with_rule(narrowed, rule, how), level=level, broken_last=broken_last
     )

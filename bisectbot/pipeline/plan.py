@@ -53,6 +53,9 @@ class BisectPlan:
     narrowed: Narrowed | None = None  # once it is: the full line and what its skipped commits stand for
     user_skipped: tuple[str, ...] = ()  # commits the user skipped (--skip, --exclude): never built nor tested
     broken_last: bool = False  # the broken end is tested only when the answer rests on it (policy.broken_end_last)
+    # --scan: both ends may test GOOD; every commit between is tested, the middle first, until one
+    # departs (a defect that came and went between two GOOD commits), then the bisect goes on below it
+    scan: bool = False
 
     @property
     def total(self) -> int:

@@ -49,12 +49,14 @@ class ResolvedReference:
     condition_prob: float | None
     source: str  # human-readable: where the numbers come from
     control: dict[str, int] | None = None  # the control sample's counts, when it is one
-    outcomes: tuple[str | None, ...] = ()  # the control's outcomes in seed order, None: failed (GrowingControl)
+    # the control's outcomes in seed order, None: failed (FAILED when failures are an outcome) (GrowingControl)
+    outcomes: tuple[str | None, ...] = ()
+    failures: bool = False  # failed runs are a category (statistic.failures: outcome); never cached
 
     def stats_reference(self) -> stats.Reference:
         if self.control is not None:
-            return stats.Reference.from_control(self.control)
-        return stats.Reference.from_probs(self.probs, self.condition_prob)
+            return stats.Reference.from_control(self.control, failures=self.failures)
+        return stats.Reference.from_probs(self.probs, self.condition_prob, failures=self.failures)
 
     def summary(self, cfg: Config) -> ReferenceSummary:
         """The reference as reports show it: its probabilities, source, and the test's categories."""
@@ -72,7 +74,12 @@ class ResolvedReference:
 
 def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> ResolvedReference:
     """The config's reference; `runner` (builds, runs, the state database) is needed for a
-    control sample and a server reference, and caches computed ones."""
+    control sample and a server reference, and caches computed ones. With `statistic.failures:
+    outcome` its categories include FAILED (the numbers do not change: a correct build never fails)."""
+    return replace(_resolve(cfg, runner), failures=cfg.statistic.failures_counted)
+
+
+def _resolve(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
     ref = cfg.reference
     if ref.probs is not None:
         return ResolvedReference(dict(ref.probs), ref.condition_prob, "config")
@@ -137,7 +144,8 @@ def control_source(total: int, sha: str, good_end: bool, grown: bool = False) ->
 
 def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tuple[str, list[str | None]]:
     """The first `runs` runs of a known-good commit on the common seeds (block 0, where every
-    commit is tested): their outcomes in seed order, None where a run failed."""
+    commit is tested): their outcomes in seed order, None where a run failed (FAILED when
+    failed runs are an outcome)."""
     sha = runner.workspace.resolve(ref)
     return sha, _control_runs(cfg, runner, sha, runner.seed_block(sha, 0, runs), 0)
 
@@ -147,10 +155,12 @@ def _control_runs(
 ) -> list[str | None]:
     """The control commit's runs on `seeds` (stored like any run, so a resume replays them and a
     test of the same commit reuses them): their outcomes in seed order (MISSED for a missed
-    condition), None for a failed run. Like every test, a command variant whose runs mostly
+    condition), None for a failed run (FAILED when failed runs are an outcome:
+    `statistic.failures`). Like every test, a command variant whose runs mostly
     fail gives way to the next one that fits the binary; when none is left, or more than half
     of the runs fail, one line says why (exit status or signal, the program's last error line,
     the command variant)."""
+    counted = cfg.statistic.failures_counted
     prepared = runner.prepare(sha)
     runner.events.emit(ControlStarted(sha, len(seeds), start, fresh))
     while True:
@@ -161,13 +171,15 @@ def _control_runs(
         with runner.runs(prepared, list(seeds)) as stream:
             for rec in stream:
                 tally.add(rec, None)
-                if rec.ok:
+                if not rec.ok and counted:
+                    outcomes.append(stats.FAILED)
+                elif rec.ok:
                     obs = observe(rec.tokens or (), cfg.statistic)
                     outcome = obs.outcome if obs.outcome is not None else stats.OTHER
                     outcomes.append(outcome if obs.met_condition else stats.MISSED)
                 else:
                     outcomes.append(None)
-                if tally.mostly_failed:
+                if tally.mostly_failed and not counted:
                     retry = runner.variant_failed(prepared, tally.failure_reason())
                     if retry is None:
                         raise BisectbotError(
@@ -178,7 +190,7 @@ def _control_runs(
         if retry is None:
             break
         prepared = retry
-    if outcomes.count(None) * 2 > len(outcomes):
+    if not counted and outcomes.count(None) * 2 > len(outcomes):
         raise BisectbotError(f"reference.control: {_failing(tally, prepared, sha)}")
     return outcomes
 
@@ -333,6 +345,7 @@ class GrowingControl:
             None,
             control_source(total, self.sha, control.good_end, grown=True),
             counts,
+            failures=self.resolved.failures,
         )
         self.reference = self.resolved.stats_reference()
 
@@ -377,8 +390,9 @@ def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedRefe
         return ResolvedReference(**hit)
     resolved = compute()
     if store is not None:
-        # a computed reference has no control outcomes: the cached record keeps its old shape
-        store.put_reference(key, {k: v for k, v in asdict(resolved).items() if k != "outcomes"})
+        # a computed reference has no control outcomes, and whether failures are a category is the
+        # config's, not the reference's: the cached record keeps its old shape
+        store.put_reference(key, {k: v for k, v in asdict(resolved).items() if k not in ("outcomes", "failures")})
     return resolved
 
 

@@ -11,7 +11,6 @@ explaining do not mix: nothing here tests a commit.
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import replace
 from typing import Any
@@ -19,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from bisectbot.core import policy, stats
+from bisectbot.core.builds import build_stages, builds_bound
 from bisectbot.core.diagnose import distance_along
 from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict, distinct_runs
 from bisectbot.core.reports import BisectReport, BisectStatus
-from bisectbot.core.search import SearchResult, SkipBlock
+from bisectbot.core.search import SearchResult, SkipBlock, untested_stretches
 from bisectbot.pipeline.ledger import Ledger
 from bisectbot.pipeline.outputs import side_by_side
 from bisectbot.pipeline.plan import BisectPlan, Departure, ReportContext
@@ -91,11 +91,11 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         bad_ref=plan.bad_ref,
         commits=plan.total,
         builds=len({v.sha for v in verdicts if v.arm == "main"}),
-        builds_bound=math.ceil(math.log2(plan.n)) + 3,
+        builds_bound=builds_bound(plan.n),
         runs=distinct_runs(verdicts),
         runs_executed=sum(v.executed for v in verdicts),
         retried=sum(v.retried for v in verdicts),
-        confidence=max(0.0, 1.0 - doubt) if dep.status is BisectStatus.FOUND else 0.0,
+        confidence=max(0.0, 1.0 - doubt) if dep.status in (BisectStatus.FOUND, BisectStatus.CLEAN) else 0.0,
         step_alpha=plan.level,
         message=dep.message,
         verdicts=list(verdicts),
@@ -140,7 +140,86 @@ def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectRepo
         else None,
         user_skipped=[sha for sha in (narrowed.full if narrowed else plan.line) if sha in plan.user_skipped],
         cost=_cost(ledger),
+        build_stages=[stage.to_json() for stage in build_stages(verdicts, plan.find)],
+        **_proved(ledger, dep, context, 1.0 - doubt),
     )
+
+
+def _proved(ledger: Ledger, dep: Departure, context: ReportContext, confidence: float) -> dict[str, Any]:
+    """What a found commit proves, exactly (the report's `proved`, `untested_before` and
+    `scan_command`): its parent is on the working side of the reference, it is on the other,
+    and their runs differ: a GOOD→BAD change there. That it is the *first* departure holds only
+    if no commit before it departed and came back; the stretches where nothing was tested
+    (between two commits shown on the working side: core.search.untested_stretches) are where
+    such a departure could hide, and `bisect --scan` tests every commit of them."""
+    if dep.status is not BisectStatus.FOUND:
+        return {}
+    plan, find, test = ledger.plan, ledger.plan.find, ledger.tester.cfg.test
+    c = dep.found.result.first_bad
+    culprit, parent = plan.line[c], ledger.parent_of(c)
+    where = {sha: i for i, sha in enumerate(plan.line)}
+    sides = {
+        where[v.sha]: v.verdict
+        for v in ledger.verdicts
+        if v.arm == "main"
+        and v.sha in where
+        and where[v.sha] < c
+        and find.search_verdict(v.verdict).side is Verdict.GOOD
+    }
+    stretches = untested_stretches(set(sides), c)
+    was, now = find.parent_verdict.value.upper(), find.culprit_verdict.value.upper()
+    how = {Verdict.GOOD: f"within tolerance {test.tolerance:g}", Verdict.BAD: f"farther than eta {test.indifference:g}"}
+    text = (
+        f"a {was}→{now} change at {culprit[:12]}: its parent {parent[:12]} tests {was} ({how[find.parent_verdict]} "
+        f"from the reference), {culprit[:12]} tests {now} ({how[find.culprit_verdict]}), and their runs differ on "
+        f"fresh seeds; all at confidence ≥ {max(0.0, confidence):.2%}"
+    )
+    placed_only = any(v is not Verdict.GOOD and v is not Verdict.BAD for v in sides.values())
+    rows: list[dict[str, Any]] = []
+    scan = None
+    skipped = {
+        where[v.sha] for v in ledger.verdicts if v.arm == "main" and v.sha in where and v.verdict is Verdict.SKIP
+    }
+    for a, b in stretches:
+        rows.append(
+            {
+                "after": plan.line[a],
+                "before": plan.line[b],
+                "first": plan.line[a + 1],
+                "last": plan.line[b - 1],
+                "commits": b - a - 1,
+                "skipped": sum(a < p < b for p in skipped),  # of them, tried and could not be built or run
+                "scan": scan_line(plan, plan.line[a], plan.line[b]) if find is Find.BAD else None,
+            }
+        )
+    if rows and find is Find.BAD:
+        scan = scan_line(plan, rows[0]["after"], rows[-1]["before"])
+    return {
+        "proved": {
+            "change": f"{was}→{now}",
+            "commit": culprit,
+            "parent": parent,
+            "first_departure": not stretches,
+            "text": text,
+            "placed": placed_only,  # some commit before it was only placed on its side (GOOD-SIDE), not tested
+        },
+        "untested_before": rows,
+        "scan_command": scan,
+    }
+
+
+def scan_line(plan: BisectPlan, good: str, bad: str) -> str:
+    """The command that scans the commits after `good` up to `bad` (--scan: each one that can
+    change the binary tested against the reference until one departs), narrowed as this bisect
+    was, with the user's skips that lie between."""
+    how = plan.narrowing
+    extra = "".join(f" --paths {shlex.quote(p)}" for p in how.paths)
+    extra += "".join(f" --also {shlex.quote(p)}" for p in how.also)
+    extra += "" if how.enabled else " --all-commits"
+    full = list(plan.narrowed.full if plan.narrowed is not None else plan.line)
+    lo, hi = full.index(good), full.index(bad)
+    extra += "".join(f" --skip {sha[:12]}" for sha in plan.user_skipped if lo < full.index(sha) < hi)
+    return f"bisectbot bisect {plan.config_path} --good {good} --bad {bad}{extra} --scan"
 
 
 def with_time(report: BisectReport, wall: float, building: float, running: float | None) -> BisectReport:
@@ -243,12 +322,18 @@ def _assumptions(ledger: Ledger, dep: Departure, claims: list[CommitVerdict]) ->
         "the named commit's runs differ from its parent's on fresh seeds (the change test): this holds "
         "whatever the history looks like",
         "once a commit departs from the reference, every later commit on the line departs too "
-        "(no commit in between returns to it)",
+        "(no commit in between returns to it): for the named commit to be the first departure; where one "
+        "that came back could hide is listed in untested_before, and bisect --scan tests it",
         f"commits whose distribution is between eta {test.indifference:g} and tolerance "
         f"{test.tolerance:g} (total variation) from the reference may be named either way",
     ]
     broken = ledger.plan.find.broken_ref_name
-    if ledger.plan.broken_last and ledger.end_verdict(broken) is None:
+    if ledger.plan.scan and ledger.end_verdict(broken) is None:
+        out.append(
+            f"the {broken} end was not tested: the scan met a commit that departs before it (commits between "
+            f"the ends are scanned first)"
+        )
+    elif ledger.plan.broken_last and ledger.end_verdict(broken) is None:
         out.append(
             f"the {broken} end was not tested (builds here are slow, and the answer does not rest on it: "
             f"the named commit and its parent are each tested against the reference); its compile inputs "
@@ -309,6 +394,7 @@ def reproduce_line(plan: BisectPlan, strategy: str) -> str:
     """The command that runs this bisect again (it resumes from the state directory)."""
     how = plan.narrowing
     extra = " --find fixed" if plan.find is Find.FIXED else ""
+    extra += " --scan" if plan.scan else ""
     extra += "".join(f" --paths {shlex.quote(p)}" for p in how.paths)
     extra += "".join(f" --also {shlex.quote(p)}" for p in how.also)
     extra += "" if how.enabled else " --all-commits"

@@ -180,13 +180,15 @@ class CommitTester:
         return prepared.program if prepared.executor is not None else ""
 
     def category(self, rec: RunRecord) -> int | None:
-        """Which category of the reference one run falls in (None: failed, or not counted)."""
+        """Which category of the reference one run falls in (None: not counted: a failed run,
+        unless failed runs are an outcome, or a missed condition without a MISSED category)."""
         return self.classify(rec)[0]
 
     def classify(self, rec: RunRecord) -> tuple[int | None, str | None]:
-        """The run's category and its outcome text (None: failed, or no outcome token)."""
+        """The run's category and its outcome text (None: no outcome token). A failed run is
+        FAILED when that is a category (`statistic.failures: outcome`), else not counted."""
         if not rec.ok:
-            return None, None
+            return self.reference.failed, None
         obs = observe(rec.tokens or (), self.cfg.statistic)
         return self.reference.index(obs.outcome, obs.met_condition), obs.outcome
 
@@ -259,14 +261,15 @@ class CommitTester:
                     if out.tally.mostly_failed:
                         out.failed = out.tally.failure_signature(prepared.variant)
                         break
+                    counted = rec.ok or category is not None  # an observation (a failed run may be one)
                     for sha, table in ends.items():  # the same seed at an end: the same observation?
                         theirs = table.get(rec.seed)
-                        if rec.ok and theirs is not None:
+                        if counted and theirs is not None:
                             alike[sha][(-1 if category is None else category) != theirs] += 1
                     if pairing is not None and category is not None:
                         pairing.add(category, rec.seed)
                         self.reference = pairing.control.reference
-                    if rec.ok:
+                    if counted:
                         if gate is None or gate.needed(category, sum(out.tally.counts)):
                             out.evidence = judged()
                             if gate is not None:
@@ -301,7 +304,8 @@ class CommitTester:
     def observations(self, sha: str) -> tuple[tuple[int, int], ...]:
         """The commit's stored runs on the common seeds (block 0), as (seed, category or −1 when
         not counted): what a commit run on the same seeds is compared with. Failed runs are left
-        out; a commit not built yet has none (nothing is built here).
+        out unless they are an outcome (FAILED); a commit not built yet has none (nothing is
+        built here).
 
         Asked for every end at every search step, so an answer is remembered until this process
         stores a run of the commit, marks a run input as written, or the categories change:
@@ -318,9 +322,10 @@ class CommitTester:
         seeds = set(self.runner.seed_block(sha, 0, SEED_BLOCK))
         out = []
         for seed, rec in sorted(self.runner.stored_runs(prepared).items()):
-            if rec.ok and seed in seeds:
+            if seed in seeds:
                 category = self.category(rec)
-                out.append((seed, -1 if category is None else category))
+                if rec.ok or category is not None:
+                    out.append((seed, -1 if category is None else category))
         self._observed[sha] = (token, tuple(out))
         return tuple(out)
 
