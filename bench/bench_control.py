@@ -3,6 +3,7 @@
     python bench/bench_control.py              # 3 histories (a few minutes on 2 cores)
     python bench/bench_control.py --histories 6
     python bench/bench_control.py --histories 6 --reshuffle
+    python bench/bench_control.py --workers 2    # also the measured bisect on a 2-worker Dask cluster
 
 The shape of issue 23: a 44-commit history of a small C program that prints one seeded choice
 (bisectbot.demo.choice), one commit moving one outcome 0.30 → 0.38 (TV 0.08), one commit that
@@ -17,7 +18,9 @@ state directory of its own: with the exact reference (`init --probs`), and with 
 its runs, which are counted in the report's `control_runs`).
 Printed: per history and in all, whether each found the change, its builds, its runs, the
 control's runs and the ratio of all runs (control included) measured / exact. The target
-(issue 23) is a ratio ≤ 2.5.
+(issue 23) is a ratio ≤ 2.5. With `--workers N` the measured config is bisected a third time on
+a local Dask cluster of N workers (the coordinator pairs each run with the control's, issue 45),
+which must name the same commit; exit 1 when it does not.
 """
 
 from __future__ import annotations
@@ -74,10 +77,11 @@ def init_config(h: ChoiceHistory, work: Path, label: str, probs: dict[str, float
     return path
 
 
-def bisect(h: ChoiceHistory, path: Path, work: Path, label: str) -> dict:
+def bisect(h: ChoiceHistory, path: Path, work: Path, label: str, workers: int = 0) -> dict:
     out = work / f"{label}.json"
     argv = [sys.executable, "-m", "bisectbot.cli", "bisect", str(path), "--good", h.commits[0], "--bad", "main"]
     argv += ["--state", str(work / f"state-{label}"), "--json", str(out), "-q"]
+    argv += ["--workers", str(workers)] if workers else []
     start = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True)
     seconds = time.monotonic() - start
@@ -86,6 +90,7 @@ def bisect(h: ChoiceHistory, path: Path, work: Path, label: str) -> dict:
     report = json.loads(out.read_text())
     named = report["first_bad"]
     return {
+        "first_bad": named,
         "found": named == h.first("change"),
         "named": f"{report['status']} {h.commits.index(named) if named in h.commits else '-'}/{h.kinds.index('change')}",
         "status": report["status"],
@@ -106,7 +111,9 @@ def main() -> None:
         action="store_true",
         help="the change also reshuffles every seed's draw: the worst case for pairing by seed",
     )
+    parser.add_argument("--workers", type=int, default=0, help="also bisect the measured config on N Dask workers")
     args = parser.parse_args()
+    differ = 0
     probs = dict(zip("abc", BEFORE))
     totals = {"exact": 0, "measured": 0}
     print(f"{'history':>7}  {'exact: found builds runs':>26}  {'measured: found builds runs + control':>38}  ratio")
@@ -115,7 +122,9 @@ def main() -> None:
             work = Path(tmp)
             h = history(work, seed, args.reshuffle)
             exact = bisect(h, init_config(h, work, "exact", probs, args.max_runs), work, "exact")
-            measured = bisect(h, init_config(h, work, "measured", None, args.max_runs), work, "measured")
+            config = init_config(h, work, "measured", None, args.max_runs)
+            measured = bisect(h, config, work, "measured")
+            cluster = bisect(h, config, work, "cluster", args.workers) if args.workers else None
         if "error" in exact or "error" in measured:
             print(f"{seed:>7}  exact: {exact.get('error', 'ok')} | measured: {measured.get('error', 'ok')}")
             continue
@@ -127,11 +136,23 @@ def main() -> None:
             f"{str(measured['found']):>6} {measured['builds']:>6} {measured['runs']:>12,} + {measured['control']:>8,}"
             f"  {ratio:.2f}  (named/change: exact {exact['named']}, measured {measured['named']})"
         )
+        if cluster is not None:
+            same = cluster.get("first_bad") == measured.get("first_bad")
+            differ += not same
+            print(
+                f"{'':>7}  measured on {args.workers} workers: {cluster.get('named', cluster.get('error'))}, "
+                f"{cluster.get('runs', 0):,} runs + {cluster.get('control', 0):,} control, "
+                f"{cluster.get('seconds', 0):.0f} s: {'the same commit' if same else 'ANOTHER COMMIT'}"
+            )
     if totals["exact"]:
         print(
             f"\nall runs, measured / exact: {totals['measured']:,} / {totals['exact']:,} = "
             f"{totals['measured'] / totals['exact']:.2f} (target ≤ 2.5)"
         )
+    if args.workers:
+        print(f"on {args.workers} workers: {'the same commit every time' if not differ else f'{differ} differ'}")
+    if differ:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

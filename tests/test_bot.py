@@ -137,6 +137,21 @@ def test_comment_bisect_one_comment_with_culprit_despite_failing_writes(
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
+def test_reference_good_in_a_comment_measures_the_good_end_with_no_config_edit(
+    gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, demo12, gh_server)
+    gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", f"/bisect good={demo12.good[:10]} bad=main reference=good")
+    with open_bot(config, tmp_path / "st") as bot:
+        watch(bot, ISSUE, once=True, interval=1)
+    ours = job_comments(gh_server)
+    assert len(ours) == 1
+    body = ours[0]
+    assert f"[`{demo12.culprit[:12]}`]({commit_link(gh_server, demo12.culprit)})" in body.splitlines()[1]
+    assert "like the good end" in body and demo12.good[:12] in body
+
+
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_watch_killed_mid_bisect_resumes_without_rerunning_or_posting_twice(
     gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
 ) -> None:

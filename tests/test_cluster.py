@@ -245,15 +245,21 @@ def test_cluster_options_fail_in_one_line(history: DemoHistory, tmp_path: Path) 
     )
 
 
-def test_a_control_sample_reference_is_refused_on_a_cluster(history: DemoHistory, tmp_path: Path) -> None:
-    """Every tested run is paired with the control's runs in seed order, here: a cluster's
-    workers cannot, so the combination is refused in one line instead of never deciding."""
-    from bisectbot.config.sections import ControlReference
-    from bisectbot.errors import BisectbotError
-
-    cfg = load_config(history.config)
-    reference = cfg.reference.model_copy(update={"probs": None, "control": ControlReference(commit=history.good)})
-    cfg = cfg.model_copy(update={"reference": reference})
-    with StateDir(tmp_path / "st") as state:
-        with pytest.raises(BisectbotError, match="reference.control cannot be used with a cluster"):
-            _ = jobs.Session(cfg, state, cluster=object()).tester
+def test_like_the_good_end_on_two_workers_names_the_same_commit_as_the_serial_path(
+    history: DemoHistory, client: Any, tmp_path: Path
+) -> None:
+    """`reference: good` on a cluster: the workers make the runs, the coordinator pairs each with
+    the control's run on its seed (the control built and run here) and reaches the verdicts;
+    the same commit is found as serially, confirmed, and the report says so."""
+    cfg = load_config(history.config).with_reference("good")
+    reports = {}
+    for name, cl in (("serial", None), ("cluster", client)):
+        with StateDir(tmp_path / name) as state:
+            session = jobs.Session(cfg, state, cluster=cl)
+            reports[name] = jobs.run_bisect(session, jobs.plan_bisect(session, history.good, "main"))
+    serial, cluster = reports["serial"], reports["cluster"]
+    assert serial.status is cluster.status is BisectStatus.FOUND, (serial.message, cluster.message)
+    assert serial.first_bad == cluster.first_bad == history.culprit
+    assert cluster.workers == 2 and "like the good end" in cluster.reference.source
+    assert cluster.control_runs and cluster.control_runs > 0
+    assert any("against" in v.reason and "control runs on the same seeds" in v.reason for v in cluster.verdicts)

@@ -32,6 +32,11 @@ from bisectbot.github.commands import (
             BisectCommand("0123abcd", "origin/master"),
         ),
         ("/BISECT GOOD=a1b2c3d BAD=refs/tags/b5000", BisectCommand("a1b2c3d", "refs/tags/b5000")),
+        (
+            "/bisect good=b4000 bad=b4100 reference=good",
+            BisectCommand("b4000", "b4100", None, "good"),
+        ),
+        ("/bisect good=b4000 bad=b4100 reference=b3990", BisectCommand("b4000", "b4100", None, "b3990")),
         ("/check", CheckCommand()),
         ("/check ref=feature/sampler+fix", CheckCommand("feature/sampler+fix")),
         ("/cancel", CancelCommand()),
@@ -235,3 +240,16 @@ def test_pull_request_heads_are_not_bisected() -> None:
     for body in ("/bisect good=main bad=pull/7/head", "/bisect good=pull/7/head bad=main"):
         got = parse_comment(body, "OWNER")
         assert isinstance(got, Refusal) and "/check ref=pull/<N>/head" in got.reason
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("/bisect good=a1b2c3d bad=main reference=--upload-pack=x", "not allowed"),
+        ("/bisect good=a1b2c3d bad=main reference=pull/7/head", "untrusted code"),
+        ("/bisect good=a1b2c3d bad=main reference=good reference=config", "given twice"),
+    ],
+)
+def test_a_bad_reference_is_refused_in_one_line(body: str, why: str) -> None:
+    got = parse_comment(body, "OWNER")
+    assert isinstance(got, Refusal) and why in got.reason and "\n" not in got.reason

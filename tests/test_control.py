@@ -168,3 +168,27 @@ def test_bisect_with_reference_good_finds_and_confirms_a_change_from_the_good_en
     assert "like the good end" in md.read_text()
     parent = [v for v in report["verdicts"] if v["role"] == "retest-parent"]
     assert all(v["verdict"] == "good" for v in parent)
+
+
+@pytest.mark.heavy  # two bisects (README: Tests)
+def test_an_undecided_confirmation_names_the_knob_and_raising_it_decides(small_demo, tmp_path: Path) -> None:
+    """The parent's re-test against the good end on fresh seeds runs out of test.retest_runs:
+    the bisect stops UNCONFIRMED and its message names that knob and its value; the same bisect
+    with the knob raised decides, found and confirmed (exit 0)."""
+    results = {}
+    for runs in (20, 3000):
+        data = yaml.safe_load(small_demo.config.read_text())
+        data["repo"]["path"] = str(small_demo.repo)
+        data.setdefault("test", {})["retest_runs"] = runs
+        cfg = tmp_path / f"c{runs}.yaml"
+        cfg.write_text(yaml.safe_dump(data))
+        results[runs] = cli(
+            "bisect", str(cfg), "--good", small_demo.good, "--bad", "main", "--reference", "good",
+            "--strategy", "plain", "--state", str(tmp_path / f"st{runs}"), "--json", "-",
+        )  # fmt: skip
+    code, report, err = results[20]
+    assert code == 3 and report["status"] == "unconfirmed", err
+    assert "its budget: 20 runs, set by test.retest_runs: raise it" in report["message"]
+    code, report, err = results[3000]
+    assert code == 0 and report["status"] == "found" and report["first_bad"] == small_demo.culprit, err
+    assert any(v["role"] == "retest-parent" and v["verdict"] == "good" for v in report["verdicts"])

@@ -398,6 +398,9 @@ class StatTestConfig(Strict):
     confidence: float = Field(default=0.99, gt=0.5, lt=1)  # whole-bisect target
     model_runs: int = Field(default=MODEL_RUNS, gt=0, le=SEED_BLOCK)  # the bad-model stage's budget
     search_runs: int = Field(default=SEARCH_RUNS, gt=0)  # the sticky search's budget (then: ambiguous)
+    # runs the confirmation's re-tests against the reference may take, each (default: the
+    # parent 3 × what the working end's GOOD took, at least 200; the culprit 2 × run.max_runs)
+    retest_runs: int | None = Field(default=None, gt=0, le=SEED_BLOCK)
     # when the broken end is tested: first (before the search: an early error if it does not
     # reproduce), last (only if the answer rests on it: its build saved), auto (last when the
     # working end's build took 20 s or more: core.policy.broken_end_last)

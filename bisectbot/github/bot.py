@@ -301,6 +301,7 @@ class Bot:
 
     def _handle_bisect(self, issue: int, comment_id: int, cmd: BisectCommand) -> None:
         cfg, config_path = self._config_for(cmd.config)
+        cfg = cfg.with_reference(cmd.reference)  # reference=good: like the good end, no config edit
         session = self.session(cfg, config_path)
         try:
             plan = jobs.plan_bisect(session, cmd.good, cmd.bad)

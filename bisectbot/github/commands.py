@@ -3,7 +3,7 @@
 Commands (first command line of a comment; quoted lines and code blocks are ignored so
 quoting an earlier command does not re-run it)::
 
-    /bisect good=<ref> bad=<ref> [config=<name>]
+    /bisect good=<ref> bad=<ref> [config=<name>] [reference=good|config|<ref>]
     /check [ref=<ref>]          (ref=pull/<N>/head: the pull request's head, built in the sandbox)
     /cancel
 
@@ -24,7 +24,7 @@ from bisectbot.core.refs import pull_number, pull_ref_problem
 ALLOWED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 COMMAND_WORDS = ("/bisect", "/check", "/cancel")
 USAGE = {
-    "/bisect": "/bisect good=<ref> bad=<ref> [config=<name>]",
+    "/bisect": "/bisect good=<ref> bad=<ref> [config=<name>] [reference=good|config|<ref>]",
     "/check": "/check [ref=<ref> | ref=pull/<N>/head]",
     "/cancel": "/cancel",
 }
@@ -44,6 +44,9 @@ class BisectCommand:
     good: str
     bad: str
     config: str | None = None
+    # what commits are judged against: the config's reference (None, "config"), "good" (like the
+    # good end: a control sample measured at good=), or a ref (like that commit)
+    reference: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,7 @@ _VALIDATORS: dict[str, Callable[[str], str | None]] = {
     "bad": _ref_check("bad"),
     "ref": _ref_check("ref"),
     "config": validate_config_name,
+    "reference": lambda value: None if value in ("good", "config") else _ref_check("reference")(value),
 }
 
 
@@ -205,7 +209,7 @@ def parse_command(line: str) -> Command | Refusal:
         if isinstance(args, Refusal):
             return args
         return CheckCommand(args.get("ref"))
-    args = _parse_args(word, tokens[1:], ("good", "bad", "config"))
+    args = _parse_args(word, tokens[1:], ("good", "bad", "config", "reference"))
     if isinstance(args, Refusal):
         return args
     missing = [k for k in ("good", "bad") if k not in args]
@@ -213,12 +217,12 @@ def parse_command(line: str) -> Command | Refusal:
         return Refusal(f"Sorry, {' and '.join(k + '=' for k in missing)} missing — usage: `{USAGE['/bisect']}`")
     if args["good"] == args["bad"]:
         return Refusal("Sorry, good= and bad= are the same ref; give two different commits.")
-    if any(pull_number(args[k]) is not None for k in ("good", "bad")):
+    if any(pull_number(args[k]) is not None for k in ("good", "bad", "reference") if k in args):
         return Refusal(
             "Sorry, a pull request's head is untrusted code: it can be checked "
             "(`/check ref=pull/<N>/head`, in the sandbox) but not bisected."
         )
-    return BisectCommand(args["good"], args["bad"], args.get("config"))
+    return BisectCommand(args["good"], args["bad"], args.get("config"), args.get("reference"))
 
 
 def refusal_for_unauthorised(author: str | None = None) -> Refusal:

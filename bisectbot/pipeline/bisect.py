@@ -374,7 +374,7 @@ class Bisection(Ledger):
                     )
                     + why
                     + " (undecided: a commit between eta and tolerance from the reference may be named either way, "
-                    "or not at all; a larger run.max_runs may decide it)"
+                    "or not at all)"
                 )
             return Departure(BisectStatus.UNCONFIRMED, why, found, crossed, strategies)
 
@@ -414,14 +414,29 @@ class Bisection(Ledger):
             need_parent,
             toward_culprit + own[sha],
             toward_parent + own[parent_sha],
-            self.step_budget(PARENT_BUDGET_FACTOR),
-            self.tester.cfg.run.max_runs * (1 if self._zone_placed(sha) else CULPRIT_BUDGET_FACTOR),
+            *self._retest_budgets(sha),
         )
         conf = confirm.confirm(self.tester, pair, find, level=plan.level, q_bad=q_bad)
         self.fresh[sha] = pair.start_culprit + conf.used[0]
         self.fresh[parent_sha] = pair.start_parent + conf.used[1]
         self.verdicts.extend(conf.verdicts)
         return conf
+
+    def _retest_budgets(self, sha: str) -> tuple[int, int, str, str]:
+        """The confirmation's budgets (parent, culprit) and the knob that sets each: test.retest_runs
+        when the config gives it, else the parent 3 × the working end's GOOD and the culprit
+        2 × run.max_runs (1 × for a commit placed by a test that could not decide)."""
+        cfg = self.tester.cfg
+        if cfg.test.retest_runs is not None:
+            return cfg.test.retest_runs, cfg.test.retest_runs, "test.retest_runs", "test.retest_runs"
+        parent = self.step_budget(PARENT_BUDGET_FACTOR)
+        parent_knob = (
+            "run.max_runs"
+            if parent >= cfg.run.max_runs
+            else f"test.retest_runs ({PARENT_BUDGET_FACTOR} × the working end's GOOD)"
+        )
+        culprit = cfg.run.max_runs * (1 if self._zone_placed(sha) else CULPRIT_BUDGET_FACTOR)
+        return parent, culprit, parent_knob, "run.max_runs (or test.retest_runs)"
 
     def _alike(self, sha: str, parent_sha: str) -> str | None:
         """Why no change test is worth running: the commit and its parent printed the same

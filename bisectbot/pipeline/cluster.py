@@ -34,6 +34,7 @@ from typing import Any, Iterator, Sequence
 from bisectbot.config import Config
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core import stats
+from bisectbot.core.outcome import Verdict
 from bisectbot.core.records import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
 from bisectbot.edges import storage
 from bisectbot.edges.statedir import StateDir
@@ -41,8 +42,9 @@ from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import BisectbotError, ClusterError
 from bisectbot.pipeline.buildkeys import toolchain_identity
 from bisectbot.pipeline.events import Events, VerdictReached, WorkerDone
+from bisectbot.pipeline.reference import GrowingControl
 from bisectbot.pipeline.runner import CommitRunner, Prepared
-from bisectbot.pipeline.verdict import CommitTester, Feed, Untestable
+from bisectbot.pipeline.verdict import CommitTester, Feed, Untestable, judge
 
 
 @dataclass(frozen=True)
@@ -146,12 +148,23 @@ def work_runs(task: WorkTask, block: int, start: int, count: int) -> RunsResult:
     """On a worker: the commit's runs for the seeds start … start + count − 1 of `block` (built
     first when needed), each streamed to the coordinator as every run is."""
     with _streaming_runner(task) as (name, mine, _state, runner):
-        prepared = runner.prepare(task.sha)
+        prepared: Prepared | None = runner.prepare(task.sha)
         records = None
-        if prepared.executor is not None:
-            seeds = runner.seed_block(task.sha, block, start + count)[start:]
+        seeds = runner.seed_block(task.sha, block, start + count)[start:]
+        while prepared is not None and prepared.executor is not None:
             with runner.runs(prepared, seeds) as stream:
                 records = list(stream)
+            tally = Tally(())
+            for rec in records:
+                tally.add(rec, None)
+            if not tally.mostly_failed or task.cfg.statistic.failures_counted:
+                break
+            # as on every tester: the variant's runs mostly fail, the next one that fits is tried
+            retry = runner.variant_failed(prepared, tally.failure_reason())
+            if retry is None:
+                break
+            prepared, records = retry, None
+        assert prepared is not None
         return RunsResult(
             records,
             prepared.build,
@@ -179,9 +192,16 @@ class ClusterTester(CommitTester):
     where = "cluster"
 
     def __init__(
-        self, cfg: Config, runner: CommitRunner, reference: stats.Reference, events: Events, client: Any, root: Path
+        self,
+        cfg: Config,
+        runner: CommitRunner,
+        reference: stats.Reference,
+        events: Events,
+        client: Any,
+        root: Path,
+        control: GrowingControl | None = None,
     ):
-        super().__init__(cfg, runner, reference, events)
+        super().__init__(cfg, runner, reference, events, control)
         self.client, self.root = client, root
         self.compiler = toolchain_identity()
         self.queue = f"bisectbot-runs-{uuid.uuid4().hex[:12]}"
@@ -273,41 +293,51 @@ class ClusterTester(CommitTester):
     def feed(self, sha: str, block: int = 0, start: int = 0, toward: Sequence[float] | None = None) -> Feed:
         """The commit's runs one counted category at a time, fetched from a worker in batches
         (the confirmation's fresh seeds): built and run there, like every verdict."""
-        return RemoteFeed(self, sha, block, start)
+        return RemoteFeed(self, sha, block, start, toward)
 
     def batch(self, sha: str, block: int, start: int, count: int) -> RunsResult:
         """Runs start … start + count − 1 of the commit's block, on a worker (the one that
         built it, preferably); every run streamed back and stored here."""
+        return self.batches([(sha, block, start, count)])[0]
+
+    def batches(self, wanted: Sequence[tuple[str, int, int, int]]) -> list[RunsResult]:
+        """Several commits' batches of runs (sha, block, start, count) at once, each on a worker
+        (the one that built it, preferably); every run streamed back and stored here."""
         from distributed import Queue
 
         self.events.check()
         store = self.runner.state.store
         queue = Queue(self.queue, client=self.client)
-        task = WorkTask(
-            self.cfg,
-            str(self.root),
-            sha,
-            Ask(role="runs", alpha=1.0, beta=1.0),
-            self.reference,
-            self.compiler,
-            store.runs_at(sha),
-            self.queue,
-        )
-        prefer = self._builders([sha]).get(sha)
-        fut = self.client.submit(
-            work_runs,
-            task,
-            block,
-            start,
-            count,
-            pure=False,
-            retries=1,
-            workers=[prefer] if prefer else None,
-            allow_other_workers=prefer is not None,
-        )
+        builders = self._builders(list({sha for sha, *_ in wanted}))
+        futures = []
+        for sha, block, start, count in wanted:
+            task = WorkTask(
+                self.cfg,
+                str(self.root),
+                sha,
+                Ask(role="runs", alpha=1.0, beta=1.0),
+                self.reference,
+                self.compiler,
+                store.runs_at(sha),
+                self.queue,
+            )
+            prefer = builders.get(sha)
+            futures.append(
+                self.client.submit(
+                    work_runs,
+                    task,
+                    block,
+                    start,
+                    count,
+                    pure=False,
+                    retries=1,
+                    workers=[prefer] if prefer else None,
+                    allow_other_workers=prefer is not None,
+                )
+            )
         try:
             while True:
-                done = fut.done()
+                done = all(f.done() for f in futures)
                 for key, run_sha, rec in queue.get(batch=True):
                     tokens = tuple(rec["tokens"]) if rec["tokens"] is not None else None
                     store.add_runs(key, run_sha, [RunRecord(**{**rec, "tokens": tokens})])
@@ -316,22 +346,30 @@ class ClusterTester(CommitTester):
                 self.events.check()
                 time.sleep(0.05)
         except BaseException:
-            self.client.cancel([fut])
+            self.client.cancel(futures)
             raise
-        try:
-            res: RunsResult = fut.result()
-        except BisectbotError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - as _result
-            raise ClusterError(f"a task on the Dask cluster failed ({fut.key}): {type(exc).__name__}: {exc}") from None
-        if res.build is not None:
-            self._record(WorkResult(None, res.worker, res.host, res.compiler, res.build, res.built))
-            self.events.emit(WorkerDone(sha, res.worker, f"{len(res.records or [])} runs", res.built))
-        return res
+        out = []
+        for (sha, *_), fut in zip(wanted, futures):
+            try:
+                res: RunsResult = fut.result()
+            except BisectbotError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - as _result
+                raise ClusterError(
+                    f"a task on the Dask cluster failed ({fut.key}): {type(exc).__name__}: {exc}"
+                ) from None
+            if res.build is not None:
+                self._record(WorkResult(None, res.worker, res.host, res.compiler, res.build, res.built))
+                self.events.emit(WorkerDone(sha, res.worker, f"{len(res.records or [])} runs", res.built))
+            out.append(res)
+        return out
 
     def verdicts(self, items: Sequence[tuple[str, Ask]]) -> list[CommitVerdict]:
         """The verdicts of a round, reached at once on the workers (each commit preferably on
-        the worker that built it before)."""
+        the worker that built it before); with a control-sample reference, the workers make the
+        runs and the verdicts are reached here (`_paired_verdicts`)."""
+        if self.control is not None:
+            return self._paired_verdicts(items)
         from distributed import Queue
 
         self.events.check()
@@ -371,6 +409,62 @@ class ClusterTester(CommitTester):
             out.append(res.verdict)
         return out
 
+    def _paired_verdicts(self, items: Sequence[tuple[str, Ask]]) -> list[CommitVerdict]:
+        """A round's verdicts against a control sample: each tested run must be paired with the
+        control's run on its seed, and the control lives here (built and run by the
+        coordinator's runner, grown while tests need it), so the workers make the commits'
+        runs, a batch per commit at once, and each run is paired and judged here, in seed
+        order, exactly as `CommitTester` does. A commit decided (or out of budget) asks for no
+        more batches; the others get their next one together."""
+        feeds = [RemoteFeed(self, sha, ask.block, ask.start, ask.q_bad) for sha, ask in items]
+        out: list[CommitVerdict | None] = [None] * len(items)
+        while any(v is None for v in out):
+            waiting = [i for i, v in enumerate(out) if v is None and not feeds[i].buffered]
+            for i, res in zip(waiting, self.batches([feeds[i].request() for i in waiting])):
+                feeds[i].load(res)
+            for i, (_sha, ask) in enumerate(items):
+                if out[i] is None:
+                    out[i] = self._advance(feeds[i], ask)
+        for v in out:
+            assert v is not None
+            self.events.emit(VerdictReached(v))
+        return [v for v in out if v is not None]
+
+    def _advance(self, feed: "RemoteFeed", ask: Ask) -> CommitVerdict | None:
+        """Judge the feed's buffered runs; its verdict once decided (or skipped, or out of
+        budget), None while it needs another batch."""
+        budget = self.cfg.test.model_runs if ask.mode == "bad-model" else ask.budget or self.cfg.run.max_runs
+        test = self.cfg.test
+        while feed.buffered:
+            try:
+                category = feed.next_buffered()
+            except Untestable as exc:
+                return feed.verdict(Verdict.SKIP, str(exc), exc.signature, ask=ask, executed=feed.executed)
+            if category is None:
+                continue
+            ev = judge(
+                feed.tally.counts,
+                ask,
+                self.reference,
+                tolerance=test.tolerance,
+                budget=budget,
+                eta=test.indifference,
+                paired=feed.paired_evidence(ask, budget) if ask.mode != "bad-model" else None,
+            )
+            if ev.decision is not None:
+                return feed.verdict(
+                    ev.decision, ev.reason, ask=ask, evidence=(ev.log_e_bad, ev.log_e_good), executed=feed.executed
+                )
+            if feed.tally.consumed >= budget:
+                return feed.verdict(
+                    Verdict.INCONCLUSIVE,
+                    f"undecided after {feed.tally.consumed} runs (budget {budget}); {ev.reason}",
+                    ask=ask,
+                    evidence=(ev.log_e_bad, ev.log_e_good),
+                    executed=feed.executed,
+                )
+        return None
+
 
 def _result(fut: Any) -> WorkResult:
     """A task's result; a worker's own error (its compiler, a git failure) as it is, anything
@@ -400,13 +494,14 @@ def connect(workers: int | None, scheduler: str | None) -> Any:
 
 
 class RemoteFeed(Feed):
-    """`verdict.Feed` over runs made on the cluster's workers, BATCH seeds at a time."""
+    """`verdict.Feed` over runs made on the cluster's workers, BATCH seeds at a time (paired
+    with a control-sample reference here, like any feed)."""
 
     BATCH = 64
 
     def __init__(
-        self, tester: ClusterTester, sha: str, block: int, start: int
-    ):  # super().__init__ is not called on purpose
+        self, tester: ClusterTester, sha: str, block: int, start: int, toward: Sequence[float] | None = None
+    ):  # super().__init__ is not called on purpose: nothing is built or run here
         self.tester, self.sha, self.block, self.start = tester, sha, block, start
         self.cluster = tester
         self.tally = Tally(tester.reference.names)
@@ -415,29 +510,62 @@ class RemoteFeed(Feed):
         self._next = start
         self.prepared = Prepared(sha, BuildRecord(sha, "unknown", {}, "", 0.0), None, "not built yet")
         self._failed: str | None = None
-        self.pairing = None  # a cluster has no control-sample reference (jobs.py)
+        self.toward = toward
+        self.pairing = None
+        self._fed: list[tuple[int, int]] = []
+        self.seeds = tester.runner.seed_block(sha, block, SEED_BLOCK)[start:]
+        self.executed = 0  # runs the workers made for it (not replayed from the coordinator's store)
+        self._replayed: set[int] = set()  # seeds the coordinator had stored when the batch was asked
+
+    @property
+    def buffered(self) -> bool:
+        """Runs fetched and not yet counted (or a failure to report)."""
+        return bool(self._buffer) or self._failed is not None
+
+    def request(self) -> tuple[str, int, int, int]:
+        """The next batch to ask a worker for (ClusterTester.batches)."""
+        known = self.cluster.runner.state.store.runs_at(self.sha)
+        self._replayed = {seed for runs in known.values() for seed in runs}
+        if self._next >= SEED_BLOCK:
+            self._failed = f"its block of {SEED_BLOCK} seeds used up"
+        return self.sha, self.block, self._next, min(self.BATCH, max(1, SEED_BLOCK - self._next))
+
+    def load(self, res: RunsResult) -> None:
+        """A batch a worker made: its runs to count (the variant it ran them with: a worker that
+        set one aside starts the commit over with the next)."""
+        if res.records is None:
+            build = res.build
+            self._failed = res.why if build is None else (res.why or build.reason)
+            self.prepared = Prepared(self.sha, build or self.prepared.build, None, res.why, variant=res.variant)
+            return
+        if self.tally.consumed and res.variant != self.prepared.variant:
+            self.tally, self._fed, self.pairing = Tally(self.tester.reference.names), [], None
+        self.prepared = Prepared(self.sha, res.build or self.prepared.build, None, res.why, variant=res.variant)
+        self.executed += sum(rec.seed not in self._replayed for rec in res.records)
+        self._buffer, self._next = list(res.records), self._next + len(res.records)
+
+    def next_buffered(self) -> int | None:
+        """Count the next fetched run: its category (None: it failed or is not counted);
+        `Untestable` when the commit cannot be run or its runs mostly fail."""
+        if self._failed is not None:
+            raise Untestable(self._failed, masked(self._failed))
+        rec = self._buffer.pop(0)
+        self.tally.add(rec, *self.tester.classify(rec))
+        if self.tally.mostly_failed and not self.tester.cfg.statistic.failures_counted:
+            self._failed = self.tally.failure_reason()
+            self._buffer.clear()
+            raise Untestable(self._failed, self.tally.failure_signature(self.prepared.variant))
+        if self.tally.last_category is not None:
+            self._pair(self.tally.last_category, rec.seed)
+        return self.tally.last_category
 
     def next(self) -> int:
         while True:
-            if not self._buffer:
-                if self._failed is not None:
-                    raise Untestable(self._failed, masked(self._failed))
-                if self._next >= SEED_BLOCK:
-                    raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
-                count = min(self.BATCH, SEED_BLOCK - self._next)
-                res = self.cluster.batch(self.sha, self.block, self._next, count)
-                self.prepared = Prepared(self.sha, res.build or self.prepared.build, None, res.why, variant=res.variant)
-                if res.records is None:
-                    raise Untestable(res.why, masked(f"build {res.build.status}: {res.why}" if res.build else res.why))
-                self._buffer, self._next = list(res.records), self._next + count
-            rec = self._buffer.pop(0)
-            self.tally.add(rec, *self.tester.classify(rec))
-            if self.tally.mostly_failed:
-                self._failed = self.tally.failure_reason()
-                raise Untestable(self._failed, self.tally.failure_signature(self.prepared.variant))
-            if self.tally.last_category is not None:
-                self._pair(self.tally.last_category, rec.seed)
-                return self.tally.last_category
+            if not self.buffered:
+                self.load(self.cluster.batch(*self.request()))
+            category = self.next_buffered()
+            if category is not None:
+                return category
 
     def close(self) -> None:
         pass

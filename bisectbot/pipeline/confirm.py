@@ -55,6 +55,9 @@ class Pair:
     centres_parent: tuple[tuple[float, ...], ...] = ()
     parent_budget: int | None = None  # runs of the parent's test against the reference (default run.max_runs)
     culprit_budget: int | None = None  # and of the culprit's
+    # what sets each budget, for an undecided test's hint (the knob that changes it)
+    parent_knob: str = "run.max_runs"
+    culprit_knob: str = "run.max_runs"
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,9 @@ def confirm(
                         else UNDECIDED
                     )
                     why = f"{name} {feeds[name].sha[:12]} on fresh seeds: {ev.decision.value.upper()} — {ev.reason}"
+                    if outcome == UNDECIDED:
+                        knob = pair.parent_knob if name == "parent" else pair.culprit_knob
+                        why += f" (its budget: {budgets[name]:,} runs, set by {knob}: raise it to let the test decide)"
             if outcome != FOUND:
                 break
             if change is None:

@@ -121,15 +121,21 @@ class Session:
         if self.cluster is not None:
             if self.sandbox is not None:
                 raise BisectbotError("untrusted code is built and run here, in the sandbox, never on a cluster")
-            if self.cfg.reference.control is not None:
-                raise BisectbotError(
-                    "reference.control cannot be used with a cluster yet: every tested run is paired "
-                    "with the control's runs here, in seed order; use an exact reference or no cluster"
-                )
             from bisectbot.pipeline.cluster import ClusterTester
 
+            # a control sample is built and run here, by the coordinator's runner; the workers
+            # make the tested runs and the coordinator pairs them seed for seed (ClusterTester)
+            cluster_control = (
+                GrowingControl(self.cfg, self.runner, self.reference) if self.reference.control is not None else None
+            )
             return ClusterTester(
-                self.cfg, self.runner, self.reference.stats_reference(), self.events, self.cluster, self.worker_root
+                self.cfg,
+                self.runner,
+                cluster_control.reference if cluster_control else self.reference.stats_reference(),
+                self.events,
+                self.cluster,
+                self.worker_root,
+                cluster_control,
             )
         control = GrowingControl(self.cfg, self.runner, self.reference) if self.reference.control is not None else None
         reference = control.reference if control is not None else self.reference.stats_reference()
@@ -428,6 +434,7 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
         **({"all_commits": True} if not plan.narrowing.enabled else {}),
         **({"skip": list(plan.user_skipped)} if plan.user_skipped else {}),
     }
+    session.bind_good_end(plan.good if plan.find is Find.BAD else plan.bad)  # as plan_bisect did (a new session)
     start, built, ran_before = time.monotonic(), [], _running_seconds(session)
 
     def on_built(event: Event) -> None:  # every build this invocation made (and scan), the ends' too
@@ -528,8 +535,16 @@ def run_check(session: Session, ref: str, *, date: str) -> CheckResult:
             assert pr.sandbox is not None
             return CheckResult(run_test(pr, plan_test(pr, ref)), None, None, number, pr.sandbox.text())
     store, name = session.state.store, session.cfg.name
-    report = run_test(session, plan_test(session, ref))
     last = store.last_good(name)
+    control = session.cfg.reference.control
+    if control is not None and control.unbound:  # like the good end: the last known good commit
+        if last is None:
+            raise BisectbotError(
+                "the reference is like the good end (reference: good), and there is no last known good "
+                "commit yet: give the config a reference.control commit, or bisect once"
+            )
+        session.bind_good_end(last.sha)
+    report = run_test(session, plan_test(session, ref))
     if report.verdict is Verdict.GOOD:
         store.put_last_good(name, LastGood(report.commit, ref, date))
     plan = None
