@@ -129,7 +129,9 @@ def test_a_crash_names_its_signal_and_first_error_line(tmp_path: Path) -> None:
     code, out, err = run_test(cfg, "main", tmp_path / "st")
     assert code == 4, err
     assert "killed by SIGSEGV: error: V cache quantization requires flash_attn" in out["reason"]
-    assert "backtrace follows" not in out["reason"]  # the first error, not the last line
+    # the first error leads (the cause); where the program's stderr ended follows, labelled
+    assert out["reason"].index("V cache quantization") < out["reason"].index("last stderr line: backtrace follows")
+    assert out["reason"].endswith("command variant 0")  # which command
     assert out["detail"]["signature"].startswith("runs crash: killed by SIGSEGV")
 
 

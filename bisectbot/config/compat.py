@@ -25,7 +25,7 @@ def without_unset_additions(data: dict[str, Any]) -> dict[str, Any]:
     _run_jail_keys(data)
     _run_variant_keys(data)
     _arm_keys(data)
-    _parse_cut_output(data)
+    _parse_defaults(data)
     _statistic_failures(data)
     return data
 
@@ -38,8 +38,8 @@ def _statistic_failures(data: dict[str, Any]) -> None:
         statistic.pop("failures")
 
 
-def _parse_cut_output(data: dict[str, Any]) -> None:
-    """parse.cut_output at its default (rerun), in `parse` and in every run and arm variant's.
+def _parse_defaults(data: dict[str, Any]) -> None:
+    """parse.cut_output (and the keys after it) at their defaults, in `parse` and in every run and arm variant's.
     Added 2026-12-04 (issue 26). Can go once no state directory holds an unfinished job from
     before then."""
     parses = [data.get("parse")]
@@ -47,9 +47,13 @@ def _parse_cut_output(data: dict[str, Any]) -> None:
     for arm in (data.get("arms") or {}).values():
         parses.append(arm.get("parse"))
         parses += [v.get("parse") for v in arm.get("serve_variants") or []]
+    # stream, extract, fullmatch: added 2026-12-06 (issue 45, output formats told by behaviour)
+    defaults = {"cut_output": "rerun", "stream": "stdout", "extract": None, "fullmatch": None}
     for parse in parses:
-        if isinstance(parse, dict) and parse.get("cut_output") == "rerun":
-            parse.pop("cut_output")
+        if isinstance(parse, dict):
+            for key, default in defaults.items():
+                if key in parse and parse[key] == default:
+                    parse.pop(key)
 
 
 def _test_budgets(data: dict[str, Any]) -> None:
@@ -62,6 +66,8 @@ def _test_budgets(data: dict[str, Any]) -> None:
         ("model_runs", MODEL_RUNS),
         ("search_runs", SEARCH_RUNS),
         ("broken_end", "auto"),
+        # retest_runs: added 2026-12-06 (issue 45, the confirmation's budget as a knob)
+        ("retest_runs", None),
     ):
         if key in test and test[key] == default:
             test.pop(key)

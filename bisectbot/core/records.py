@@ -108,11 +108,14 @@ class Tally:
         which = f", command variant {variant}" if variant is not None else ""
         return masked(f"runs {status}: {detail}{which}")
 
-    def failure_reason(self) -> str:
+    def failure_reason(self, variant: int | None = None) -> str:
+        """One line: how many runs failed and how, the last one's reason (its signal or exit
+        status and the program's error line), and with `variant` the command variant they ran."""
         parts = ", ".join(f"{n} {status}" for status, n in self.failures.most_common())
         last = self.last_failure
         detail = (last.detail or last.status) if last is not None else "none"
-        return f"runs mostly fail ({parts} of {self.consumed}); last: {detail}"
+        which = f"; command variant {variant}" if variant is not None else ""
+        return f"runs mostly fail ({parts} of {self.consumed}); last: {detail}{which}"
 
     def by_name(self) -> dict[str, int]:
         return dict(zip(self.names, self.counts))

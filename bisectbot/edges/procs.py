@@ -532,7 +532,12 @@ def exit_reason(result: ProcResult, limit: int = 200) -> str:
         how = f"exit status {code}"
     lines = [ln.strip() for ln in result.stderr.splitlines() if ln.strip()]
     first = next((ln for ln in lines if any(w in ln.lower() for w in ERROR_WORDS)), lines[-1] if lines else "")
-    return f"{how}: {first}"[:limit] if first else how
+    if not first:
+        return how
+    text = f"{how}: {first}"
+    if lines and lines[-1] != first:  # and where it ended, when that is another line
+        text = f"{text[: limit * 2 // 3]} … last stderr line: {lines[-1]}"
+    return text[:limit]
 
 
 def last_line(text: str, limit: int = 160) -> str:

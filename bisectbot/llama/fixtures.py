@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from bisectbot.edges.files import file_sha256
+from bisectbot.llama.forward import byte_symbols
 
 __all__ = [
     "VOCAB",
@@ -49,20 +50,6 @@ __all__ = [
     "write_tiny_llama",
     "seed_quality",
 ]
-
-
-def byte_symbols() -> list[str]:
-    """gpt2's byte-level alphabet: the symbol of byte b at index b (printable Latin-1 bytes are
-    themselves; the others are U+0100 onward, in byte order)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-    table, n = {}, 0
-    for b in range(256):
-        if b in printable:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + n)
-            n += 1
-    return [table[b] for b in range(256)]
 
 
 BYTE_SYMBOLS = byte_symbols()

@@ -104,13 +104,28 @@ def load_gguf(path: Path) -> TinyLlama:
     )
 
 
+def byte_symbols() -> list[str]:
+    """gpt2's byte-level alphabet: the symbol of byte b at index b (printable Latin-1 bytes are
+    themselves; the others are U+0100 onward, in byte order)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    table, n = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + n)
+            n += 1
+    return [table[b] for b in range(256)]
+
+
+BYTE_SYMBOLS = byte_symbols()
+
+
 def tokenize(model: TinyLlama, text: str) -> list[int]:
     """Tokenize as llama.cpp's gpt2 (byte-level BPE) tokenizer does for the fixture vocabulary:
     each byte of the text's UTF-8 becomes its byte-level symbol, one token each, because no
     merge of the vocabulary applies (a text that a merge would apply to is refused, as is a
     byte whose symbol the vocabulary lacks)."""
-    from bisectbot.llama.fixtures import BYTE_SYMBOLS
-
     index = {tok: i for i, tok in enumerate(model.vocab)}
     symbols = [BYTE_SYMBOLS[b] for b in text.encode("utf-8")]
     pairs = {f"{a} {b}" for a, b in zip(symbols, symbols[1:])}

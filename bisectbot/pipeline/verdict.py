@@ -210,7 +210,7 @@ class CommitTester:
                 )
             measured = self._measure(prepared, ask)
             if measured.failed is not None:
-                reason = measured.tally.failure_reason()
+                reason = measured.tally.failure_reason(prepared.variant)
                 if (retry := runner.variant_failed(prepared, reason, arm)) is not None:
                     prepared = retry
                     continue
