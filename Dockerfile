@@ -40,6 +40,8 @@ RUN pip install --no-cache-dir --no-deps . \
 USER 10001:10001
 # State (clone, builds, database; ccache under it) lives in a volume so a restarted container resumes.
 ENV XDG_CACHE_HOME=/var/cache/bisectbot
+# `init --llama PROGRAM` reads the presets from here (the package does not carry them).
+ENV BISECTBOT_PRESETS=/opt/bisectbot/configs/llama
 VOLUME ["/var/cache/bisectbot"]
 # `serve --host 0.0.0.0 --port 8080` (README, `serve`: in the container); TLS stays in a proxy.
 EXPOSE 8080

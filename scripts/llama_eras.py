@@ -113,6 +113,23 @@ PRESET_HISTORIES = {
         init_args=["--prompt", "adde", "--condition", "none", "--position", "0", "--program-defaults"],
         change="the default repeat penalty 1.1 -> 1.0, in 0.2.58's tree",
     ),
+    # The same change seen through llama-server (`server` then): /completion with a seed and no
+    # sampling fields takes the server's defaults, which follow common's (verified by hand on
+    # 1,000 seeds: 0.2.55 and 0.2.57 a .440 / f .019 / h .541, 0.2.58 a .556 / h .444).
+    "server-repeat-penalty": PresetHistory(
+        eras=[
+            ("0.2.55", "good", ["code", "docs"]),
+            ("0.2.56", "good", ["code", "break", "repair"]),
+            ("0.2.57", "good", ["docs"]),
+            ("0.2.58", "bad", ["code", "docs"]),
+            ("0.2.59", "bad", ["code"]),
+            ("0.2.60", "bad", ["docs"]),
+        ],
+        touch="examples/server/server.cpp",
+        program="llama-server",
+        init_args=["--prompt", "adde", "--condition", "none", "--position", "0", "--program-defaults"],
+        change="the default repeat penalty 1.1 -> 1.0, in 0.2.58's tree (llama-server's /completion)",
+    ),
 }
 
 

@@ -257,7 +257,7 @@ def test_server_reference_reports_a_dead_server(tmp_path):
     server = tmp_path / "llama-server"
     server.write_text(f"#!{sys.executable}\nimport sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
     server.chmod(0o755)
-    with pytest.raises(BisectbotError, match="exited with 3.*boom"):
+    with pytest.raises(BisectbotError, match=r"ended \(exit status 3\).*boom"):
         srv.server_reference(server, TARGET, "bcdbcf", 8, timeout=30)
 
 

@@ -546,6 +546,7 @@ def test_find_fixed_names_the_commit_that_removed_the_defect(tmp_path: Path, str
     assert report["strategy"] == strategy
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_scan_tests_every_commit_between_two_good_ones(small_demo: DemoHistory, tmp_path: Path) -> None:
     """`bisect --scan`: the bad end may test GOOD. From the good end to the culprit's parent
     nothing departs: every commit that can change the binary tests GOOD (the one that does not

@@ -18,7 +18,16 @@ PRESETS = sorted((REPO / "configs" / "llama").glob("*.yaml"))
 def test_the_presets_are_found_by_program_and_alias() -> None:
     assert preset_dir() == REPO / "configs" / "llama"
     names = preset_names()
-    for program in ("llama-speculative", "llama-cli", "llama-simple", "main", "llama-completion", "simple"):
+    for program in (
+        "llama-speculative",
+        "llama-cli",
+        "llama-simple",
+        "llama-server",
+        "main",
+        "llama-completion",
+        "simple",
+        "server",
+    ):
         assert program in names, program
     assert names["main"] == names["llama-cli"] == names["llama-completion"]
     with pytest.raises(ConfigError, match=r"no preset for 'llama-nope' \(known: .*llama-cli"):
@@ -96,3 +105,39 @@ def test_the_29975_config_is_the_speculative_preset() -> None:
     preset = load_config(REPO / "configs" / "llama" / "llama-speculative.yaml")
     for section in ("build", "run", "parse", "statistic", "reference", "test"):
         assert getattr(shipped, section) == getattr(preset, section), section
+
+
+def _server(**how: object) -> Config:
+    data, path = load_preset("llama-server")
+    out = customise(data, path, Customisation(repo="/src/llama.cpp", **how))  # type: ignore[arg-type]
+    return Config.model_validate(out)
+
+
+def test_a_server_preset_takes_the_prompt_and_sampling_fields_in_its_request() -> None:
+    plain = _server(prompt="adde", reference="exact")
+    assert plain.run.serve is not None and plain.run.serve.body["prompt"] == "adde"
+    assert plain.run.serve.body["seed"] == "{seed}" and plain.run.serve.body["top_k"] == 3
+    assert plain.reference.compute is not None and plain.reference.compute.prompt == "adde"
+    assert all("adde" not in v.argv for v in plain.run.templates)  # the command starts the server only
+    mine = _server(args=["top_k=40", "temperature=0.8", "samplers=[top_k, temperature]"])
+    assert mine.run.serve is not None
+    body = mine.run.serve.body
+    assert body["top_k"] == 40 and body["temperature"] == 0.8 and body["samplers"] == ["top_k", "temperature"]
+    assert "min_p" not in body and "repeat_penalty" not in body  # the preset's other sampling fields go
+    assert body["n_predict"] == 2 and body["cache_prompt"] is False  # what is not sampling stays
+    defaults = _server(args=[])
+    assert defaults.run.serve is not None and "top_k" not in defaults.run.serve.body
+    for bad, error in (
+        (["--top-k", "40"], "request fields after `--`, as KEY=VALUE"),
+        (["seed=4"], "the seed is set by bisectbot"),
+        (["top_k=[1"], "the value is not YAML"),
+    ):
+        with pytest.raises(ConfigError, match=error):
+            _server(args=bad)
+    with pytest.raises(ConfigError, match="models the preset's own sampling arguments"):
+        _server(reference="exact", args=["top_k=5"])
+
+
+def test_a_missing_preset_directory_says_how_to_point_at_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no preset directory .*nope: set \$BISECTBOT_PRESETS"):
+        load_preset("llama-cli", tmp_path / "nope")

@@ -81,6 +81,7 @@ def test_failed_runs_as_an_outcome_are_a_category_the_reference_never_gives() ->
         S.Reference.from_probs({S.FAILED: 1.0})
 
 
+@pytest.mark.heavy  # after the default suite (README: Tests)
 def test_a_crash_rate_of_30_percent_is_bad_and_none_is_good() -> None:
     """With failed runs an outcome (statistic.failures: outcome), a commit whose runs crash 30% of
     the time departs from a reference where they never crash (TV 0.3): BAD within a few dozen

@@ -176,7 +176,8 @@ def tiny_llama(out_dir: str, seed: int) -> None:
     metavar="PROGRAM",
     help="Start from bisectbot's preset for this llama.cpp program (llama-speculative, llama-cli, "
     "llama-simple, llama-server; configs/llama/): its builds, flags and output formats across "
-    "llama.cpp's history. ARGV (after --), if any, replaces the preset's sampling arguments.",
+    "llama.cpp's history. ARGV (after --), if any, replaces the preset's sampling arguments "
+    "(for llama-server: request fields as KEY=VALUE, e.g. top_k=40).",
 )
 @click.option("--target", help="The cmake target that builds the program (without it: the list of targets).")
 @click.option("--name", help="The config's name (reports, state directory) [default: project, or the preset's].")
@@ -224,8 +225,9 @@ def init(
     seeds to propose how its output is read, and test --good GOOD with the config.
 
     With --llama PROGRAM: start from the preset for that llama.cpp program instead, customised by
-    --prompt, --condition, --position, --reference and the sampling arguments ARGV, then build and
-    test it at --good the way every bisect will."""
+    --prompt, --condition, --position, --reference and the sampling arguments ARGV (for
+    llama-server, the request's sampling fields as KEY=VALUE), then build and test it at --good
+    the way every bisect will."""
     from bisectbot.pipeline.newconfig import write_config
 
     def body() -> int:

@@ -84,7 +84,7 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _placeholders(self) -> "Config":
-        known = BASE_PLACEHOLDERS | set(self.build.binary_names)
+        known = BASE_PLACEHOLDERS | set(self.build.binary_names) | ({"port"} if self.run.serve else set())
         for v, variant in enumerate(self.run.templates):
             check_placeholders(
                 variant.argv, "run.argv" if self.run.argv is not None else f"run.variants[{v}].argv", known

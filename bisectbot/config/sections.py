@@ -148,6 +148,21 @@ class Variant(Strict):
     parse: "ParseConfig | None" = None  # this variant's output format (default: the config's parse)
 
 
+class ServeConfig(Strict):
+    """The program under test is a server (llama-server): `run.argv` (each variant) starts it on
+    127.0.0.1:{port}, once per commit when a seed must run; each seed is one HTTP request, its
+    `body` with the string "{seed}" replaced by the seed, and the text in `field` of the JSON
+    answer is parsed like a program's stdout. run.timeout is per request, run.jobs the requests
+    in flight. A server that does not start fails every run of its variant (with its exit
+    status and last log line), so the next variant is tried as for a program that crashes."""
+
+    health: str = "/health"  # answers 200 once the model is loaded
+    startup_timeout: float = Field(default=180, gt=0)
+    path: str = "/completion"
+    body: dict[str, Any] = Field(min_length=1)  # the JSON request
+    field: str = "content"  # the generated text in the JSON answer
+
+
 class RunConfig(Strict):
     """How to run one seed. `argv` is a list: nothing is ever passed through a shell.
 
@@ -176,11 +191,21 @@ class RunConfig(Strict):
     # reads: their contents key the stored runs. Unset: every file the argv names, except those
     # a run was seen writing (a log file), which key the runs by their first-seen content only
     inputs: list[str] | None = None
+    # set: the command starts a server, asked once per seed (ServeConfig)
+    serve: ServeConfig | None = None
 
     @model_validator(mode="after")
     def _one_command(self) -> "RunConfig":
         if (self.argv is None) == (self.variants is None):
             raise ValueError("give exactly one of run.argv or run.variants")
+        if self.serve is not None:
+            for v, variant in enumerate(self.templates):
+                where = "run.argv" if self.argv is not None else f"run.variants[{v}].argv"
+                used = {name for arg in variant.argv for name in placeholders_in(arg, where)}
+                if "port" not in used:
+                    raise ValueError(f"{where}: run.serve needs {{port}} in the command (where the server listens)")
+                if "seed" in used:
+                    raise ValueError(f"{where}: with run.serve the seed goes in run.serve.body, not the command")
         return self
 
     def seed(self, index: int) -> int:
@@ -462,13 +487,15 @@ class UntrustedConfig(Strict):
 
 class PresetInfo(Strict):
     """What makes a config a preset (configs/llama/): the program's name and other names, the
-    prompt its argv writes, and the run of sampling arguments in every command variant that
-    `bisectbot init --llama PROGRAM … -- ARGS` replaces with the user's own."""
+    prompt its argv (or its server request) writes, and what `bisectbot init --llama PROGRAM …
+    -- ARGS` replaces with the user's own: the run of sampling arguments in every command
+    variant (`args`), or for a server the sampling fields of its request (`body_args`)."""
 
     program: str
     aliases: list[str] = Field(default_factory=list)
     prompt: str
     args: list[str] = Field(default_factory=list)
+    body_args: list[str] = Field(default_factory=list)
 
 
 class StorageConfig(Strict):

@@ -468,7 +468,7 @@ class Server:
             if self.proc.poll() is not None:
                 self.stop()
                 raise ServerError(
-                    f"{Path(self.argv[0]).name} exited with {self.proc.returncode} "
+                    f"{Path(self.argv[0]).name} ended ({how_it_ended(self.proc.returncode)}) "
                     f"before {self.health} answered: {_tail_of(self.log)}"
                 )
             try:
@@ -483,6 +483,13 @@ class Server:
                     f"{self.health} after {self.startup_timeout:g} s: {_tail_of(self.log)}"
                 )
             time.sleep(0.1)
+
+    def exited(self) -> str | None:
+        """None while the server runs; once it has ended, how (its exit status or signal and the
+        last line of its log)."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return f"the server ended ({how_it_ended(self.proc.returncode)}): {_tail_of(self.log)}"
 
     def stop(self) -> None:
         """Stop the whole process group (SIGTERM, then SIGKILL after 10 s)."""
@@ -515,6 +522,16 @@ def free_port() -> int:
 ERROR_WORDS = ("error", "failed", "fatal", "abort", "assert", "exception", "terminate")
 
 
+def how_it_ended(code: int) -> str:
+    """'exit status 1', 'killed by SIGSEGV': a return code for people."""
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
 def exit_reason(result: ProcResult, limit: int = 200) -> str:
     """How a child ended badly, for people: its signal or exit status, and the first line of its
     stderr that names an error (the first is the cause; later lines are usually consequences)."""
@@ -523,13 +540,8 @@ def exit_reason(result: ProcResult, limit: int = 200) -> str:
         how = result.stopped
     elif code is None:
         how = "timed out"
-    elif code < 0:
-        try:
-            how = f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            how = f"killed by signal {-code}"
     else:
-        how = f"exit status {code}"
+        how = how_it_ended(code)
     lines = [ln.strip() for ln in result.stderr.splitlines() if ln.strip()]
     first = next((ln for ln in lines if any(w in ln.lower() for w in ERROR_WORDS)), lines[-1] if lines else "")
     if not first:
@@ -546,9 +558,13 @@ def last_line(text: str, limit: int = 160) -> str:
     return (lines[-1] if lines else "")[:limit]
 
 
-def _tail_of(log: Path, limit: int = 200) -> str:
+def _tail_of(log: Path, limit: int = 200, window: int = 65536) -> str:
+    """The last line of a log, read from its last `window` bytes only (a server logs every
+    request: its log may be large)."""
     try:
-        text = log.read_text(errors="replace")
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - window))
+            text = f.read().decode(errors="replace")
     except OSError:
         return "no log"
     return last_line(text, limit) or "no output"

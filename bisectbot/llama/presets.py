@@ -44,7 +44,13 @@ def preset_names(where: Path | None = None) -> dict[str, Path]:
 
 def load_preset(program: str, where: Path | None = None) -> tuple[dict[str, Any], Path]:
     """The preset's YAML data and its path; ConfigError naming the known programs."""
-    names = preset_names(where)
+    folder = where or preset_dir()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"init --llama: no preset directory {folder}: set $BISECTBOT_PRESETS to the configs/llama "
+            "directory of a bisectbot checkout"
+        )
+    names = preset_names(folder)
     if program not in names:
         known = ", ".join(sorted(names)) or f"none in {where or preset_dir()}"
         raise ConfigError(f"init --llama: no preset for {program!r} (known: {known})")
@@ -81,10 +87,13 @@ def customise(data: dict[str, Any], path: Path, how: Customisation) -> dict[str,
     prompt = how.prompt if how.prompt is not None else old_prompt
     if not prompt:
         raise ConfigError("init --llama: --prompt is empty")
+    serve = out["run"].get("serve")
+    if serve is not None:  # a server: the prompt and the sampling settings are in its request
+        serve["body"] = _body_with(serve["body"], info, prompt, how.args, path)
     variants = out["run"].get("variants") or [{"argv": out["run"]["argv"]}]
     for i, variant in enumerate(variants):
         argv = [prompt if a == old_prompt else str(a) for a in variant["argv"]]
-        if how.args is not None:
+        if how.args is not None and serve is None:
             argv = _replace_run(argv, old_args, list(how.args), f"{path}: run.variants[{i}]")
         variant["argv"] = argv
         if variant.get("parse"):
@@ -95,6 +104,34 @@ def customise(data: dict[str, Any], path: Path, how: Customisation) -> dict[str,
         out["parse"] = _parse_with(out["parse"], old_prompt, prompt)
     out["statistic"] = _statistic(out["statistic"], how)
     out["reference"] = _reference(out.get("reference"), how, prompt, old_prompt, path)
+    return out
+
+
+def _body_with(
+    body: dict[str, Any], info: dict[str, Any], prompt: str, args: Sequence[str] | None, path: Path
+) -> dict[str, Any]:
+    """A server's request for the prompt, with `args` (KEY=VALUE, each value read as YAML:
+    `top_k=40`, `samplers=[top_k, temperature]`) in place of the preset's sampling fields."""
+    out = {**body, "prompt": prompt} if "prompt" in body else dict(body)
+    if args is None:
+        return out
+    sampling = [str(k) for k in info.get("body_args") or []]
+    if not sampling:
+        raise ConfigError(f"{path}: the preset names no sampling fields of its request to replace (preset.body_args)")
+    for key in sampling:
+        out.pop(key, None)
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][\w]*", key):
+            raise ConfigError(
+                f"init --llama: {arg!r}: a server takes request fields after `--`, as KEY=VALUE (e.g. top_k=40)"
+            )
+        if key in ("prompt", "seed"):
+            raise ConfigError(f"init --llama: {arg!r}: the {key} is set by bisectbot (--prompt; one seed per run)")
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"init --llama: {arg!r}: the value is not YAML: {exc}") from None
     return out
 
 

@@ -43,7 +43,7 @@ from bisectbot.edges.workspace import Export, Workspace
 from bisectbot.pipeline.build import Builder
 from bisectbot.pipeline.buildkeys import named_files, named_paths
 from bisectbot.pipeline.events import Events, VariantChosen, VariantFailed
-from bisectbot.pipeline.sweep import Executor, ProgramExecutor, RunStream, ServerExecutor, render_argv
+from bisectbot.pipeline.sweep import Executor, ProgramExecutor, Request, RunStream, ServerExecutor, render_argv
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,10 @@ class CommitRunner:
     def prepare(self, sha: str) -> Prepared:
         """Build the commit and pick its command variant."""
         cfg = self.cfg
+        if cfg.run.serve is not None and self.sandbox is not None:
+            # its box has no network, and a server started by the bot would run that code outside it
+            why = "run.serve: a server is not run for untrusted code (its sandbox has no network)"
+            return Prepared(sha, BuildRecord(sha, "unsupported", {}, "", 0.0, why), None, why)
         build = self.builder.ensure(sha, cfg.build, inputs=False)  # the narrowing built the ends already
         if not build.ok:
             return Prepared(sha, build, None, build.reason)
@@ -183,6 +187,8 @@ class CommitRunner:
             "source": str(self.workspace.root),
             "build": str(self.builder.build_dir(cfg.build, build.variant)),
         }
+        if cfg.run.serve is not None:
+            return self._prepare_server(sha, build, env, index, values, choice.why, key)
         files, watched = self._run_files(variant.argv, values)
         executor = ProgramExecutor(
             variant.argv,
@@ -226,6 +232,59 @@ class CommitRunner:
             choice=key,
             throttle=self.throttle,
             program=program_identity(stored_as, build, variant.argv, cfg) if trusted_here else "",
+        )
+
+    def _prepare_server(
+        self,
+        sha: str,
+        build: BuildRecord,
+        env: dict[str, str],
+        index: int,
+        values: dict[str, str],
+        why: str,
+        choice: tuple[str, str],
+    ) -> Prepared:
+        """The program under test is a server (run.serve): started once at the commit when a
+        seed must run, asked once per seed (never for untrusted code: `prepare`)."""
+        cfg = self.cfg
+        assert cfg.run.serve is not None and self.sandbox is None
+        variant, parse = cfg.run.templates[index], cfg.parse_for(index)
+        port = free_port()
+        server = Server(
+            render_argv(variant.argv, {**values, "port": str(port)}),
+            port=port,
+            health=cfg.run.serve.health,
+            startup_timeout=cfg.run.serve.startup_timeout,
+            env=env,
+            log=self.state.log_path(f"server-main-{sha}.log"),
+            cwd=self.run_dir,
+        )
+        binaries = (
+            {"build": self.builder.key(cfg.build), "sha": sha, "variant": build.variant}
+            if self.portable
+            else self._hashes(build)
+        )
+        key_parts = {
+            "kind": "server",
+            "serve": variant.argv,
+            "binaries": binaries,
+            "files": named_files(variant.argv, values),
+            "env": cfg.run.env,
+            "request": cfg.run.serve.model_dump(mode="json", include={"path", "body", "field"}),
+            "parse": parse.key(),
+        }
+        stored_as = run_key(key_parts)
+        return Prepared(
+            sha,
+            build,
+            ServerExecutor(Request.of_run(cfg.run), server, parse, failures_as_runs=True),
+            why,
+            stored_as,
+            index,
+            cfg.run.jobs or os.cpu_count() or 1,
+            choice=choice,
+            throttle=self.throttle,
+            program=program_identity(stored_as, build, variant.argv, cfg) if not self.portable else "",
         )
 
     def _run_files(self, argv: list[str], values: Mapping[str, str]) -> tuple[dict[str, str], list[Path]]:
@@ -311,7 +370,7 @@ class CommitRunner:
         return Prepared(
             sha,
             build,
-            ServerExecutor(spec, server, parse),
+            ServerExecutor(Request.of_arm(spec), server, parse),
             choice.why,
             run_key(key_parts),
             choice.index,

@@ -23,14 +23,15 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from bisectbot.config.sections import ArmConfig, ParseConfig, RunConfig
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.records import RunRecord
 from bisectbot.edges import localhttp
-from bisectbot.edges.procs import Server, exit_reason, run
+from bisectbot.edges.procs import Server, ServerError, exit_reason, run
 from bisectbot.edges.sandbox import Sandbox
 from bisectbot.pipeline.parse import Incomplete, Unparsable, parse_output, parse_tokens
 
@@ -132,38 +133,72 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-class ServerExecutor:
-    """A cross-check arm: a server started on the first seed that must run (never when every
-    seed is stored), asked once per seed over HTTP, stopped on close. A server that does not
-    start raises `procs.ServerError` from `run` (the commit is then skipped, with the reason)."""
+@dataclass(frozen=True)
+class Request:
+    """What a server is asked once per seed: POST `body` (the string "{seed}" becomes the seed)
+    to `path`; the generated text is the answer's `field`."""
 
-    def __init__(self, arm: ArmConfig, server: Server, parse: ParseConfig | None = None):
-        self.arm, self.server = arm, server
-        self.parse = parse or arm.parse
+    path: str
+    body: Mapping[str, Any]
+    field: str
+    timeout: float
+
+    @classmethod
+    def of_arm(cls, arm: ArmConfig) -> "Request":
+        return cls(arm.path, arm.body, arm.field, arm.timeout)
+
+    @classmethod
+    def of_run(cls, run_cfg: RunConfig) -> "Request":
+        assert run_cfg.serve is not None
+        return cls(run_cfg.serve.path, run_cfg.serve.body, run_cfg.serve.field, run_cfg.timeout)
+
+
+class ServerExecutor:
+    """A server asked once per seed over HTTP: started on the first seed that must run (never
+    when every seed is stored), stopped on close.
+
+    A server that does not start raises `procs.ServerError` from `run` for a cross-check arm
+    (the commit is then skipped, with the reason). For the program under test
+    (`failures_as_runs`), every run fails instead, with the reason: its runs then mostly fail
+    and the next command variant is tried, as for a program that crashes."""
+
+    def __init__(self, request: Request, server: Server, parse: ParseConfig, *, failures_as_runs: bool = False):
+        self.request, self.server, self.parse = request, server, parse
+        self.failures_as_runs = failures_as_runs
         self._lock = threading.Lock()
         self._started = False
+        self._start_failed: str | None = None
 
     def run(self, seed: int) -> RunRecord:
         with self._lock:
+            if self._start_failed is not None:
+                return RunRecord(seed, "crash", None, None, 0.0, 1, 0, self._start_failed)
             if not self._started:
-                self.server.start()
+                try:
+                    self.server.start()
+                except ServerError as exc:
+                    if not self.failures_as_runs:
+                        raise
+                    self._start_failed = f"the server did not start: {exc}"[:300]
+                    return RunRecord(seed, "crash", None, None, 0.0, 1, 0, self._start_failed)
                 self._started = True
-        arm = self.arm
-        body = {k: (seed if v == "{seed}" else v) for k, v in arm.body.items()}
+        req = self.request
+        body = {k: (seed if v == "{seed}" else v) for k, v in req.body.items()}
         start = time.monotonic()
         try:
-            payload = localhttp.request(self.server.base_url + arm.path, body, timeout=arm.timeout).json()
+            payload = localhttp.request(self.server.base_url + req.path, body, timeout=req.timeout).json()
         except localhttp.HttpFailure as exc:
             status = "timeout" if exc.timed_out else "crash"
-            return RunRecord(seed, status, None, None, time.monotonic() - start, 1, 0, str(exc)[:160])
+            detail = self.server.exited() or str(exc)
+            return RunRecord(seed, status, None, None, time.monotonic() - start, 1, 0, detail[:300])
         except ValueError:
             return RunRecord(
-                seed, "unparsable", None, None, time.monotonic() - start, 1, 0, f"{arm.path}: the answer is not JSON"
+                seed, "unparsable", None, None, time.monotonic() - start, 1, 0, f"{req.path}: the answer is not JSON"
             )
         seconds = time.monotonic() - start
-        text = payload.get(arm.field) if isinstance(payload, dict) else None
+        text = payload.get(req.field) if isinstance(payload, dict) else None
         if not isinstance(text, str):
-            return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, f"no string field {arm.field!r}")
+            return RunRecord(seed, "unparsable", None, None, seconds, 1, 0, f"no string field {req.field!r}")
         try:
             tokens = parse_tokens(text, self.parse)
         except (Incomplete, Unparsable) as exc:
