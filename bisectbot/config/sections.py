@@ -481,6 +481,8 @@ class UntrustedConfig(Strict):
     file_size_mb: int = Field(default=1024, gt=0)  # largest file a process may write (RLIMIT_FSIZE)
     processes: int = Field(default=1024, gt=0)  # processes and threads of the sandbox's uid (RLIMIT_NPROC)
     disk_mb: int = Field(default=8192, gt=0)  # the whole box (tree, build, binaries, run files)
+    # files in the tree exported for it (a tree past this or disk_mb is refused before it is written)
+    max_files: int = Field(default=100_000, gt=0)
     output_mb: int = Field(default=16, gt=0)  # what is read back of one process's output
     scratch: Path | None = None  # where boxes are made (default: the temp directory)
 

@@ -31,7 +31,10 @@ def exclusive(directory: Path, *, wait: float) -> Iterator[int]:
     processes holding it) when it stays held."""
     path = lock_path(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:  # never a link (a box's lock file may have been replaced by one)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise StateError(f"cannot lock {directory}: {path}: {exc.strerror or exc} (refused: a link)") from None
     try:
         deadline = time.monotonic() + wait
         while True:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from bisectbot.edges import children
+from bisectbot.edges.boxfs import remove_tree_unfollowed
 from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import BisectbotError
 
@@ -347,15 +348,8 @@ class Scratch:
         return dest
 
     def close(self) -> None:
-        def unlock(func: Any, path: str, _exc: Any) -> None:  # a mode-000 directory the box left
-            try:
-                os.chmod(os.path.dirname(path), 0o700)
-                os.chmod(path, 0o700)
-                func(path)
-            except OSError:
-                pass
-
-        shutil.rmtree(self.root, onerror=unlock)
+        # following no link the box holds, and unlocking the mode-000 directories it left
+        remove_tree_unfollowed(self.root)
 
     def __enter__(self) -> "Scratch":
         return self

@@ -17,7 +17,6 @@ of the clone, which anything that once wrote into it could have added.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import shlex
@@ -26,7 +25,7 @@ import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 # gitpython refuses to be imported when no git is installed (a traceback before any command
 # runs); quiet, `bisectbot doctor` and the pre-flight of each command name the missing tool.
@@ -185,24 +184,55 @@ class Workspace:
             refs.setdefault(name.removesuffix("^{}"), set()).add(target.strip())
         return refs
 
-    def export(self, sha: str, dest: Path) -> Path:
+    def export(self, sha: str, dest: Path, budget: "ExportBudget | None" = None) -> Path:
         """The tree of `sha` as plain files in `dest` (made afresh), without `.git`: what
         untrusted code builds. Links that would point outside `dest` are refused (tarfile's
-        `data` filter), so nothing of the tree can name a path of the bot's."""
+        `data` filter), so nothing of the tree can name a path of the bot's.
+
+        With `budget`, a tree with more files or bytes than it allows is refused before
+        anything is written (ExportRefused, naming the cap), from `git ls-tree` alone; the
+        archive is then streamed, never held whole, and stopped where what it unpacks (grown by
+        export-subst, say) passes the budget."""
         if not _SHA.match(sha):
             raise RefError(f"export wants a full sha, got {sha!r}")
-        try:
-            data = self.repo.git.archive("--format=tar", sha, stdout_as_string=False)
-        except git.GitCommandError as exc:
-            raise GitError(f"cannot export {sha[:12]} from {self.root}: {_git_message(exc)}") from None
+        if budget is not None:
+            budget.check(*self._tree_size(sha), sha)
+        if dest.is_symlink():  # a link where the tree goes (left by untrusted code): the link goes
+            dest.unlink()
         shutil.rmtree(dest, ignore_errors=True)
         dest.mkdir(parents=True)
         try:
-            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-                tar.extractall(dest, filter="data")
+            proc = self.repo.git.archive("--format=tar", sha, as_process=True)
+        except git.GitCommandError as exc:
+            raise GitError(f"cannot export {sha[:12]} from {self.root}: {_git_message(exc)}") from None
+        try:
+            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                members = budget.members(tar, sha) if budget is not None else tar
+                tar.extractall(dest, members=members, filter="data")
+            proc.wait()  # git's own failure, if any
+        except git.GitCommandError as exc:
+            raise GitError(f"cannot export {sha[:12]} from {self.root}: {_git_message(exc)}") from None
         except (tarfile.TarError, OSError) as exc:
             raise GitError(f"cannot export {sha[:12]} into {dest}: {exc}") from None
+        finally:
+            if proc.proc is not None and proc.proc.poll() is None:  # stopped early: refused
+                proc.proc.kill()
+                proc.proc.wait()
         return dest
+
+    def _tree_size(self, sha: str) -> tuple[int, int]:
+        """(files, bytes) of the tree of `sha`, from the object database (nothing read whole)."""
+        try:
+            out = self.repo.git.ls_tree("-r", "-l", "-z", "--full-tree", sha, stdout_as_string=False)
+        except git.GitCommandError as exc:
+            raise GitError(f"cannot list {sha[:12]} in {self.root}: {_git_message(exc)}") from None
+        files = size = 0
+        for entry in out.split(b"\0"):
+            meta = entry.split(b"\t", 1)[0].split()
+            if len(meta) == 4:
+                files += 1
+                size += int(meta[3]) if meta[3].isdigit() else 0
+        return files, size
 
     def fetch_pull(self, number: int) -> str:
         """Fetch pull request `number`'s head from the source into `refs/bisectbot/pull/<N>`
@@ -314,15 +344,59 @@ class Workspace:
         return self.root
 
 
+class ExportRefused(GitError):
+    """A tree larger than the box may take (files or bytes): refused before it is written."""
+
+
+@dataclass(frozen=True)
+class ExportBudget:
+    """What one exported tree may hold (untrusted.max_files, untrusted.disk_mb)."""
+
+    max_files: int
+    max_bytes: int
+
+    def check(self, files: int, size: int, sha: str) -> None:
+        if files > self.max_files:
+            raise ExportRefused(
+                f"refused: the tree of {sha[:12]} has {files:,} files, more than untrusted.max_files "
+                f"({self.max_files:,}) allows"
+            )
+        if size > self.max_bytes:
+            raise ExportRefused(
+                f"refused: the tree of {sha[:12]} holds {_mb(size)}, more than untrusted.disk_mb "
+                f"({_mb(self.max_bytes)}) allows"
+            )
+
+    def members(self, tar: tarfile.TarFile, sha: str) -> Iterator[tarfile.TarInfo]:
+        """The archive's members, stopped (ExportRefused) once they pass the budget."""
+        files = size = 0
+        for member in tar:
+            files += 0 if member.isdir() else 1  # as ls-tree counts: directories are not files
+            size += max(0, member.size)
+            self.check(files, size, sha)
+            yield member
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1 << 20):,.0f} MB"
+
+
 class Export:
     """What untrusted code builds from: each checkout is a fresh `git archive` of the commit
-    from the bot's clone into `root` (in the sandbox's box), so it never sees a `.git`."""
+    from the bot's clone into `root` (in the sandbox's box), so it never sees a `.git`; a tree
+    past `budget` is refused before anything is written."""
 
-    def __init__(self, clone: Workspace, root: Path, after: Callable[[Path], None] = lambda _: None):
-        self.clone, self.root, self.after = clone, root, after
+    def __init__(
+        self,
+        clone: Workspace,
+        root: Path,
+        after: Callable[[Path], None] = lambda _: None,
+        budget: ExportBudget | None = None,
+    ):
+        self.clone, self.root, self.after, self.budget = clone, root, after, budget
 
     def checkout(self, sha: str) -> Path:
-        tree = self.clone.export(sha, self.root)
+        tree = self.clone.export(sha, self.root, self.budget)
         self.after(tree)  # e.g. handed over to the sandbox's uid
         return tree
 

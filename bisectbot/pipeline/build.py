@@ -57,8 +57,9 @@ from bisectbot.core.keys import json_key
 from bisectbot.core.records import BuildRecord
 from bisectbot.doctor import generator_args
 from bisectbot.edges import dirlock
+from bisectbot.edges.boxfs import Box, BoxRefused
 from bisectbot.edges.procs import clean_env, redact, run
-from bisectbot.edges.sandbox import Sandbox
+from bisectbot.edges.sandbox import BoxState, Sandbox
 from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.workspace import Export, Workspace
 from bisectbot.errors import GitError
@@ -260,7 +261,35 @@ def build_commit(
 ) -> BuildRecord:
     """Build `source` (already checked out at `sha`) with the first variant its tree supports;
     with `sandbox`, every cmake step (and so every compiler) runs in it. With `scan`, configure
-    only and preprocess (status `scanned` with the inputs, or `unscanned`; nothing kept)."""
+    only and preprocess (status `scanned` with the inputs, or `unscanned`; nothing kept).
+
+    With `sandbox` the state is a box untrusted code writes to: every step the bot takes there
+    itself (removing or making a build directory, reading its CMakeCache.txt, keeping the
+    binaries) follows no link (edges.boxfs); a directory replaced by a link fails the build,
+    saying so."""
+    box = Box(state.box) if sandbox is not None and isinstance(state, BoxState) else None
+    try:
+        return _build_commit(cfg, sha, source, state, key, log, expand, progress, secrets, sandbox, scan, inputs, box)
+    except BoxRefused as exc:
+        _note(log, f"# {exc}")
+        return BuildRecord(sha, "failed", {}, str(log), 0.0, str(exc), host=platform.node())
+
+
+def _build_commit(
+    cfg: BuildConfig,
+    sha: str,
+    source: Path,
+    state: StateDir,
+    key: str,
+    log: Path,
+    expand: Callable[[str], str],
+    progress: Callable[[str], None],
+    secrets: Iterable[str],
+    sandbox: Sandbox | None,
+    scan: bool,
+    inputs: bool,
+    box: Box | None,
+) -> BuildRecord:
     log.write_text("")
     budget = _Budget(cfg.timeout)
     not_fitting: list[str] = []
@@ -270,12 +299,12 @@ def build_commit(
         args = _with_generator(cfg, [expand(a) for a in (*cfg.cmake_args, *variant.cmake_args)])
         build_dir = state.build_dir(build_dir_key(args, untrusted=sandbox is not None))
         with dirlock.exclusive(build_dir, wait=BUILD_DIR_WAIT) as hold:
-            why = configured_elsewhere(build_dir, source)
+            why = configured_elsewhere(build_dir, source, box)
             if why is None and sandbox is None:
                 why = written_since(build_dir, state.store.build_dir_written(build_dir))
             if why:
                 _note(log, f"# starting {build_dir} afresh: {why}")
-                shutil.rmtree(build_dir, ignore_errors=True)
+                _remove(build_dir, box)
             reused = build_dir.exists()
             # one variant in this directory (again in a clean one if the reused one fails)
             attempt_here = functools.partial(
@@ -294,12 +323,13 @@ def build_commit(
                 hold,
                 sandbox,
                 inputs=inputs,
+                box=box,
             )
             attempt = attempt_here(scan=scan)
             notes = ""
             if attempt.status == "failed" and reused and not scan:
                 _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
-                shutil.rmtree(build_dir, ignore_errors=True)
+                _remove(build_dir, box)
                 first = attempt.reason
                 attempt = attempt_here()
                 notes = (
@@ -338,6 +368,14 @@ def build_commit(
     )
 
 
+def _remove(build_dir: Path, box: Box | None) -> None:
+    """Remove a build directory (in a box: following no link)."""
+    if box is not None:
+        box.remove(build_dir)
+    else:
+        shutil.rmtree(build_dir, ignore_errors=True)
+
+
 def _build_variant(
     cfg: BuildConfig,
     variant: BuildVariant,
@@ -355,11 +393,15 @@ def _build_variant(
     scan: bool = False,
     *,
     inputs: bool = True,
+    box: Box | None = None,
 ) -> _Attempt:
     """One variant in `build_dir`; `hold` is the directory's lock, which every child inherits.
     Untrusted code gets no ccache (it must not fill the cache trusted builds read). With `scan`
     (trusted only), the inputs without a build: `linkgraph.scanned_inputs`."""
-    build_dir.mkdir(parents=True, exist_ok=True)
+    if box is not None:
+        os.close(box.open_dir(build_dir, create=True))
+    else:
+        build_dir.mkdir(parents=True, exist_ok=True)
     launcher, cc_env = ccache_args(source, build_dir) if sandbox is None else ([], {"CCACHE_DISABLE": "1"})
     env = clean_env(cc_env, drop=secrets)
     if cfg.hide_git:  # `git rev-parse` in the build finds no repository: the commit stamp reads "unknown"
@@ -394,7 +436,10 @@ def _build_variant(
             return _Attempt("unscanned", "the inputs could not be scanned", budget.used, {})
         return _Attempt("scanned", "", budget.used, {}, tuple(scanned))
     for rel in stale:  # provenance: only what this build makes can be kept
-        (build_dir / rel).unlink(missing_ok=True)
+        if box is not None:
+            box.remove(build_dir / rel)
+        else:
+            (build_dir / rel).unlink(missing_ok=True)
     progress("build")
     jobs = str(cfg.jobs or os.cpu_count() or 1)
     res = _step(
@@ -408,7 +453,7 @@ def _build_variant(
     )
     if res is not None:
         return _Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
-    binaries, hashes, missing_name = keep_binaries(cfg, variant, build_dir, kept)
+    binaries, hashes, missing_name = keep_binaries(cfg, variant, build_dir, kept, box)
     if missing_name:
         return _Attempt(
             "no-binary",

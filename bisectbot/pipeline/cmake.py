@@ -12,6 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
+from bisectbot.edges.boxfs import Box
+
 UNUSED_HEADER = "Manually-specified variables were not used by the project:"
 
 
@@ -31,12 +33,16 @@ def ccache_args(source: Path, build_dir: Path) -> tuple[list[str], dict[str, str
     )
 
 
-def configured_elsewhere(build_dir: Path, source: Path) -> str | None:
+def configured_elsewhere(build_dir: Path, source: Path, box: Box | None = None) -> str | None:
     """Why `build_dir`'s CMakeCache.txt belongs to another place (the state directory was moved
     or copied), or None. cmake refuses to configure such a directory, which is no fault of the
-    commit being built."""
+    commit being built. In a box untrusted code wrote to, the file is read following no link,
+    and only its first megabyte (it could be made any size)."""
     try:
-        text = (build_dir / "CMakeCache.txt").read_text(errors="replace")
+        if box is not None:
+            text = box.read_head(build_dir / "CMakeCache.txt", 1 << 20) or ""
+        else:
+            text = (build_dir / "CMakeCache.txt").read_text(errors="replace")
     except OSError:
         return None
     cache = dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln and not ln.startswith(("#", "//")))

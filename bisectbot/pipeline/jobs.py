@@ -36,7 +36,7 @@ from bisectbot.edges.procs import stop_drivers
 from bisectbot.edges.sandbox import BoxState, Limits, Sandbox, Scratch, sandbox
 from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.storage import LastGood
-from bisectbot.edges.workspace import Export, Workspace
+from bisectbot.edges.workspace import Export, ExportBudget, Workspace
 from bisectbot.errors import BisectbotError, RefError, StateError
 from bisectbot.pipeline import bisect, summary
 from bisectbot.pipeline.budget import Budget, BudgetLimits, BudgetSpent
@@ -109,7 +109,9 @@ class Session:
             "fixtures": str(self.scratch.copy_in("fixtures", self.cfg.fixtures_dir)),
             "config_dir": str(self.scratch.copy_in("config", self.cfg.config_dir, config_files(self.cfg))),
         }
-        export = Export(self.workspace, box.clone_dir, after=self.sandbox.hand_over_tree)
+        limits = self.cfg.untrusted
+        budget = ExportBudget(max_files=limits.max_files, max_bytes=limits.disk_mb << 20)
+        export = Export(self.workspace, box.clone_dir, after=self.sandbox.hand_over_tree, budget=budget)
         return CommitRunner(self.cfg, box, export, self.events, sandbox=self.sandbox, inputs=inputs)
 
     @cached_property

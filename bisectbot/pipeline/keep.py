@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bisectbot.config.sections import BuildConfig, BuildVariant
 from bisectbot.core.records import BuildRecord
+from bisectbot.edges.boxfs import Box
 from bisectbot.edges.files import file_sha256
 from bisectbot.errors import StateError
 
@@ -40,7 +41,7 @@ def touch(path: Path) -> None:
 
 
 def keep_binaries(
-    cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path
+    cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path, box: Box | None = None
 ) -> tuple[dict[str, str], dict[str, str], str | None]:
     """Copy the binaries and keep-globs into `kept_dir`; return placeholder → kept path, kept
     path → sha256, and the name of a binary not found. Only regular files that are, or links
@@ -49,7 +50,13 @@ def keep_binaries(
 
     A copy the state directory cannot take (a full disk, a read-only one) is no fault of the
     commit: StateError naming the file and the reason, the half-kept directory removed, nothing
-    recorded (the build is not stored, so the next run builds it again)."""
+    recorded (the build is not stored, so the next run builds it again).
+
+    With `box` (untrusted code built there), nothing is followed at all: every path is walked
+    from the box's root without following a link (edges.boxfs), a binary that is a link is not
+    kept, and a directory on the way replaced by a link is BoxRefused."""
+    if box is not None:
+        return _keep_in_box(cfg, variant, build_dir, kept_dir, box)
     src: Path | None = None
     try:
         if kept_dir.exists():
@@ -75,6 +82,34 @@ def keep_binaries(
         shutil.rmtree(kept_dir, ignore_errors=True)
         what = f"the built {src.name}" if src is not None else "the built binaries"
         raise StateError(f"cannot keep {what} in {kept_dir}: {exc.strerror or exc}") from None
+    return found, hashes, None
+
+
+def _keep_in_box(
+    cfg: BuildConfig, variant: BuildVariant, build_dir: Path, kept_dir: Path, box: Box
+) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """keep_binaries for a build of untrusted code: in the box, following no link."""
+    box.remove(kept_dir)
+    found: dict[str, str] = {}
+    hashes: dict[str, str] = {}
+    try:
+        for name, candidates in variant.binaries.items():
+            for candidate in candidates:
+                src = build_dir / candidate
+                digest = box.copy(src, kept_dir)
+                if digest is not None:
+                    found[name] = str(kept_dir / src.name)
+                    hashes[found[name]] = digest
+                    break
+            else:
+                return {}, {}, name
+        for pattern in cfg.keep:
+            for src in box.glob(build_dir, pattern):
+                if (digest := box.copy(src, kept_dir)) is not None:
+                    hashes[str(kept_dir / src.name)] = digest
+    except OSError as exc:
+        box.remove(kept_dir)
+        raise StateError(f"cannot keep the built binaries in {kept_dir}: {exc.strerror or exc}") from None
     return found, hashes, None
 
 
