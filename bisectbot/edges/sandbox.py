@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -350,6 +351,14 @@ class Scratch:
     def close(self) -> None:
         # following no link the box holds, and unlocking the mode-000 directories it left
         remove_tree_unfollowed(self.root)
+
+    def close_later(self) -> threading.Thread:
+        """Remove the scratch in a thread of its own: a box of many files takes a while to
+        delete, and the check's answer need not wait for it. Not a daemon: a process that
+        ends waits for it, so no box outlives the bot's run."""
+        thread = threading.Thread(target=self.close, name=f"remove {self.root.name}")
+        thread.start()
+        return thread
 
     def __enter__(self) -> "Scratch":
         return self

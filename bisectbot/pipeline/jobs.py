@@ -248,10 +248,11 @@ def config_files(cfg: Config) -> list[Path]:
 @contextmanager
 def untrusted(session: Session) -> Iterator[Session]:
     """A session for untrusted code: the same config without cross-check arms, its tester in
-    the sandbox over a throwaway box (removed afterwards). SandboxError (before anything is
+    the sandbox over a throwaway box (removed afterwards, in the background). SandboxError (before anything is
     fetched) when no sandbox can be made here."""
     cfg = session.cfg
-    with Scratch(cfg.untrusted.scratch) as scratch:
+    scratch = Scratch(cfg.untrusted.scratch)
+    try:
         box = sandbox(limits(cfg), scratch.box)
         scratch.hand_over(box)
         pr = Session(
@@ -269,6 +270,8 @@ def untrusted(session: Session) -> Iterator[Session]:
             stop_drivers(box)
             if "test_runner" in pr.__dict__:
                 pr.test_runner.state.close()
+    finally:
+        scratch.close_later()  # off the answer's path (its processes are stopped above)
 
 
 def _trusted_only(*refs: str, session: Session | None = None) -> None:
