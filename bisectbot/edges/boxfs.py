@@ -122,6 +122,17 @@ class Box:
             return None
         return fd
 
+    def sha256(self, path: Path) -> str | None:
+        """sha256 of the regular file `path` (None: missing, a link, not a regular file)."""
+        fd = self.open_file(path)
+        if fd is None:
+            return None
+        h = hashlib.sha256()
+        with os.fdopen(fd, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+
     def read_head(self, path: Path, limit: int) -> str | None:
         """At most `limit` bytes of the regular file `path`, as text (None: not a regular file)."""
         fd = self.open_file(path)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from bisectbot.edges import children
-from bisectbot.edges.boxfs import remove_tree_unfollowed
+from bisectbot.edges.boxfs import Box, remove_tree_unfollowed
 from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import BisectbotError
 
@@ -377,6 +377,11 @@ class BoxState(StateDir):
         super().__init__(scratch.bot)
         children.stop_tracking(self.procs_dir)
         self.box = scratch.box
+
+    @property
+    def fs(self) -> Box:
+        """The box's paths, for the bot to touch without following links (edges.boxfs)."""
+        return Box(self.box)
 
     @property
     def clone_dir(self) -> Path:

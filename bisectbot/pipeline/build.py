@@ -101,6 +101,8 @@ class Builder:
         self.secrets = tuple(secrets)
         self.values = dict(values or {})
         self.sandbox = sandbox
+        # the box untrusted code writes to, touched by the bot without following links
+        self._box = state.fs if sandbox is not None and isinstance(state, BoxState) else None
         self.built: list[str] = []
         # called before a commit is built (nothing stored to reuse): --max-builds / --deadline
         # raise there (pipeline.budget), between steps, before anything of the build is done
@@ -118,7 +120,7 @@ class Builder:
     def stored(self, sha: str, cfg: BuildConfig) -> BuildRecord | None:
         """The commit's usable stored build for `cfg` (its binaries still kept), without building."""
         rec = self.state.store.build(self.key(cfg), sha)
-        if rec is None or not rec.ok or not intact(rec):
+        if rec is None or not rec.ok or not intact(rec, self._box):
             return None
         return rec
 
@@ -131,8 +133,8 @@ class Builder:
         store = self.state.store
         rec = store.build(key, sha)
         retry_timeout = rec is not None and rec.status == "timeout" and cfg.timeout > rec.seconds + 1
-        if rec is not None and not retry_timeout and (not rec.ok or intact(rec)):
-            if rec.ok:  # used: `bisectbot gc` removes the least recently used kept binaries first
+        if rec is not None and not retry_timeout and (not rec.ok or intact(rec, self._box)):
+            if rec.ok and self._box is None:  # used: `bisectbot gc` removes the least recently used first
                 touch(self.state.kept_dir(key, sha))
             return rec
         if self.guard is not None:
@@ -267,7 +269,7 @@ def build_commit(
     itself (removing or making a build directory, reading its CMakeCache.txt, keeping the
     binaries) follows no link (edges.boxfs); a directory replaced by a link fails the build,
     saying so."""
-    box = Box(state.box) if sandbox is not None and isinstance(state, BoxState) else None
+    box = state.fs if sandbox is not None and isinstance(state, BoxState) else None
     try:
         return _build_commit(cfg, sha, source, state, key, log, expand, progress, secrets, sandbox, scan, inputs, box)
     except BoxRefused as exc:

@@ -16,19 +16,22 @@ from pathlib import Path
 
 from bisectbot.config.sections import BuildConfig, BuildVariant
 from bisectbot.core.records import BuildRecord
-from bisectbot.edges.boxfs import Box
+from bisectbot.edges.boxfs import Box, BoxRefused
 from bisectbot.edges.files import file_sha256
 from bisectbot.errors import StateError
 
 
-def intact(rec: BuildRecord) -> bool:
+def intact(rec: BuildRecord, box: Box | None = None) -> bool:
     """Whether every kept file of a build is there with the sha256 recorded when it was built
-    (a build recorded without them, by an older bisectbot, is built again)."""
+    (a build recorded without them, by an older bisectbot, is built again). In a `box`, each is
+    read following no link."""
     if not rec.hashes or not set(rec.binaries.values()) <= set(rec.hashes):
         return False
     try:
+        if box is not None:
+            return all(box.sha256(Path(path)) == digest for path, digest in rec.hashes.items())
         return all(file_sha256(Path(path)) == digest for path, digest in rec.hashes.items())
-    except OSError:
+    except (OSError, BoxRefused):
         return False
 
 

@@ -33,10 +33,11 @@ from bisectbot.core.keys import json_key
 from bisectbot.core.parallel import Throttle
 from bisectbot.core.policy import UnitCosts, unit_costs
 from bisectbot.core.records import BuildRecord, RunRecord
+from bisectbot.edges.boxfs import BoxRefused
 from bisectbot.edges.elf import self_contained
 from bisectbot.edges.files import content_hash, file_sha256
 from bisectbot.edges.procs import Server, clean_env, free_port, run
-from bisectbot.edges.sandbox import Sandbox, with_explicit
+from bisectbot.edges.sandbox import BoxState, Sandbox, with_explicit
 from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.storage import VariantChoice
 from bisectbot.edges.workspace import Export, Workspace
@@ -143,6 +144,8 @@ class CommitRunner:
         # run.jobs 0: start at the core count, back off while cut output costs more than it gains
         # (one throttle for the program under test: the cut rate is the program's and the machine's)
         self.throttle = Throttle(os.cpu_count() or 1) if cfg.run.jobs == 0 else None
+        # untrusted code's box: the files the bot hashes there are read following no link
+        self._box = state.fs if sandbox is not None and isinstance(state, BoxState) else None
         self._common: list[int] = []  # block 0's seeds, the same at every commit (seed_block)
 
     # -- seeds ---------------------------------------------------------------------------------
@@ -299,7 +302,7 @@ class CommitRunner:
         files: dict[str, str] = {}
         watched: list[Path] = []
         for arg, path in named_paths(argv, values).items():
-            current = file_sha256(path) if path.is_file() else None
+            current = self._digest(path)
             if chosen is not None:
                 if arg in chosen and current is not None:
                     files[arg] = current
@@ -463,7 +466,7 @@ class CommitRunner:
         remembered with the variants that failed at run time)."""
         path = next(iter(build.binaries.values()))
         spec = run_key({"variants": [v.model_dump(mode="json") for v in variants], "help": help_args})
-        key = (content_hash(path), spec)
+        key = (self._digest(path, remembered=True) or "", spec)
         if single:
             return VariantChoice(0, "argv"), key
         store = self.state.store
@@ -483,6 +486,17 @@ class CommitRunner:
         res = run([binary, *help_args], env=env, timeout=60, cwd=self.run_dir, sandbox=self.sandbox)
         return res.stdout + res.stderr
 
-    @staticmethod
-    def _hashes(build: BuildRecord) -> dict[str, str]:
-        return {name: content_hash(path) for name, path in build.binaries.items()}
+    def _hashes(self, build: BuildRecord) -> dict[str, str]:
+        return {name: self._digest(path, remembered=True) or "" for name, path in build.binaries.items()}
+
+    def _digest(self, path: Path | str, *, remembered: bool = False) -> str | None:
+        """sha256 of a regular file (None: there is none); in untrusted code's box, read
+        following no link; else remembered while its size and mtime hold, if asked."""
+        if self._box is not None:
+            try:
+                return self._box.sha256(Path(path))
+            except BoxRefused:
+                return None
+        if not Path(path).is_file():
+            return None
+        return content_hash(path) if remembered else file_sha256(path)
