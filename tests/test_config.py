@@ -242,3 +242,62 @@ def test_the_example_config_shows_every_key_of_the_schema() -> None:
         if not re.search(rf"(^[ \t]*(#[ \t]*)*(- )?|[{{,][ \t]*){re.escape(key)}:", where, re.M):
             missing.append(path)
     assert not missing, f"{EXAMPLE.name} does not show these keys of the config schema: {', '.join(missing)}"
+
+
+def _cli_error(path: Path) -> tuple[int, list[str]]:
+    """The real CLI on a config (doctor loads it first, before any build): exit status, stderr lines."""
+    import subprocess
+
+    from conftest import bisectbot_argv, subprocess_env
+
+    proc = subprocess.run(
+        bisectbot_argv("doctor", str(path)), capture_output=True, text=True, timeout=60, env=subprocess_env(CI="1")
+    )
+    return proc.returncode, proc.stderr.splitlines()
+
+
+def test_a_key_given_twice_is_an_error_naming_it_and_both_lines(tmp_path: Path) -> None:
+    text = yaml.safe_dump(GOOD) + "name: t2\n"
+    msg = error_of(tmp_path, text)
+    assert re.search(r"line \d+, column 1: duplicate key 'name' \(first on line \d+\)", msg), msg
+    nested = (
+        yaml.safe_dump({**GOOD, "run": {**GOOD["run"]}})
+        .replace("  timeout", "  timeout")
+        .replace("run:\n", "run:\n  jobs: 1\n  jobs: 2\n")
+    )
+    assert "duplicate key 'jobs'" in error_of(tmp_path, nested)
+    code, lines = _cli_error(write(tmp_path, text))
+    assert code == 2 and len(lines) == 1 and "duplicate key 'name'" in lines[0], lines
+
+
+def test_yaml_nested_200000_deep_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: " + "[" * 200_000)
+    code, lines = _cli_error(path)
+    assert code == 2 and len(lines) == 1, lines[:5]
+    assert "malformed YAML: line 1" in lines[0] and "nested deeper than 64 levels" in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (
+            {"statistic": {"outcome": {"position": 10**30}}},
+            "statistic.outcome.position: Input should be less than or equal to 100000",
+        ),
+        (
+            {"parse": {"expect_tokens": 4}, "statistic": {"outcome": {"position": 4}}},
+            "statistic.outcome.position: 4 cannot exist: parse.expect_tokens is 4, so positions 0..3",
+        ),
+        (
+            {"run": {"argv": ["{binary}", "-n", "1", "--seed", "{seed}"]}},
+            "statistic.outcome.position: 1 cannot exist: run.argv generates at most 1 token(s)",
+        ),
+    ],
+)
+def test_a_position_no_run_can_reach_is_refused(tmp_path: Path, change: dict, error: str) -> None:
+    assert error in error_of(tmp_path, {**GOOD, **change})
+
+
+def test_positions_the_run_can_reach_are_accepted(tmp_path: Path) -> None:
+    data = {**GOOD, "parse": {"expect_tokens": 2}, "run": {"argv": ["{binary}", "-n", "2", "--seed", "{seed}"]}}
+    assert load_config(write(tmp_path, data)).statistic.outcome.position == 1

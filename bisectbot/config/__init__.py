@@ -83,6 +83,33 @@ class Config(Strict):
         return self
 
     @model_validator(mode="after")
+    def _positions(self) -> "Config":
+        """A statistic's position must be one a run can produce: below parse.expect_tokens
+        (exactly that many tokens) and below the run's generation length where the command
+        states it (`-n`/`--n-predict`, or a server request's `n_predict`). Otherwise every run
+        would be read as "not there" and a good commit could test BAD."""
+        stat = self.statistic
+        wanted = [("statistic.outcome.position", stat.outcome.position)]
+        if stat.condition is not None:
+            wanted.append(("statistic.condition.position", stat.condition.position))
+        for v, variant in enumerate(self.run.templates):
+            where = "run.argv" if self.run.argv is not None else f"run.variants[{v}]"
+            limits = []
+            parse = self.parse_for(v)
+            if parse.expect_tokens is not None:
+                name = "parse" if variant.parse is None else f"run.variants[{v}].parse"
+                limits.append((parse.expect_tokens, f"{name}.expect_tokens is {parse.expect_tokens}"))
+            if (n := generation_length(variant.argv, self.run.serve.body if self.run.serve else None)) is not None:
+                limits.append((n, f"{where} generates at most {n} token(s) ({n_source(self.run.serve)})"))
+            for key, position in wanted:
+                for limit, why in limits:
+                    if position >= limit:
+                        raise ValueError(
+                            f"{key}: {position} cannot exist: {why}, so positions 0..{limit - 1}"
+                        )
+        return self
+
+    @model_validator(mode="after")
     def _placeholders(self) -> "Config":
         known = BASE_PLACEHOLDERS | set(self.build.binary_names) | ({"port"} if self.run.serve else set())
         for v, variant in enumerate(self.run.templates):
@@ -215,6 +242,81 @@ def _unwrap_optional(annotation: Any) -> Any:
     return annotation
 
 
+def generation_length(argv: list[str], body: dict[str, Any] | None) -> int | None:
+    """How many tokens the command generates at most, where it says so: a server request's
+    `n_predict`, or llama.cpp's `-n N` / `--n-predict N` / `--n-predict=N` (in 2024's
+    llama-simple, `-n` counted the prompt too: either way no more tokens than N follow)."""
+    if body is not None:
+        value = body.get("n_predict")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    for i, arg in enumerate(argv):
+        value = None
+        if arg in ("-n", "--n-predict", "--predict") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--n-predict="):
+            value = arg.split("=", 1)[1]
+        if value is not None and value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def n_source(serve: Any) -> str:
+    return "the request's n_predict" if serve is not None else "its -n"
+
+
+# How deep a config's YAML may nest: a real config is a few levels deep; a document nested
+# thousands deep would otherwise end in a RecursionError traceback.
+MAX_YAML_DEPTH = 64
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, stricter: a key twice in one mapping is an error (not "the last
+    wins", which silently drops the first), and nesting past MAX_YAML_DEPTH is refused early."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark.line)
+                except TypeError:  # an unhashable key: the base class says so
+                    continue
+                if first != key_node.start_mark.line:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first on line {first + 1})", key_node.start_mark
+                    )
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str, path: Path | str) -> Any:
+    """YAML text of a config (or preset) file, loaded strictly; ConfigError in one line naming
+    the file, the line and column, and the problem."""
+    try:
+        return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: malformed YAML: {where}{problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: malformed YAML: nested too deep to read") from None
+
+
 # A config is a page of YAML; anything this large is the wrong file (or /dev/zero).
 CONFIG_MAX_BYTES = 1 << 20
 
@@ -257,14 +359,7 @@ def read_config_text(path: Path) -> str:
 def load_config(path: str | Path) -> Config:
     """Read and validate a config file; raise ConfigError with file and key path on any problem."""
     path = Path(path)
-    text = read_config_text(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}: malformed YAML: {where}{problem}") from None
+    data = parse_yaml(read_config_text(path), path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a mapping of keys, got {type(data).__name__}")
     try:

@@ -278,13 +278,18 @@ class ParseConfig(Strict):
         return dump
 
 
+# No program under test prints this many tokens per seed for a statistic to read: a larger
+# position is a typo (10**30), refused on load rather than read as "never there".
+MAX_POSITION = 100_000
+
+
 class Condition(Strict):
-    position: int = Field(ge=0)
+    position: int = Field(ge=0, le=MAX_POSITION)
     token: str
 
 
 class Outcome(Strict):
-    position: int = Field(ge=0)
+    position: int = Field(ge=0, le=MAX_POSITION)
 
 
 class StatisticConfig(Strict):

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from bisectbot.config import read_config_text
+from bisectbot.config import parse_yaml, read_config_text
 from bisectbot.errors import ConfigError
 
 __all__ = ["Customisation", "customise", "preset_dir", "preset_names", "load_preset"]
@@ -34,7 +34,7 @@ def preset_names(where: Path | None = None) -> dict[str, Path]:
     """Every name a preset answers to (its program and aliases) → its file."""
     out: dict[str, Path] = {}
     for path in sorted((where or preset_dir()).glob("*.yaml")):
-        data = yaml.safe_load(read_config_text(path)) or {}
+        data = parse_yaml(read_config_text(path), path) or {}
         info = data.get("preset") or {}
         for name in [info.get("program"), *(info.get("aliases") or [])]:
             if name:
@@ -55,7 +55,7 @@ def load_preset(program: str, where: Path | None = None) -> tuple[dict[str, Any]
         known = ", ".join(sorted(names)) or f"none in {where or preset_dir()}"
         raise ConfigError(f"init --llama: no preset for {program!r} (known: {known})")
     path = names[program]
-    return yaml.safe_load(read_config_text(path)), path
+    return parse_yaml(read_config_text(path), path), path
 
 
 @dataclass(frozen=True)
