@@ -104,9 +104,7 @@ class Config(Strict):
             for key, position in wanted:
                 for limit, why in limits:
                     if position >= limit:
-                        raise ValueError(
-                            f"{key}: {position} cannot exist: {why}, so positions 0..{limit - 1}"
-                        )
+                        raise ValueError(f"{key}: {position} cannot exist: {why}, so positions 0..{limit - 1}")
         return self
 
     @model_validator(mode="after")
