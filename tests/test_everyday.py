@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bisectbot.core.estimate import Timings, estimate, format_duration, parse_duration, search_builds
 from bisectbot.core.reports import BisectReport
@@ -275,7 +276,9 @@ def test_gc_keeps_the_most_recently_used_binaries_and_a_later_bisect_rebuilds(
     # state directory (storage: is no part of the experiment: the same job, the same runs), and
     # the caps are applied once it is done.
     capped = replace(demo, config=demo.config.with_name("capped.yaml"))
-    capped.config.write_text(demo.config.read_text() + "storage: {max_binaries: 1, max_log_mb: 0}\n")
+    data = yaml.safe_load(demo.config.read_text())
+    data["storage"].update(max_binaries=1, max_log_mb=0)  # a key given twice is an error (issue 46)
+    capped.config.write_text(yaml.safe_dump(data, sort_keys=False))
     proc, report = bisect(capped, state)
     assert proc.returncode == 0, proc.stderr
     assert report["first_bad"] == demo.culprit
