@@ -5,12 +5,9 @@ Every error says *what* went wrong and *where* (file and key, ref, commit, seed,
 
 from __future__ import annotations
 
+from bisectbot.inert import one_line
 
-def one_line(text: str, limit: int | None = None) -> str:
-    """`text` as one line (its lines joined, runs of blanks made one space), cut to `limit`:
-    how every error is shown, on a terminal or in a comment."""
-    flat = " ".join(text.split())
-    return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"
+__all__ = ["one_line"]  # how every error is shown: one line, its control characters visible
 
 
 class BisectbotError(Exception):

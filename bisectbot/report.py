@@ -16,6 +16,7 @@ from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
 from bisectbot.core.stats import FAILED, MISSED, OTHER
+from bisectbot.inert import block, code, prose
 
 
 def count_of(n: int, word: str) -> str:
@@ -52,10 +53,11 @@ def fmt_e(log_e: float) -> str:
     return f"{value:.2g}" if 1e-2 <= value < 1e3 else f"{value:.1e}"
 
 
-def observed_vs_reference(counts: dict[str, int], reference: ReferenceSummary) -> str:
-    """'e 14 (1.00 vs 0.35) · g 0 (0 vs 0.45)': outcome frequencies among runs meeting the condition."""
+def observed_vs_reference(counts: dict[str, int], reference: ReferenceSummary, *, table: bool = False) -> str:
+    """'e 14 (1.00 vs 0.35) · g 0 (0 vs 0.45)': outcome frequencies among runs meeting the
+    condition, in Markdown (an outcome's name is what a program printed: `inert.prose`)."""
     parts = [
-        f"{c.label} {c.count} ({f'{c.freq:.2f}' if c.freq is not None else '–'} vs {c.ref:.2f})"
+        f"{prose(c.label, table=table)} {c.count} ({f'{c.freq:.2f}' if c.freq is not None else '–'} vs {c.ref:.2f})"
         for c in observed_cells(counts, reference.categories, reference.category_probs)
     ]
     if missed := counts.get(MISSED):
@@ -64,8 +66,9 @@ def observed_vs_reference(counts: dict[str, int], reference: ReferenceSummary) -
 
 
 def evidence_cell(v: CommitVerdict) -> str:
+    """The evidence column, in Markdown for a table cell (a SKIP's reason quotes a build error)."""
     if v.verdict is Verdict.SKIP:
-        return v.reason[:120]
+        return prose(v.reason, table=True, limit=120)
     if v.mode == "bad-model":  # no test: the broken end measured further (its verdict is its earlier row's)
         return "measured, not tested"
     return f"E_bad {fmt_e(v.log_e_bad)}, E_good {fmt_e(v.log_e_good)}"
@@ -120,17 +123,13 @@ def verdict_table(
     ]
     for v in verdicts:
         sha = f"[`{v.sha[:12]}`]({link.format(sha=v.sha)})" if link else f"`{v.sha[:12]}`"
-        observed = _cell(observed_vs_reference(v.counts, reference)) if v.counts else "–"
+        observed = observed_vs_reference(v.counts, reference, table=True) if v.counts else "–"
         runs = f"{v.runs} ({v.cut_rate:.0%} cut)" if v.retried else f"{v.runs}"
         rows.append(
-            f"| {sha} | {_cell(v.subject)[:70]} | {role_label(v, find)} | **{v.verdict.value.upper()}** | "
-            f"{runs} | {observed} | {_cell(evidence_cell(v))} |"
+            f"| {sha} | {prose(v.subject, table=True, limit=70)} | {role_label(v, find)} | "
+            f"**{v.verdict.value.upper()}** | {runs} | {observed} | {evidence_cell(v)} |"
         )
     return "\n".join(rows)
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def build_and_run_notes(verdicts: Sequence[CommitVerdict]) -> list[str]:
@@ -148,7 +147,7 @@ def build_and_run_notes(verdicts: Sequence[CommitVerdict]) -> list[str]:
         if v.variant:
             parts.append(f"command variant {v.variant}")
         if v.build_notes:
-            parts.append(v.build_notes)
+            parts.append(prose(v.build_notes))
         if parts:
             lines.append(f"- `{v.sha[:12]}`: " + "; ".join(parts))
     return lines
@@ -156,7 +155,7 @@ def build_and_run_notes(verdicts: Sequence[CommitVerdict]) -> list[str]:
 
 def skip_block_lines(blocks: Sequence[dict]) -> list[str]:
     """'- 12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: …' per block of alike skips."""
-    return [f"- {b['text']}" for b in blocks]
+    return [f"- {prose(b['text'])}" for b in blocks]
 
 
 def change_point_lines(r: BisectReport) -> list[str]:
@@ -167,7 +166,7 @@ def change_point_lines(r: BisectReport) -> list[str]:
     out = []
     for cp in r.change_points:
         mark = "**first departure**" if cp.get("first") else "later change point"
-        subject = f" {cp['subject']}" if cp.get("subject") else ""
+        subject = f" {prose(cp['subject'])}" if cp.get("subject") else ""
         out.append(
             f"- `{cp['commit'][:12]}`{subject} — {mark}: before "
             f"{observed_vs_reference(cp.get('before', {}), r.reference) or '–'}; after "
@@ -189,13 +188,16 @@ def assumption_lines(r: BisectReport) -> list[str]:
     return [*([zone] if zone else []), *(f"- {a}" for a in r.assumptions)]
 
 
-def reference_line(reference: ReferenceSummary) -> str:
-    probs = ", ".join(f"{k} {v:.4f}" for k, v in reference.probs.items())
+def reference_line(reference: ReferenceSummary, *, markdown: bool = True) -> str:
+    """'token 1 given token 0 = `f`: e 0.3450, …': in Markdown (names made inert: a measured
+    reference's outcomes are what a program printed), or plain for the terminal."""
+    say, quote = (prose, code) if markdown else (str, lambda t: t)
+    probs = ", ".join(f"{say(k)} {v:.4f}" for k, v in reference.probs.items())
     cond = reference.condition
-    where = f" given token {cond['position']} = `{cond['token']}`" if cond else ""
+    where = f" given token {cond['position']} = {quote(cond['token'])}" if cond else ""
     pc = reference.condition_prob
     tail = f"; P(condition) {pc:.4f}" if pc else ""
-    source = f" (from {reference.source})" if reference.source else ""
+    source = f" (from {say(reference.source)})" if reference.source else ""
     return f"token {reference.outcome['position']}{where}: {probs}{tail}{source}"
 
 
@@ -278,8 +280,8 @@ def outputs_lines(r: BisectReport) -> list[str]:
         for side in ("parent", "culprit"):
             cells += [
                 str(row[f"{side}_seed"]),
-                f"`{_cell(row[side])}`" if row[side] else "–",
-                LABELS.get(row[f"{side}_outcome"], row[f"{side}_outcome"]) or "–",
+                code(row[side], table=True) if row[side] else "–",
+                prose(LABELS.get(row[f"{side}_outcome"], row[f"{side}_outcome"]), table=True) or "–",
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, "", "</details>"]
@@ -291,23 +293,21 @@ def rerun_lines(r: BisectReport) -> list[str]:
     again = out.get("rerun")
     if not again:
         return []
-    binaries = ", ".join(f"`{p}`" for p in again.get("binaries", {}).values())
+    binaries = ", ".join(code(p) for p in again.get("binaries", {}).values())
     return [
         "",
         f"One seed ({again['seed']}) of the {out.get('culprit_label', r.find.what)} commit by hand, "
-        f"on its kept binary {binaries} (build directory `{again['build_dir']}`):",
-        "```",
-        again["command"],
-        "```",
+        f"on its kept binary {binaries} (build directory {code(again['build_dir'])}):",
+        block(again["command"]),
     ]
 
 
-def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str) -> str:
+def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str, say: Callable[[str], str] = str) -> str:
     """The one-line answer of a bisect, the same in the Markdown and on the terminal (`quote`
-    marks the sha up, e.g. as code)."""
+    marks the sha up, e.g. as code; `say` renders the commit's subject, e.g. `inert.prose`)."""
     what = r.find.what
     if r.status is BisectStatus.FOUND:
-        return f"bisectbot: {what} commit is {quote((r.first_bad or '')[:12])} — {r.first_bad_subject or ''}"
+        return f"bisectbot: {what} commit is {quote((r.first_bad or '')[:12])} — {say(r.first_bad_subject or '')}"
     if r.status is BisectStatus.UNCONFIRMED:
         return f"bisectbot: {what} commit not confirmed"
     if r.status is BisectStatus.STOPPED:
@@ -408,22 +408,22 @@ def _glossary_block(lines: list[str]) -> list[str]:
 
 def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     """The human summary of a bisect."""
-    lines = ["## " + bisect_headline(r, lambda sha: f"`{sha}`"), ""]
+    lines = ["## " + bisect_headline(r, lambda sha: f"`{sha}`", prose), ""]
     if r.status is BisectStatus.FOUND:
         lines.append(f"First {r.find.value}: `{r.first_bad}`  ")
         lines.append(f"Last {'good' if r.find is Find.BAD else 'still bad'}: `{r.last_good}`")
         if (said := proved_text(r, lambda sha: f"`{sha}`")) is not None:
             proved, not_proved, command = said
             lines += ["", f"**{proved.replace(': ', ':** ', 1)}", "", f"**{not_proved.replace(': ', ':** ', 1)}"]
-            lines += ["```", command, "```"] if command else []
+            lines += [block(command)] if command else []
     else:
-        lines.append(r.message)
+        lines.append(prose(r.message))
         if r.candidates:
             lines += ["", "Candidates: " + ", ".join(f"`{c[:12]}`" for c in r.candidates)]
     lines += [
         "",
-        f"**{r.status.value}** · {r.commits} commits between `{r.good[:12]}` ({r.good_ref}) and "
-        f"`{r.bad[:12]}` ({r.bad_ref}){searched_text(r)} · **{count_of(r.builds, 'build')}** "
+        f"**{r.status.value}** · {r.commits} commits between `{r.good[:12]}` ({code(r.good_ref)}) and "
+        f"`{r.bad[:12]}` ({code(r.bad_ref)}){searched_text(r)} · **{count_of(r.builds, 'build')}** "
         f"(⌈log2 N{chr(39) if r.skipped_equivalent else ''}⌉ + 3 = {bound_text(r).removeprefix('bound ')}) · "
         f"**{count_of(r.runs, 'run')}** "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
@@ -471,9 +471,7 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     lines += [
         "",
         "### Reproduce",
-        "```",
-        r.reproduce,
-        "```",
+        block(r.reproduce),
         *rerun_lines(r),
         "",
         "### Environment",
@@ -489,13 +487,13 @@ def commit_markdown(r: CommitReport) -> str:
     lines = [
         f"## bisectbot: `{r.commit[:12]}` is **{v.verdict.value.upper()}** after {v.runs} runs",
         "",
-        v.subject,
+        prose(v.subject),
         "",
         f"Reference: {reference_line(r.reference)}",
         "",
         verdict_table([v], r.reference),
         "",
-        f"Why: {v.reason}",
+        f"Why: {prose(v.reason)}",
         "",
         *_glossary_block(
             glossary(r.eta, r.tolerance, [v, *r.arms.values()], missed=r.reference.condition_prob is not None)
@@ -504,15 +502,15 @@ def commit_markdown(r: CommitReport) -> str:
     for name, av in r.arms.items():
         lines += [
             "",
-            f"Arm **{name}**: **{av.verdict.value.upper()}** after {av.runs} runs — {av.reason}",
+            f"Arm **{name}**: **{av.verdict.value.upper()}** after {av.runs} runs — {prose(av.reason)}",
             "",
             verdict_table([av], r.reference),
         ]
     if v.failures:
-        lines.append("Failed runs: " + ", ".join(f"{k} {n}" for k, n in v.failures.items()))
+        lines.append("Failed runs: " + ", ".join(f"{prose(k)} {n}" for k, n in v.failures.items()))
     if v.retried:
         lines.append(f"Reruns of incomplete output: {v.retried}")
     if notes := build_and_run_notes([v]):
         lines += ["", "Built and run with:", *notes]
-    lines += ["", "### Reproduce", "```", r.reproduce, "```", "", "### Environment", *environment_lines(r.environment)]
+    lines += ["", "### Reproduce", block(r.reproduce), "", "### Environment", *environment_lines(r.environment)]
     return "\n".join(lines) + "\n"

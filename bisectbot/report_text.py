@@ -168,7 +168,7 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
         lines += wrap(cost, width, INDENT)
     if (spent := time_line(r)) is not None:
         lines += wrap(spent, width, INDENT)
-    lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
+    lines += wrap(f"reference: {reference_line(r.reference, markdown=False)}", width, INDENT)
     lines += ["", *verdict_rows(r.verdicts, r.reference, width, r.find)]
     lines += glossary_text(
         glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None), width
@@ -232,7 +232,7 @@ def commit_text(r: CommitReport, width: int = 80) -> str:
         "",
     ]
     lines += wrap(f"why: {v.reason}", width, INDENT)
-    lines += wrap(f"reference: {reference_line(r.reference).replace('`', '')}", width, INDENT)
+    lines += wrap(f"reference: {reference_line(r.reference, markdown=False)}", width, INDENT)
     lines += ["", *verdict_rows([v, *r.arms.values()], r.reference, width)]
     lines += glossary_text(
         glossary(r.eta, r.tolerance, [v, *r.arms.values()], missed=r.reference.condition_prob is not None), width

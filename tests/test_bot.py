@@ -235,7 +235,7 @@ def test_unauthorised_and_unsafe_commands_are_refused_before_anything_runs(
         ): "there is no config `secret`",
         gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/cancel"): "nothing to cancel",
         # a right-to-left override is shown, not obeyed, in the reply that echoes it
-        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/bisect good=v1\u202egood bad=main"): "v1<U+202E>good",
+        gh_server.add_comment(FULL_NAME, ISSUE, "maintainer", "/bisect good=v1\u202egood bad=main"): "v1\\u202egood",
         # a member quoting the bot's hidden marker is still heard (the bot is known by its login)
         gh_server.add_comment(
             FULL_NAME, ISSUE, "maintainer", "<!-- bisectbot:job=x -->\n/bisect good=gone bad=main"

@@ -4,7 +4,9 @@ through the real `bisectbot check --ref pull/N/head` with real builds and proces
 
 * its configure plants links in the box where the bot will copy or delete afterwards;
 * its tree holds one 3 GiB file (which used to be read whole into the bot's memory);
-* its tree holds 150,000 files (which used to stall the export and the box's deletion).
+* its tree holds 150,000 files (which used to stall the export and the box's deletion);
+* its subject, its configure error and its runs' stderr carry HTML, mentions, references and
+  terminal escapes (which used to reach the posted comment and the terminal raw).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import yaml
 from bisectbot.demo import DemoHistory, generate_demo
 
 from conftest import TOOLCHAIN, needs, require
-from test_bot import cli
+from ghserver import ISSUE, GitHubStandIn, gh_server  # noqa: F401
+from test_bot import bot_comments, cli, write_config
 from test_untrusted import _git
 
 pytestmark = needs("bwrap", "prlimit", *TOOLCHAIN)
@@ -169,3 +172,90 @@ def test_a_tree_of_150000_files_under_a_raised_cap_is_streamed_and_checked(demo:
     _many_files_pull(demo, 25, 150_000)
     raised = _check(_config(demo, tmp_path, max_files=200_000), 25, tmp_path / "st2")
     assert "refused" not in raised.stdout + raised.stderr and raised.returncode in (0, 1), raised.stdout + raised.stderr
+
+
+# -- what a pull request wrote, in the comment and on the terminal ------------------------------
+# Every construct issue 46 found reaching the comment raw, in one line a pull request controls.
+ATTACK = (
+    "</details> <details open><summary>pwned</summary> <img src=http://attacker.example/p.png> "
+    "<a href=http://attacker.example/x>click</a> @org/team ping @someone see owner/repo#123 and GH-9 "
+    "${ESC}[2J ${ESC}]8;;http://attacker.example${BEL}link${ESC}]8;;${BEL} \u202eevil\u202c"
+)
+# what must not be left outside code in the rendered comment, whatever the attack's wording
+OUTSIDE_CODE = ("@org", "@someone", "owner/repo#", "GH-9", "attacker.example", "<img", "<details", "</details")
+
+
+def _text_pull(demo: DemoHistory, number: int, tail: str) -> str:
+    """A pull request whose subject is the attack and whose CMakeLists.txt ends with `tail`."""
+    _git(demo.repo, "checkout", "-q", "--detach", demo.good)
+    cmake = demo.repo / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + "string(ASCII 27 ESC)\nstring(ASCII 7 BEL)\n" + tail)
+    subject = ATTACK.replace("${ESC}", "\x1b").replace("${BEL}", "\x07")
+    return _publish(demo.repo, number, f"{subject} (#{number})")
+
+
+def _outside_code(markdown: str) -> tuple[str, list[tuple[str, dict[str, str | None]]]]:
+    """The text of the rendered comment outside code, pre and links (where GitHub looks for
+    mentions and references), and every tag, rendered by GitHub's own engine."""
+    from html.parser import HTMLParser
+
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    from cmarkgfm.cmark import Options
+
+    class Walk(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.depth, self.text, self.tags = 0, [], []
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            self.tags.append((tag, dict(attrs)))
+            self.depth += tag in ("code", "pre", "a")
+
+        def handle_endtag(self, tag: str) -> None:
+            self.depth -= tag in ("code", "pre", "a")
+
+        def handle_data(self, data: str) -> None:
+            if not self.depth:
+                self.text.append(data)
+
+    walk = Walk()
+    walk.feed(cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE))
+    return "".join(walk.text), walk.tags
+
+
+@pytest.mark.parametrize(
+    "number, tail, why",
+    [
+        (26, 'message(FATAL_ERROR "' + ATTACK + '")\n', "configure fails with the attack as its error"),
+        (
+            27,
+            'file(WRITE "${CMAKE_BINARY_DIR}/said.sh" "#!/bin/sh\\necho \'' + ATTACK + "' >&2\\nexit 3\\n\")\n"
+            "add_custom_command(TARGET specdemo POST_BUILD\n"
+            '  COMMAND "${CMAKE_COMMAND}" -E copy "${CMAKE_BINARY_DIR}/said.sh" "$<TARGET_FILE:specdemo>"\n'
+            '  COMMAND chmod +x "$<TARGET_FILE:specdemo>")\n',
+            "every run prints the attack on stderr and fails",
+        ),
+    ],
+)
+def test_a_pull_requests_text_is_inert_in_the_comment_and_on_the_terminal(
+    demo: DemoHistory, tmp_path: Path, gh_server: GitHubStandIn, number: int, tail: str, why: str
+) -> None:
+    sha = _text_pull(demo, number, tail)
+    config = write_config(tmp_path, demo, gh_server)
+    proc = cli(
+        "check", str(config), "--ref", f"pull/{number}/head", "--issue", str(ISSUE), "--state", str(tmp_path / "st")
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode in (1, 4), out  # BAD or SKIP: a verdict, with the attack in its reason
+    # on the terminal and in CI logs: no control character of theirs, shown escaped instead
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]", out), out
+    assert "\\x1b[2J" in out, out
+    (body,) = bot_comments(gh_server)
+    assert f"pull/{number}/head = [`{sha[:12]}`]" in body and "@org/team" in body, body  # quoted, not dropped
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]", body), body
+    text, tags = _outside_code(body)
+    assert not [bad for bad in OUTSIDE_CODE if bad in text], (why, text)
+    assert not [t for t, _ in tags if t in ("img", "script", "iframe")], tags
+    assert all((a.get("href") or "").startswith(gh_server.html_root) for t, a in tags if t == "a"), tags
+    ours = [ln for ln in body.splitlines() if ln.startswith("<details><summary>")]
+    assert [a for t, a in tags if t == "details"] == [{}] * len(ours), tags  # only ours, none open

@@ -79,7 +79,7 @@ def test_the_markdown_lists_change_points_and_what_the_confidence_rests_on() -> 
     md = bisect_markdown(bisect_report())
     changes = md[md.index("### Change points crossed") : md.index("### What the confidence rests on")]
     first, later = changes.strip().splitlines()[1:3]
-    assert first.startswith(f"- `{CULPRIT[:12]}` speculative: take top draft candidate (#1032) — **first departure**")
+    assert first.startswith(f"- `{CULPRIT[:12]}` speculative: take top draft candidate `(#1032)` — **first departure**")
     before, after = first.split(": before ")[1].split("; after ")
     assert "e 2 (0.40 vs 0.25)" in before and "e 14 (1.00 vs 0.25)" in after
     assert later.startswith(f"- `{BAD[:12]}`") and "later change point" in later

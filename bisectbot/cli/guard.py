@@ -5,6 +5,7 @@ as one line on stderr — a BisectbotError, a refused file, Ctrl-C, a usage erro
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ from bisectbot.core.outcome import Verdict
 from bisectbot.core.reports import BisectStatus
 from bisectbot.edges.outfiles import output_problem
 from bisectbot.errors import BisectbotError, one_line
+from bisectbot.inert import visible
 from bisectbot.pipeline.terminal import Terminal
 
 EXIT_OK, EXIT_BAD, EXIT_INPUT, EXIT_UNDECIDED, EXIT_ENDPOINT, EXIT_GITHUB = 0, 1, 2, 3, 4, 5
@@ -57,9 +59,41 @@ def _stop_like_ctrl_c() -> None:
             signal.signal(signum, _stop)
 
 
+class _VisibleFormatter(logging.Formatter):
+    """Log lines as Python's last-resort handler writes them (the message alone), with every
+    control character shown as an escape: a warning may quote a comment, a ref or what a
+    build printed, and none of their escape sequences may reach the terminal or a CI log."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record), keep="\n\t")
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at the time, as the last-resort handler does."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _visible_logs() -> None:
+    """Warnings and errors of the bot's loggers on stderr through `_VisibleFormatter`, once."""
+    root = logging.getLogger()
+    if not any(isinstance(h.formatter, _VisibleFormatter) for h in root.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(_VisibleFormatter("%(message)s"))
+        handler.setLevel(logging.WARNING)
+        root.addHandler(handler)
+
+
 def guard(fn: Callable[[], int]) -> None:
     """Run a command body: BisectbotError → one line on stderr and its exit code."""
     try:
+        _visible_logs()
         _stop_like_ctrl_c()
         _check_outputs()
         code = _closing(fn)

@@ -14,6 +14,7 @@ from bisectbot.cli.wiring import default_state_dir, load, open_state, state_of, 
 from bisectbot.config import load_config
 from bisectbot.core.retention import parse_size
 from bisectbot.errors import BisectbotError
+from bisectbot.inert import one_line, visible
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.terminal import summary_width
 
@@ -68,9 +69,9 @@ def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) ->
             notes = f" ({rec.notes})" if rec.notes else ""
             click.echo(
                 f"# {sha} build {rec.status} (build variant {rec.variant}) in {rec.seconds:.1f} s "
-                f"{rec.reason}{notes}".rstrip()
+                f"{one_line(rec.reason + notes)}".rstrip()
             )
-            click.echo(build_log_text(sha, rec))
+            click.echo(visible(build_log_text(sha, rec), keep="\n\t"))  # what the build printed, escapes shown
         return 0
 
     guard(body)

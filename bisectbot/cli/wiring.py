@@ -20,6 +20,7 @@ from bisectbot.edges.statedir import StateDir
 from bisectbot.edges.storage import database_path
 from bisectbot.edges.workspace import uncommitted_changes
 from bisectbot.errors import StateError
+from bisectbot.inert import visible
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.terminal import Terminal, print_summary
 from bisectbot.report_text import state_line
@@ -132,7 +133,7 @@ def write_summary(terminal: Terminal, text: str, markdown: str, md_path: str | N
     if md_path and md_path != "-":
         Path(md_path).write_text(markdown)
     if md_path == "-":
-        click.echo(markdown, nl=False)
+        click.echo(visible(markdown, keep="\n\t"), nl=False)
     else:
         print_summary(text, color)
 

@@ -72,6 +72,7 @@ from bisectbot.github.issueclient import IssueClient
 from bisectbot.github.memory import BotMemory, CommandRow, Cursor, TargetRow
 from bisectbot.github.outbox import Outbox
 from bisectbot.github.progress import CommentObserver, ProgressPoster
+from bisectbot.inert import code, prose
 from bisectbot.pipeline import jobs
 from bisectbot.pipeline.events import (
     Cancelled,
@@ -249,7 +250,7 @@ class Bot:
         except Exception as exc:  # not the user's fault and not foreseen: still an answer, still an end
             self.memory.note_command_raised(comment_id)
             log.exception("command in comment %s raised", comment_id)
-            self._reply(row.issue, comment_id, f"Sorry, that failed with an internal error: {_one_line(exc)}")
+            self._reply(row.issue, comment_id, f"Sorry, that failed with an internal error: {prose(_one_line(exc))}")
             self.memory.set_command(comment_id, "failed")
 
     def _handle(self, row: CommandRow) -> None:
@@ -275,7 +276,7 @@ class Bot:
             self.memory.set_command(comment_id, "refused")
         except BisectbotError as exc:
             log.error("command in comment %s failed: %s", comment_id, exc)
-            self._reply(row.issue, comment_id, f"Sorry, that failed: {exc}")
+            self._reply(row.issue, comment_id, f"Sorry, that failed: {prose(str(exc))}")
             self.memory.set_command(comment_id, "failed")
 
     def _config_for(self, name: str | None) -> tuple[Config, str]:
@@ -289,13 +290,13 @@ class Bot:
         base = self.cfg.resolve(self.gh.configs_dir)
         path = (base / f"{name}.yaml").resolve()
         if path.parent != base.resolve() or not path.is_file():
-            raise _Refused(f"Sorry, there is no config `{name}` (looked in the configured configs directory).")
+            raise _Refused(f"Sorry, there is no config {code(name)} (looked in the configured configs directory).")
         try:
             cfg = load_config(path)
         except ConfigError as exc:
-            raise _Refused(f"Sorry, config `{name}` is invalid: {str(exc).split(': ', 1)[-1]}") from None
+            raise _Refused(f"Sorry, config {code(name)} is invalid: {prose(str(exc).split(': ', 1)[-1])}") from None
         if cfg.repo_source != self.cfg.repo_source:
-            raise _Refused(f"Sorry, config `{name}` bisects another repository than this bot's.")
+            raise _Refused(f"Sorry, config {code(name)} bisects another repository than this bot's.")
         # the bot's own GitHub section (not part of the experiment): its secrets stay withheld
         return cfg.model_copy(update={"github": self.cfg.github}), str(path)
 
@@ -308,9 +309,9 @@ class Bot:
         except RefError as exc:
             if exc.unresolved is not None:
                 raise _Refused(
-                    f"Sorry, ref `{exc.unresolved}` does not resolve to a commit in {self.gh.repo}."
+                    f"Sorry, ref {code(exc.unresolved)} does not resolve to a commit in {self.gh.repo}."
                 ) from None
-            raise _Refused(f"Sorry, {exc}.") from None
+            raise _Refused(f"Sorry, {prose(str(exc))}.") from None
         self.memory.set_command(comment_id, "claimed", plan.job)
         if not self._claim_on_issue(issue, cfg, plan):
             log.info("comment %s: another bot's job comment claims %s; leaving it to that bot", comment_id, plan.job)

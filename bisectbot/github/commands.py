@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Union
 
 from bisectbot.core.refs import pull_number, pull_ref_problem
+from bisectbot.inert import code
 
 ALLOWED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 COMMAND_WORDS = ("/bisect", "/check", "/cancel")
@@ -77,12 +78,8 @@ def is_authorised(author_association: str | None) -> bool:
 
 
 def _show(value: str, limit: int = 40) -> str:
-    """Render user input inside an inline code span that it cannot break out of."""
-    clean = "".join("?" if (c.isspace() and c != " ") or ord(c) < 32 or ord(c) == 127 else c for c in value)
-    clean = clean.replace("`", "'")
-    if len(clean) > limit:
-        clean = clean[: limit - 1] + "…"
-    return f"`{clean}`"
+    """User input inside an inline code span that it cannot break out of (`inert.code`)."""
+    return code(value, limit=limit)
 
 
 def _char_name(c: str) -> str:

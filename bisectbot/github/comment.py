@@ -23,6 +23,8 @@ from bisectbot.core.outcome import Find, Verdict
 from bisectbot.core.records import CommitVerdict
 from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, ReferenceSummary
 from bisectbot.core.stats import MISSED
+from bisectbot.inert import block as fenced
+from bisectbot.inert import code, one_line, prose, visible
 from bisectbot.report import (
     assumption_lines,
     bisect_headline,
@@ -52,7 +54,7 @@ class Code:
     language: str = ""
 
     def render(self) -> str:
-        return f"```{self.language}\n{self.text}\n```"
+        return fenced(self.text, self.language)  # a fence no line of the text can close
 
 
 Unit = Union[str, Code]  # a str is Markdown that opens no fence
@@ -178,32 +180,26 @@ class CommentContext:
         return self.commit_url("{sha}")
 
 
-# Characters that reorder or hide the text around them (Trojan Source, CVE-2021-42574): an echoed
-# ref or config name carrying one could make a reply read differently from what it says.
-_BIDI = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
-
-
 def neutral(text: str) -> str:
-    """`text` with every bidirectional control shown as its code point (``<U+202E>``)."""
-    return text.translate({c: f"<U+{c:04X}>" for c in _BIDI})
-
-
-def _code(text: str) -> str:
-    """Inline code that the text cannot break out of (no backticks, no newlines)."""
-    return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
+    """A whole body's last guard (the renderers made each field inert already): every control or
+    invisible character but line ends and tabs shown as its escape (``\\u202e``): Trojan Source,
+    CVE-2021-42574, and terminal escapes, whichever renderer let one through."""
+    return visible(text, keep="\n\t")
 
 
 def commit_ref(sha: str, subject: str | None, ctx: CommentContext) -> str:
-    """'[`abc123def456`](link) subject ([#123](pr link))'."""
+    """'[`abc123def456`](link) subject ([#123](pr link))': the subject is the commit author's
+    text (`inert.prose`); only a trailing "(#123)", GitHub's own squash-merge suffix, is linked,
+    to this repository's pull request."""
     out = f"[`{sha[:12]}`]({ctx.commit_url(sha)})"
     if subject:
-        clean = subject.replace("\n", " ").replace("|", "\\|")
+        clean = one_line(subject)
         m = PR_RE.search(clean)
         if m:
             clean = clean[: m.start()].rstrip()
-            out += f" {clean} ([#{m.group(1)}]({ctx.pr_url(m.group(1))}))"
+            out += f" {prose(clean, table=True)} ([#{m.group(1)}]({ctx.pr_url(m.group(1))}))"
         else:
-            out += f" {clean}"
+            out += f" {prose(clean, table=True)}"
     return out
 
 
@@ -221,7 +217,7 @@ def distribution_chart(series: Sequence[tuple[str, Mapping[str, int]]], referenc
     probs = reference.prob_of
     p_met = sum(probs[n] for n in names) or 1.0
     ref = [round(probs[n] / p_met, 4) for n in names]
-    labels = ", ".join('"' + n.replace('"', "'") + '"' for n in names)
+    labels = ", ".join('"' + one_line(n, 40).replace('"', "'") + '"' for n in names)
     lines = [
         "xychart-beta",
         '    title "observed vs reference"',
@@ -250,7 +246,7 @@ def reproduction_footer(report: Union[BisectReport, CommitReport], ctx: CommentC
         [
             f"- repository: {ctx.repo}; range: {range_text}",
             f"- config: {cfg.name} (digest `{cfg.digest}`)",
-            f"- cmake arguments: {_code(' '.join(env.cmake_args) or '(none)')}",
+            f"- cmake arguments: {code(' '.join(env.cmake_args) or '(none)')}",
             f"- compiler: {env.compiler}; {env.cmake}",
             f"- fixtures: {fixtures}",
             f"- seeds: each commit's own (first_seed {ctx.first_seed} + an offset from its sha), at most "
@@ -278,19 +274,19 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
             body += (said[1],) + ((Code(said[2]),) if said[2] else ())
     elif report.status is BisectStatus.UNCONFIRMED:
         head = f"### bisectbot: {what} commit not confirmed"
-        body = (report.message,)
+        body = (prose(report.message),)
     elif report.status is BisectStatus.CLEAN:
         head = f"### {bisect_headline(report)}"
-        body = (report.message,)
+        body = (prose(report.message),)
     else:
         head = f"### bisectbot: {what} commit is one of {len(report.candidates)}"
         body = (
-            report.message,
+            prose(report.message),
             "Candidates: " + ", ".join(commit_ref(c, report.subject_of(c), ctx) for c in report.candidates),
         )
     range_text = (
-        f"`{report.good[:12]}` ({_code(report.good_ref)}) .. "
-        f"`{report.bad[:12]}` ({_code(report.bad_ref)}), {report.commits} commits"
+        f"`{report.good[:12]}` ({code(report.good_ref)}) .. "
+        f"`{report.bad[:12]}` ({code(report.bad_ref)}), {report.commits} commits"
     )
     series = _chart_series(report)
     chart: tuple[Block, ...] = (distribution_chart(series, report.reference),) if series else ()
@@ -368,15 +364,19 @@ def render_failed(kind: str, args: Mapping[str, object], message: str, ctx: Comm
     """A job that ended without an answer (an endpoint did not test as given, git failed, …)."""
     what = ""
     if kind == "bisect":
-        what = f" `{str(args.get('good', ''))[:12]}`..`{str(args.get('bad', ''))[:12]}`"
+        what = f" {code(str(args.get('good', '')), limit=40)}..{code(str(args.get('bad', '')), limit=40)}"
     return Document(
-        (f"### bisectbot: {kind}{what} stopped without an answer", message, f"<sub>bisectbot {ctx.version}</sub>")
+        (
+            f"### bisectbot: {kind}{what} stopped without an answer",
+            prose(message),
+            f"<sub>bisectbot {ctx.version}</sub>",
+        )
     )
 
 
 def render_progress(title: str, phase: str, lines: Sequence[str], ctx: CommentContext) -> Document:
     """The job comment while it runs: what is happening now, the last step lines collapsed."""
-    tail = "\n".join(lines[-25:]).replace("```", "")
+    tail = "\n".join(one_line(line) for line in lines[-25:])
     log: tuple[Block, ...] = (Collapsed("Progress", (Code(tail),)),) if tail else ()
     return Document(
         (
@@ -404,8 +404,8 @@ def _test_summary(result: CommitReport, ctx: CommentContext) -> tuple[Block, ...
     return (
         f"Reference: {reference_line(result.reference)}",
         verdict_table([v], result.reference, ctx.link),
-        f"Why: {v.reason}",
-        reproduction_footer(result, ctx, f"`{result.commit[:12]}` ({_code(result.ref)})"),
+        f"Why: {prose(v.reason)}",
+        reproduction_footer(result, ctx, f"`{result.commit[:12]}` ({code(result.ref)})"),
     )
 
 
@@ -420,7 +420,7 @@ def render_status(result: CommitReport, ctx: CommentContext, *, date: str, alarm
     else:
         head = f"### bisectbot: ❔ check at {link} is {v.verdict.value.upper()}, {date}"
     counts, details, last = _test_parts(result, ctx)
-    return Document((head, f"{_code(result.ref)} after {v.runs} runs: {counts}", details, last))
+    return Document((head, f"{code(result.ref)} after {v.runs} runs: {counts}", details, last))
 
 
 def _test_parts(result: CommitReport, ctx: CommentContext) -> tuple[str, Collapsed, Block]:
@@ -471,4 +471,4 @@ def render_alarm(result: CommitReport, ctx: CommentContext, *, last_good: str | 
             "No commit is recorded as known good for this config, so there is nothing to bisect "
             "from: run `/bisect good=<ref> bad=" + sha[:12] + "`."
         )
-    return Document((head, f"Checked {_code(result.ref)} on {date}.", nxt, *_test_summary(result, ctx)))
+    return Document((head, f"Checked {code(result.ref)} on {date}.", nxt, *_test_summary(result, ctx)))

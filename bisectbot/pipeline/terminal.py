@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from bisectbot.inert import visible
 from bisectbot.pipeline.events import Event
 
 COLOR_MODES = ("auto", "always", "never")
@@ -68,7 +69,10 @@ def _isatty(stream: TextIO) -> bool:
 
 
 def coloured(message: str) -> Text:
-    """The message with its verdict words styled (a no-op where colour is off)."""
+    """The message with its verdict words styled (a no-op where colour is off). Every control
+    character of it is shown as an escape first (`inert.visible`): a line may quote a commit
+    subject or what a build or a run printed, and no ESC of theirs may reach the terminal."""
+    message = visible(message, keep="\n\t")
     text = Text(message)
     for m in _VERDICT_WORD.finditer(message):
         text.stylize(VERDICT_STYLES[m.group(1)], m.start(), m.end())
@@ -196,7 +200,7 @@ def print_summary(text: str, color: str = "auto", stream: TextIO | None = None) 
     `color` allows it."""
     out = stream or sys.stdout
     if not wants_color(color, _isatty(out), os.environ):
-        out.write(text)
+        out.write(visible(text, keep="\n\t"))
         out.flush()
         return
     Console(file=out, force_terminal=True, soft_wrap=True, highlight=False, markup=False, emoji=False).print(
