@@ -165,8 +165,8 @@ def build(version: str, kind: str, tree: Path, work: Path, cache: Path, jobs: in
 def object_inputs(build_dir: Path, target: str, source: Path) -> dict[str, set[str]]:
     """Per object the target's Ninja build compiled, the repository files it was compiled from
     (bisectbot's own reader of Ninja's dependency log)."""
-    from bisectbot.edges.procs import clean_env
-    from bisectbot.pipeline.linkgraph import ninja_object_inputs
+    from bisectbot.building.linkgraph import ninja_object_inputs
+    from bisectbot.processes.procs import clean_env
 
     found = ninja_object_inputs(build_dir, [target], source, clean_env())
     if found is None:

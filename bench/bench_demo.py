@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bisectbot.config import load_config
 from bisectbot.demo import generate_demo
-from bisectbot.edges.statedir import StateDir
-from bisectbot.pipeline import jobs
+from bisectbot.jobs import lifecycle as jobs
+from bisectbot.state.statedir import StateDir
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bisectbot.demo import generate_demo  # noqa: E402
-from bisectbot.edges.procs import run  # noqa: E402
+from bisectbot.processes.procs import run  # noqa: E402
 
 
 def leftovers(marker: str) -> int:

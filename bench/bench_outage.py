@@ -21,11 +21,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from bisectbot.bot.bot import Bot  # noqa: E402
 from bisectbot.config import load_config  # noqa: E402
 from bisectbot.demo import generate_demo  # noqa: E402
-from bisectbot.edges.statedir import StateDir  # noqa: E402
-from bisectbot.github.bot import Bot  # noqa: E402
 from bisectbot.github.client import GitHubClient, RetryPolicy  # noqa: E402
+from bisectbot.state.statedir import StateDir  # noqa: E402
 
 from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, make_standard_server  # noqa: E402
 

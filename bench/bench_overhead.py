@@ -55,7 +55,7 @@ import llama_e2e  # noqa: E402
 from bisectbot.config import load_config  # noqa: E402
 from bisectbot.config.sections import ParseConfig  # noqa: E402
 from bisectbot.demo import generate_demo  # noqa: E402
-from bisectbot.pipeline.parse import Incomplete, Unparsable, observe, parse_tokens  # noqa: E402
+from bisectbot.judge.parse import Incomplete, Unparsable, observe, parse_tokens  # noqa: E402
 
 
 def cli(*args: str) -> tuple[float, dict]:

@@ -18,7 +18,7 @@ rule: a generated git history over a real llama.cpp tree (the one scripts/llama_
   the files the CPU build compiles); the inputs come from that tree's real build (its
   dependency files). Prints the fraction the rule finds irrelevant, per category.
 runs: llama-speculative of 0.3.36's tree (a kept binary of that state) with the llama config's
-  command, through the sweep (pipeline.sweep.RunStream) at 1, 2 and 4 at once and with the
+  command, through the sweep (judge.sweep.RunStream) at 1, 2 and 4 at once and with the
   adaptive throttle, alternating, on this machine: complete runs per second, and the share of
   attempts whose output was cut (rerun with the same seed, never counted).
 """
@@ -41,11 +41,11 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_stats import table  # noqa: E402
 from bisectbot.config import Config, load_config  # noqa: E402
 from bisectbot.core.inputs import Change, InputRule, narrow  # noqa: E402
-from bisectbot.core.outcome import Verdict  # noqa: E402
 from bisectbot.core.parallel import Throttle  # noqa: E402
 from bisectbot.core.search import kary_search  # noqa: E402
-from bisectbot.edges.procs import clean_env  # noqa: E402
-from bisectbot.pipeline.sweep import ProgramExecutor, RunStream  # noqa: E402
+from bisectbot.judge.sweep import ProgramExecutor, RunStream  # noqa: E402
+from bisectbot.processes.procs import clean_env  # noqa: E402
+from bisectbot.statistics.outcome import Verdict  # noqa: E402
 
 E2E = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bisectbot" / "e2e"
 
@@ -163,8 +163,8 @@ def category_files(tree: Path, inputs: set[str]) -> dict[str, list[str]]:
 
 
 def rule_part(commits: int) -> None:
-    from bisectbot.edges.workspace import Workspace
-    from bisectbot.pipeline.linkgraph import target_inputs
+    from bisectbot.building.linkgraph import target_inputs
+    from bisectbot.building.workspace import Workspace
 
     source, builds = E2E / "state" / "src", sorted((E2E / "state").glob("build-*"))
     if not source.is_dir() or not builds:

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bisectbot.github.webhook import ServeLimits, sign  # noqa: E402
+from bisectbot.bot.webhook import ServeLimits, sign  # noqa: E402
 
 SECRET = b"bench"
 
@@ -46,8 +46,8 @@ def child(state: str) -> None:
     import logging
     import threading
 
-    from bisectbot.edges.storage import Store
-    from bisectbot.github.webhook import make_webhook_server
+    from bisectbot.bot.webhook import make_webhook_server
+    from bisectbot.state.storage import Store
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     store = Store(Path(state) / "state.sqlite3")

@@ -6,9 +6,9 @@
     python bench/bench_stats.py --quick --no-verdicts --costs llama --only re-introduced --only "crash rate" \
         --only "condition rate"                  # issue 45's shapes alone, their wording checked
 
-Verdicts: the sequential tests of bisectbot.core.stats, vectorised over many simulated run
+Verdicts: the sequential tests of bisectbot.statistics.stats, vectorised over many simulated run
 sequences (bench/simulate.py: the same formulas, evaluated after every run).
-Bisects: bisectbot.pipeline.bisect.run_bisect, the function the CLI calls (endpoint tests, model
+Bisects: bisectbot.bisecting.bisect.run_bisect, the function the CLI calls (endpoint tests, model
 stage, search, confirmation, summary), over simulated histories (bench/simbisect.py: only git,
 the build and the program are simulated; a run's outcome is fixed by the commit's distribution and
 the seed). Repetitions are spread over a Dask `distributed` cluster (`--workers`, default: the

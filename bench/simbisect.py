@@ -1,4 +1,4 @@
-"""Simulated bisects through the CLI's own orchestration (`bisectbot.pipeline.bisect.run_bisect`).
+"""Simulated bisects through the CLI's own orchestration (`bisectbot.bisecting.bisect.run_bisect`).
 
 Only the edges are simulated: there is no git, no build and no program. A `SimRunner` stands
 where `CommitRunner` stands and answers the same calls (prepare a commit, give its seed block,
@@ -9,7 +9,7 @@ deterministic program: two commits with the same distribution give the same run 
 seed, so shared seeds behave as they do for real.
 
 Histories can hold commits that cannot change the binary (`History.equivalent`): the plan is
-narrowed as `pipeline.narrow` would narrow it (such a commit builds its parent's binary, so it
+narrowed as `bisecting.narrow` would narrow it (such a commit builds its parent's binary, so it
 has its parent's distribution), and the confirmation still builds a skipped parent. Runs can
 fail (`History.failing`: a share of seeds crash, the same seeds at every commit; `failing_at`:
 that share from each position on, a crash rate that changes at a commit).
@@ -32,24 +32,24 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from bisectbot.bisecting import bisect
 from bisectbot.config import Config, load_config
-from bisectbot.core import stats
-from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.records import BuildRecord, RunRecord
-from bisectbot.core.reports import ConfigSummary, Environment
-from bisectbot.pipeline import bisect
-from bisectbot.pipeline.events import Events
-from bisectbot.pipeline.reference import resolve_reference
-from bisectbot.pipeline.runner import Prepared
+from bisectbot.events import Events
+from bisectbot.judge.reference import resolve_reference
+from bisectbot.judge.runner import Prepared
+from bisectbot.records.commits import BuildRecord, RunRecord
+from bisectbot.records.reports import ConfigSummary, Environment
+from bisectbot.statistics import stats
+from bisectbot.statistics.outcome import Find, Verdict
 
-try:  # pipeline.plan holds the plan's records now; an older checkout (bench_stats.py --baseline REV) has them in bisect
-    from bisectbot.pipeline.plan import BisectPlan, ReportContext
+try:  # bisecting.plan holds the plan's records now; an older checkout (bench_stats.py --baseline REV) has them in bisect
+    from bisectbot.bisecting.plan import BisectPlan, ReportContext
 except ImportError:
     BisectPlan, ReportContext = bisect.BisectPlan, bisect.ReportContext  # type: ignore[attr-defined,misc]
 try:  # renamed from Tester (pytest collects names starting with "Test")
-    from bisectbot.pipeline.verdict import CommitTester
+    from bisectbot.judge.verdict import CommitTester
 except ImportError:
-    from bisectbot.pipeline.verdict import Tester as CommitTester  # type: ignore[attr-defined,no-redef]
+    from bisectbot.judge.verdict import Tester as CommitTester  # type: ignore[attr-defined,no-redef]
 
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
 CONDITION_29975 = 0.82
@@ -145,7 +145,7 @@ class History:
         return self.changes[max(p for p in self.changes if p <= pos)]
 
     def narrowed(self, lo: int = 0, hi: int | None = None) -> Any:
-        """The line lo..hi (default: all of it) as pipeline.narrow would leave it: the ends and
+        """The line lo..hi (default: all of it) as bisecting.narrow would leave it: the ends and
         the commits that can change the binary; each kept commit stands for the equivalent ones
         after it."""
         from bisectbot.core.inputs import Narrowed
@@ -336,7 +336,7 @@ def outcome_of(report: Any, history: History, costs: str = "llama") -> Outcome:
 
 
 def _broken_last(costs: str) -> bool:
-    """Does this version test the broken end last at this cost setting (as pipeline.narrow
+    """Does this version test the broken end last at this cost setting (as bisecting.narrow
     decides from the working end's build)? False for versions without it."""
     from bisectbot.core import policy
 
@@ -357,7 +357,7 @@ def run_report(
 ) -> Any:
     """The whole BisectReport of one simulated bisect (EndpointError propagates), from the
     history's first commit to its last, or from position `good` to `bad`, with `--scan` when
-    `scan`; the plan is narrowed as pipeline.narrow does when the history has equivalent commits."""
+    `scan`; the plan is narrowed as bisecting.narrow does when the history has equivalent commits."""
     events = Events()
     runner = SimRunner(cfg, history, costs)
     resolved = resolve_reference(cfg)

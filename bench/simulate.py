@@ -1,6 +1,6 @@
 """Simulation helpers shared by bench/bench_stats.py and tests/test_stats.py.
 
-They run the very formulas of bisectbot.core.stats, vectorised over many simulated run sequences:
+They run the very formulas of bisectbot.statistics.stats, vectorised over many simulated run sequences:
 a sequence is drawn once, its cumulative counts (paths, T, K) are fed to the ``*_many``
 functions, and the first run at which a threshold is crossed is the stopping time. That is
 exactly what calling the scalar test after every run would do, only ~1000× faster.
@@ -14,8 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from bisectbot.core import broken_end, search, sequential
-from bisectbot.core import stats as S
+from bisectbot.core import broken_end, search
+from bisectbot.statistics import sequential
+from bisectbot.statistics import stats as S
 
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
 CONDITION_29975 = 0.82

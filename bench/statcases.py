@@ -18,7 +18,7 @@ from scipy.stats import beta as beta_dist
 
 from bench import simbisect as sb
 from bench import simulate as sim
-from bisectbot.core import stats as S
+from bisectbot.statistics import stats as S
 
 ALPHA = 5e-4
 TOL = 0.1
@@ -189,8 +189,8 @@ def shape_checks(
 ) -> dict[str, Any]:
     """Does the report say the right thing for the case's shape? Read in its terminal summary and
     its Markdown alike (every check must hold in both)."""
-    from bisectbot.report import bisect_markdown, bound_text
-    from bisectbot.report_text import bisect_text
+    from bisectbot.report.markdown import bisect_markdown, bound_text
+    from bisectbot.report.text import bisect_text
 
     shape = case["shape"]
     out: dict[str, Any] = {"endpoint_error": bool(error)}

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from bisectbot.config.sections import BuildConfig
-from bisectbot.edges.procs import run
-from bisectbot.edges.sandbox import missing as sandbox_missing
 from bisectbot.errors import ToolError
+from bisectbot.processes.procs import run
+from bisectbot.processes.sandbox import missing as sandbox_missing
 
 
 @dataclass(frozen=True)

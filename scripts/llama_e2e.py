@@ -414,9 +414,9 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
 
     if server:
         from bisectbot.config import load_config
-        from bisectbot.edges.statedir import StateDir
-        from bisectbot.pipeline.jobs import Session
-        from bisectbot.pipeline.reference import resolve_reference
+        from bisectbot.jobs.lifecycle import Session
+        from bisectbot.judge.reference import resolve_reference
+        from bisectbot.state.statedir import StateDir
 
         cfg = load_config(config).with_repo_path(str(tree))
         numpy_ref = resolve_reference(cfg)
@@ -451,11 +451,11 @@ def same_outputs(work: Path, seeds: int) -> int:
     with each binary; every seed must print the same generated text. 0 when it does."""
     import time
 
+    from bisectbot.building.builder import Builder
+    from bisectbot.building.workspace import Workspace
     from bisectbot.config import load_config
-    from bisectbot.edges.statedir import StateDir
-    from bisectbot.edges.workspace import Workspace
-    from bisectbot.pipeline.build import Builder
-    from bisectbot.pipeline.events import Events
+    from bisectbot.events import Events
+    from bisectbot.state.statedir import StateDir
 
     if work.exists():
         shutil.rmtree(work)

@@ -4,9 +4,8 @@ the report types breaks these tests instead of passing unnoticed)."""
 from __future__ import annotations
 
 from bisectbot import __version__
-from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.records import CommitVerdict
-from bisectbot.core.reports import (
+from bisectbot.records.commits import CommitVerdict
+from bisectbot.records.reports import (
     BisectReport,
     BisectStatus,
     CommitReport,
@@ -14,6 +13,7 @@ from bisectbot.core.reports import (
     Environment,
     ReferenceSummary,
 )
+from bisectbot.statistics.outcome import Find, Verdict
 
 CULPRIT = "60488cfca65a3397efe863d5a17de27690693113"
 PARENT = "2d5528afbae2786560f2830e76f49dbba90ef99b"

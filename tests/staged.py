@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from bisectbot.core.stats import hardest_tv_shift
 from bisectbot.demo.choice import Step, choice_config, write_choice_history
+from bisectbot.statistics.stats import hardest_tv_shift
 
 LETTERS = "abc"
 REFERENCE = (0.35, 0.45, 0.20)

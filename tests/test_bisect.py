@@ -9,17 +9,16 @@ from typing import Iterator
 
 import pytest
 
+from bisectbot.bisecting import bisect
+from bisectbot.bisecting.crosscheck import cross_check
+from bisectbot.bisecting.ledger import Ledger
+from bisectbot.bisecting.plan import BisectPlan, Departure, Found, steps_estimate
+from bisectbot.bisecting.summary import reproduce_line
 from bisectbot.config import load_config
-from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.records import Ask, CommitVerdict
-from bisectbot.core.reports import BisectStatus
 from bisectbot.core.search import SearchResult
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import EndpointError
-from bisectbot.pipeline import bisect
-from bisectbot.pipeline.crosscheck import cross_check
-from bisectbot.pipeline.events import (
+from bisectbot.events import (
     Answered,
     ArmStarted,
     BisectStarted,
@@ -31,10 +30,11 @@ from bisectbot.pipeline.events import (
     StrategyChosen,
     VerdictReached,
 )
-from bisectbot.pipeline.jobs import Session, plan_bisect
-from bisectbot.pipeline.ledger import Ledger
-from bisectbot.pipeline.plan import BisectPlan, Departure, Found, steps_estimate
-from bisectbot.pipeline.summary import reproduce_line
+from bisectbot.jobs.lifecycle import Session, plan_bisect
+from bisectbot.records.commits import Ask, CommitVerdict
+from bisectbot.records.reports import BisectStatus
+from bisectbot.state.statedir import StateDir
+from bisectbot.statistics.outcome import Find, Verdict
 from sample_reports import verdict as sample_verdict
 
 LINE = tuple(f"{i:040x}" for i in range(10))
@@ -149,8 +149,9 @@ def test_an_ends_observations_are_remembered_until_a_run_of_it_is_stored(
     """The alike table asks for every end's observations at every step: the answer is
     remembered (no sha256 of the kept binaries or the inputs is read again), and a run of the
     commit stored since is in the next answer, never a stale one."""
-    from bisectbot.core.records import RunRecord
-    from bisectbot.pipeline import keep, runner
+    from bisectbot.building import keep
+    from bisectbot.judge import runner
+    from bisectbot.records.commits import RunRecord
 
     s, _ = session
     t, good = s.tester, small_demo.good

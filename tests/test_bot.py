@@ -19,13 +19,13 @@ import pytest
 import requests
 import yaml
 
+from bisectbot.bot.bot import Bot
+from bisectbot.bot.serve import BotServer, watch
+from bisectbot.bot.webhook import sign
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges.statedir import StateDir
-from bisectbot.github.bot import Bot
 from bisectbot.github.client import make_client
-from bisectbot.github.serve import BotServer, watch
-from bisectbot.github.webhook import sign
+from bisectbot.state.statedir import StateDir
 
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
 from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401

@@ -10,16 +10,16 @@ from typing import Any, Callable, TypeVar
 
 import pytest
 
+from bisectbot.bot.bot import Bot
+from bisectbot.bot.serve import watch
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import GitHubError
-from bisectbot.github.bot import Bot
+from bisectbot.events import Syncing
 from bisectbot.github.client import GitHubClient, RetryPolicy
 from bisectbot.github.commands import BisectCommand
 from bisectbot.github.outbox import Outbox
-from bisectbot.github.serve import watch
-from bisectbot.pipeline.events import Syncing
+from bisectbot.state.statedir import StateDir
 
 from conftest import bisectbot_argv
 from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from bisectbot.building.linkgraph import _preprocess_only, scanned_inputs, target_inputs
 from bisectbot.core import policy
-from bisectbot.edges.procs import clean_env
-from bisectbot.pipeline.linkgraph import _preprocess_only, scanned_inputs, target_inputs
+from bisectbot.processes.procs import clean_env
 from eras import Era, command, config, write_history
 
 from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env

@@ -16,8 +16,8 @@ import pytest
 
 from bisectbot.core.diagnose import distance_along
 from bisectbot.github.comment import CommentContext, render_bisect
-from bisectbot.report import bisect_markdown
-from bisectbot.report_html import report_html
+from bisectbot.report.html import report_html
+from bisectbot.report.markdown import bisect_markdown
 from sample_reports import bisect_report
 
 from conftest import MISSING_TOOL, require

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from bisectbot.building.builder import Builder
+from bisectbot.building.buildkeys import build_dir_key, build_key, toolchain
+from bisectbot.building.workspace import Workspace
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.statedir import StateDir
-from bisectbot.edges.workspace import Workspace
-from bisectbot.pipeline.build import Builder
-from bisectbot.pipeline.buildkeys import build_dir_key, build_key, toolchain
-from bisectbot.pipeline.events import Building, Built, Event, Events
+from bisectbot.events import Building, Built, Event, Events
+from bisectbot.state.statedir import StateDir
 
 
 def builder(history: DemoHistory, state: StateDir, seen: list[Event]) -> Builder:

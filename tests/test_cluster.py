@@ -18,15 +18,15 @@ from typing import Any, Iterator
 import pytest
 
 from bisectbot.config import load_config
-from bisectbot.core.outcome import Verdict
-from bisectbot.core.records import Ask
-from bisectbot.core.reports import BisectStatus
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import ClusterError
-from bisectbot.pipeline import jobs
-from bisectbot.pipeline.cluster import connect
-from bisectbot.pipeline.events import Event, Events, RoundStarted, WorkerDone
+from bisectbot.events import Event, Events, RoundStarted, WorkerDone
+from bisectbot.jobs import lifecycle as jobs
+from bisectbot.judge.cluster import connect
+from bisectbot.records.commits import Ask
+from bisectbot.records.reports import BisectStatus
+from bisectbot.state.statedir import StateDir
+from bisectbot.statistics.outcome import Verdict
 
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
 

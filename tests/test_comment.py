@@ -12,9 +12,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bisectbot import __version__
-from bisectbot.core.outcome import Find, Verdict
-from bisectbot.edges.files import fixture_hashes
+from bisectbot.bot.progress import CommentObserver, ProgressPoster
 from bisectbot.errors import GitHubError
+from bisectbot.events import (
+    Answered,
+    BisectStarted,
+    Building,
+    Built,
+    CancelToken,
+    EndpointStarted,
+    RunsProgress,
+    StepStarted,
+)
 from bisectbot.github.comment import (
     BODY_LIMIT,
     Code,
@@ -26,17 +35,8 @@ from bisectbot.github.comment import (
     render_bisect,
     render_status,
 )
-from bisectbot.github.progress import CommentObserver, ProgressPoster
-from bisectbot.pipeline.events import (
-    Answered,
-    BisectStarted,
-    Building,
-    Built,
-    CancelToken,
-    EndpointStarted,
-    RunsProgress,
-    StepStarted,
-)
+from bisectbot.state.files import fixture_hashes
+from bisectbot.statistics.outcome import Find, Verdict
 from sample_reports import BAD, CULPRIT, GOOD, PARENT, a_test_report, bisect_report
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from bench import simbisect as sb
+from bisectbot.bisecting import confirm
 from bisectbot.core import broken_end
-from bisectbot.core import stats as S
 from bisectbot.errors import EndpointError
-from bisectbot.pipeline import confirm
+from bisectbot.statistics import stats as S
 
 P = list(sb.P_29975.values())
 REF = sb.reference_joint()

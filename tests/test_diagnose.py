@@ -17,8 +17,8 @@ from bisectbot.core.diagnose import (
     share_change_between,
     undecided_hint,
 )
-from bisectbot.core.sequential import test_against_reference as against_reference
-from bisectbot.core.stats import MISSED, OTHER, Reference
+from bisectbot.statistics.sequential import test_against_reference as against_reference
+from bisectbot.statistics.stats import MISSED, OTHER, Reference
 
 REF = Reference.from_probs({"e": 0.345, "g": 0.452, "h": 0.203})
 CONDITIONAL = Reference.from_probs({"e": 0.345, "g": 0.452, "h": 0.203}, condition_prob=0.82)
@@ -109,11 +109,11 @@ def test_tv_from_the_reference() -> None:
 
 
 def test_the_advised_budget_holds_for_a_control_sample_too() -> None:
-    """With a measured reference (each run paired with one control run, `core.control_sample`)
+    """With a measured reference (each run paired with one control run, `statistics.control_sample`)
     the hint scales its estimate by 2, for pairs the seed does not tie (the worst case); a commit
     like the reference stopped after 300 runs then reaches GOOD within the advised budget in
     ≥ 70% of 40 simulated histories."""
-    from bisectbot.core.control_sample import paired_evidence
+    from bisectbot.statistics.control_sample import paired_evidence
 
     rng = np.random.default_rng(11)
     p = np.asarray((0.345, 0.452, 0.203))

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from bisectbot.pipeline.events import Built, Cancelled, CancelToken, Event, Events, RunsProgress, StepStarted
-from bisectbot.pipeline.terminal import Terminal
+from bisectbot.cli.terminal import Terminal
+from bisectbot.events import Built, Cancelled, CancelToken, Event, Events, RunsProgress, StepStarted
 
 SHA = "60488cfca65a3397efe863d5a17de27690693113"
 

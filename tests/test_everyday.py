@@ -1,7 +1,7 @@
 """Everyday use: the up-front estimate, --max-builds / --deadline with a resumable partial result,
 `bisectbot gc` and the state directory's size caps, and the culprit's runs beside its parent's.
 
-The pure parts (core.estimate, core.retention, pipeline.budget) are tested on their own; the rest
+The pure parts (core.estimate, core.retention, bisecting.budget) are tested on their own; the rest
 on one small demo history through the real CLI, one state directory carried from test to test
 (stopped → resumed → collected → bisected again), so the real builds are made once."""
 
@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bisectbot.bisecting.budget import Budget, BudgetLimits, BudgetSpent
 from bisectbot.core.estimate import Timings, estimate, format_duration, parse_duration, search_builds
-from bisectbot.core.reports import BisectReport
 from bisectbot.core.retention import BINARIES, BUILD_DIR, LOG, Caps, Item, parse_size, to_remove
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.pipeline.budget import Budget, BudgetLimits, BudgetSpent
-from bisectbot.report import bisect_markdown
+from bisectbot.records.reports import BisectReport
+from bisectbot.report.markdown import bisect_markdown
 
 from conftest import bisectbot_argv, subprocess_env
 

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from bisectbot.core.inputs import narrow
-from bisectbot.core.outcome import Verdict
 from bisectbot.core.search import bisect_search
 from bisectbot.demo import DemoHistory, generate_demo
+from bisectbot.statistics.outcome import Verdict
 
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from bisectbot.building.builder import Builder
+from bisectbot.building.workspace import Workspace
 from bisectbot.config import load_config
 from bisectbot.demo import _git, _git_env
-from bisectbot.edges.elf import self_contained
-from bisectbot.edges.statedir import StateDir
-from bisectbot.edges.workspace import Workspace
-from bisectbot.pipeline.build import Builder
-from bisectbot.pipeline.events import Events
-from bisectbot.pipeline.runner import CommitRunner
+from bisectbot.events import Events
+from bisectbot.judge.runner import CommitRunner
+from bisectbot.processes.elf import self_contained
+from bisectbot.state.statedir import StateDir
 from eras import EraHistory, config
 
 from conftest import TOOLCHAIN, needs

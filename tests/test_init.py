@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bisectbot.cli.newconfig import programs, propose
 from bisectbot.config import load_config
 from bisectbot.demo.choice import Step, write_choice_history
 from bisectbot.errors import ConfigError
-from bisectbot.pipeline.newconfig import programs, propose
 
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
 

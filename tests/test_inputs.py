@@ -9,17 +9,17 @@ from typing import Literal
 
 import pytest
 
+from bisectbot.bisecting.plan import Narrowing
+from bisectbot.building.builder import Builder
+from bisectbot.building.workspace import Workspace
 from bisectbot.config import load_config
 from bisectbot.config.sections import BuildConfig
 from bisectbot.core.inputs import Change, InputRule, matches, narrow, parse_depfile
-from bisectbot.core.reports import BisectStatus
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges.statedir import StateDir
-from bisectbot.edges.workspace import Workspace
-from bisectbot.pipeline import jobs
-from bisectbot.pipeline.build import Builder
-from bisectbot.pipeline.events import Event, Events, LineNarrowed
-from bisectbot.pipeline.plan import Narrowing
+from bisectbot.events import Event, Events, LineNarrowed
+from bisectbot.jobs import lifecycle as jobs
+from bisectbot.records.reports import BisectStatus
+from bisectbot.state.statedir import StateDir
 
 from conftest import TOOLCHAIN, require
 
@@ -257,7 +257,7 @@ def test_the_narrowing_is_announced(mixed_demo: DemoHistory, tmp_path: Path) -> 
     with StateDir(tmp_path / "st") as state:
         session = jobs.Session(load_config(small_demo.config), state, Events(seen.append))
         plan = jobs.plan_bisect(session, small_demo.good, "main")
-        from bisectbot.pipeline.narrow import narrow_plan
+        from bisectbot.bisecting.narrow import narrow_plan
 
         narrowed = narrow_plan(plan, session.cfg, session.workspace, session.build_many, session.events)
     said = [e for e in seen if isinstance(e, LineNarrowed)]
@@ -269,7 +269,7 @@ def test_a_step_build_records_no_inputs_and_a_later_narrowing_scans_it(mixed_dem
     """Only the narrowing reads a build's inputs, at the ends: a commit built to be tested (a
     search step) does not record them (a quarter second a build on llama.cpp); a later bisect
     in the same state directory with that commit as an end scans it, and still narrows."""
-    from bisectbot.pipeline.narrow import narrow_plan
+    from bisectbot.bisecting.narrow import narrow_plan
 
     small_demo = mixed_demo
     middle = small_demo.commits[len(small_demo.commits) // 2]
@@ -287,7 +287,7 @@ def test_a_step_build_records_no_inputs_and_a_later_narrowing_scans_it(mixed_dem
 def test_link_commands_are_read_as_the_shell_reads_them(tmp_path: Path) -> None:
     """cmake quotes object paths in link.txt (llama.cpp's do); a target whose link command names
     no object we can see leaves the inputs unknown rather than empty."""
-    from bisectbot.pipeline.linkgraph import target_inputs
+    from bisectbot.building.linkgraph import target_inputs
 
     src, build = tmp_path / "src", tmp_path / "build"
     (src / "ex").mkdir(parents=True)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.procs import run, stop_drivers
+from bisectbot.processes.procs import run, stop_drivers
 from tests.conftest import bisectbot_argv, subprocess_env
 
 CAP = 1 << 20
@@ -117,7 +117,7 @@ def test_exit_statuses_and_start_failures_come_back_as_they_were() -> None:
 def test_a_driver_ends_with_the_thread_that_started_it_and_takes_its_run_along() -> None:
     """The thread that runs programs ends (a pool shrinks, the bot stops) while a run is in
     flight: its driver kills that run's tree and exits; nothing is left."""
-    from bisectbot.edges import procs
+    from bisectbot.processes import procs
 
     seen: list[int] = []
 

@@ -1,4 +1,4 @@
-"""Skipping the test on runs that cannot decide it (core.sequential.JudgeGate): the answer must be
+"""Skipping the test on runs that cannot decide it (statistics.sequential.JudgeGate): the answer must be
 exactly the one computed after every run — the same decision at the same run with the same
 e-values — on sequences from the reference, from commits that depart from it, and with stray
 outcomes; and the bound it rests on must hold run by run."""
@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from bisectbot.core import sequential
-from bisectbot.core.stats import Reference
+from bisectbot.statistics import sequential
+from bisectbot.statistics.stats import Reference
 
 LEVELS = dict(alpha=5e-4, beta=5e-4, tolerance=0.1)
 COND = Reference.from_probs({"d": 0.3680765053, "e": 0.2450280946, "g": 0.3868954001}, condition_prob=0.7074244529)

@@ -25,12 +25,12 @@ import pytest
 import yaml
 
 from bisectbot.config import load_config
-from bisectbot.core.records import BuildRecord, RunRecord
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges.statedir import StateDir
-from bisectbot.edges.storage import SCHEMA_VERSION, Store
 from bisectbot.errors import StateError
-from bisectbot.pipeline import jobs
+from bisectbot.jobs import lifecycle as jobs
+from bisectbot.records.commits import BuildRecord, RunRecord
+from bisectbot.state.statedir import StateDir
+from bisectbot.state.storage import SCHEMA_VERSION, Store
 
 from conftest import TOOLCHAIN, bisectbot_argv, missing_tools, require, subprocess_env
 

@@ -26,13 +26,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from bisectbot.building.cmake import cmake_error
+from bisectbot.building.workspace import Workspace, uncommitted_changes
 from bisectbot.cli import main
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges.outfiles import output_problem
-from bisectbot.edges.workspace import Workspace, uncommitted_changes
 from bisectbot.errors import GitError
-from bisectbot.pipeline import jobs
-from bisectbot.pipeline.cmake import cmake_error
+from bisectbot.jobs import lifecycle as jobs
+from bisectbot.state.outfiles import output_problem
 from sample_reports import bisect_report
 
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
@@ -200,9 +200,9 @@ def test_a_failed_configure_says_why_and_names_the_build_log_command(demo: DemoH
 
 def test_the_bot_names_no_local_command_in_what_it_posts(demo: DemoHistory, tmp_path: Path) -> None:
     """Event lines and failure reasons end up in the bot's comments: no host paths there."""
+    from bisectbot.bot.bot import Bot
     from bisectbot.config import load_config
-    from bisectbot.edges.statedir import StateDir
-    from bisectbot.github.bot import Bot
+    from bisectbot.state.statedir import StateDir
 
     cfg = load_config(demo.config)
     with StateDir(tmp_path / "st") as state:

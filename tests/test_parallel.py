@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 
 from bisectbot.core.parallel import LevelStats, Throttle
-from bisectbot.core.records import RunRecord
-from bisectbot.pipeline.sweep import RunStream
+from bisectbot.judge.sweep import RunStream
+from bisectbot.records.commits import RunRecord
 
 
 def simulate(most: int, machine: dict[int, tuple[float, float]], runs: int, seed: int) -> Counter[int]:

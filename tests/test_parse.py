@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bisectbot.config.sections import Condition, Outcome, ParseConfig, StatisticConfig
-from bisectbot.pipeline.parse import Incomplete, Unparsable, observe, parse_output, parse_tokens
+from bisectbot.judge.parse import Incomplete, Unparsable, observe, parse_output, parse_tokens
 
 LLAMA = ParseConfig(prefix="bcdbc", split="chars", expect_tokens=4, eos="h")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bisectbot.core import policy, stats
+from bisectbot.core import policy
+from bisectbot.statistics import stats
 
 REF = stats.Reference.from_probs({"e": 0.3455, "g": 0.4517, "h": 0.2028}, 0.82)
 GROSS_COUNTS = [14, 0, 0, 0, 3]  # what the broken end's BAD took: 17 runs, all `e`

@@ -1,5 +1,5 @@
 """Children die with the bot: real bot-like processes killed with `kill -9` mid-build, and the
-next start on the same state directory (edges.children, edges.dirlock, pipeline.build)."""
+next start on the same state directory (state.children, state.dirlock, build.builder)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Callable
 
 import pytest
 
-from bisectbot.edges import children, dirlock
-from bisectbot.edges.statedir import StateDir
 from bisectbot.errors import StateError
+from bisectbot.state import children, dirlock
+from bisectbot.state.statedir import StateDir
 
 from conftest import subprocess_env
 
@@ -24,8 +24,8 @@ from conftest import subprocess_env
 SLEEPER = """
 import sys
 from pathlib import Path
-from bisectbot.edges.procs import run
-from bisectbot.edges.statedir import StateDir
+from bisectbot.processes.procs import run
+from bisectbot.state.statedir import StateDir
 with StateDir(Path(sys.argv[1])):
     run(["sh", "-c", "sleep 300 & sleep 300 & wait"], timeout=600)
 """
@@ -35,8 +35,8 @@ BUILDER = """
 import sys
 from pathlib import Path
 from bisectbot.config.sections import BuildConfig
-from bisectbot.edges.statedir import StateDir
-from bisectbot.pipeline.build import build_commit
+from bisectbot.state.statedir import StateDir
+from bisectbot.building.builder import build_commit
 cfg = BuildConfig(targets=["slow"], binaries={"binary": ["slow.txt"]}, jobs=2)
 with StateDir(Path(sys.argv[1])) as state:
     rec = build_commit(cfg, "0" * 40, Path(sys.argv[2]), state, "k", state.log_path("build.log"))
@@ -199,7 +199,7 @@ def test_a_build_directory_is_taken_once_its_holder_ends_within_the_wait(tmp_pat
 
 
 def test_children_are_recorded_only_while_they_run(tmp_path: Path) -> None:
-    from bisectbot.edges.procs import run
+    from bisectbot.processes.procs import run
 
     seen: list[list[str]] = []
     with StateDir(tmp_path) as state:

@@ -314,11 +314,11 @@ def test_a_tampered_kept_binary_is_rebuilt_not_run(attacked: Attacked) -> None:
 
 
 def test_a_file_dropped_into_a_trusted_build_directory_wipes_it(attacked: Attacked) -> None:
+    from bisectbot.building.builder import Builder
+    from bisectbot.building.workspace import Workspace
     from bisectbot.config import load_config
-    from bisectbot.edges.statedir import StateDir
-    from bisectbot.edges.workspace import Workspace
-    from bisectbot.pipeline.build import Builder
-    from bisectbot.pipeline.events import Events
+    from bisectbot.events import Events
+    from bisectbot.state.statedir import StateDir
 
     (build_dir,) = [d for d in attacked.state.glob("build-*") if d.is_dir()]
     planted = build_dir / "CMakeFiles" / "trojan.o"

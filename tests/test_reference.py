@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from bisectbot.building.workspace import Workspace
 from bisectbot.config import load_config
-from bisectbot.edges.statedir import StateDir
-from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import BisectbotError
-from bisectbot.pipeline.events import Events
-from bisectbot.pipeline.reference import ResolvedReference, resolve_reference
-from bisectbot.pipeline.runner import CommitRunner
+from bisectbot.events import Events
+from bisectbot.judge.reference import ResolvedReference, resolve_reference
+from bisectbot.judge.runner import CommitRunner
+from bisectbot.state.statedir import StateDir
 
 pytest.importorskip("gguf")
 

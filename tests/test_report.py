@@ -8,11 +8,11 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.reports import SCHEMA_VERSION, BisectReport, BisectStatus, CommitReport, JobStop, load_result
-from bisectbot.report import bisect_markdown, bound_text, fmt_e, observed_vs_reference
-from bisectbot.report import commit_markdown as markdown_of_test
-from bisectbot.report_text import bisect_text
+from bisectbot.records.reports import SCHEMA_VERSION, BisectReport, BisectStatus, CommitReport, JobStop, load_result
+from bisectbot.report.markdown import bisect_markdown, bound_text, fmt_e, observed_vs_reference
+from bisectbot.report.markdown import commit_markdown as markdown_of_test
+from bisectbot.report.text import bisect_text
+from bisectbot.statistics.outcome import Find, Verdict
 from sample_reports import BAD, CULPRIT, GOOD, GOOD_COUNTS, PARENT, REFERENCE, a_test_report, bisect_report, verdict
 
 README = (Path(__file__).resolve().parents[1] / "docs" / "json-report.md").read_text()
@@ -159,8 +159,8 @@ def test_the_distance_along_the_history_is_charted_in_history_order() -> None:
     """Where the distribution moved: one entry per tested commit, by its place on the line (not
     the order it was tested in), as bars on the terminal and a Mermaid chart in the Markdown."""
     from bisectbot.core.diagnose import distance_along
-    from bisectbot.report import distance_chart, distance_rows
-    from bisectbot.report_text import bisect_text
+    from bisectbot.report.markdown import distance_chart, distance_rows
+    from bisectbot.report.text import bisect_text
 
     report = bisect_report()
     positions = {v.sha: p for v, p in zip(report.verdicts, (11, 0, 6, 5))}
@@ -181,8 +181,8 @@ def test_the_distance_along_the_history_is_charted_in_history_order() -> None:
 
 
 def test_the_summary_says_where_the_wall_time_went() -> None:
-    from bisectbot.pipeline.summary import with_time
-    from bisectbot.report import time_line
+    from bisectbot.bisecting.summary import with_time
+    from bisectbot.report.markdown import time_line
 
     r = with_time(bisect_report(), 1740.0, 1620.0, 100.0)
     assert r.cost is not None and r.cost["time"] == {

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bisectbot.config.sections import Variant
-from bisectbot.edges.files import content_hash
-from bisectbot.pipeline.runner import missing_for_variant, pick_variant, run_key
+from bisectbot.judge.runner import missing_for_variant, pick_variant, run_key
+from bisectbot.state.files import content_hash
 
 NEW_HELP = "----- common params -----\n  --draft-max N   tokens to draft\n  -fa, --flash-attn [on|off|auto]\n"
 OLD_HELP = "usage: speculative [options]\n  --draft N   tokens to draft\n  -ctk, --cache-type-k TYPE\n"

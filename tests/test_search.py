@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisectbot.core.outcome import Verdict
 from bisectbot.core.search import bisect_search, next_probe, presumed, skip_blocks
+from bisectbot.statistics.outcome import Verdict
 
 
 @st.composite
@@ -176,7 +176,7 @@ def test_the_scan_order_is_middle_first_and_reaches_every_inner_position() -> No
 
 
 def test_a_scan_level_keeps_the_union_bound_over_every_commit() -> None:
-    from bisectbot.core.stats import scan_level
+    from bisectbot.statistics.stats import scan_level
 
     assert scan_level(100, 0.99) == pytest.approx(0.01 / 104)
     assert scan_level(100, 0.99) * 104 <= 0.01 + 1e-15

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bisectbot.building.workspace import Workspace
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.statedir import StateDir
-from bisectbot.edges.workspace import Workspace
 from bisectbot.errors import ConfigError
-from bisectbot.pipeline.events import Events
-from bisectbot.pipeline.runner import CommitRunner
+from bisectbot.events import Events
+from bisectbot.judge.runner import CommitRunner
+from bisectbot.state.statedir import StateDir
 
 from conftest import bisectbot_argv, needs, subprocess_env
 

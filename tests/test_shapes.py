@@ -10,11 +10,11 @@ import pytest
 
 from bench import simbisect as sb
 from bench import statcases as sc
+from bisectbot.bisecting.ledger import CONDITION_CHANGED
 from bisectbot.errors import EndpointError
 from bisectbot.inert import prose
-from bisectbot.pipeline.ledger import CONDITION_CHANGED
-from bisectbot.report import bisect_markdown, bound_text
-from bisectbot.report_text import bisect_text
+from bisectbot.report.markdown import bisect_markdown, bound_text
+from bisectbot.report.text import bisect_text
 
 SHAPES = {case["shape"]: case for case in sc.shape_cases(0.1)}
 ZONE_BLAME = ("may sit between eta", "between eta and tolerance from the reference may be named", "undecided: a commit")

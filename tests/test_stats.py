@@ -1,4 +1,4 @@
-"""bisectbot.core.stats: calibration by simulation (fixed seeds) and property tests.
+"""bisectbot.statistics.stats: calibration by simulation (fixed seeds) and property tests.
 
 Monte Carlo margins: with N simulated sequences an error rate r is estimated with standard
 error sqrt(r(1−r)/N); assertions allow ~3 standard errors (or a Clopper-Pearson-style count
@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import simulate as sim
-from bisectbot.core import broken_end, control_sample, search, sequential, skips, two_sample
-from bisectbot.core import stats as S
+from bisectbot.core import broken_end, search
+from bisectbot.statistics import control_sample, sequential, skips, two_sample
+from bisectbot.statistics import stats as S
 
 REF = sim.ref_29975()
 P_COND = list(sim.P_29975.values())

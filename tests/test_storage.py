@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.core.outcome import Verdict
-from bisectbot.core.records import BuildRecord, CommitVerdict, RunRecord
-from bisectbot.core.reports import CommitReport, load_result
+from bisectbot.bot.memory import BotMemory, Cursor
 from bisectbot.demo import generate_demo
-from bisectbot.edges.statedir import StateDir
-from bisectbot.edges.storage import SCHEMA_VERSION, LastGood, Store
 from bisectbot.errors import StateError
-from bisectbot.github.memory import BotMemory, Cursor
+from bisectbot.records.commits import BuildRecord, CommitVerdict, RunRecord
+from bisectbot.records.reports import CommitReport, load_result
+from bisectbot.state.statedir import StateDir
+from bisectbot.state.storage import SCHEMA_VERSION, LastGood, Store
+from bisectbot.statistics.outcome import Verdict
 
 from conftest import bisectbot_argv, subprocess_env
 
@@ -250,7 +250,7 @@ def test_claims_and_deliveries_hold_across_threads(tmp_path: Path) -> None:
 
 
 def test_held_builds_reads_without_the_lock_and_a_foreign_schema_is_loud(tmp_path: Path) -> None:
-    from bisectbot.edges.storage import held_builds
+    from bisectbot.state.storage import held_builds
 
     with StateDir(tmp_path / "st") as state:  # held: the query needs no lock
         state.store.put_build("k", BuildRecord("a" * 40, "ok", {}, "", 1.0))

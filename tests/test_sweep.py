@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from bisectbot.config import Config
-from bisectbot.core.records import RunRecord
-from bisectbot.edges.procs import clean_env, run
-from bisectbot.pipeline import sweep
-from bisectbot.pipeline.sweep import ProgramExecutor, RunStream
+from bisectbot.judge import sweep
+from bisectbot.judge.sweep import ProgramExecutor, RunStream
+from bisectbot.processes.procs import clean_env, run
+from bisectbot.records.commits import RunRecord
 
 # Prints like llama-speculative: "\n\nbcdbc<tokens>\n\n\n\n". Per seed, the first attempts are
 # cut short (empty, or missing the tail), as its logging thread does at exit with status 0.

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.core.outcome import Verdict
-from bisectbot.core.stats import MISSED, OTHER
+from bisectbot.cli.terminal import Terminal, print_summary, wants_color
 from bisectbot.demo import DemoHistory
-from bisectbot.pipeline.events import BuildPhase, Built, RunsProgress, StepStarted, VerdictReached
-from bisectbot.pipeline.terminal import Terminal, print_summary, wants_color
-from bisectbot.report_text import bisect_text, commit_text, replayed_line, shell_lines, state_line
+from bisectbot.events import BuildPhase, Built, RunsProgress, StepStarted, VerdictReached
+from bisectbot.report.text import bisect_text, commit_text, replayed_line, shell_lines, state_line
+from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.stats import MISSED, OTHER
 from sample_reports import BAD_COUNTS, a_test_report, bisect_report, verdict
 
 from conftest import bisectbot_argv, needs
@@ -172,8 +172,8 @@ def test_the_culprits_runs_and_the_one_seed_command_are_on_the_terminal_too(widt
 def test_a_stopped_bisect_says_so_on_the_terminal_as_in_the_markdown() -> None:
     import dataclasses
 
-    from bisectbot.core.reports import BisectStatus
-    from bisectbot.report import bisect_markdown
+    from bisectbot.records.reports import BisectStatus
+    from bisectbot.report.markdown import bisect_markdown
 
     report = dataclasses.replace(bisect_report(), status=BisectStatus.STOPPED)
     head = bisect_text(report, 80).splitlines()[0]

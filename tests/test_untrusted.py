@@ -1,5 +1,5 @@
 """Pull requests are untrusted code: `check --ref pull/<N>/head` and `/check ref=pull/<N>/head`
-build and run them in the sandbox (edges.procs.Sandbox). Real git repositories, real cmake
+build and run them in the sandbox (processes.procs.Sandbox). Real git repositories, real cmake
 builds, real processes, a real TCP server on the host's 127.0.0.1 that counts who reaches it."""
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from typing import Iterator
 
 import pytest
 
+from bisectbot.bot.serve import watch
+from bisectbot.building.builder import Builder
+from bisectbot.building.workspace import Workspace
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory, generate_demo
-from bisectbot.edges import sandbox as sandboxes
-from bisectbot.edges.procs import run, stop_drivers
-from bisectbot.edges.sandbox import Limits, Sandbox, SandboxError, Scratch, sandbox
-from bisectbot.edges.statedir import StateDir
-from bisectbot.edges.workspace import Workspace
-from bisectbot.github.serve import watch
-from bisectbot.pipeline.build import Builder
-from bisectbot.pipeline.events import Events
+from bisectbot.events import Events
+from bisectbot.processes import sandbox as sandboxes
+from bisectbot.processes.procs import run, stop_drivers
+from bisectbot.processes.sandbox import Limits, Sandbox, SandboxError, Scratch, sandbox
+from bisectbot.state.statedir import StateDir
 
 from conftest import TOOLCHAIN, needs, require
 from ghserver import BOT_LOGIN, BOT_TOKEN, FULL_NAME, ISSUE, GitHubStandIn, gh_server  # noqa: F401
@@ -471,7 +471,7 @@ def test_sandbox_has_its_own_small_tmp_and_cannot_make_user_namespaces(box: Sand
 
 
 def test_what_untrusted_code_printed_is_shown_without_credentials() -> None:
-    from bisectbot.edges.procs import redact
+    from bisectbot.processes.procs import redact
 
     env = {"GITHUB_TOKEN": "s3cr3t-value", "WEBHOOK_SECRET": "hmac-key-123", "PATH": "/usr/bin"}
     text = (

@@ -10,14 +10,14 @@ from typing import Iterator
 import pytest
 
 from bisectbot.config import load_config
-from bisectbot.core import stats
-from bisectbot.core.outcome import Verdict
-from bisectbot.core.records import Ask
 from bisectbot.demo import DemoHistory
-from bisectbot.edges.statedir import StateDir
-from bisectbot.pipeline.events import Building, Cancelled, Event, Events, VerdictReached
-from bisectbot.pipeline.jobs import Session
-from bisectbot.pipeline.verdict import Untestable, judge
+from bisectbot.events import Building, Cancelled, Event, Events, VerdictReached
+from bisectbot.jobs.lifecycle import Session
+from bisectbot.judge.verdict import Untestable, judge
+from bisectbot.records.commits import Ask
+from bisectbot.state.statedir import StateDir
+from bisectbot.statistics import stats
+from bisectbot.statistics.outcome import Verdict
 
 REF = stats.Reference.from_probs({"a": 0.5, "b": 0.3, "c": 0.2})  # categories a, b, c, <other>
 ASK = Ask(role="test", alpha=1e-3, beta=1e-3)
@@ -136,8 +136,8 @@ def sim_verdict(failures: str | None, crash: float, salt: int = 5):  # type: ign
     """One test of a simulated commit (#29975's reference distribution) whose runs crash a share
     `crash` of the time (bench/simbisect.py: the seeds that crash are fixed by the salt)."""
     from bench import simbisect as sb
-    from bisectbot.pipeline.reference import resolve_reference
-    from bisectbot.pipeline.verdict import CommitTester
+    from bisectbot.judge.reference import resolve_reference
+    from bisectbot.judge.verdict import CommitTester
 
     cfg = sb.sim_config(failures=failures)
     hist = sb.History(2, {0: sb.reference_joint()}, salt=salt, failing=crash)

@@ -1,4 +1,4 @@
-"""bisectbot.github.webhook over real HTTP: signatures, de-duplication (in the real state
+"""bisectbot.bot.webhook over real HTTP: signatures, de-duplication (in the real state
 database), event filtering; and what a hostile or broken client can hold of it (deadlines,
 limits, logging), checked over raw sockets by counting, never by timing."""
 
@@ -17,10 +17,10 @@ from typing import Any, Iterator
 import pytest
 import requests
 
-from bisectbot.edges.storage import Store
+from bisectbot.bot.memory import BotMemory
+from bisectbot.bot.webhook import ServeLimits, make_webhook_server, sign, verify_signature
 from bisectbot.github.commands import BisectCommand, parse_comment
-from bisectbot.github.memory import BotMemory
-from bisectbot.github.webhook import ServeLimits, make_webhook_server, sign, verify_signature
+from bisectbot.state.storage import Store
 
 SECRET = b"It's a Secret to Everybody"
 
@@ -421,9 +421,7 @@ def test_broken_clients_are_debug_lines_not_tracebacks(
         s.close()
     until(lambda: hook.server.app.posts == 0 and hook.server.connections == 0, "the resets noticed")
     assert hook.post(comment_event()).status_code == 202
-    assert any(
-        r.name == "bisectbot.github.webhook" and "Invalid HTTP request" in r.getMessage() for r in caplog.records
-    )
+    assert any(r.name == "bisectbot.bot.webhook" and "Invalid HTTP request" in r.getMessage() for r in caplog.records)
     _quiet(caplog, capfd)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.edges.workspace import Workspace
+from bisectbot.building.workspace import Workspace
 from bisectbot.errors import RefError
 
 from conftest import needs

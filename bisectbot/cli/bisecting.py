@@ -1,6 +1,6 @@
 """The commands that judge commits of a project: `bisect` (GOOD..BAD to the first bad or first
 fixed commit), `test` (one commit's verdict, also as the script of `git bisect run`) and
-`reference` (the distribution they are judged against). Each is one call into pipeline/jobs.py."""
+`reference` (the distribution they are judged against). Each is one call into jobs/lifecycle.py."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Callable
 
 import click
 
+from bisectbot.bisecting.budget import BudgetLimits
+from bisectbot.bisecting.plan import Narrowing
 from bisectbot.cli.guard import BISECT_EXIT, TEST_EXIT, guard
 from bisectbot.cli.options import (
     arms_option,
@@ -24,6 +26,7 @@ from bisectbot.cli.options import (
     repo_option,
     state_option,
 )
+from bisectbot.cli.terminal import Terminal, summary_width
 from bisectbot.cli.wiring import (
     announce_state,
     dask_client,
@@ -37,15 +40,12 @@ from bisectbot.cli.wiring import (
     write_outputs,
 )
 from bisectbot.core.estimate import parse_duration
-from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.reports import BisectStatus
 from bisectbot.errors import BisectbotError
-from bisectbot.pipeline import jobs
-from bisectbot.pipeline.budget import BudgetLimits
-from bisectbot.pipeline.events import Events
-from bisectbot.pipeline.plan import Narrowing
-from bisectbot.pipeline.terminal import Terminal, summary_width
-from bisectbot.report_text import replayed_line
+from bisectbot.events import Events
+from bisectbot.jobs import lifecycle as jobs
+from bisectbot.records.reports import BisectStatus
+from bisectbot.report.text import replayed_line
+from bisectbot.statistics.outcome import Find, Verdict
 
 
 def _duration(value: str | None) -> tuple[float, str] | None:
@@ -191,9 +191,9 @@ def bisect(
     Both endpoints are tested first; the culprit is confirmed against its parent on fresh seeds.
     Killed or interrupted? Run the same command again: it resumes from the state database.
     """
-    from bisectbot.report import bisect_markdown
-    from bisectbot.report_html import report_html
-    from bisectbot.report_text import bisect_text
+    from bisectbot.report.html import report_html
+    from bisectbot.report.markdown import bisect_markdown
+    from bisectbot.report.text import bisect_text
 
     started = time.monotonic()  # --deadline counts from here
 
@@ -348,9 +348,9 @@ def test(
     git_bisect: bool,
 ) -> None:
     """Build one commit and give its verdict: GOOD, BAD, INCONCLUSIVE or SKIP."""
-    from bisectbot.report import commit_markdown
-    from bisectbot.report_html import report_html
-    from bisectbot.report_text import commit_text
+    from bisectbot.report.html import report_html
+    from bisectbot.report.markdown import commit_markdown
+    from bisectbot.report.text import commit_text
 
     if ref is None and not git_bisect:
         raise click.UsageError("Missing option '--commit'.")
@@ -424,7 +424,7 @@ def reference(
     """Print the reference distribution the tests compare against (computing it if configured)."""
     from dataclasses import asdict
 
-    from bisectbot.pipeline.reference import with_method
+    from bisectbot.judge.reference import with_method
 
     def body() -> int:
         cfg = with_method(load(config, repo), method, ref, config)

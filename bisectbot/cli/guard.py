@@ -14,12 +14,12 @@ from typing import Any, Callable
 import click
 
 from bisectbot.cli.options import OUTPUT_PARAMS
-from bisectbot.core.outcome import Verdict
-from bisectbot.core.reports import BisectStatus
-from bisectbot.edges.outfiles import output_problem
+from bisectbot.cli.terminal import Terminal
 from bisectbot.errors import BisectbotError, one_line
 from bisectbot.inert import visible
-from bisectbot.pipeline.terminal import Terminal
+from bisectbot.records.reports import BisectStatus
+from bisectbot.state.outfiles import output_problem
+from bisectbot.statistics.outcome import Verdict
 
 EXIT_OK, EXIT_BAD, EXIT_INPUT, EXIT_UNDECIDED, EXIT_ENDPOINT, EXIT_GITHUB = 0, 1, 2, 3, 4, 5
 TEST_EXIT = {

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import click
 
-from bisectbot.pipeline.terminal import COLOR_MODES
+from bisectbot.cli.terminal import COLOR_MODES
 
 
 def reset_state_given() -> bool:

@@ -1,6 +1,6 @@
 """The GitHub bot's commands: `watch` (poll an issue), `serve` (receive webhooks), `check` (a
 fix still holds at a ref; alarm and bisect when not) and `publish` (post what GitHub refused).
-Each wires a config, a state directory and a client into github/bot.py."""
+Each wires a config, a state directory and a client into bot/bot.py."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import click
 
 from bisectbot.cli.guard import EXIT_GITHUB, EXIT_OK, TEST_EXIT, guard
 from bisectbot.cli.options import json_option, quiet_option, state_option
+from bisectbot.cli.terminal import Terminal, print_summary, summary_width
 from bisectbot.cli.wiring import default_state_dir, open_state, preflight, write_json
 from bisectbot.config import Config, load_config
 from bisectbot.errors import BisectbotError
-from bisectbot.pipeline.terminal import Terminal, print_summary, summary_width
-from bisectbot.report_text import state_line
+from bisectbot.report.text import state_line
 
 issue_option = click.option(
     "--issue", type=click.IntRange(min=1), help="Issue number (default: github.issue in the config)."
@@ -55,8 +55,8 @@ def watch(
     The last seen comment is remembered in the state database; a command is claimed before it
     runs, so a restarted watch resumes an interrupted job instead of running it again.
     """
-    from bisectbot.github.bot import Bot
-    from bisectbot.github.serve import watch as run_watch
+    from bisectbot.bot.bot import Bot
+    from bisectbot.bot.serve import watch as run_watch
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
@@ -97,7 +97,7 @@ def serve(config: str, host: str, port: int, state_dir: str | None, quiet: bool)
     """
     import time as _time
 
-    from bisectbot.github.serve import BotServer
+    from bisectbot.bot.serve import BotServer
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
@@ -141,8 +141,8 @@ def check(
     mounted, no network, limits, no credentials; refused, exit 4, where none can be made). Only its verdict is given and
     posted, in a comment of its own: it is never recorded as known good nor bisected.
     """
-    from bisectbot.github.bot import Bot
-    from bisectbot.report_text import bisect_text, commit_text
+    from bisectbot.bot.bot import Bot
+    from bisectbot.report.text import bisect_text, commit_text
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)
@@ -183,7 +183,7 @@ def check(
 @quiet_option
 def publish(config: str, state_dir: str | None, quiet: bool) -> None:
     """Post results GitHub refused earlier (kept in the state database), each in its job comment."""
-    from bisectbot.github.bot import Bot
+    from bisectbot.bot.bot import Bot
 
     def body() -> int:
         cfg, root, client, terminal = _bot(config, state_dir, quiet)

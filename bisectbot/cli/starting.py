@@ -11,15 +11,15 @@ import click
 from bisectbot import doctor
 from bisectbot.cli.guard import EXIT_INPUT, EXIT_OK, EXIT_UNDECIDED, OneLineGroup, guard
 from bisectbot.cli.options import color_option, json_option, markdown_option, quiet_option
+from bisectbot.cli.terminal import Terminal, summary_width
 from bisectbot.cli.wiring import announce_state, one_stdout, state_of, write_json, write_summary
 from bisectbot.config import load_config
 from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.errors import BisectbotError
-from bisectbot.pipeline import jobs
-from bisectbot.pipeline.events import Events
-from bisectbot.pipeline.terminal import Terminal, summary_width
-from bisectbot.report import bound_text, count_of
-from bisectbot.report_text import shell_lines, wrap
+from bisectbot.events import Events
+from bisectbot.jobs import lifecycle as jobs
+from bisectbot.report.markdown import bound_text, count_of
+from bisectbot.report.text import shell_lines, wrap
 
 
 @click.command()
@@ -63,8 +63,8 @@ def demo(
     import tempfile
 
     from bisectbot.demo import generate_demo
-    from bisectbot.report import bisect_markdown
-    from bisectbot.report_text import bisect_text
+    from bisectbot.report.markdown import bisect_markdown
+    from bisectbot.report.text import bisect_text
 
     def body() -> int:
         one_stdout(json_path, md_path)
@@ -228,7 +228,7 @@ def init(
     --prompt, --condition, --position, --reference and the sampling arguments ARGV (for
     llama-server, the request's sampling fields as KEY=VALUE), then build and test it at --good
     the way every bisect will."""
-    from bisectbot.pipeline.newconfig import write_config
+    from bisectbot.cli.newconfig import write_config
 
     def body() -> int:
         terminal = Terminal(quiet=quiet)
@@ -290,9 +290,9 @@ def _init_llama(
     output: str | None,
 ) -> int:
     """`init --llama PROGRAM`: the preset customised, written, and tested at --good."""
+    from bisectbot.cli.newconfig import write_llama_config
     from bisectbot.cli.wiring import default_state_dir
     from bisectbot.llama.presets import Customisation
-    from bisectbot.pipeline.newconfig import write_llama_config
 
     if program_defaults and argv:
         raise click.UsageError("--program-defaults drops the sampling arguments: give no ARGV with it")

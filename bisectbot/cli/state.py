@@ -10,13 +10,13 @@ import click
 
 from bisectbot.cli.guard import EXIT_OK, guard
 from bisectbot.cli.options import json_option, repo_option, state_option
+from bisectbot.cli.terminal import summary_width
 from bisectbot.cli.wiring import default_state_dir, load, open_state, state_of, write_json
 from bisectbot.config import load_config
 from bisectbot.core.retention import parse_size
 from bisectbot.errors import BisectbotError
 from bisectbot.inert import one_line, visible
-from bisectbot.pipeline import jobs
-from bisectbot.pipeline.terminal import summary_width
+from bisectbot.jobs import lifecycle as jobs
 
 
 def _size(value: str | None) -> int | None:
@@ -37,8 +37,8 @@ def log_command(config: str, state_dir: str | None, json_path: str | None) -> No
     """What was tested in the state directory, as `git bisect log`: each job (bisect GOOD..BAD
     or test), oldest first, with one line per commit: verdict, runs and when."""
 
-    from bisectbot.core.joblog import log_text
-    from bisectbot.pipeline.history import job_log
+    from bisectbot.jobs.history import job_log
+    from bisectbot.records.joblog import log_text
 
     def body() -> int:
         cfg = load_config(config)
@@ -60,7 +60,7 @@ def log_command(config: str, state_dir: str | None, json_path: str | None) -> No
 @state_option
 def build_log(config: str, ref: str, repo: str | None, state_dir: str | None) -> None:
     """Print the kept build log of a commit (e.g. one the bisect skipped)."""
-    from bisectbot.pipeline.history import build_log_text, kept_build
+    from bisectbot.jobs.history import build_log_text, kept_build
 
     def body() -> int:
         cfg = load(config, repo)
@@ -100,7 +100,7 @@ def gc(config: str, keep_binaries: int | None, max_size: int | None, dry_run: bo
     Caps come from the config's storage: section, or --keep-binaries / --max-size. The database
     (builds, runs, verdicts) is never touched: a removed binary is rebuilt when a bisect needs it.
     """
-    from bisectbot.pipeline.gc import collect, describe, storage_caps
+    from bisectbot.jobs.gc import collect, describe, storage_caps
 
     def body() -> int:
         cfg = load_config(config)

@@ -14,16 +14,16 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import click
 
 from bisectbot import doctor
+from bisectbot.building.workspace import uncommitted_changes
 from bisectbot.cli.options import reset_state_given
+from bisectbot.cli.terminal import Terminal, print_summary
 from bisectbot.config import Config, load_config
-from bisectbot.edges.statedir import StateDir
-from bisectbot.edges.storage import database_path
-from bisectbot.edges.workspace import uncommitted_changes
 from bisectbot.errors import StateError
 from bisectbot.inert import visible
-from bisectbot.pipeline import jobs
-from bisectbot.pipeline.terminal import Terminal, print_summary
-from bisectbot.report_text import state_line
+from bisectbot.jobs import lifecycle as jobs
+from bisectbot.report.text import state_line
+from bisectbot.state.statedir import StateDir
+from bisectbot.state.storage import database_path
 
 
 def default_state_dir(cfg: Config) -> Path:
@@ -90,7 +90,7 @@ def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
     if not workers and not scheduler:
         yield None
         return
-    from bisectbot.pipeline.cluster import connect
+    from bisectbot.judge.cluster import connect
 
     client = connect(workers, scheduler)
     try:

@@ -42,8 +42,8 @@ from bisectbot.config.sections import (
     UntrustedConfig,
     check_placeholders,
 )
-from bisectbot.core.keys import json_key
 from bisectbot.errors import ConfigError
+from bisectbot.records.keys import json_key
 
 __all__ = ["CONFIG_MAX_BYTES", "Config", "load_config", "read_config_text"]
 

@@ -1,6 +1,6 @@
 """Compatibility of config digests: keys added to the config after digests were first stored.
 
-A config's digest names its jobs (`pipeline.jobs`: a killed bisect resumes under the same job id)
+A config's digest names its jobs (`jobs.lifecycle`: a killed bisect resumes under the same job id)
 and is shown in reports. A key added to a section changes every dump, so every digest, unless the
 dump leaves it out while it is not set. Each item below says what it keeps working, since when,
 and when it can go: dropping an item changes the digest of every config that leaves its key

@@ -244,7 +244,7 @@ class ParseConfig(Strict):
     complete_suffix: str | None = None
     # A stdout without complete_suffix: run the seed again ("rerun"), or "read" what it shows when
     # that is enough: its last token dropped (the cut may have split it), still min_tokens tokens
-    # or the EOS. Only where a cut takes nothing but an end off (pipeline.parse).
+    # or the EOS. Only where a cut takes nothing but an end off (judge.parse).
     cut_output: Literal["rerun", "read"] = "rerun"
 
     @model_validator(mode="after")
@@ -350,7 +350,7 @@ GOOD_END = "{good}"
 
 class ControlReference(Strict):
     """No exact reference: run a known-good commit on the seeds every commit is tested on, and
-    test each commit against its runs with a two-sample test (`core.control_sample`): each tested
+    test each commit against its runs with a two-sample test (`statistics.control_sample`): each tested
     run is paired with the control's run on the same seed, at the same alpha, beta and eta as an
     exact reference. `runs` control runs come first (they fix the categories); the control then
     grows while a test needs more (by a tenth at least), up to run.max_runs, or `max_runs` if less."""
@@ -479,7 +479,7 @@ class GitHubConfig(Strict):
 
 class UntrustedConfig(Strict):
     """Limits for untrusted code (a pull request's head, `check --ref pull/<N>/head`), built and
-    run under bubblewrap in a throwaway box (edges.sandbox)."""
+    run under bubblewrap in a throwaway box (processes.sandbox)."""
 
     cpu_seconds: int = Field(default=1800, gt=0)  # CPU time per process (RLIMIT_CPU)
     memory_mb: int = Field(default=8192, gt=0)  # address space per process (RLIMIT_AS)

@@ -1,1 +1,1 @@
-"""The pure core: outcomes, records, reports, the sequential tests and the search. No I/O here."""
+"""The pure core of a bisect: the search over an oracle and the decisions around it. No I/O here."""

@@ -3,7 +3,7 @@
 When builds are cheap and a GOOD against the reference is costly, a search step need not prove
 GOOD: showing a commit *unlike the broken end* (Wald's SPRT toward the reference with a
 Dirichlet side bet) orders the search, and the commit the search ends at is re-tested against
-the reference before anything is named. BAD is still the real test (`core.sequential`).
+the reference before anything is named. BAD is still the real test (`statistics.sequential`).
 `bad_endpoint_enough` says when q̂ = kt_smooth(counts) has been measured long enough to be
 plugged in; the sticky search's constants, tuned like the rest, live here too.
 """
@@ -15,9 +15,9 @@ from typing import Sequence
 
 import numpy as np
 
-from bisectbot.core.outcome import Verdict
-from bisectbot.core.sequential import log_e_depart_many
-from bisectbot.core.stats import (
+from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.sequential import log_e_depart_many
+from bisectbot.statistics.stats import (
     SUM_TOLERANCE,
     Evidence,
     Reference,
@@ -118,7 +118,7 @@ def test_quick(
               Not GOOD: a commit unlike the broken end may still depart from the reference (a
               milder form of the bug, another defect). It only orders the search; the parent of
               the commit the search ends at is tested against the reference before anything is
-              named (pipeline.bisect).
+              named (bisecting.bisect).
     INCONCLUSIVE at max_runs. Which of the two fires first decides; BAD wins a tie. `bad`: the
     reference test's evidence on these counts when it is not the exact one (a control sample's
     test, :func:`test_against_control`), whose BAD statistic is then used instead."""

@@ -16,8 +16,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.records import CommitVerdict
+from bisectbot.records.commits import CommitVerdict
+from bisectbot.statistics.outcome import Find, Verdict
 
 ENDS = "ends"
 SEARCH = "search"

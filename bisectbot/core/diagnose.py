@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from bisectbot.core.records import CommitVerdict
-from bisectbot.core.stats import FAILED, MISSED, OTHER, Reference
+from bisectbot.records.commits import CommitVerdict
+from bisectbot.statistics.stats import FAILED, MISSED, OTHER, Reference
 
 OTHER_LABEL = "other"  # how OTHER is written in reports
 FAILED_LABEL = "failed"

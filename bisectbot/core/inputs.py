@@ -1,6 +1,6 @@
 """Which commits can change the binary (pure): the inputs of a build, and the line they leave.
 
-A build records the files it was compiled from (`pipeline.linkgraph.target_inputs`: the compiler's
+A build records the files it was compiled from (`build.linkgraph.target_inputs`: the compiler's
 dependency files of every object linked into the target). A commit whose diff to its first
 parent touches none of those inputs builds the same binary as its parent, so it cannot be the
 first bad commit: the search runs over the commits that can change the binary (`narrow`), and

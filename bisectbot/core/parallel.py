@@ -3,7 +3,7 @@
 Why not simply the core count: llama.cpp's logger is a leaked singleton whose thread is not
 flushed before `main` returns, so the end of stdout is lost at exit, more often when the CPU is
 contended (0.3.36 on an idle 2-core machine: 1 at a time 200/200 complete, 2 at a time 195/200,
-4 at a time 109/300). A cut run is rerun with the same seed and never counted (pipeline.sweep),
+4 at a time 109/300). A cut run is rerun with the same seed and never counted (judge.sweep),
 so running more at once pays only while the reruns it causes cost less than the runs it adds.
 
 The measure is goodput: complete runs per second of wall time, estimated per level k from the

@@ -29,7 +29,8 @@ from typing import Sequence
 
 import numpy as np
 
-from bisectbot.core import broken_end, stats, two_sample
+from bisectbot.core import broken_end
+from bisectbot.statistics import stats, two_sample
 
 # How often a range holds a distribution between the reference and the broken end's that a quick
 # step would put on the wrong side (a defect that entered mild, another defect before it). An

@@ -18,7 +18,7 @@ Commits the user skipped (`--skip`, `--exclude`) are known skips before the sear
 signature is empty), and a boundary next to one stays a range, as with any other skip.
 
 The other search, `sticky_bisect` (last), is Bayesian: it stays on a commit until its side is
-clear, its evidence the statistics of core.stats.
+clear, its evidence the statistics of statistics.stats.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Callable, Collection, Iterable, Mapping, Sequence, Union
 import numpy as np
 from scipy.special import gammaln
 
-from bisectbot.core import stats
-from bisectbot.core.outcome import Verdict
+from bisectbot.statistics import stats
+from bisectbot.statistics.outcome import Verdict
 
 Answer = Union[Verdict, tuple[Verdict, str]]  # a verdict, or a verdict and how a skip failed
 
@@ -186,7 +186,7 @@ def kary_search(
     An answer's side moves the bounds (GOOD and GOOD-SIDE the good one, BAD and BAD-SIDE the
     bad one). Answers that contradict each other (a BAD below a GOOD) keep the lowest BAD as
     the bound: the boundary is searched below it, and the confirmation decides
-    (pipeline.bisect). Positions in `skip` are never asked: they count as skipped from the
+    (bisecting.bisect). Positions in `skip` are never asked: they count as skipped from the
     start (signature "", so nothing is presumed from them); the ends cannot be skipped.
     `known` answers some positions before the search starts (they are never asked again);
     `prefer` lists positions to try first (already built)."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from bisectbot.edges.procs import run
+from bisectbot.processes.procs import run
 
 # --- the model ------------------------------------------------------------------------------
 

@@ -1,1 +1,1 @@
-"""The GitHub side: the issue client, comment commands, webhooks, result comments, the bot."""
+"""Talking to GitHub: the issue client (retries, deadlines, a dry run), comment commands, result comments."""

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from bisectbot.core.refs import pull_number, pull_ref_problem
 from bisectbot.inert import code
+from bisectbot.records.refs import pull_number, pull_ref_problem
 
 ALLOWED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 COMMAND_WORDS = ("/bisect", "/check", "/cancel")
@@ -97,7 +97,7 @@ def validate_ref(ref: str, *, allow_range: bool = False) -> str | None:
 
     Accepts hex shas and names passing ``git check-ref-format --allow-onelevel`` that
     use only ``[A-Za-z0-9._/+-]``. A ``<sha>..<sha>`` range only with ``allow_range``.
-    A pull request only as ``pull/<N>/head`` (``core.refs``): ``pull/7/merge``,
+    A pull request only as ``pull/<N>/head`` (``records.refs``): ``pull/7/merge``,
     ``refs/pull/7/head`` and the clone's ``bisectbot/pull/7`` are refused.
     """
     shown = _show(ref)

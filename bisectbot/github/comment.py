@@ -19,13 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence, Union
 
 from bisectbot import __version__
-from bisectbot.core.outcome import Find, Verdict
-from bisectbot.core.records import CommitVerdict
-from bisectbot.core.reports import BisectReport, BisectStatus, CommitReport, ReferenceSummary
-from bisectbot.core.stats import MISSED
 from bisectbot.inert import block as fenced
 from bisectbot.inert import code, one_line, prose, visible
-from bisectbot.report import (
+from bisectbot.records.commits import CommitVerdict
+from bisectbot.records.reports import BisectReport, BisectStatus, CommitReport, ReferenceSummary
+from bisectbot.report.markdown import (
     assumption_lines,
     bisect_headline,
     bound_text,
@@ -39,6 +37,8 @@ from bisectbot.report import (
     skip_block_lines,
     verdict_table,
 )
+from bisectbot.statistics.outcome import Find, Verdict
+from bisectbot.statistics.stats import MISSED
 
 BODY_LIMIT = 65_536  # GitHub rejects longer issue comment bodies with 422
 MARKER_ROOM = 200  # what the client's hidden marker line may take of it

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bisectbot.edges.files import file_sha256
 from bisectbot.llama.forward import byte_symbols
+from bisectbot.state.files import file_sha256
 
 __all__ = [
     "VOCAB",

@@ -13,9 +13,9 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bisectbot.edges import localhttp
-from bisectbot.edges.procs import Server, ServerError, clean_env, free_port
 from bisectbot.errors import BisectbotError
+from bisectbot.processes import localhttp
+from bisectbot.processes.procs import Server, ServerError, clean_env, free_port
 
 __all__ = ["parse_completion_probs", "server_reference"]
 

@@ -1,0 +1,166 @@
+"""Stage 1 of a bisect: the ends as given must test as given before any search starts.
+
+The broken end (bad, or the old one with find=fixed) must test BAD against the reference and the
+working one GOOD. When both test the opposite, the ends are the other way round for this --find
+(a fix, not a breakage, or the reverse) and the error says which --find to rerun with; any other
+failure says what the end did and, for a build that failed, the command that prints its log.
+Cross-check arms run after the answer (bisecting.crosscheck). Kept apart from the search
+(bisecting.bisect) because everything here is about refusing early, with a message a user can act on.
+"""
+
+from __future__ import annotations
+
+from bisectbot.bisecting.ledger import Ledger
+from bisectbot.config.seeds import SEED_BLOCK
+from bisectbot.core.diagnose import likely_causes, observed_pairs, undecided_hint
+from bisectbot.errors import EndpointError
+from bisectbot.events import EndpointStarted
+from bisectbot.records.commits import CommitVerdict
+from bisectbot.statistics.outcome import Find, Verdict
+
+
+def log_command(ledger: Ledger, v: CommitVerdict) -> str:
+    """For an endpoint whose build failed: the command that prints the whole build log."""
+    if v.verdict is not Verdict.SKIP or v.build in ("ok", "") or not v.build_log:
+        return ""
+    return str(ledger.tester.runner.builder.log_command(v.sha))
+
+
+def diagnosis(ledger: Ledger, v: CommitVerdict) -> list[str]:
+    """What an end that tested the wrong way showed: its observed distribution against the
+    reference, the config mistakes its runs point at, or for an undecided test what to raise."""
+    reference, cfg = ledger.tester.reference, ledger.tester.cfg
+    out = []
+    if pairs := observed_pairs(v.counts, reference.names, reference.probs):
+        out.append(f"observed/reference {pairs}")
+    causes = likely_causes(v.counts, v.failures, v.others, reference)
+    if v.sha in ledger.plan.line and v.sha != ledger.plan.line[ledger.plan.working_pos]:
+        # the other end tested already: did the share of runs meeting the condition change between them?
+        if (shift := ledger.condition_shift_text(ledger.plan.line.index(v.sha))) is not None:
+            causes.append(shift)
+    out += [f"likely cause: {cause}" for cause in causes]
+    if not causes and v.verdict is Verdict.INCONCLUSIVE and v.counts:
+        out.append(
+            undecided_hint(
+                v.counts,
+                reference,
+                alpha=v.alpha,
+                beta=v.beta,
+                tolerance=cfg.test.tolerance,
+                eta=cfg.test.indifference,
+                max_runs=cfg.run.max_runs,
+                cap=SEED_BLOCK,
+                # paired with a control: z's variance is at most twice the exact test's (pairs
+                # that share nothing), less where the seeds tie the runs (the hint plans for the most)
+                slower=2.0 if ledger.tester.control is not None else 1.0,
+            )
+        )
+    return out
+
+
+def check_endpoints(ledger: Ledger) -> None:
+    """Stage 1: the broken end must test BAD and the working end GOOD against the reference
+    (EndpointError otherwise, saying which --find when they are the other way round). The
+    cross-check arms run after the answer (bisecting.crosscheck)."""
+    plan = ledger.plan
+    broken, working = plan.find.broken_ref_name, plan.find.working_ref_name
+    ends: tuple[tuple[str, int, Verdict], ...] = (
+        (broken, plan.broken_pos, Verdict.BAD),
+        (working, plan.working_pos, Verdict.GOOD),
+    )
+    if plan.scan or (plan.broken_last and ledger.width == 1):
+        # tested when the answer rests on it (test_broken_end), or last of a scan, which lets it test GOOD
+        ends = ends[1:]
+    if ledger.width > 1:  # both at once
+        for name, pos, _ in ends:
+            ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
+        got = ledger.test_many([(plan.line[pos], plan.ask(f"{name}-endpoint")) for name, pos, _ in ends])
+        for (name, _, want), v in zip(ends, got):
+            if v.verdict is not want:
+                _refuse_swapped(ledger, name, v, want)
+                raise EndpointError(
+                    endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v), diagnosis(ledger, v))
+                )
+    for name, pos, want in ends if ledger.width == 1 else ():
+        ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
+        v = ledger.test(pos, plan.ask(f"{name}-endpoint"))
+        if v.verdict is not want:
+            _refuse_swapped(ledger, name, v, want)
+            raise EndpointError(
+                endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v), diagnosis(ledger, v))
+            )
+
+
+def test_broken_end(ledger: Ledger, why: str) -> CommitVerdict:
+    """The broken end's endpoint test, for a plan that tests it last (`plan.broken_last`): now
+    that the answer rests on it (`why`). EndpointError when it does not test BAD, saying that
+    it was tested last and why."""
+    plan = ledger.plan
+    name = plan.find.broken_ref_name
+    if (seen := ledger.end_verdict(name)) is not None:
+        return seen
+    ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.broken_pos]))
+    v = ledger.test(plan.broken_pos, plan.ask(f"{name}-endpoint"))
+    if v.verdict is not Verdict.BAD:
+        message = endpoint_message(name, plan.ref(name), v, Verdict.BAD, log_command(ledger, v), diagnosis(ledger, v))
+        raise EndpointError(
+            f"{message} (tested last, {why}: with builds this slow the {name} end is built only when "
+            "the answer rests on it)"
+        )
+    return v
+
+
+def _refuse_swapped(ledger: Ledger, name: str, v: CommitVerdict, want: Verdict) -> None:
+    """An end that tests the opposite of what it should: when the other end does too, the
+    ends are the other way round for this --find (a fix, not a breakage, or the reverse):
+    EndpointError that says which --find to rerun with. Otherwise return (the caller's
+    error says what is wrong)."""
+    plan = ledger.plan
+    if v.verdict is not want.flipped():
+        return
+    other = plan.find.working_ref_name if name == plan.find.broken_ref_name else plan.find.broken_ref_name
+    pos = plan.working_pos if other == plan.find.working_ref_name else plan.broken_pos
+    other_want = Verdict.GOOD if other == plan.find.working_ref_name else Verdict.BAD
+    seen = next((x for x in ledger.verdicts if x.arm == "main" and x.role == f"{other}-endpoint"), None)
+    if seen is None:  # the other end is not tested yet (serially, the broken end comes first)
+        ledger.events.emit(EndpointStarted(other, plan.ref(other), plan.line[pos]))
+        seen = ledger.test(pos, plan.ask(f"{other}-endpoint"))
+    if seen.verdict is not other_want.flipped():
+        return
+    good_v, bad_v = (v, seen) if name == "good" else (seen, v)
+    if plan.find is Find.BAD:
+        hint = (
+            "the bug went away between them: to find the commit that fixed it, rerun with --find fixed "
+            "(or swap --good and --bad if they were mixed up)"
+        )
+    else:
+        hint = "the bug came in between them: to find the commit that broke it, rerun without --find fixed (--find bad)"
+    raise EndpointError(
+        f"the ends are the other way round for --find {plan.find.value}: --good {plan.good_ref} "
+        f"({plan.good[:12]}) tests {good_v.verdict.value.upper()} and --bad {plan.bad_ref} ({plan.bad[:12]}) "
+        f"tests {bad_v.verdict.value.upper()} (BAD = departs from the reference, GOOD = like it); {hint}"
+    )
+
+
+def endpoint_message(
+    name: str, ref: str, v: CommitVerdict, want: Verdict, log_command: str = "", diagnosis: list[str] | None = None
+) -> str:
+    """One line: what the end did, why, the data it showed and what to change."""
+    what = {Verdict.SKIP: "cannot be tested", Verdict.INCONCLUSIVE: "is inconclusive"}.get(
+        v.verdict, f"tests {v.verdict.value.upper()}"
+    )
+    log = f"; the whole build log: {log_command}" if log_command else ""
+    shown = "".join(f"; {line}" for line in diagnosis or [])
+    hint = ""
+    misspelt = any("misspelt there?" in line for line in diagnosis or [])  # then eta is not the point
+    if want is Verdict.GOOD and v.verdict is Verdict.BAD and not misspelt:
+        hint = (
+            "; if the reference describes this end only roughly (say a stray outcome in a few % of runs), "
+            "it sits between eta and tolerance, where either verdict is allowed: bisectbot does not guess "
+            "there — raise test.eta, or make this commit the reference (reference.control) to find the "
+            "first change from it"
+        )
+    return (
+        f"{name} ref {ref} ({v.sha[:12]}) {what}, expected {want.value.upper()}: "
+        f"{v.reason}{'' if f'after {v.runs} runs' in v.reason else f' (after {v.runs} runs)'}{log}{shown}{hint}"
+    )

@@ -1,0 +1,105 @@
+"""Narrow stage: before the search, drop the commits that cannot change the binary.
+
+Both ends of the range are built first (the endpoint stage needs them anyway, and the stored
+builds are reused there); each build records the repository files its targets were compiled
+from. When builds are slow (`policy.broken_end_last`, measured on the working end's build) the
+broken end is not built: its inputs are scanned (configure, then the preprocessor alone), and
+it is tested only if the answer rests on it. A commit between them whose changes touch none of
+those inputs, by the conservative rule of `core.inputs`, builds the same binary as its parent
+and is skipped as equivalent; so are the commits that touch none of `--paths` when given. The search then runs over the N' commits left,
+and the report says what each named commit stands for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from bisectbot.bisecting.plan import BisectPlan, Narrowing
+from bisectbot.building.workspace import Workspace
+from bisectbot.config import Config
+from bisectbot.core import policy
+from bisectbot.core.inputs import InputRule, Narrowed, narrow
+from bisectbot.events import Events, LineNarrowed
+from bisectbot.records.commits import BuildRecord
+from bisectbot.statistics import stats
+from bisectbot.statistics.outcome import Find
+
+
+def plan_level(n: int, confidence: float, scan: bool = False) -> float:
+    """The per-verdict level of a bisect over n commits (a scan tests up to every one of them)."""
+    return stats.scan_level(n, confidence) if scan else stats.step_level(n, confidence)
+
+
+def config_paths(cfg: Config) -> tuple[str, ...]:
+    """Repository paths the config's command names (`{source}/…`): the program reads them."""
+    out = []
+    for variant in cfg.run.templates:
+        for arg in variant.argv:
+            out += re.findall(r"\{source\}/([^\s{}=]+)", arg)
+    return tuple(dict.fromkeys(out))
+
+
+def narrow_plan(
+    plan: BisectPlan,
+    cfg: Config,
+    workspace: Workspace,
+    build: Callable[[Sequence[str]], list[BuildRecord]],
+    events: Events,
+    scan: Callable[[str], list[str] | None] | None = None,
+) -> BisectPlan:
+    """The plan with its line narrowed to the commits that can change the binary; `build`
+    builds commits (here, or on a cluster's workers) and gives their records; `scan` (here
+    only) gives a commit's inputs without building it, for a broken end tested last."""
+    how = plan.narrowing
+    if not how.enabled:  # no inputs needed: a broken end tested last only when asked
+        plan = replace(plan, broken_last=cfg.test.broken_end == "last" and scan is not None)
+    if not how.enabled and not how.paths:
+        return plan
+    events.check()  # a cancelled job stops before it builds anything
+    full = plan.line
+    rule: InputRule | None = None
+    broken_last = plan.broken_last
+    if how.enabled:
+        working, broken = (full[0], full[-1]) if plan.find is Find.BAD else (full[-1], full[0])
+        if scan is None:  # a cluster builds both at once
+            ends = build([working, broken])
+            known = [list(b.inputs) for b in ends if b.ok and b.inputs is not None]
+        else:
+            first = build([working])[0]
+            when = cfg.test.broken_end
+            last = when == "last" or (when == "auto" and policy.broken_end_last(first.seconds))
+            scanned = scan(broken) if first.ok and last else None
+            broken_last = scanned is not None
+            if not broken_last:
+                other = build([broken])[0]
+                # stored by a build that did not record them (a search step of an earlier bisect)
+                scanned = list(other.inputs) if other.inputs is not None else scan(broken) if other.ok else None
+            own = list(first.inputs) if first.inputs is not None else scan(working) if first.ok else None
+            known = [list(k) for k in (own, scanned) if k is not None]
+        if len(known) == 2:
+            rule = InputRule(frozenset().union(*map(frozenset, known)), (*config_paths(cfg), *how.also))
+    changes = workspace.changes(full[0], full[-1])
+    narrowed = narrow(full, changes, rule, how.paths, keep=frozenset(plan.user_skipped))
+    events.emit(LineNarrowed(len(narrowed.line), len(full), rule is not None or not how.enabled))
+    level = min(cfg.test.alpha, cfg.test.beta, plan_level(len(narrowed.line), cfg.test.confidence, plan.scan))
+    return replace(
+        plan, line=narrowed.line, narrowed=_with_rule(narrowed, rule, how), level=level, broken_last=broken_last
+    )
+
+
+def _with_rule(narrowed: Narrowed, rule: InputRule | None, how: Narrowing) -> Narrowed:
+    if not how.enabled:
+        text = "every commit kept (--all-commits)"
+    elif rule is None:
+        text = "inputs unknown at an end (no dependency files): every commit kept"
+    else:
+        also = f", {', '.join(rule.also)}" if rule.also else ""
+        text = (
+            f"{len(rule.inputs)} input files at the two ends; build files, submodules, files added or "
+            f"changed beside inputs{also}"
+        )
+    if how.paths:
+        text += f"; restricted to {', '.join(how.paths)}"
+    return replace(narrowed, rule=text)

@@ -1,1 +1,0 @@
-"""The edges: everything with a side effect outside Python — processes, SQLite, git, loopback HTTP."""

@@ -1,0 +1,524 @@
+"""Verdict stage: one commit → build → runs → sequential test → good / bad / skip / ….
+
+`CommitTester.verdict` makes sure the commit is built (once, ever), feeds its runs in seed order to
+the sequential test and stops as soon as the test decides. Everything it does is stored, so
+asking again for the same verdict replays the database instead of running anything.
+
+Seed blocks: a commit's main test uses seeds [first_seed, first_seed + max_runs); the final
+re-test of the culprit and its parent uses the next block, so it sees fresh seeds and is
+independent of the verdicts that led the search there.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from bisectbot.config import Config
+from bisectbot.config.seeds import SEED_BLOCK
+from bisectbot.core import broken_end
+from bisectbot.events import Events, RunsProgress, VerdictReached
+from bisectbot.judge.parse import observe
+from bisectbot.judge.reference import ControlPairing, GrowingControl
+from bisectbot.judge.runner import CommitRunner, Prepared
+from bisectbot.processes.procs import ServerError
+from bisectbot.records.commits import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
+from bisectbot.statistics import sequential, stats, two_sample
+from bisectbot.statistics.outcome import Verdict
+
+
+def judge(
+    counts: Sequence[int],
+    ask: Ask,
+    reference: stats.Reference,
+    *,
+    tolerance: float,
+    budget: int,
+    eta: float = 0.0,
+    alike: Mapping[str, tuple[int, int]] | None = None,
+    paired: stats.Evidence | None = None,
+) -> stats.Evidence:
+    """The sequential test the question asks for, on the counts so far (pure).
+
+    reference: the generic test against the reference (or, with `paired`, the two-sample test
+    of the runs against the control's, `control_sample.PairedTest`, already run): GOOD = within
+    tolerance, BAD = departs by more than eta; with `ask.q_bad` half its BAD mixture bets on the
+    broken end's q̂ (faster, still valid);
+    quick: a search step when builds are cheap: BAD as above, or GOOD-SIDE once the commit is
+    shown unlike the broken end's q̂ (never GOOD: it orders the search, broken_end.test_quick);
+    depart: the BAD side alone (is the working end itself beyond eta? never GOOD);
+    bad-model: no test, keep measuring the (already BAD) endpoint until q̂ is good enough
+    relative to the size of the bug (broken_end.bad_endpoint_enough).
+    `alike` (every commit's tests run on the common seeds): per commit of `ask.alike`,
+    how many shared seeds gave the same observation and how many did not; once the commit is
+    shown like an end (two_sample.log_e_alike) it is placed beside it, GOOD-SIDE or BAD-SIDE, unless
+    the test against the reference decided first."""
+    if ask.mode == "bad-model":
+        enough = broken_end.bad_endpoint_enough(counts, reference, eta=eta)
+        return stats.Evidence(
+            Verdict.BAD if enough else None,
+            sum(counts),
+            0.0,
+            0.0,
+            f"bad-endpoint model from {sum(counts)} counted runs",
+        )
+    control = reference.control is not None
+    if ask.mode == "quick" and not control:
+        assert ask.q_bad is not None
+        quick = broken_end.test_quick(
+            counts, reference, ask.q_bad, alpha=ask.alpha, beta=ask.beta, max_runs=budget, eta=eta
+        )
+        return _placed_alike(quick, ask, alike) if alike else quick
+    if control:
+        ev = paired or stats.Evidence(None, int(sum(counts)), 0.0, 0.0, "no run paired with the control yet")
+    else:
+        ev = sequential.test_against_reference(
+            counts,
+            reference,
+            alpha=ask.alpha,
+            beta=ask.beta,
+            tolerance=tolerance,
+            max_runs=budget,
+            eta=eta,
+            toward=ask.q_bad,
+        )
+    if ask.mode == "quick":
+        assert ask.q_bad is not None
+        ev = broken_end.test_quick(
+            counts, reference.as_point(), ask.q_bad, alpha=ask.alpha, beta=ask.beta, max_runs=budget, eta=eta, bad=ev
+        )
+    if ask.mode == "depart":
+        total = int(sum(counts))
+        if ev.decision is Verdict.BAD:
+            return ev
+        decision = Verdict.INCONCLUSIVE if total >= budget else None
+        return stats.Evidence(
+            decision,
+            total,
+            ev.log_e_bad,
+            0.0,
+            f"not shown beyond eta after {total} runs: E_bad = {ev.log_e_bad:.3g} (log)",
+        )
+    return _placed_alike(ev, ask, alike) if alike else ev
+
+
+def _placed_alike(ev: stats.Evidence, ask: Ask, alike: Mapping[str, tuple[int, int]]) -> stats.Evidence:
+    """A step's evidence, or — when its test has not decided (GOOD, BAD, or for a quick step
+    GOOD-SIDE) — a placement beside an end the commit is shown to be like, seed for seed."""
+    if ev.decision in (Verdict.GOOD, Verdict.BAD, Verdict.GOOD_SIDE):
+        return ev
+    for side, sha, _ in ask.alike:
+        agree, differ = alike.get(sha, (0, 0))
+        if two_sample.log_e_alike(agree, differ) >= math.log(1 / two_sample.STEER_LEVEL):
+            return stats.Evidence(
+                Verdict(f"{side}-side"),
+                ev.n,
+                ev.log_e_bad,
+                ev.log_e_good,
+                f"like {sha[:12]} (on the {side.upper()} side): the same outcome on {agree} of "
+                f"{agree + differ} seeds both ran (TV < {two_sample.ALIKE_DELTA:g} between them); not a "
+                f"test against the reference",
+            )
+    return ev
+
+
+class Untestable(Exception):
+    """A commit the sticky search cannot use (cannot be built or run, runs mostly fail)."""
+
+    def __init__(self, reason: str, signature: str):
+        super().__init__(reason)
+        self.signature = signature
+
+
+@dataclass
+class TimeSpent:
+    """Seconds this tester spent running the program (only where runs were executed, not
+    replayed): for the report's breakdown of its wall time."""
+
+    running: float = 0.0
+
+
+class CommitTester:
+    """Judges commits of one config against one reference; every build and run is remembered.
+
+    Each verdict it reaches is also emitted (`VerdictReached`), so a job can store it as it
+    happens."""
+
+    # Where its verdicts are reached: "here", or "cluster" (ClusterTester), which runs no
+    # sticky search (its feed runs here, not on the workers).
+    where = "here"
+
+    def __init__(
+        self,
+        cfg: Config,
+        runner: CommitRunner,
+        reference: stats.Reference,
+        events: Events,
+        control: GrowingControl | None = None,
+    ):
+        self.cfg, self.runner, self.reference, self.events = cfg, runner, reference, events
+        self.spent = TimeSpent()
+        self.control = control  # a control-sample reference that grows while tests need it to
+        self._observed: dict[str, tuple[object, tuple[tuple[int, int], ...]]] = {}  # observations()
+
+    def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
+        """Build commits, one after the other (a cluster's tester builds them at once)."""
+        return [self.runner.builder.ensure(sha, self.cfg.build) for sha in shas]
+
+    def subject(self, sha: str) -> str:
+        return self.runner.workspace.info(sha).subject
+
+    def program(self, sha: str) -> str:
+        """What identifies the program the commit runs (built first if it is not yet; see
+        runner.program_identity): commits with the same identity run byte-identical, self-contained
+        binaries with the same command and input files, so a seed gives the same output. "" when
+        it cannot run, when bytes do not settle it, or on a cluster (whose keys name the commit)."""
+        if self.where != "here":
+            return ""
+        prepared = self.runner.prepare(sha)
+        return prepared.program if prepared.executor is not None else ""
+
+    def category(self, rec: RunRecord) -> int | None:
+        """Which category of the reference one run falls in (None: not counted: a failed run,
+        unless failed runs are an outcome, or a missed condition without a MISSED category)."""
+        return self.classify(rec)[0]
+
+    def classify(self, rec: RunRecord) -> tuple[int | None, str | None]:
+        """The run's category and its outcome text (None: no outcome token). A failed run is
+        FAILED when that is a category (`statistic.failures: outcome`), else not counted."""
+        if not rec.ok:
+            return self.reference.failed, None
+        obs = observe(rec.tokens or (), self.cfg.statistic)
+        return self.reference.index(obs.outcome, obs.met_condition), obs.outcome
+
+    def verdict(self, sha: str, ask: Ask) -> CommitVerdict:
+        """The commit's answer to `ask` (on a cross-check arm when `ask.arm` names one).
+
+        When the command variant's runs mostly fail, the next variant that fits the binary is
+        tried before the commit is skipped (each variant's runs are stored under its own key)."""
+        self.events.check()
+        runner = self.runner
+        arm = None if ask.arm == "main" else ask.arm
+        prepared = runner.prepare(sha) if arm is None else runner.prepare_arm(sha, arm)
+        while True:
+            if prepared.executor is None:
+                if not prepared.applicable:
+                    return self._reached(prepared, ask, None, Verdict.NOT_APPLICABLE, prepared.why)
+                return self._reached(
+                    prepared, ask, None, Verdict.SKIP, prepared.why, signature=_skip_signature(prepared)
+                )
+            measured = self._measure(prepared, ask)
+            if measured.failed is not None:
+                reason = measured.tally.failure_reason(prepared.variant)
+                if (retry := runner.variant_failed(prepared, reason, arm)) is not None:
+                    prepared = retry
+                    continue
+                return self._reached(
+                    prepared,
+                    ask,
+                    measured.tally,
+                    Verdict.SKIP,
+                    reason,
+                    executed=measured.executed,
+                    signature=measured.failed,
+                )
+            return measured.verdict(self, prepared, ask)
+
+    def _measure(self, prepared: Prepared, ask: Ask) -> "_Measured":
+        """Feed the commit's runs to the test until it decides, the budget ends, or the runs
+        mostly fail (then `failed` says how)."""
+        budget = self.cfg.test.model_runs if ask.mode == "bad-model" else ask.budget or self.cfg.run.max_runs
+        seeds = self.runner.seed_block(prepared.sha, ask.block, ask.start + budget)[ask.start :]
+        out = _Measured(Tally(self.reference.names), len(seeds))
+        ends = {sha: dict(table) for _, sha, table in ask.alike}
+        alike = {sha: [0, 0] for sha in ends}
+        control = self.control if ask.mode != "bad-model" else None
+        pairing = (
+            control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad, seeds) if control else None
+        )
+        gate = self._gate(ask, out.budget, pairing is not None)
+
+        def judged() -> stats.Evidence:
+            return judge(
+                out.tally.counts,
+                ask,
+                self.reference,
+                tolerance=self.cfg.test.tolerance,
+                budget=out.budget,
+                eta=self.cfg.test.indifference,
+                alike={k: (a, d) for k, (a, d) in alike.items()},
+                paired=pairing.evidence(ask, out.budget) if pairing else None,
+            )
+
+        stream = self.runner.runs(prepared, seeds)
+        start = time.monotonic()
+        try:
+            with stream:
+                for rec in stream:
+                    category, outcome = self.classify(rec)
+                    out.tally.add(rec, category, outcome)
+                    if out.tally.mostly_failed:
+                        out.failed = out.tally.failure_signature(prepared.variant)
+                        break
+                    counted = rec.ok or category is not None  # an observation (a failed run may be one)
+                    for sha, table in ends.items():  # the same seed at an end: the same observation?
+                        theirs = table.get(rec.seed)
+                        if counted and theirs is not None:
+                            alike[sha][(-1 if category is None else category) != theirs] += 1
+                    if pairing is not None and category is not None:
+                        pairing.add(category, rec.seed)
+                        self.reference = pairing.control.reference
+                    if counted:
+                        if gate is None or gate.needed(category, sum(out.tally.counts)):
+                            out.evidence = judged()
+                            if gate is not None:
+                                gate.judged(out.tally.counts, out.evidence)
+                        self.events.emit(RunsProgress(prepared.sha, out.tally.consumed, out.budget, out.tally.short()))
+                        if out.evidence is not None and out.evidence.decision is not None:
+                            break
+                if gate is not None and gate.skipped:  # the runs ended on skipped ones: their answer
+                    out.evidence = judged()
+        except ServerError as exc:  # a cross-check arm whose server did not start
+            out.server_error = str(exc)
+        out.executed = stream.executed
+        if out.executed:
+            self.spent.running += time.monotonic() - start
+        return out
+
+    def _gate(self, ask: Ask, budget: int, paired: bool) -> sequential.JudgeGate | None:
+        """For a plain test against the reference (or its BAD side alone), which runs can change
+        its answer; None where every run must be judged (a control, ends to be alike, a quick
+        step, the bad-model runs)."""
+        if ask.mode not in ("reference", "depart") or ask.alike or paired or self.reference.control is not None:
+            return None
+        return sequential.JudgeGate(
+            self.reference,
+            alpha=ask.alpha,
+            beta=ask.beta,
+            tolerance=self.cfg.test.tolerance,
+            eta=self.cfg.test.indifference,
+            budget=budget,
+        )
+
+    def observations(self, sha: str) -> tuple[tuple[int, int], ...]:
+        """The commit's stored runs on the common seeds (block 0), as (seed, category or −1 when
+        not counted): what a commit run on the same seeds is compared with. Failed runs are left
+        out unless they are an outcome (FAILED); a commit not built yet has none (nothing is
+        built here).
+
+        Asked for every end at every search step, so an answer is remembered until this process
+        stores a run of the commit, marks a run input as written, or the categories change:
+        finding it again means checking the kept binaries' and the inputs' sha256 and mixing a
+        block of seeds, ~0.1 s a commit that delays the step's first run."""
+        token = (self.runner.runs_version(sha), self.reference.names)
+        if (known := self._observed.get(sha)) is not None and known[0] == token:
+            return known[1]
+        if not self.runner.built_already(sha):
+            return ()  # not remembered: once it is built, the runs an earlier process stored count
+        prepared = self.runner.prepare(sha)
+        if prepared.executor is None:
+            return ()
+        seeds = set(self.runner.seed_block(sha, 0, SEED_BLOCK))
+        out = []
+        for seed, rec in sorted(self.runner.stored_runs(prepared).items()):
+            if seed in seeds:
+                category = self.category(rec)
+                if rec.ok or category is not None:
+                    out.append((seed, -1 if category is None else category))
+        self._observed[sha] = (token, tuple(out))
+        return tuple(out)
+
+    def feed(self, sha: str, block: int = 0, start: int = 0, toward: Sequence[float] | None = None) -> "Feed":
+        """The commit's runs one counted category at a time (sticky search, confirmation);
+        `toward`: what a departing commit is expected to look like (a control's paired test)."""
+        return Feed(self, sha, block, start, toward)
+
+    def _reached(
+        self,
+        prepared: Prepared,
+        ask: Ask,
+        tally: Tally | None,
+        verdict: Verdict,
+        reason: str,
+        *,
+        evidence: tuple[float, float] = (0.0, 0.0),
+        executed: int = 0,
+        signature: str = "",
+    ) -> CommitVerdict:
+        v = CommitVerdict.of(
+            prepared.sha,
+            self.subject(prepared.sha),
+            ask,
+            prepared.build,
+            tally,
+            verdict,
+            reason,
+            evidence=evidence,
+            executed=executed,
+            variant=prepared.variant,
+            signature=signature,
+            program=prepared.program if prepared.executor is not None and self.where == "here" else "",
+        )
+        self.events.emit(VerdictReached(v))
+        return v
+
+
+@dataclass
+class _Measured:
+    """One variant's runs at one commit, as far as they went."""
+
+    tally: Tally
+    budget: int
+    evidence: stats.Evidence | None = None
+    failed: str | None = None  # the runs mostly failed: their signature
+    server_error: str | None = None
+    executed: int = 0
+
+    def verdict(self, tester: "CommitTester", prepared: Prepared, ask: Ask) -> CommitVerdict:
+        tally, ev = self.tally, self.evidence
+        if self.server_error is not None:
+            return tester._reached(
+                prepared,
+                ask,
+                tally,
+                Verdict.SKIP,
+                self.server_error,
+                executed=self.executed,
+                signature=masked(f"server: {self.server_error}"),
+            )
+        if ev is not None and ev.decision is not None:
+            return tester._reached(
+                prepared,
+                ask,
+                tally,
+                ev.decision,
+                ev.reason,
+                evidence=(ev.log_e_bad, ev.log_e_good),
+                executed=self.executed,
+            )
+        reason = f"undecided after {tally.consumed} runs (budget {self.budget})" + (
+            f"; {ev.reason}" if ev is not None else "; no run met the condition"
+        )
+        scores = (ev.log_e_bad, ev.log_e_good) if ev is not None else (0.0, 0.0)
+        return tester._reached(
+            prepared, ask, tally, Verdict.INCONCLUSIVE, reason, evidence=scores, executed=self.executed
+        )
+
+
+def _skip_signature(prepared: Prepared) -> str:
+    """How a commit that cannot be run fails: the build's status and first error, or why no
+    command variant fits."""
+    build = prepared.build
+    if not build.ok:
+        return masked(f"build {build.status}: {build.reason}")
+    return masked(prepared.why)
+
+
+class Feed:
+    """One commit's runs, one counted category at a time in seed order, from the same run path
+    as every verdict (stored runs replayed, missing ones run in parallel): the sticky search
+    reads block 0, the confirmation reads block 1 from `start` (the seeds no earlier test of
+    this bisect has looked at). `tally` counts what was fed, failures included."""
+
+    def __init__(
+        self, tester: CommitTester, sha: str, block: int = 0, start: int = 0, toward: Sequence[float] | None = None
+    ):
+        self.tester, self.sha, self.block, self.start = tester, sha, block, start
+        self.prepared = tester.runner.prepare(sha)
+        self.tally = Tally(tester.reference.names)
+        self.seeds = self._seeds()
+        self.stream = tester.runner.runs(self.prepared, self.seeds) if self.prepared.executor is not None else None
+        self.toward = toward
+        # with a control-sample reference: the runs counted so far, paired with the control's
+        # only once a test against the reference asks (the change test of a confirmation does
+        # not, and the control's runs on these seeds would be spent for nothing)
+        self.pairing: ControlPairing | None = None
+        self._fed: list[tuple[int, int]] = []
+
+    def _seeds(self) -> list[int]:
+        """The rest of the commit's block: a commit next to the boundary may need more runs than
+        one verdict's budget (the sticky search as a whole is capped by test.search_runs)."""
+        return self.tester.runner.seed_block(self.sha, self.block, SEED_BLOCK)[self.start :]
+
+    def next(self) -> int:
+        """The category of the commit's next counted run; `Untestable` when there is none.
+        A command variant whose runs mostly fail gives way to the next one that fits."""
+        runner = self.tester.runner
+        while True:
+            if self.stream is None:
+                raise Untestable(self.prepared.why, _skip_signature(self.prepared))
+            for rec in self.stream:
+                self.tally.add(rec, *self.tester.classify(rec))
+                if self.tally.mostly_failed:
+                    signature = self.tally.failure_signature(self.prepared.variant)
+                    retry = runner.variant_failed(self.prepared, self.tally.failure_reason())
+                    if retry is None:
+                        raise Untestable(self.tally.failure_reason(), signature)
+                    self.stream.close()
+                    self.prepared, self.tally = retry, Tally(self.tester.reference.names)
+                    self.stream = runner.runs(retry, self.seeds)
+                    break
+                if self.tally.last_category is not None:
+                    self._pair(self.tally.last_category, rec.seed)
+                    return self.tally.last_category
+            else:
+                raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
+
+    def _pair(self, category: int, seed: int) -> None:
+        """With a control-sample reference: pair the run just counted with its control run
+        (once a test against the reference has asked; until then it is only remembered)."""
+        if self.tester.control is None:
+            return
+        if self.pairing is None:
+            self._fed.append((category, seed))
+            return
+        self.pairing.add(category, seed)
+        self.tester.reference = self.pairing.control.reference
+
+    def paired_evidence(self, ask: Ask, budget: int) -> stats.Evidence | None:
+        """The two-sample test's verdict on the runs fed so far (None: the reference is exact)."""
+        control = self.tester.control
+        if control is None:
+            return None
+        if self.pairing is None:
+            test = self.tester.cfg.test
+            self.pairing = control.pairing(test.tolerance, test.indifference, self.toward, self.seeds)
+            for category, seed in self._fed:
+                self.pairing.add(category, seed)
+            self._fed.clear()
+            self.tester.reference = self.pairing.control.reference
+        return self.pairing.evidence(ask, budget)
+
+    def verdict(
+        self,
+        verdict: Verdict,
+        reason: str,
+        signature: str = "",
+        *,
+        ask: Ask | None = None,
+        tally: Tally | None = None,
+        evidence: tuple[float, float] = (0.0, 0.0),
+        executed: int | None = None,
+    ) -> CommitVerdict:
+        """A verdict on this commit's runs (all fed so far, or the `tally` of a prefix of them);
+        by default the side the sticky search put it on. `executed`: the runs this feed
+        executed, unless another verdict on the same runs already counts them (then 0)."""
+        ask = ask or Ask(role="sticky", alpha=0.0, beta=0.0, mode="sticky")
+        if executed is None:
+            executed = self.stream.executed if self.stream is not None else 0
+        return self.tester._reached(
+            self.prepared,
+            ask,
+            tally or self.tally,
+            verdict,
+            reason,
+            executed=executed,
+            signature=signature,
+            evidence=evidence,
+        )
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()

@@ -1,0 +1,276 @@
+"""Records (pure data): a build, a run, one commit's tally of runs, and its verdict.
+
+Every stage hands these on; storage writes them, reports carry them. `CommitVerdict.of` is the
+only way a verdict is made, whether the commit was tested, skipped or judged by the sticky
+search, so every verdict in a report has the same shape.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Sequence
+
+from bisectbot.statistics import skips
+from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.stats import FAILED, OTHER
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    sha: str
+    status: str  # ok | failed | timeout | no-binary | unsupported | checkout-failed
+    binaries: dict[str, str]  # placeholder -> kept path
+    log: str  # path of the build log
+    seconds: float
+    reason: str = ""
+    variant: int = 0  # which build variant was built (or tried last)
+    notes: str = ""  # e.g. built in a clean directory after a failure in the reused one
+    inputs: tuple[str, ...] | None = None  # repository files the targets were compiled from (None: unknown)
+    host: str = ""  # the machine that built it
+    compiler: str = ""  # and its toolchain (buildkeys.toolchain_identity)
+    hashes: dict[str, str] = field(default_factory=dict)  # kept path -> sha256 when it was built
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    seed: int
+    status: str  # ok | incomplete | crash | timeout | unparsable | output-too-large
+    tokens: tuple[str, ...] | None
+    exit_code: int | None
+    seconds: float
+    attempts: int = 1  # 1 + reruns of a cut-short output
+    variant: int = 0
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Tally:
+    """One commit's runs, counted in seed order: categories, failures, reruns, seed span."""
+
+    names: tuple[str, ...]
+    counts: list[int] = field(init=False)
+    failures: Counter[str] = field(default_factory=Counter)
+    consumed: int = 0  # runs fed, failures included
+    retried: int = 0  # reruns of cut-short outputs
+    first: int | None = None  # first and last seed fed
+    last: int | None = None
+    last_category: int | None = None  # category of the last run (None: failed or not counted)
+    last_failure: RunRecord | None = None
+    others: Counter[str] = field(default_factory=Counter)  # outcomes the reference lacks, by their text
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * len(self.names)
+
+    def add(self, rec: RunRecord, category: int | None, outcome: str | None = None) -> None:
+        """Count one run; `category` is its index in `names` (None: not counted, e.g. a failed
+        run when failures are not an outcome); `outcome`, the run's outcome text, is kept when
+        the category is OTHER (what a misspelt reference name looks like). A failed run is
+        also counted among `failures`, by status, whether or not it is a category (FAILED)."""
+        self.consumed += 1
+        self.first = rec.seed if self.first is None else self.first
+        self.last = rec.seed
+        self.retried += rec.attempts - 1
+        self.last_category = category
+        if not rec.ok:
+            self.failures[rec.status] += 1
+            self.last_failure = rec
+        if category is not None:
+            self.counts[category] += 1
+            if rec.ok and outcome is not None and self.names[category] == OTHER:
+                self.others[outcome] += 1
+
+    @property
+    def mostly_failed(self) -> bool:
+        """Evidence that more than half of the commit's runs fail (a sequential test at level
+        skips.SKIP_LEVEL, so the evidence needed grows as the failure rate nears one half): the
+        commit is skipped. Every run failing: 7 runs; 10% of runs failing: never, in practice.
+        Never when failed runs are an outcome (FAILED among the categories): they are data,
+        and a commit that mostly fails tests BAD."""
+        if FAILED in self.names:
+            return False
+        failed = sum(self.failures.values())
+        return failed > 0 and skips.mostly_failing(failed, self.consumed - failed)
+
+    def failure_signature(self, variant: int | None) -> str:
+        """What the failures look like, the same at every commit that fails the same way."""
+        last = self.last_failure
+        status = self.failures.most_common(1)[0][0] if self.failures else "none"
+        detail = (last.detail or last.status) if last is not None else ""
+        which = f", command variant {variant}" if variant is not None else ""
+        return masked(f"runs {status}: {detail}{which}")
+
+    def failure_reason(self, variant: int | None = None) -> str:
+        """One line: how many runs failed and how, the last one's reason (its signal or exit
+        status and the program's error line), and with `variant` the command variant they ran."""
+        parts = ", ".join(f"{n} {status}" for status, n in self.failures.most_common())
+        last = self.last_failure
+        detail = (last.detail or last.status) if last is not None else "none"
+        which = f"; command variant {variant}" if variant is not None else ""
+        return f"runs mostly fail ({parts} of {self.consumed}); last: {detail}{which}"
+
+    def by_name(self) -> dict[str, int]:
+        return dict(zip(self.names, self.counts))
+
+    def short(self) -> str:
+        """'a=3 c=12': the nonzero counts, for progress lines."""
+        return " ".join(f"{n}={c}" for n, c in zip(self.names, self.counts) if c)
+
+    @property
+    def seeds(self) -> tuple[int, int] | None:
+        return (self.first, self.last) if self.first is not None and self.last is not None else None
+
+
+def masked(text: str) -> str:
+    """`text` with its digits masked, so line numbers and counts do not tell apart failures that
+    are the same (a build error at util.cpp:38 and at util.cpp:41)."""
+    return text.translate(_DIGITS)
+
+
+_DIGITS = str.maketrans("0123456789", "##########")
+
+
+@dataclass(frozen=True)
+class Ask:
+    """The question put to one commit: in which role, by which test, at which error levels."""
+
+    role: str  # good-endpoint | bad-endpoint | bad-model | step | probe | sticky | retest-… | confirm-… | test
+    alpha: float
+    beta: float
+    mode: str = "reference"  # reference | quick | depart | change | bad-model | sticky
+    q_bad: tuple[float, ...] | None = None  # the broken end's smoothed distribution (quick steps; BAD bets on it)
+    block: int = 0  # seed block: 0 common to every commit (tests, the search), 1 the commit's own (fresh seeds)
+    arm: str = "main"  # "main", or a cross-check arm's name
+    budget: int | None = None  # runs before INCONCLUSIVE (default: run.max_runs)
+    start: int = 0  # the first seed of the block to read (later ones are fresh)
+    # ends to compare with seed for seed: (GOOD or BAD: the side it stands for, its sha,
+    # ((seed, category or −1 for an uncounted run), …)); a commit like one is placed beside it
+    alike: tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class CommitVerdict:
+    sha: str
+    subject: str
+    role: str
+    verdict: Verdict
+    runs: int  # runs consumed by the test (every seed, failures included)
+    counts: dict[str, int]  # category -> runs
+    failures: dict[str, int]  # crash / timeout / incomplete / unparsable / output-too-large -> runs
+    retried: int  # reruns of incomplete outputs
+    log_e_bad: float
+    log_e_good: float
+    reason: str
+    mode: str
+    alpha: float
+    beta: float
+    seeds: tuple[int, int] | None  # first and last seed consumed
+    build: str  # build status
+    build_seconds: float
+    executed: int = 0  # runs executed by this call (0 when replayed)
+    build_log: str | None = None
+    binaries: dict[str, str] = field(default_factory=dict)
+    variant: int | None = None  # which run.variants entry was used (0 with plain argv)
+    arm: str = "main"
+    block: int = 0
+    build_variant: int | None = None  # which build.variants entry was built
+    build_notes: str = ""  # e.g. built in a clean directory after the reused one failed
+    signature: str = ""  # skips: what the failure looks like (the same at commits failing alike)
+    others: dict[str, int] = field(default_factory=dict)  # the most frequent outcomes the reference lacks
+    # what identifies the program it ran (judge.runner.program_identity: the run key and
+    # self-contained binaries): two commits with the same one run the same program ("" unknown)
+    program: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        sha: str,
+        subject: str,
+        ask: Ask,
+        build: BuildRecord,
+        tally: Tally | None,
+        verdict: Verdict,
+        reason: str,
+        *,
+        evidence: tuple[float, float] = (0.0, 0.0),
+        executed: int = 0,
+        variant: int | None = None,
+        signature: str = "",
+        program: str = "",
+    ) -> "CommitVerdict":
+        """The one constructor: what was asked, how the commit built, what its runs showed."""
+        return cls(
+            sha=sha,
+            subject=subject,
+            role=ask.role,
+            verdict=Verdict(verdict),
+            runs=tally.consumed if tally else 0,
+            counts=tally.by_name() if tally else {},
+            failures=dict(tally.failures) if tally else {},
+            retried=tally.retried if tally else 0,
+            log_e_bad=evidence[0],
+            log_e_good=evidence[1],
+            reason=reason,
+            mode=ask.mode,
+            alpha=ask.alpha,
+            beta=ask.beta,
+            seeds=tally.seeds if tally else None,
+            build=build.status,
+            build_seconds=build.seconds,
+            executed=executed,
+            build_log=build.log,
+            binaries=dict(build.binaries),
+            variant=variant,
+            arm=ask.arm,
+            block=ask.block,
+            build_variant=build.variant if build.log else None,
+            build_notes=build.notes,
+            signature=signature,
+            others=dict(tally.others.most_common(5)) if tally else {},
+            program=program,
+        )
+
+    @property
+    def cut_rate(self) -> float:
+        """The share of attempts whose output was cut short (rerun with the same seed, never counted)."""
+        return self.retried / (self.runs + self.retried) if self.runs + self.retried else 0.0
+
+    @property
+    def key(self) -> str:
+        """How a job stores it: its role, and the arm for cross-check arms."""
+        return self.role if self.arm == "main" else f"{self.role}@{self.arm}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: `commit` (the contract's name) first, then every field."""
+        data = asdict(self)
+        data["verdict"] = self.verdict.value
+        data["seeds"] = list(self.seeds) if self.seeds else None
+        return {"commit": self.sha, **data}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "CommitVerdict":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["verdict"] = Verdict(values["verdict"])
+        values["seeds"] = tuple(values["seeds"]) if values.get("seeds") else None
+        return cls(**values)
+
+
+def distinct_runs(verdicts: Sequence[CommitVerdict]) -> int:
+    """Runs spent, each counted once: verdicts on the same commit, arm, seed block and first
+    seed read the same seeds (the bad-endpoint model extends the bad endpoint's test, the
+    confirmation's tests share their fresh runs); a later confirmation starts where an earlier
+    one stopped, so its runs are new."""
+    longest: dict[tuple[str, str, int, int | None], int] = {}
+    for v in verdicts:
+        key = (v.sha, v.arm, v.block, v.seeds[0] if v.seeds else None)
+        longest[key] = max(longest.get(key, 0), v.runs)
+    return sum(longest.values())

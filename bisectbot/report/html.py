@@ -1,0 +1,120 @@
+"""`--html FILE`: one self-contained page with the report and its charts (pure).
+
+Why a page of its own: the Markdown's charts are Mermaid, drawn only where Mermaid runs
+(GitHub); a file a maintainer opens or attaches must draw them without a network or a script
+from elsewhere. So the page is the Markdown report rendered to HTML (the `markdown` library)
+with its Mermaid blocks replaced by inline SVG drawn here: the distance from the reference along
+the history (bars, eta and the tolerance as lines) and, per tested commit, its observed shares
+beside the reference's. No script, no external file.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Sequence
+
+import markdown
+
+from bisectbot.core.diagnose import observed_cells
+from bisectbot.records.reports import BisectReport, CommitReport
+from bisectbot.report.markdown import bisect_markdown, commit_markdown, distance_rows
+
+WIDTH, HEIGHT, PAD = 640, 240, 40
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+table { border-collapse: collapse; font-size: 0.85rem; } td, th { border: 1px solid #ccc; padding: 0.2rem 0.4rem; }
+code, pre { background: #f4f4f4; } pre { padding: 0.5rem; overflow-x: auto; }
+figure { margin: 1.5rem 0; } figcaption { font-size: 0.9rem; color: #555; }
+svg text { font-size: 11px; fill: #333; }
+"""
+
+
+def _svg_bars(
+    title: str, labels: Sequence[str], bars: Sequence[float], lines: Sequence[tuple[str, float]], top: float
+) -> str:
+    """A bar chart as inline SVG: one bar per label, horizontal lines at given levels."""
+    n = max(1, len(bars))
+    step = (WIDTH - 2 * PAD) / n
+    top = top or 1.0
+
+    def y(v: float) -> float:
+        return HEIGHT - PAD - (HEIGHT - 2 * PAD) * min(v, top) / top
+
+    parts = [
+        f'<svg class="chart" role="img" aria-label="{html.escape(title)}" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">',
+        f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" stroke="#888"/>',
+        f'<text x="{PAD}" y="{PAD - 16}">{html.escape(title)}</text>',
+        f'<text x="4" y="{PAD}">{top:.2f}</text><text x="4" y="{HEIGHT - PAD}">0</text>',
+    ]
+    for i, (label, value) in enumerate(zip(labels, bars)):
+        x = PAD + i * step + step * 0.15
+        parts.append(
+            f'<rect class="bar" x="{x:.1f}" y="{y(value):.1f}" width="{step * 0.7:.1f}" '
+            f'height="{HEIGHT - PAD - y(value):.1f}" fill="#4a78b5"><title>{html.escape(label)}: {value:.3f}</title></rect>'
+        )
+        parts.append(f'<text x="{x:.1f}" y="{HEIGHT - PAD + 14}">{html.escape(label)}</text>')
+    for name, level in lines:
+        parts.append(
+            f'<line class="level" x1="{PAD}" y1="{y(level):.1f}" x2="{WIDTH - PAD}" y2="{y(level):.1f}" '
+            f'stroke="#c0392b" stroke-dasharray="4 3"/><text x="{WIDTH - PAD + 2}" y="{y(level) + 4:.1f}">'
+            f"{html.escape(name)}</text>"
+        )
+    return "".join(parts) + "</svg>"
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>"
+
+
+def charts(r: BisectReport | CommitReport) -> list[str]:
+    """The report's charts as SVG figures: distance along the history (a bisect with two or
+    more placed commits), then observed vs reference for the culprit and its parent (or the
+    tested commit)."""
+    out = []
+    if isinstance(r, BisectReport) and len(rows := distance_rows(r)) >= 2:
+        top = max(0.2, min(1.0, max(tv for _, _, tv, _ in rows) * 1.1))
+        levels = [(n, v) for n, v in (("eta", r.eta), ("tolerance", r.tolerance)) if v is not None]
+        svg = _svg_bars(
+            "distance from the reference (TV) by commit position",
+            [str(pos) for pos, *_ in rows],
+            [tv for *_, tv, _ in rows],
+            levels,
+            top,
+        )
+        out.append(_figure(svg, "Each tested commit's total variation from the reference, in history order."))
+    if isinstance(r, BisectReport):
+        shown = [v for v in r.verdicts if v.arm == "main" and v.counts and v.sha in (r.first_bad, r.last_good)]
+    else:
+        shown = [r.detail] if r.detail.counts else []
+    seen: set[str] = set()
+    for v in shown:
+        if v.sha in seen:
+            continue
+        seen.add(v.sha)
+        cells = observed_cells(v.counts, r.reference.categories, r.reference.category_probs)
+        labels = [f"{c.label} obs" for c in cells] + [f"{c.label} ref" for c in cells]
+        values = [c.freq or 0.0 for c in cells] + [c.ref for c in cells]
+        order = [i for pair in zip(range(len(cells)), range(len(cells), 2 * len(cells))) for i in pair]
+        svg = _svg_bars(
+            f"{v.sha[:12]} ({v.role}): observed vs reference",
+            [labels[i] for i in order],
+            [values[i] for i in order],
+            [],
+            1.0,
+        )
+        out.append(_figure(svg, f"Shares among runs that met the condition, {v.runs} runs."))
+    return out
+
+
+def report_html(r: BisectReport | CommitReport) -> str:
+    """The whole page: title, the Markdown report as HTML (its Mermaid blocks left out), charts."""
+    md = bisect_markdown(r) if isinstance(r, BisectReport) else commit_markdown(r)
+    md = re.sub(r"<details><summary>Chart:[^\n]*</summary>\n\n```mermaid\n.*?```\n\n</details>\n?", "", md, flags=re.S)
+    body = markdown.markdown(md, extensions=["tables", "fenced_code"])
+    title = html.escape(md.splitlines()[0].lstrip("# ").replace("`", ""))
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{STYLE}</style></head><body>\n{body}\n<h3>Charts</h3>\n" + "\n".join(charts(r)) + "\n</body></html>\n"
+    )
