@@ -42,8 +42,8 @@ from bisectbot.records.reports import ConfigSummary, Environment
 from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find, Verdict
 
-try:  # bisecting.plan holds the plan's records now; an older checkout (bench_stats.py --baseline REV) has them in bisect
-    from bisectbot.bisecting.plan import BisectPlan, ReportContext
+try:  # core.plan holds the plan's records now; an older checkout (bench_stats.py --baseline REV) has them in bisect
+    from bisectbot.core.plan import BisectPlan, ReportContext
 except ImportError:
     BisectPlan, ReportContext = bisect.BisectPlan, bisect.ReportContext  # type: ignore[attr-defined,misc]
 try:  # renamed from Tester (pytest collects names starting with "Test")

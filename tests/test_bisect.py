@@ -10,11 +10,11 @@ from typing import Iterator
 import pytest
 
 from bisectbot.bisecting import bisect
+from bisectbot.bisecting.bisection import Bisection
 from bisectbot.bisecting.crosscheck import cross_check
-from bisectbot.bisecting.ledger import Ledger
-from bisectbot.bisecting.plan import BisectPlan, Departure, Found, steps_estimate
 from bisectbot.bisecting.summary import reproduce_line
 from bisectbot.config import load_config
+from bisectbot.core.plan import BisectPlan, Departure, Found, steps_estimate
 from bisectbot.core.search import SearchResult
 from bisectbot.demo import DemoHistory
 from bisectbot.errors import EndpointError
@@ -131,14 +131,14 @@ def test_arms_run_after_the_answer_at_the_culprit_and_its_parent(
     status: BisectStatus, first_bad: int, expected: list[tuple[str, int]]
 ) -> None:
     tester, seen = ArmTester(), []
-    ledger = Ledger(plan(Find.BAD), tester, Events(seen.append))  # type: ignore[arg-type]
+    ledger = Bisection(plan(Find.BAD), tester, Events(seen.append))  # type: ignore[arg-type]
     departure = Departure(status, "the message", Found(SearchResult(first_bad - 1, first_bad), "plain"), [], [])
     cross_check(ledger, departure)
     assert tester.asked == [(role, "server-speculative", LINE[pos]) for role, pos in expected]
     assert isinstance(seen[0], Answered) and seen[0].text().startswith(f"[answer] {status.value}: the message")
     assert [type(e) for e in seen[1:]] == [ArmStarted] * len(expected)
     # a stopped bisect (its budget spent) runs no arm and announces no answer
-    stopped = Ledger(plan(Find.BAD), ArmTester(), Events(seen.append))  # type: ignore[arg-type]
+    stopped = Bisection(plan(Find.BAD), ArmTester(), Events(seen.append))  # type: ignore[arg-type]
     cross_check(stopped, replace(departure, status=BisectStatus.STOPPED))
     assert stopped.tester.asked == [] and len(seen) == 1 + len(expected)  # type: ignore[attr-defined]
 

@@ -9,12 +9,12 @@ from typing import Literal
 
 import pytest
 
-from bisectbot.bisecting.plan import Narrowing
 from bisectbot.building.builder import Builder
 from bisectbot.building.workspace import Workspace
 from bisectbot.config import load_config
 from bisectbot.config.sections import BuildConfig
 from bisectbot.core.inputs import Change, InputRule, matches, narrow, parse_depfile
+from bisectbot.core.plan import Narrowing
 from bisectbot.demo import DemoHistory, generate_demo
 from bisectbot.events import Event, Events, LineNarrowed
 from bisectbot.jobs import lifecycle as jobs

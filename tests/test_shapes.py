@@ -10,7 +10,7 @@ import pytest
 
 from bench import simbisect as sb
 from bench import statcases as sc
-from bisectbot.bisecting.ledger import CONDITION_CHANGED
+from bisectbot.core.walkback import CONDITION_CHANGED
 from bisectbot.errors import EndpointError
 from bisectbot.inert import prose
 from bisectbot.report.markdown import bisect_markdown, bound_text

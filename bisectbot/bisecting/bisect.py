@@ -17,7 +17,7 @@ the job as it is reached (`run_bisect` runs them all):
    the reference test and the commit depart from it (unless a step already showed it), and
    their runs must differ (the change test). A parent that departs means a quick step was
    misplaced: the search walks back between the last commit that passed the reference test
-   and the parent, built commits first (`Bisection.first_departure`); two commits that cannot
+   and the parent, built commits first (`first_departure`, core.walkback); two commits that cannot
    be told apart make the answer ambiguous, saying why;
 5. cross-check arms (bisecting.crosscheck), after the answer is printed: at the commit named
    and its parent (else at the ends), reported beside the main verdicts (they never steer the
@@ -25,7 +25,7 @@ the job as it is reached (`run_bisect` runs them all):
 6. summary (bisecting.summary): the report, whose confidence is a union bound over every claim
    the answer rests on (each GOOD/BAD against the reference, each change found), with the forecast the strategy was chosen by beside what the bisect took.
 Stages 2–4 live here, on `Bisection`, a `Ledger` (bisecting.ledger: the verdicts so far and what
-is known from them); the plan and the records the stages hand on are in bisecting.plan.
+is known from them); the plan and the records the stages hand on are in core.plan.
 Per-verdict error levels come from the whole-bisect confidence (`BisectPlan.level`). Everything
 is replayed from the state database on a rerun: a killed bisect resumes where it was.
 """
@@ -33,17 +33,18 @@ is replayed from the state database on a rerun: a killed bisect resumes where it
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 from bisectbot.bisecting import confirm, summary
+from bisectbot.bisecting.bisection import Bisection
 from bisectbot.bisecting.budget import Budget, BudgetSpent
 from bisectbot.bisecting.crosscheck import cross_check
 from bisectbot.bisecting.endpoints import check_endpoints, endpoint_message, log_command, test_broken_end
-from bisectbot.bisecting.ledger import CONDITION_CHANGED, CULPRIT_BUDGET_FACTOR, PARENT_BUDGET_FACTOR, Ledger, placed
-from bisectbot.bisecting.plan import BisectPlan, ChangePoint, Departure, Found, ReportContext, steps_estimate
 from bisectbot.bisecting.sticky import sticky_search
-from bisectbot.core import policy
+from bisectbot.core import policy, walkback
+from bisectbot.core.confirming import NO_CHANGE, Confirmation
+from bisectbot.core.ledger import CULPRIT_BUDGET_FACTOR, PARENT_BUDGET_FACTOR, placed
+from bisectbot.core.plan import BisectPlan, Departure, Found, ReportContext, Stop, steps_estimate
 from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, scan_order, skip_blocks
 from bisectbot.errors import EndpointError
 from bisectbot.events import (
@@ -74,519 +75,452 @@ def _shifted(res: SearchResult, by: int) -> SearchResult:
     )
 
 
-class Bisection(Ledger):
-    """One bisect run: stages 2–4 (strategy, search, confirmation and walking back) over its ledger."""
+# -- 2. the strategy, from measured costs ----------------------------------------------------------
+def choose_strategy(b: Bisection, lo: int, hi: int, third: bool) -> str:
+    """`auto`: the strategy of least expected wall time (core.policy) for the range lo..hi,
+    from the costs this state directory measured and what the ends' tests took; `third`:
+    a confirmation already found a distribution quick steps misplace. Sticky only when
+    asked, and never on a cluster (its feed runs here, not on the workers)."""
+    plan, cfg, ledger = b.plan, b.tester.cfg, b.ledger
+    asked = plan.strategy
+    if asked == "sticky" and b.tester.where == "cluster":
+        asked = "plain"
+    costs = _unit_costs(b.tester.runner)
+    ref = b.tester.reference
+    working = ledger.end_verdict(plan.find.working_ref_name)
+    assert working is not None, "the working end is always tested first"
+    broken = ledger.broken_side()  # a broken end tested last: a gross defect assumed until one is seen
+    here = policy.situation(
+        hi - lo + 1,
+        ref,
+        eta=cfg.test.indifference,
+        good_runs=working.runs,
+        bad_counts=[broken.counts[n] for n in ref.names] if broken else policy.gross_guess(ref),
+        level=plan.level,
+        max_runs=cfg.run.max_runs,
+        model_budget=cfg.test.model_runs,
+        third=1.0 if third else policy.THIRD,
+    )
+    allowed = ("reference", "plain") if asked == "auto" else ((asked,) if asked != "sticky" else ("plain",))
+    choice = policy.choose(here, costs, allowed)
+    if asked == "sticky":
+        choice = policy.Choice("sticky", choice.forecasts, costs, here, "as asked")
+    ledger.choices.append(choice)
+    b.events.emit(StrategyChosen(choice.strategy, choice.text() if asked == "auto" else "as asked"))
+    return choice.strategy
 
-    # -- 2. the strategy, from measured costs --------------------------------------------------
-    def choose_strategy(self, lo: int, hi: int, third: bool) -> str:
-        """`auto`: the strategy of least expected wall time (core.policy) for the range lo..hi,
-        from the costs this state directory measured and what the ends' tests took; `third`:
-        a confirmation already found a distribution quick steps misplace. Sticky only when
-        asked, and never on a cluster (its feed runs here, not on the workers)."""
-        plan, cfg = self.plan, self.tester.cfg
-        asked = plan.strategy
-        if asked == "sticky" and self.tester.where == "cluster":
-            asked = "plain"
-        costs = _unit_costs(self.tester.runner)
-        ref = self.tester.reference
-        working = self.end_verdict(plan.find.working_ref_name)
-        assert working is not None, "the working end is always tested first"
-        broken = self.broken_side()  # a broken end tested last: a gross defect assumed until one is seen
-        here = policy.situation(
-            hi - lo + 1,
-            ref,
-            eta=cfg.test.indifference,
-            good_runs=working.runs,
-            bad_counts=[broken.counts[n] for n in ref.names] if broken else policy.gross_guess(ref),
-            level=plan.level,
-            max_runs=cfg.run.max_runs,
-            model_budget=cfg.test.model_runs,
-            third=1.0 if third else policy.THIRD,
+
+def bad_model(b: Bisection, pos: int | None = None) -> CommitVerdict:
+    """Keep measuring a broken-side commit (the broken end, or later a commit found to
+    depart already) until q̂ is precise relative to the bug; its own budget
+    (test.model_runs). Only quick steps and the sticky search need it: they compare commits
+    with q̂. Out of budget, q̂ is used as it is (it only steers)."""
+    plan = b.plan
+    pos = plan.broken_pos if pos is None else pos
+    name = plan.find.broken_ref_name
+    model = b.test(pos, plan.ask(f"{name}-model", mode="bad-model"))
+    if model.verdict is Verdict.SKIP and pos == plan.broken_pos:
+        raise EndpointError(endpoint_message(name, plan.ref(name), model, Verdict.BAD, log_command(b, model)))
+    return model
+
+
+# -- 3. search ---------------------------------------------------------------------------------------
+def search(b: Bisection, strategy: str, model: CommitVerdict | None, lo: int, hi: int, walk_back: bool) -> Found:
+    """The boundary between lo (working side) and hi (broken side), searched with reference
+    steps, quick steps against q̂ (plain), or the sticky Bayesian bisection. Positions already
+    tested against the reference are not tested again; after a walk-back, commits already
+    built are tried first."""
+    if strategy == "sticky":
+        return sticky_search(b, model, lo, hi)
+    plan, ledger = b.plan, b.ledger
+    q_bad = b.q_bad(model)
+    mode = "reference" if strategy == "reference" else "quick"
+    budget = b.step_budget()
+    steps = steps_estimate(hi - lo + 1)
+    asked: list[int] = []
+    answers: list[Verdict] = []
+    signatures: dict[int, str] = {}
+
+    def oracle(i: int) -> tuple[Verdict, str]:
+        pos = lo + i
+        b.events.emit(StepStarted(len(asked) + 1, steps, plan.line[pos], pos, plan.n - 1))
+        # a broken end tested last: BAD tests lean toward the latest commit found BAD
+        q_now = q_bad if q_bad is not None else b.q_bad(model)
+        v = b.test(pos, plan.ask("step", mode=mode, q_bad=q_now, budget=budget, alike=b.alike_table()))
+        if v.verdict is Verdict.INCONCLUSIVE and mode == "quick":
+            v = probe(b, pos, model)  # neither side within the budget: the reference places it
+        answer = plan.find.search_verdict(placed(v.verdict))
+        asked.append(pos)
+        answers.append(answer)
+        if not answer.informative:
+            signatures[pos] = v.signature
+            b.announce_block(pos, skip_blocks(asked, answers, signatures))
+        return answer, v.signature
+
+    skip = plan.skipped_in(lo, hi)
+    known = {p - lo: a for p, a in ledger.known(lo, hi).items()}
+    prefer = {p - lo for p in ledger.built() if lo < p < hi} if walk_back else set()
+    if b.width > 1:
+        res, _ = kary_search(
+            hi - lo + 1, b.width, lambda ps: _round(b, ps, lo, model, mode, q_bad, budget), skip, known, prefer
         )
-        allowed = ("reference", "plain") if asked == "auto" else ((asked,) if asked != "sticky" else ("plain",))
-        choice = policy.choose(here, costs, allowed)
-        if asked == "sticky":
-            choice = policy.Choice("sticky", choice.forecasts, costs, here, "as asked")
-        self.choices.append(choice)
-        self.events.emit(StrategyChosen(choice.strategy, choice.text() if asked == "auto" else "as asked"))
-        return choice.strategy
-
-    def bad_model(self, pos: int | None = None) -> CommitVerdict:
-        """Keep measuring a broken-side commit (the broken end, or later a commit found to
-        depart already) until q̂ is precise relative to the bug; its own budget
-        (test.model_runs). Only quick steps and the sticky search need it: they compare commits
-        with q̂. Out of budget, q̂ is used as it is (it only steers)."""
-        plan = self.plan
-        pos = plan.broken_pos if pos is None else pos
-        name = plan.find.broken_ref_name
-        model = self.test(pos, plan.ask(f"{name}-model", mode="bad-model"))
-        if model.verdict is Verdict.SKIP and pos == plan.broken_pos:
-            raise EndpointError(endpoint_message(name, plan.ref(name), model, Verdict.BAD, log_command(self, model)))
-        return model
-
-    # -- 3. search -----------------------------------------------------------------------------
-    def search(self, strategy: str, model: CommitVerdict | None, lo: int, hi: int, walk_back: bool) -> Found:
-        """The boundary between lo (working side) and hi (broken side), searched with reference
-        steps, quick steps against q̂ (plain), or the sticky Bayesian bisection. Positions already
-        tested against the reference are not tested again; after a walk-back, commits already
-        built are tried first."""
-        if strategy == "sticky":
-            return sticky_search(self, model, lo, hi)
-        plan = self.plan
-        q_bad = self._q_bad(model)
-        mode = "reference" if strategy == "reference" else "quick"
-        budget = self.step_budget()
-        steps = steps_estimate(hi - lo + 1)
-        asked: list[int] = []
-        answers: list[Verdict] = []
-        signatures: dict[int, str] = {}
-
-        def oracle(i: int) -> tuple[Verdict, str]:
-            pos = lo + i
-            self.events.emit(StepStarted(len(asked) + 1, steps, plan.line[pos], pos, plan.n - 1))
-            # a broken end tested last: BAD tests lean toward the latest commit found BAD
-            q_now = q_bad if q_bad is not None else self._q_bad(model)
-            v = self.test(pos, plan.ask("step", mode=mode, q_bad=q_now, budget=budget, alike=self.alike_table()))
-            if v.verdict is Verdict.INCONCLUSIVE and mode == "quick":
-                v = self.probe(pos, model)  # neither side within the budget: the reference places it
-            answer = plan.find.search_verdict(placed(v.verdict))
-            asked.append(pos)
-            answers.append(answer)
-            if not answer.informative:
-                signatures[pos] = v.signature
-                self.announce_block(pos, skip_blocks(asked, answers, signatures))
-            return answer, v.signature
-
-        skip = plan.skipped_in(lo, hi)
-        known = {p - lo: a for p, a in self.known(lo, hi).items()}
-        prefer = {p - lo for p in self.built() if lo < p < hi} if walk_back else set()
-        if self.width > 1:
-            res, _ = kary_search(
-                hi - lo + 1, self.width, lambda ps: self._round(ps, lo, model, mode, q_bad, budget), skip, known, prefer
-            )
-            return Found(_shifted(res, lo), strategy)
-        res = bisect_search(hi - lo + 1, oracle, skip, known, prefer)
-        self.rounds += len(res.asked)
         return Found(_shifted(res, lo), strategy)
+    res = bisect_search(hi - lo + 1, oracle, skip, known, prefer)
+    ledger.rounds += len(res.asked)
+    return Found(_shifted(res, lo), strategy)
 
-    def _round(
-        self,
-        offsets: list[int],
-        lo: int,
-        model: CommitVerdict | None,
-        mode: str,
-        q_bad: tuple[float, ...] | None,
-        budget: int,
-    ) -> list[tuple[Verdict, str]]:
-        """One round on a cluster: the commits at lo + offsets, each with a step; a quick step
-        that cannot place its commit is then probed against the reference."""
-        plan = self.plan
-        positions = [lo + i for i in offsets]
-        self.rounds += 1
-        self.events.emit(RoundStarted(self.rounds, tuple(plan.line[p] for p in positions)))
-        ends = self.alike_table()
-        got = self.test_many(
-            [(plan.line[p], plan.ask("step", mode=mode, q_bad=q_bad, budget=budget, alike=ends)) for p in positions]
-        )
-        out = []
-        for pos, v in zip(positions, got):
-            if v.verdict is Verdict.INCONCLUSIVE and mode == "quick":
-                v = self.probe(pos, model)
-            out.append((plan.find.search_verdict(placed(v.verdict)), v.signature))
-        return out
 
-    def probe(self, pos: int, model: CommitVerdict | None) -> CommitVerdict:
-        """A commit the search could not place, tested against the reference (its own runs,
-        block 0: the test is one more claim in the bound, whatever block it reads)."""
-        return self.test(pos, self.plan.ask("probe", q_bad=self._q_bad(model), budget=self.step_budget()))
+def _round(
+    b: Bisection,
+    offsets: list[int],
+    lo: int,
+    model: CommitVerdict | None,
+    mode: str,
+    q_bad: tuple[float, ...] | None,
+    budget: int,
+) -> list[tuple[Verdict, str]]:
+    """One round on a cluster: the commits at lo + offsets, each with a step; a quick step
+    that cannot place its commit is then probed against the reference."""
+    plan = b.plan
+    positions = [lo + i for i in offsets]
+    b.ledger.rounds += 1
+    b.events.emit(RoundStarted(b.ledger.rounds, tuple(plan.line[p] for p in positions)))
+    ends = b.alike_table()
+    got = b.test_many(
+        [(plan.line[p], plan.ask("step", mode=mode, q_bad=q_bad, budget=budget, alike=ends)) for p in positions]
+    )
+    out = []
+    for pos, v in zip(positions, got):
+        if v.verdict is Verdict.INCONCLUSIVE and mode == "quick":
+            v = probe(b, pos, model)
+        out.append((plan.find.search_verdict(placed(v.verdict)), v.signature))
+    return out
 
-    # -- 3a. scan (--scan): a departure between two commits that test GOOD ---------------------
-    def scan(self) -> tuple[int, int] | Departure:
-        """--scan (with --find bad): the bad end may test GOOD too (a defect that came and went
-        between the ends is what is looked for). Every commit between that can change the binary
-        is tested against the reference, the middle first (core.search.scan_order), then the bad
-        end; at the first that is not GOOD (BAD, or undecided within a step's budget, as a search
-        places it) the boundary is between it and the last commit below it that tested GOOD:
-        (lo, hi) for `first_departure`. When none departs: status clean, each GOOD a claim."""
-        plan = self.plan
-        assert plan.find is Find.BAD, "--scan looks for a departure with --find bad"
-        user = {p for p in range(plan.n) if plan.line[p] in plan.user_skipped}
-        order = [p for p in scan_order(plan.n) if p not in user] + [plan.n - 1]
-        budget = self.step_budget()
-        skipped = 0
-        for i, pos in enumerate(order):
-            self.events.emit(StepStarted(i + 1, len(order), plan.line[pos], pos, plan.n - 1))
-            role = "bad-endpoint" if pos == plan.n - 1 else "scan"
-            v = self.test(pos, plan.ask(role, budget=None if pos == plan.n - 1 else budget))
-            skipped += v.verdict is Verdict.SKIP
-            if placed(v.verdict).side is Verdict.BAD:
-                return self._last_passed(pos), pos
-        tested = len(order) - skipped
-        could = f"; {skipped} could not be built or run" if skipped else ""
-        return Departure(
-            BisectStatus.CLEAN,
-            (
-                f"no departure from the reference between {plan.good[:12]} and {plan.bad[:12]}: the {tested} "
-                f"commits tested (those between that can change the binary, and the bad end) are within "
-                f"tolerance {self.tester.cfg.test.tolerance:g} of it{could}"
-            ),
-            Found(SearchResult(plan.n - 1, plan.n - 1), "scan"),
-            [],
-            ["scan"],
-        )
 
-    # -- 4. confirm, and walk back when a boundary is not the first departure ------------------
-    def first_departure(self, lo: int = 0, hi: int | None = None) -> Departure:
-        """`_first_departure` between lo (working side) and hi (broken side; default the broken
-        end); when it names nothing and the share of runs meeting the condition
-        changed (a change the reference's tests cannot see: `condition_shift_text`), the message
-        names that change first."""
-        dep = self._first_departure(lo, hi)
-        if dep.status in (BisectStatus.AMBIGUOUS, BisectStatus.UNCONFIRMED) and not dep.message.startswith(
-            CONDITION_CHANGED
-        ):
-            if (shift := self.condition_shift_text(dep.found.result.first_bad)) is not None:
-                dep = replace(dep, message=f"{shift}; then: {dep.message}")
-        return dep
+def probe(b: Bisection, pos: int, model: CommitVerdict | None) -> CommitVerdict:
+    """A commit the search could not place, tested against the reference (its own runs,
+    block 0: the test is one more claim in the bound, whatever block it reads)."""
+    return b.test(pos, b.plan.ask("probe", q_bad=b.q_bad(model), budget=b.step_budget()))
 
-    def _first_departure(self, lo: int, hi: int | None) -> Departure:
-        """Search, then confirm the boundary on fresh seeds (bisecting.confirm); until it holds.
 
-        Confirmation outcomes:
-          found            → the parent is GOOD and the commit BAD against the reference, and its
-                             runs differ from the parent's: named;
-          parent departs   → a step was misplaced (a quick step showed a commit unlike the broken
-                             end, yet it departs): the search walks back between the last commit
-                             that passed the reference test and the parent, built commits first,
-                             never testing again what a test against the reference settled;
-          commit holds     → (sticky) the search goes on above it;
-          no change shown  → ambiguous, with both commits and their counts (and whether the
-                             working end itself sits between eta and tolerance);
-          anything else    → unconfirmed, with why.
-        Every claim the answer rests on is counted in the stated confidence; the loop stops
-        before their error levels would sum past 1 − confidence."""
-        plan, find = self.plan, self.plan.find
-        hi = plan.n - 1 if hi is None else hi
-        crossed: list[ChangePoint] = []
-        strategies: list[str] = []
-        allowed = 1 - self.tester.cfg.test.confidence + 1e-12
-        found = Found(SearchResult(lo, hi), "plain")
-        third, model = False, None
-        while True:
-            strategy = self.choose_strategy(lo, hi, third)
-            strategies.append(strategy)
-            broken = hi if find is Find.BAD else lo  # quick steps and sticky compare with its distribution
-            if strategy in ("plain", "sticky") and (model is None or model.sha != plan.line[broken]):
-                if broken == plan.broken_pos:
-                    test_broken_end(self, "quick steps compare commits with it")
-                model = self.bad_model(broken)
-            found = self.search(strategy, model, lo, hi, walk_back=third)
-            result = found.result
-            if found.stuck is not None:  # a commit like neither side: the reference places it
-                side = self.probe(found.stuck, model).verdict
-                if side is find.culprit_verdict and found.stuck > lo:
-                    hi = found.stuck
-                    continue
-                if side is find.parent_verdict and found.stuck < hi:
-                    lo = found.stuck
-                    continue
-                return Departure(
-                    BisectStatus.UNCONFIRMED,
-                    (
-                        f"commit {plan.line[found.stuck][:12]} fits neither side and its test against the "
-                        f"reference is {side.value.upper()} (a distribution between eta and tolerance from "
-                        f"the reference may be named either way)"
-                    ),
-                    found,
-                    crossed,
-                    strategies,
-                )
-            if found.unfinished is not None:
-                return Departure(BisectStatus.AMBIGUOUS, found.unfinished, found, crossed, strategies)
-            if not result.exact:
-                return Departure(BisectStatus.AMBIGUOUS, self._range_text(result), found, crossed, strategies)
-            culprit = result.first_bad
-            if plan.broken_pos in (result.first_bad, result.last_good):
-                test_broken_end(self, "the search ended next to it")
-            parent_sha = self.parent_of(culprit)
-            self.stand_ins.clear()  # only the boundary being confirmed is reported with its stand-ins
-            need_parent = self._needs_test(parent_sha, find.parent_verdict)
-            need_culprit = self._needs_test(plan.line[culprit], find.culprit_verdict)
-            needed = 1 + need_parent + need_culprit
-            if self.doubt() + needed * plan.level > allowed:
-                return Departure(
-                    BisectStatus.UNCONFIRMED,
-                    (
-                        f"no boundary confirmed within the error budget (confidence "
-                        f"{self.tester.cfg.test.confidence:g}): {len(self.decisive())} claims at {plan.level:.1e} each "
-                        f"so far, {len(crossed)} boundary(ies) ruled out"
-                    ),
-                    found,
-                    crossed,
-                    strategies,
-                )
-            conf = self.confirm_boundary(culprit, parent_sha, need_parent, need_culprit, model)
-            if conf.outcome == confirm.FOUND:
-                return Departure(
-                    BisectStatus.FOUND, f"{find.what} commit is {plan.line[culprit]}", found, crossed, strategies
-                )
-            if conf.outcome == confirm.PARENT_DEPARTS:
-                assert conf.parent is not None
-                if parent_sha != plan.line[culprit - 1]:  # a parent skipped as equivalent departs
-                    if (missed := self._input_rule_missed(culprit, parent_sha, conf.parent)) is not None:
-                        return Departure(BisectStatus.UNCONFIRMED, missed, found, crossed, strategies)
-                crossed.append(ChangePoint(culprit, conf.parent, self._culprit_claim(culprit)))
-                third, hi = True, culprit - 1  # the boundary is at or before the parent, in line order
-                lo = self._last_passed(hi)
-                self.events.emit(WalkingBack(conf.why, plan.line[lo], plan.line[hi], hi - lo + 1))
-                if hi - lo < 1:
-                    return Departure(BisectStatus.UNCONFIRMED, conf.why, found, crossed, strategies)
-                continue
-            if conf.outcome == confirm.CULPRIT_HOLDS and culprit < hi:
-                # it tests GOOD, yet the search put it on the broken side: when what changed is how
-                # often the condition is met (which the tests cannot see), searching on above it finds
-                # only more of it: say so now, not after more builds
-                if (shift := self.condition_shift_text(culprit)) is not None:
-                    return Departure(BisectStatus.UNCONFIRMED, shift, found, crossed, strategies)
-                lo = culprit
-                continue
-            shift = (
-                self.condition_shift_text(culprit) if conf.outcome in (confirm.NO_CHANGE, confirm.UNDECIDED) else None
-            )
-            if conf.outcome == confirm.NO_CHANGE:
-                return Departure(
-                    BisectStatus.AMBIGUOUS,
-                    shift or self._no_change_text(culprit, parent_sha, conf),
-                    found,
-                    crossed,
-                    strategies,
-                )
-            why = conf.why or f"the confirmation of {plan.line[culprit][:12]} ended {conf.outcome}"
-            if shift is not None:  # not the indifference zone: a change the tests cannot see
-                why = shift
-            elif conf.outcome == confirm.UNDECIDED:
-                changed = conf.change is not None and conf.change[0].verdict is Verdict.CHANGED
-                why = (
-                    (
-                        f"the distribution changed at {plan.line[culprit][:12]} (its runs differ from its parent "
-                        f"{parent_sha[:12]}'s on fresh seeds), but "
-                        if changed
-                        else ""
-                    )
-                    + why
-                    + " (undecided: a commit between eta and tolerance from the reference may be named either way, "
-                    "or not at all)"
-                )
-            return Departure(BisectStatus.UNCONFIRMED, why, found, crossed, strategies)
+# -- 3a. scan (--scan): a departure between two commits that test GOOD -------------------------------
+def scan(b: Bisection) -> tuple[int, int] | Departure:
+    """--scan (with --find bad): the bad end may test GOOD too (a defect that came and went
+    between the ends is what is looked for). Every commit between that can change the binary
+    is tested against the reference, the middle first (core.search.scan_order), then the bad
+    end; at the first that is not GOOD (BAD, or undecided within a step's budget, as a search
+    places it) the boundary is between it and the last commit below it that tested GOOD:
+    (lo, hi) for `first_departure`. When none departs: status clean, each GOOD a claim."""
+    plan = b.plan
+    assert plan.find is Find.BAD, "--scan looks for a departure with --find bad"
+    user = {p for p in range(plan.n) if plan.line[p] in plan.user_skipped}
+    order = [p for p in scan_order(plan.n) if p not in user] + [plan.n - 1]
+    budget = b.step_budget()
+    skipped = 0
+    for i, pos in enumerate(order):
+        b.events.emit(StepStarted(i + 1, len(order), plan.line[pos], pos, plan.n - 1))
+        role = "bad-endpoint" if pos == plan.n - 1 else "scan"
+        v = b.test(pos, plan.ask(role, budget=None if pos == plan.n - 1 else budget))
+        skipped += v.verdict is Verdict.SKIP
+        if placed(v.verdict).side is Verdict.BAD:
+            return b.ledger.last_passed(pos), pos
+    tested = len(order) - skipped
+    could = f"; {skipped} could not be built or run" if skipped else ""
+    return Departure(
+        BisectStatus.CLEAN,
+        (
+            f"no departure from the reference between {plan.good[:12]} and {plan.bad[:12]}: the {tested} "
+            f"commits tested (those between that can change the binary, and the bad end) are within "
+            f"tolerance {b.tester.cfg.test.tolerance:g} of it{could}"
+        ),
+        Found(SearchResult(plan.n - 1, plan.n - 1), "scan"),
+        [],
+        ["scan"],
+    )
 
-    def _needs_test(self, sha: str, wanted: Verdict) -> bool:
-        """Whether the confirmation must test the commit against the reference: it has no
-        `wanted` verdict of its own, and no commit running the same program has one
-        (Ledger.passed_as: remembered in `stand_ins` for the report)."""
-        own = self.tested(sha)
-        if own is wanted:
-            return False
-        if own is None and (twin := self.passed_as(sha, wanted)) is not None:
-            self.stand_ins[sha] = twin
-            return False
-        return True
 
-    def confirm_boundary(
-        self, culprit: int, parent_sha: str, need_parent: bool, need_culprit: bool, model: CommitVerdict | None
-    ) -> confirm.Confirmation:
-        """The confirmation of the boundary at `culprit` (bisecting.confirm), on the seeds of
-        block 1 that no earlier test of this bisect has read."""
-        plan, find = self.plan, self.plan.find
-        sha = plan.line[culprit]
-        self.events.emit(Confirming(sha, parent_sha))
-        if (alike := self._alike(sha, parent_sha)) is not None:
-            return confirm.Confirmation(confirm.NO_CHANGE, why=alike)
-        self._within_budget()
-        q_bad = self._q_bad(model)
-        own = {s: self._own_estimate(s) for s in (sha, parent_sha)}
-        toward_culprit = (q_bad,) if find is Find.BAD and q_bad is not None else ()
-        toward_parent = (q_bad,) if find is Find.FIXED and q_bad is not None else ()
-        pair = confirm.Pair(
-            sha,
-            parent_sha,
-            self.fresh.get(sha, 0),
-            self.fresh.get(parent_sha, 0),
-            need_culprit,
-            need_parent,
-            toward_culprit + own[sha],
-            toward_parent + own[parent_sha],
-            *self._retest_budgets(sha),
-        )
-        conf = confirm.confirm(self.tester, pair, find, level=plan.level, q_bad=q_bad)
-        self.fresh[sha] = pair.start_culprit + conf.used[0]
-        self.fresh[parent_sha] = pair.start_parent + conf.used[1]
-        self.verdicts.extend(conf.verdicts)
-        return conf
+# -- 4. confirm, and walk back when a boundary is not the first departure (core.walkback) ----------
+def first_departure(b: Bisection, lo: int = 0, hi: int | None = None) -> Departure:
+    """core.walkback.first_departure between lo (working side) and hi (broken side; default the
+    broken end), this bisect its oracle."""
+    return walkback.first_departure(_Oracle(b), lo, b.plan.n - 1 if hi is None else hi)
 
-    def _retest_budgets(self, sha: str) -> tuple[int, int, str, str]:
-        """The confirmation's budgets (parent, culprit) and the knob that sets each: test.retest_runs
-        when the config gives it, else the parent 3 × the working end's GOOD and the culprit
-        2 × run.max_runs (1 × for a commit placed by a test that could not decide)."""
-        cfg = self.tester.cfg
-        if cfg.test.retest_runs is not None:
-            return cfg.test.retest_runs, cfg.test.retest_runs, "test.retest_runs", "test.retest_runs"
-        parent = self.step_budget(PARENT_BUDGET_FACTOR)
-        parent_knob = (
-            "run.max_runs"
-            if parent >= cfg.run.max_runs
-            else f"test.retest_runs ({PARENT_BUDGET_FACTOR} × the working end's GOOD)"
-        )
-        culprit = cfg.run.max_runs * (1 if self._zone_placed(sha) else CULPRIT_BUDGET_FACTOR)
-        return parent, culprit, parent_knob, "run.max_runs (or test.retest_runs)"
 
-    def _alike(self, sha: str, parent_sha: str) -> str | None:
-        """Why no change test is worth running: the commit and its parent printed the same
-        outputs on the search's seeds both ran, often enough to show them alike (two_sample.log_e_alike):
-        whatever their verdicts, nothing changed between them that the test could find. None
-        when they differ somewhere, or did not both run there."""
-        mine = dict(self.tester.observations(sha))
-        theirs = dict(self.tester.observations(parent_sha))
-        shared = [seed for seed in mine if seed in theirs]
-        differ = sum(mine[seed] != theirs[seed] for seed in shared)
-        if not shared or two_sample.log_e_alike(len(shared) - differ, differ) < math.log(1 / two_sample.STEER_LEVEL):
-            return None
+class _Oracle:
+    """core.walkback's oracle: the searches, tests and texts of one Bisection; it holds the
+    broken side's model while a search compares commits with it."""
+
+    def __init__(self, b: Bisection):
+        self.b = b
+        self.find = b.plan.find
+        self.level = b.plan.level
+        self.confidence = b.tester.cfg.test.confidence
+        self.model: CommitVerdict | None = None
+
+    def sha(self, pos: int) -> str:
+        return self.b.plan.line[pos]
+
+    def strategy(self, lo: int, hi: int, third: bool) -> str:
+        return choose_strategy(self.b, lo, hi, third)
+
+    def prepare(self, strategy: str, lo: int, hi: int) -> None:
+        """Quick steps and sticky compare commits with the broken side's distribution: measure
+        it at the range's broken end (once per commit)."""
+        plan = self.b.plan
+        broken = hi if self.find is Find.BAD else lo
+        if strategy in ("plain", "sticky") and (self.model is None or self.model.sha != plan.line[broken]):
+            if broken == plan.broken_pos:
+                test_broken_end(self.b, "quick steps compare commits with it")
+            self.model = bad_model(self.b, broken)
+
+    def search(self, strategy: str, lo: int, hi: int, walk_back: bool) -> Found:
+        return search(self.b, strategy, self.model, lo, hi, walk_back)
+
+    def probe(self, pos: int) -> Verdict:
+        return probe(self.b, pos, self.model).verdict
+
+    def reached(self, result: SearchResult) -> None:
+        if self.b.plan.broken_pos in (result.first_bad, result.last_good):
+            test_broken_end(self.b, "the search ended next to it")
+
+    def parent_of(self, pos: int) -> str:
+        return self.b.ledger.parent_of(pos)
+
+    def needs(self, pos: int, parent: str) -> tuple[bool, bool]:
+        self.b.ledger.stand_ins.clear()  # only the boundary being confirmed is reported with its stand-ins
         return (
-            f"they printed the same outcome on {len(shared) - differ} of {len(shared)} seeds both ran in the "
-            f"search (total variation below {two_sample.ALIKE_DELTA:g} between them)"
+            _needs_test(self.b, parent, self.find.parent_verdict),
+            _needs_test(self.b, self.b.plan.line[pos], self.find.culprit_verdict),
         )
 
-    def _zone_placed(self, sha: str) -> bool:
-        """The commit was put on the bad side only because a test could not show it GOOD (its
-        own, or that of the commit it prints the same outputs as): likely between eta and
-        tolerance, where a longer test seldom decides, so its re-test gets the usual budget."""
-        own = next((v for v in reversed(self.verdicts) if v.sha == sha and v.arm == "main" and v.block == 0), None)
-        if own is None or own.verdict is Verdict.INCONCLUSIVE:
-            return own is not None
-        if own.verdict is not Verdict.BAD_SIDE:
-            return False
-        mine = dict(self.tester.observations(sha))
-        for side, other, table in self.alike_table():
-            if side == Verdict.BAD.value and other != sha and self.tested(other) is None:  # an untested (zone) target
-                shared = [(seed, cat) for seed, cat in table if seed in mine]
-                differ = sum(mine[seed] != cat for seed, cat in shared)
-                if shared and two_sample.log_e_alike(len(shared) - differ, differ) >= math.log(
-                    1 / two_sample.STEER_LEVEL
-                ):
-                    return True
+    def doubt(self) -> float:
+        return self.b.ledger.doubt()
+
+    def claims(self) -> int:
+        return len(self.b.ledger.decisive())
+
+    def confirm(self, pos: int, parent: str, need_parent: bool, need_culprit: bool) -> Confirmation:
+        return confirm_boundary(self.b, pos, parent, need_parent, need_culprit, self.model)
+
+    def input_rule_missed(self, pos: int, parent: str, departs: CommitVerdict) -> str | None:
+        return _input_rule_missed(self.b, pos, parent, departs)
+
+    def culprit_claim(self, pos: int) -> CommitVerdict:
+        return self.b.ledger.culprit_claim(pos)
+
+    def last_passed(self, hi: int) -> int:
+        return self.b.ledger.last_passed(hi)
+
+    def walking_back(self, why: str, lo: int, hi: int) -> None:
+        line = self.b.plan.line
+        self.b.events.emit(WalkingBack(why, line[lo], line[hi], hi - lo + 1))
+
+    def condition_shift(self, pos: int) -> str | None:
+        return self.b.condition_shift_text(pos)
+
+    def range_text(self, result: SearchResult) -> str:
+        return _range_text(self.b, result)
+
+    def no_change_text(self, pos: int, parent: str, conf: Confirmation) -> str:
+        return _no_change_text(self.b, pos, parent, conf)
+
+
+def _needs_test(b: Bisection, sha: str, wanted: Verdict) -> bool:
+    """Whether the confirmation must test the commit against the reference: it has no
+    `wanted` verdict of its own, and no commit running the same program has one
+    (Ledger.passed_as: remembered in `stand_ins` for the report)."""
+    own = b.ledger.tested(sha)
+    if own is wanted:
         return False
+    if own is None and (twin := b.passed_as(sha, wanted)) is not None:
+        b.ledger.stand_ins[sha] = twin
+        return False
+    return True
 
-    def _own_estimate(self, sha: str) -> tuple[tuple[float, ...], ...]:
-        """The commit's own search runs (block 0, other seeds than the confirmation's), smoothed:
-        what the change test's mixture leans toward for it."""
-        for v in reversed(self.verdicts):
-            if v.sha == sha and v.arm == "main" and v.block == 0 and any(v.counts.values()):
-                return (stats.kt_smooth([v.counts.get(n, 0) for n in self.tester.reference.names]),)
-        return ()
 
-    def _culprit_claim(self, culprit: int) -> CommitVerdict:
-        sha = self.plan.line[culprit]
-        return next(v for v in reversed(self.verdicts) if v.sha == sha and v.arm == "main")
+def confirm_boundary(
+    b: Bisection, culprit: int, parent_sha: str, need_parent: bool, need_culprit: bool, model: CommitVerdict | None
+) -> Confirmation:
+    """The confirmation of the boundary at `culprit` (bisecting.confirm), on the seeds of
+    block 1 that no earlier test of this bisect has read."""
+    plan, find, ledger = b.plan, b.plan.find, b.ledger
+    sha = plan.line[culprit]
+    b.events.emit(Confirming(sha, parent_sha))
+    if (alike := _alike(b, sha, parent_sha)) is not None:
+        return Confirmation(NO_CHANGE, why=alike)
+    b.within_budget()
+    q_bad = b.q_bad(model)
+    own = {s: _own_estimate(b, s) for s in (sha, parent_sha)}
+    toward_culprit = (q_bad,) if find is Find.BAD and q_bad is not None else ()
+    toward_parent = (q_bad,) if find is Find.FIXED and q_bad is not None else ()
+    pair = confirm.Pair(
+        sha,
+        parent_sha,
+        ledger.fresh.get(sha, 0),
+        ledger.fresh.get(parent_sha, 0),
+        need_culprit,
+        need_parent,
+        toward_culprit + own[sha],
+        toward_parent + own[parent_sha],
+        *_retest_budgets(b, sha),
+    )
+    conf = confirm.confirm(b.tester, pair, find, level=plan.level, q_bad=q_bad)
+    ledger.fresh[sha] = pair.start_culprit + conf.used[0]
+    ledger.fresh[parent_sha] = pair.start_parent + conf.used[1]
+    ledger.verdicts.extend(conf.verdicts)
+    return conf
 
-    def _last_passed(self, hi: int) -> int:
-        """The highest position below hi whose commit passed the reference test (as the search
-        reads it: the working side), or the working end."""
-        good = [p for p, (a, _) in self.known(0, hi).items() if a is Verdict.GOOD]
-        return max(good, default=0)
 
-    def _input_rule_missed(self, culprit: int, parent_sha: str, parent: CommitVerdict) -> str | None:
-        """The parent of the candidate was skipped as building the same binary as line[c − 1],
-        and departs on fresh seeds. When line[c − 1] passes the reference test on fresh seeds
-        too, two commits with the same compile inputs disagree: the input rule missed something
-        (both named). Otherwise (it departs as well) None: the search walks back."""
-        plan, find = self.plan, self.plan.find
-        same = plan.line[culprit - 1]
-        self._within_budget()
-        start = self.fresh.get(same, 0)
-        v = self.test_sha(same, plan.ask("retest-equivalent", block=1, start=start, q_bad=self._q_bad()))
-        self.fresh[same] = start + v.runs
-        if v.verdict is not find.parent_verdict:
-            return None
-        return (
-            f"the input rule missed something: {parent_sha[:12]} was skipped as building the same binary as "
-            f"{same[:12]} (none of its build's inputs changed), yet on fresh seeds {same[:12]} tests "
-            f"{v.verdict.value.upper()} and {parent_sha[:12]} {parent.verdict.value.upper()}; rerun with "
-            f"--all-commits"
+def _retest_budgets(b: Bisection, sha: str) -> tuple[int, int, str, str]:
+    """The confirmation's budgets (parent, culprit) and the knob that sets each: test.retest_runs
+    when the config gives it, else the parent 3 × the working end's GOOD and the culprit
+    2 × run.max_runs (1 × for a commit placed by a test that could not decide)."""
+    cfg = b.tester.cfg
+    if cfg.test.retest_runs is not None:
+        return cfg.test.retest_runs, cfg.test.retest_runs, "test.retest_runs", "test.retest_runs"
+    parent = b.step_budget(PARENT_BUDGET_FACTOR)
+    parent_knob = (
+        "run.max_runs"
+        if parent >= cfg.run.max_runs
+        else f"test.retest_runs ({PARENT_BUDGET_FACTOR} × the working end's GOOD)"
+    )
+    culprit = cfg.run.max_runs * (1 if _zone_placed(b, sha) else CULPRIT_BUDGET_FACTOR)
+    return parent, culprit, parent_knob, "run.max_runs (or test.retest_runs)"
+
+
+def _alike(b: Bisection, sha: str, parent_sha: str) -> str | None:
+    """Why no change test is worth running: the commit and its parent printed the same
+    outputs on the search's seeds both ran, often enough to show them alike (two_sample.log_e_alike):
+    whatever their verdicts, nothing changed between them that the test could find. None
+    when they differ somewhere, or did not both run there."""
+    mine = dict(b.tester.observations(sha))
+    theirs = dict(b.tester.observations(parent_sha))
+    shared = [seed for seed in mine if seed in theirs]
+    differ = sum(mine[seed] != theirs[seed] for seed in shared)
+    if not shared or two_sample.log_e_alike(len(shared) - differ, differ) < math.log(1 / two_sample.STEER_LEVEL):
+        return None
+    return (
+        f"they printed the same outcome on {len(shared) - differ} of {len(shared)} seeds both ran in the "
+        f"search (total variation below {two_sample.ALIKE_DELTA:g} between them)"
+    )
+
+
+def _zone_placed(b: Bisection, sha: str) -> bool:
+    """The commit was put on the bad side only because a test could not show it GOOD (its
+    own, or that of the commit it prints the same outputs as): likely between eta and
+    tolerance, where a longer test seldom decides, so its re-test gets the usual budget."""
+    own = b.ledger.own_block0(sha)
+    if own is None or own.verdict is Verdict.INCONCLUSIVE:
+        return own is not None
+    if own.verdict is not Verdict.BAD_SIDE:
+        return False
+    mine = dict(b.tester.observations(sha))
+    for side, other, table in b.alike_table():
+        if side == Verdict.BAD.value and other != sha and b.ledger.tested(other) is None:  # an untested (zone) target
+            shared = [(seed, cat) for seed, cat in table if seed in mine]
+            differ = sum(mine[seed] != cat for seed, cat in shared)
+            if shared and two_sample.log_e_alike(len(shared) - differ, differ) >= math.log(1 / two_sample.STEER_LEVEL):
+                return True
+    return False
+
+
+def _own_estimate(b: Bisection, sha: str) -> tuple[tuple[float, ...], ...]:
+    """The commit's own search runs (block 0, other seeds than the confirmation's), smoothed:
+    what the change test's mixture leans toward for it."""
+    for v in reversed(b.ledger.verdicts):
+        if v.sha == sha and v.arm == "main" and v.block == 0 and any(v.counts.values()):
+            return (stats.kt_smooth([v.counts.get(n, 0) for n in b.tester.reference.names]),)
+    return ()
+
+
+def _input_rule_missed(b: Bisection, culprit: int, parent_sha: str, parent: CommitVerdict) -> str | None:
+    """The parent of the candidate was skipped as building the same binary as line[c − 1],
+    and departs on fresh seeds. When line[c − 1] passes the reference test on fresh seeds
+    too, two commits with the same compile inputs disagree: the input rule missed something
+    (both named). Otherwise (it departs as well) None: the search walks back."""
+    plan, find, ledger = b.plan, b.plan.find, b.ledger
+    same = plan.line[culprit - 1]
+    b.within_budget()
+    start = ledger.fresh.get(same, 0)
+    v = b.test_sha(same, plan.ask("retest-equivalent", block=1, start=start, q_bad=b.q_bad()))
+    ledger.fresh[same] = start + v.runs
+    if v.verdict is not find.parent_verdict:
+        return None
+    return (
+        f"the input rule missed something: {parent_sha[:12]} was skipped as building the same binary as "
+        f"{same[:12]} (none of its build's inputs changed), yet on fresh seeds {same[:12]} tests "
+        f"{v.verdict.value.upper()} and {parent_sha[:12]} {parent.verdict.value.upper()}; rerun with "
+        f"--all-commits"
+    )
+
+
+def _range_text(b: Bisection, result: SearchResult) -> str:
+    plan = b.plan
+    inside = [blk for blk in result.blocks if blk.last >= result.last_good + 1 and blk.first <= result.first_bad - 1]
+    parts = [summary.block_text(b, blk) for blk in inside if blk.signature]
+    if user := [plan.line[p][:12] for p in result.candidates if plan.line[p] in plan.user_skipped]:
+        parts.append(f"skipped by the user (--skip/--exclude): {', '.join(user)}")
+    why = "; ".join(parts) or "the commits between could not be decided"
+    return (
+        f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
+        f"{plan.line[result.first_bad][:12]}: {why}"
+    )
+
+
+def _no_change_text(b: Bisection, culprit: int, parent_sha: str, conf: Confirmation) -> str:
+    """Why a boundary between a GOOD and a BAD is not named: the two commits look alike (on
+    the search's shared seeds, or on fresh seeds after the change test's budget). When the
+    working end itself departs from the reference by more than eta, that is the likely
+    cause: say so (bisectbot refuses rather than re-centres)."""
+    plan, cfg = b.plan, b.tester.cfg
+    sha = plan.line[culprit]
+    if conf.change is not None:
+        c, p = conf.change
+        seen = f"on fresh seeds their runs could not be told apart ({_short(c.counts)} against {_short(p.counts)})"
+    else:
+        seen = conf.why
+    text = (
+        f"{sha[:12]} and its parent {parent_sha[:12]} are on either side of the search's boundary, but "
+        f"{seen}: both may sit between eta {cfg.test.indifference:g} and tolerance "
+        f"{cfg.test.tolerance:g} from the reference, where either verdict is allowed"
+    )
+    zone = zone_check(b)
+    if zone is not None and zone.verdict is Verdict.BAD:
+        text += (
+            f"; the {plan.find.working_ref_name} end {zone.sha[:12]} itself departs from the reference by "
+            f"more than eta ({zone.reason}): the reference does not describe it, so bisectbot does not "
+            f"name a commit; to look for the first change from that end, make it the reference "
+            f"(reference.control with its commit), or raise test.eta"
         )
+    return text
 
-    def _range_text(self, result: SearchResult) -> str:
-        plan = self.plan
-        inside = [b for b in result.blocks if b.last >= result.last_good + 1 and b.first <= result.first_bad - 1]
-        parts = [summary.block_text(self, b) for b in inside if b.signature]
-        if user := [plan.line[p][:12] for p in result.candidates if plan.line[p] in plan.user_skipped]:
-            parts.append(f"skipped by the user (--skip/--exclude): {', '.join(user)}")
-        why = "; ".join(parts) or "the commits between could not be decided"
-        return (
-            f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
-            f"{plan.line[result.first_bad][:12]}: {why}"
-        )
 
-    def _no_change_text(self, culprit: int, parent_sha: str, conf: confirm.Confirmation) -> str:
-        """Why a boundary between a GOOD and a BAD is not named: the two commits look alike (on
-        the search's shared seeds, or on fresh seeds after the change test's budget). When the
-        working end itself departs from the reference by more than eta, that is the likely
-        cause: say so (bisectbot refuses rather than re-centres)."""
-        plan = self.plan
-        sha = plan.line[culprit]
-        if conf.change is not None:
-            c, p = conf.change
-            seen = f"on fresh seeds their runs could not be told apart ({_short(c.counts)} against {_short(p.counts)})"
-        else:
-            seen = conf.why
-        text = (
-            f"{sha[:12]} and its parent {parent_sha[:12]} are on either side of the search's boundary, but "
-            f"{seen}: both may sit between eta {self.tester.cfg.test.indifference:g} and tolerance "
-            f"{self.tester.cfg.test.tolerance:g} from the reference, where either verdict is allowed"
-        )
-        zone = self.zone_check()
-        if zone is not None and zone.verdict is Verdict.BAD:
-            text += (
-                f"; the {plan.find.working_ref_name} end {zone.sha[:12]} itself departs from the reference by "
-                f"more than eta ({zone.reason}): the reference does not describe it, so bisectbot does not "
-                f"name a commit; to look for the first change from that end, make it the reference "
-                f"(reference.control with its commit), or raise test.eta"
-            )
-        return text
+def zone_check(b: Bisection) -> CommitVerdict | None:
+    """Does the working end depart from the reference by more than eta? Its runs (block 0)
+    continued with the BAD test alone, up to run.max_runs: asked only when an answer hinges
+    on it (no builds, only runs)."""
+    plan = b.plan
+    try:
+        return b.test(plan.working_pos, plan.ask("zone-check", mode="depart", q_bad=b.q_bad()))
+    except BudgetSpent:
+        return None
 
-    def zone_check(self) -> CommitVerdict | None:
-        """Does the working end depart from the reference by more than eta? Its runs (block 0)
-        continued with the BAD test alone, up to run.max_runs: asked only when an answer hinges
-        on it (no builds, only runs)."""
-        plan = self.plan
-        try:
-            return self.test(plan.working_pos, plan.ask("zone-check", mode="depart", q_bad=self._q_bad()))
-        except BudgetSpent:
-            return None
 
-    def stopped(self, stop: BudgetSpent) -> Departure:
-        """A bisect ended by --max-builds or --deadline: the range the verdicts reached so far
-        leave (the ends as given until they are tested), as status `stopped`. Everything
-        finished is stored, so the same command resumes from here."""
-        plan = self.plan
-        self.events.emit(BudgetReached(str(stop)))
-        where = {sha: i for i, sha in enumerate(plan.line)}
-        working, broken = [0], [plan.n - 1]  # the ends as given, until tested
-        for v in self.verdicts:
-            if v.arm == "main" and v.sha in where:
-                side = plan.find.search_verdict(v.verdict).side
-                if side is Verdict.GOOD:
-                    working.append(where[v.sha])
-                elif side is Verdict.BAD:
-                    broken.append(where[v.sha])
-        hi = min(broken)
-        lo = max((p for p in working if p < hi), default=0)
-        result = SearchResult(lo, hi)
-        left = len(summary.candidates(plan, result))
-        message = (
-            f"stopped early: {stop}; the {plan.find.what} commit is one of the {left} commit(s) after "
-            f"{plan.line[lo][:12]} up to {plan.line[hi][:12]}; run the same command again to go on: it "
-            f"resumes from the state directory"
-        )
-        return Departure(BisectStatus.STOPPED, message, Found(result, plan.strategy), [], [], stop)
+def stopped(b: Bisection, stop: BudgetSpent) -> Departure:
+    """A bisect ended by --max-builds or --deadline: the range the verdicts reached so far
+    leave (the ends as given until they are tested), as status `stopped`. Everything
+    finished is stored, so the same command resumes from here."""
+    plan = b.plan
+    b.events.emit(BudgetReached(str(stop)))
+    lo, hi = b.ledger.reached()
+    result = SearchResult(lo, hi)
+    left = len(summary.candidates(plan, result))
+    message = (
+        f"stopped early: {stop}; the {plan.find.what} commit is one of the {left} commit(s) after "
+        f"{plan.line[lo][:12]} up to {plan.line[hi][:12]}; run the same command again to go on: it "
+        f"resumes from the state directory"
+    )
+    return Departure(BisectStatus.STOPPED, message, Found(result, plan.strategy), [], [], Stop(stop.by, str(stop)))
 
 
 def _short(counts: dict[str, int]) -> str:
@@ -605,18 +539,18 @@ def run_bisect(
     """All six stages; raises EndpointError when an endpoint does not test as given. With a
     `budget` that runs out, the report (status `stopped`) gives the range reached so far."""
     events.emit(BisectStarted(plan.n, plan.good, plan.bad, plan.find.value, plan.level, steps_estimate(plan.n)))
-    bisection = Bisection(plan, tester, events, budget)
+    b = Bisection(plan, tester, events, budget)
     try:
-        check_endpoints(bisection)
+        check_endpoints(b)
         if plan.scan:
-            reached = bisection.scan()
-            departure = reached if isinstance(reached, Departure) else bisection.first_departure(*reached)
+            reached = scan(b)
+            departure = reached if isinstance(reached, Departure) else first_departure(b, *reached)
         else:
-            departure = bisection.first_departure()
+            departure = first_departure(b)
     except BudgetSpent as stop:
-        departure = bisection.stopped(stop)
-    cross_check(bisection, departure)
-    return summary.report(bisection, departure, context)
+        departure = stopped(b, stop)
+    cross_check(b, departure)
+    return summary.report(b, departure, context)
 
 
 def stopped_report(
@@ -624,5 +558,5 @@ def stopped_report(
 ) -> BisectReport:
     """The report of a bisect stopped before its stages began (while its ends were built to
     narrow the line): the whole range, as given."""
-    bisection = Bisection(plan, tester, events)
-    return summary.report(bisection, bisection.stopped(stop), context)
+    b = Bisection(plan, tester, events)
+    return summary.report(b, stopped(b, stop), context)

@@ -1,5 +1,8 @@
 """Confirm stage: is the commit a search ended at really where the distribution departs?
 
+The rules of when the questions below are answered are pure (core.confirming.settle); here the
+two commits' fresh runs are made, judged and recorded as verdicts.
+
 The commit and its parent (its own first parent, even when the search skipped it as unable to
 change the binary: the answer does not rest on the input rule) run on fresh seeds — block 1,
 from the first seed no earlier test of this bisect has looked at — one counted run of each at a
@@ -27,17 +30,22 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from bisectbot.config.seeds import SEED_BLOCK
-from bisectbot.judge.verdict import CommitTester, Feed, Untestable, judge
+from bisectbot.core import confirming
+from bisectbot.core.confirming import (
+    CULPRIT_HOLDS,
+    FOUND,
+    NO_CHANGE,
+    PARENT_DEPARTS,
+    UNDECIDED,
+    UNTESTABLE,
+    Confirmation,
+)
+from bisectbot.judge.verdict import CommitTester, Feed, judge
 from bisectbot.records.commits import Ask, CommitVerdict, Tally
 from bisectbot.statistics import stats, two_sample
 from bisectbot.statistics.outcome import Find, Verdict
 
-FOUND = "found"
-PARENT_DEPARTS = "parent-departs"  # the parent tests like the culprit should: the boundary is lower
-CULPRIT_HOLDS = "culprit-holds"  # the culprit tests like the parent should: the boundary is higher
-NO_CHANGE = "no-change"  # the two could not be told apart within the budget
-UNDECIDED = "undecided"  # a test against the reference ran out of budget
-UNTESTABLE = "untestable"  # one of them cannot be built or run
+Snapshot = tuple["stats.Evidence | None", Tally]  # a side's last evidence and a copy of its tally
 
 
 @dataclass(frozen=True)
@@ -59,142 +67,151 @@ class Pair:
     parent_knob: str = "run.max_runs"
     culprit_knob: str = "run.max_runs"
 
+    def start(self, name: str) -> int:
+        return self.start_culprit if name == "culprit" else self.start_parent
 
-@dataclass(frozen=True)
-class Confirmation:
-    outcome: str
-    parent: CommitVerdict | None = None  # retest-parent, when asked
-    culprit: CommitVerdict | None = None  # retest-culprit, when asked
-    change: tuple[CommitVerdict, CommitVerdict] | None = None  # confirm-culprit, confirm-parent
-    skipped: CommitVerdict | None = None  # the one that could not be run
-    used: tuple[int, int] = (0, 0)  # fresh seeds consumed at the culprit and the parent
-    why: str = ""
+    def budget(self, name: str) -> int | None:
+        return self.culprit_budget if name == "culprit" else self.parent_budget
 
-    @property
-    def verdicts(self) -> list[CommitVerdict]:
-        out = [v for v in (self.parent, self.culprit, self.skipped) if v is not None]
-        return out + list(self.change or ())
+    def knob(self, name: str) -> str:
+        return self.culprit_knob if name == "culprit" else self.parent_knob
+
+
+class _Side:
+    """One commit of the pair for core.confirming.settle: its feed of fresh runs, judged against
+    the reference with its own ask and budget."""
+
+    def __init__(self, tester: CommitTester, feed: Feed, ask: Ask, budget: int):
+        self.tester, self.feed, self.ask, self.budget = tester, feed, ask, budget
+        self.evidence: stats.Evidence | None = None
+
+    def advance(self) -> None:
+        self.feed.next()
+
+    def close(self) -> None:
+        self.feed.close()
+
+    def decide(self) -> Verdict | None:
+        cfg = self.tester.cfg
+        self.evidence = judge(
+            self.feed.tally.counts,
+            self.ask,
+            self.tester.reference,
+            tolerance=cfg.test.tolerance,
+            budget=self.budget,
+            eta=cfg.test.indifference,
+            paired=self.feed.paired_evidence(self.ask, self.budget),
+        )
+        return self.evidence.decision
+
+    def snapshot(self) -> Snapshot:
+        return self.evidence, copy.deepcopy(self.feed.tally)
 
 
 def confirm(
     tester: CommitTester, pair: Pair, find: Find, *, level: float, q_bad: Sequence[float] | None
 ) -> Confirmation:
     """Run the pair's fresh seeds until the questions are answered (see the module)."""
-    cfg, ref = tester.cfg, tester.reference
-    budget = cfg.run.max_runs
-    budgets = {
-        "culprit": min(pair.culprit_budget or budget, SEED_BLOCK - pair.start_culprit),
-        "parent": min(pair.parent_budget or budget, SEED_BLOCK - pair.start_parent),
+    toward = None if q_bad is None else tuple(float(x) for x in q_bad)
+    max_runs = tester.cfg.run.max_runs
+    roles = {"culprit": "retest-culprit", "parent": "retest-parent"}
+    sides = {
+        name: _Side(
+            tester,
+            tester.feed(getattr(pair, name), 1, pair.start(name), toward),
+            Ask(role=roles[name], alpha=level, beta=level, block=1, q_bad=toward),
+            min(pair.budget(name) or max_runs, SEED_BLOCK - pair.start(name)),
+        )
+        for name in confirming.SIDES
     }
-    eta, tol = cfg.test.indifference, cfg.test.tolerance
-    asks = {
-        "culprit": Ask(role="retest-culprit", alpha=level, beta=level, block=1, q_bad=_tuple(q_bad)),
-        "parent": Ask(role="retest-parent", alpha=level, beta=level, block=1, q_bad=_tuple(q_bad)),
-    }
-    wanted = {"culprit": find.culprit_verdict, "parent": find.parent_verdict}
+    change_evidence: list[stats.Evidence] = []
+
+    def change() -> Verdict | None:
+        ev = two_sample.test_change(
+            sides["culprit"].feed.tally.counts,
+            sides["parent"].feed.tally.counts,
+            tester.reference,
+            alpha=level,
+            max_runs=max_runs,
+            centres_x=pair.centres_culprit,
+            centres_y=pair.centres_parent,
+        )
+        change_evidence[:] = [ev]
+        return ev.decision
+
     needed = {name for name, on in (("culprit", pair.test_culprit), ("parent", pair.test_parent)) if on}
-    feeds = {
-        "culprit": tester.feed(pair.culprit, 1, pair.start_culprit, _tuple(q_bad)),
-        "parent": tester.feed(pair.parent, 1, pair.start_parent, _tuple(q_bad)),
-    }
-    decided: dict[str, tuple[stats.Evidence, Tally]] = {}
-    change: tuple[stats.Evidence, Tally, Tally] | None = None
-    counted: set[str] = set()  # each feed's executed runs go to its first verdict only
+    wanted = {"culprit": find.culprit_verdict, "parent": find.parent_verdict}
+    try:
+        settled = confirming.settle(sides, needed, wanted, change)
+    finally:
+        for side in sides.values():
+            side.close()
+    return _recorded(settled, sides, pair, level, change_evidence)
+
+
+def _recorded(
+    settled: confirming.Settled[Snapshot],
+    sides: dict[str, _Side],
+    pair: Pair,
+    level: float,
+    change_evidence: list[stats.Evidence],
+) -> Confirmation:
+    """The verdicts of a settled confirmation, each feed's executed runs counted once (with the
+    first verdict made of it), and why it ended where it did."""
+    counted: set[str] = set()
 
     def executed(name: str) -> int:
         first = name not in counted
         counted.add(name)
-        stream = feeds[name].stream
+        stream = sides[name].feed.stream
         return stream.executed if first and stream is not None else 0
 
-    outcome, why, skipped = FOUND, "", None
-    try:
-        while True:
-            try:
-                for name, feed in feeds.items():
-                    if change is not None and (name not in needed or name in decided):
-                        feed.close()  # nothing asked of it any more: no more of its runs
-                        continue
-                    current = name
-                    feed.next()
-            except Untestable as exc:
-                skipped = feeds[current].verdict(
-                    Verdict.SKIP,
-                    str(exc),
-                    exc.signature,
-                    ask=Ask(role=asks[current].role, alpha=level, beta=level, block=1),
-                    executed=executed(current),
-                )
-                outcome, why = UNTESTABLE, f"{current} {feeds[current].sha[:12]} cannot be run on fresh seeds: {exc}"
-                break
-            for name in sorted(needed - decided.keys()):
-                ev = judge(
-                    feeds[name].tally.counts,
-                    asks[name],
-                    ref,
-                    tolerance=tol,
-                    budget=budgets[name],
-                    eta=eta,
-                    paired=feeds[name].paired_evidence(asks[name], budgets[name]),
-                )
-                if ev.decision is None:
-                    continue
-                decided[name] = (ev, copy.deepcopy(feeds[name].tally))
-                if ev.decision is not wanted[name]:
-                    outcome = (
-                        (PARENT_DEPARTS if name == "parent" else CULPRIT_HOLDS)
-                        if ev.decision is wanted[name].flipped()
-                        else UNDECIDED
-                    )
-                    why = f"{name} {feeds[name].sha[:12]} on fresh seeds: {ev.decision.value.upper()} — {ev.reason}"
-                    if outcome == UNDECIDED:
-                        knob = pair.parent_knob if name == "parent" else pair.culprit_knob
-                        why += f" (its budget: {budgets[name]:,} runs, set by {knob}: raise it to let the test decide)"
-            if outcome != FOUND:
-                break
-            if change is None:
-                c, p = feeds["culprit"].tally, feeds["parent"].tally
-                ev = two_sample.test_change(
-                    c.counts,
-                    p.counts,
-                    ref,
-                    alpha=level,
-                    max_runs=budget,
-                    centres_x=pair.centres_culprit,
-                    centres_y=pair.centres_parent,
-                )
-                if ev.decision is not None:
-                    change = (ev, copy.deepcopy(c), copy.deepcopy(p))
-                    if ev.decision is Verdict.INCONCLUSIVE:
-                        outcome, why = NO_CHANGE, ev.reason
-                        break
-            if change is not None and needed <= decided.keys():
-                break
-    finally:
-        for feed in feeds.values():
-            feed.close()
+    skipped, why = None, ""
+    if settled.untestable is not None:
+        name, exc = settled.untestable
+        feed = sides[name].feed
+        skipped = feed.verdict(
+            Verdict.SKIP,
+            str(exc),
+            getattr(exc, "signature", ""),
+            ask=Ask(role=sides[name].ask.role, alpha=level, beta=level, block=1),
+            executed=executed(name),
+        )
+        why = f"{name} {feed.sha[:12]} cannot be run on fresh seeds: {exc}"
     made: dict[str, CommitVerdict] = {}
     for name in ("parent", "culprit"):
-        if name in decided:
-            ev, tally = decided[name]
-            made[name] = feeds[name].verdict(
+        if name in settled.decided:
+            _, (ev, tally) = settled.decided[name]
+            assert ev is not None
+            made[name] = sides[name].feed.verdict(
                 ev.decision or Verdict.INCONCLUSIVE,
                 ev.reason,
-                ask=asks[name],
+                ask=sides[name].ask,
                 tally=tally,
                 evidence=(ev.log_e_bad, ev.log_e_good),
                 executed=executed(name),
             )
+    if settled.why_side is not None and settled.outcome in (PARENT_DEPARTS, CULPRIT_HOLDS, UNDECIDED):
+        name = settled.why_side
+        decision, (ev, _) = settled.decided[name]
+        assert ev is not None
+        why = f"{name} {sides[name].feed.sha[:12]} on fresh seeds: {decision.value.upper()} — {ev.reason}"
+        if settled.outcome == UNDECIDED:
+            why += (
+                f" (its budget: {sides[name].budget:,} runs, set by {pair.knob(name)}: raise it to let the test decide)"
+            )
+    if settled.outcome == NO_CHANGE:
+        why = change_evidence[0].reason
     pair_verdicts = None
-    if change is not None:
-        ev, c_tally, p_tally = change
-        verdict = ev.decision or Verdict.INCONCLUSIVE
+    if settled.change is not None:
+        verdict, (_, c_tally), (_, p_tally) = settled.change
+        ev = change_evidence[0]
         reason = (
             f"{'differs from' if verdict is Verdict.CHANGED else 'not shown to differ from'} "
             f"{{other}} on fresh seeds: {ev.reason}"
         )
         pair_verdicts = (
-            feeds["culprit"].verdict(
+            sides["culprit"].feed.verdict(
                 verdict,
                 reason.format(other=f"its parent {pair.parent[:12]}"),
                 ask=Ask(role="confirm-culprit", alpha=level, beta=level, mode="change", block=1),
@@ -202,7 +219,7 @@ def confirm(
                 evidence=(ev.log_e_bad, 0.0),
                 executed=executed("culprit"),
             ),
-            feeds["parent"].verdict(
+            sides["parent"].feed.verdict(
                 verdict,
                 reason.format(other=f"the commit {pair.culprit[:12]}"),
                 ask=Ask(role="confirm-parent", alpha=level, beta=level, mode="change", block=1),
@@ -211,12 +228,8 @@ def confirm(
                 executed=executed("parent"),
             ),
         )
-    used = (feeds["culprit"].tally.consumed, feeds["parent"].tally.consumed)
-    return Confirmation(outcome, made.get("parent"), made.get("culprit"), pair_verdicts, skipped, used, why)
-
-
-def _tuple(q: Sequence[float] | None) -> tuple[float, ...] | None:
-    return None if q is None else tuple(float(x) for x in q)
+    used = (sides["culprit"].feed.tally.consumed, sides["parent"].feed.tally.consumed)
+    return Confirmation(settled.outcome, made.get("parent"), made.get("culprit"), pair_verdicts, skipped, used, why)
 
 
 __all__ = [

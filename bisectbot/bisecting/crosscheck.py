@@ -17,42 +17,42 @@ stops there; the answer stands (arms are not among the claims its confidence res
 
 from __future__ import annotations
 
+from bisectbot.bisecting.bisection import Bisection
 from bisectbot.bisecting.budget import BudgetSpent
-from bisectbot.bisecting.ledger import Ledger
-from bisectbot.bisecting.plan import Departure
+from bisectbot.core.plan import Departure
 from bisectbot.events import Answered, ArmStarted
 from bisectbot.records.commits import Ask
 from bisectbot.records.reports import BisectStatus
 from bisectbot.statistics.outcome import Verdict
 
 
-def arm_commits(ledger: Ledger, departure: Departure) -> list[tuple[str, str]]:
+def arm_commits(b: Bisection, departure: Departure) -> list[tuple[str, str]]:
     """(role, sha) where the arms run first: the culprit and its parent when found, else the ends."""
-    plan = ledger.plan
+    plan = b.plan
     if departure.status is BisectStatus.FOUND:
         culprit = departure.found.result.first_bad
-        return [("culprit", plan.line[culprit]), ("parent", ledger.parent_of(culprit))]
+        return [("culprit", plan.line[culprit]), ("parent", b.ledger.parent_of(culprit))]
     broken, working = plan.find.broken_ref_name, plan.find.working_ref_name
     return [(f"{broken}-endpoint", plan.line[plan.broken_pos]), (f"{working}-endpoint", plan.line[plan.working_pos])]
 
 
-def cross_check(ledger: Ledger, departure: Departure) -> None:
+def cross_check(b: Bisection, departure: Departure) -> None:
     """Announce the answer, then test every arm where `arm_commits` says, and at the broken end
     for an arm not applicable at the culprit (stopping, answer kept, when the budget runs out)."""
     if departure.status is BisectStatus.STOPPED:
         return
-    plan, test = ledger.plan, ledger.tester.cfg.test
-    arms = list(ledger.tester.cfg.arms)
-    at = arm_commits(ledger, departure) if arms else []
-    ledger.events.emit(Answered(departure.status.value, departure.message, tuple(arms), tuple(r for r, _ in at)))
+    plan, test = b.plan, b.tester.cfg.test
+    arms = list(b.tester.cfg.arms)
+    at = arm_commits(b, departure) if arms else []
+    b.events.emit(Answered(departure.status.value, departure.message, tuple(arms), tuple(r for r, _ in at)))
     broken_end = (f"{plan.find.broken_ref_name}-endpoint", plan.line[plan.broken_pos])
     try:
         for arm in arms:
             for role, sha in at:
-                ledger.events.emit(ArmStarted(arm, sha))
-                v = ledger.test_sha(sha, Ask(role=role, alpha=test.alpha, beta=test.beta, arm=arm))
+                b.events.emit(ArmStarted(arm, sha))
+                v = b.test_sha(sha, Ask(role=role, alpha=test.alpha, beta=test.beta, arm=arm))
                 if role == "culprit" and v.verdict is Verdict.NOT_APPLICABLE and sha != broken_end[1]:
-                    ledger.events.emit(ArmStarted(arm, broken_end[1]))
-                    ledger.test_sha(broken_end[1], Ask(role=broken_end[0], alpha=test.alpha, beta=test.beta, arm=arm))
+                    b.events.emit(ArmStarted(arm, broken_end[1]))
+                    b.test_sha(broken_end[1], Ask(role=broken_end[0], alpha=test.alpha, beta=test.beta, arm=arm))
     except BudgetSpent:
         return

@@ -10,7 +10,7 @@ Cross-check arms run after the answer (bisecting.crosscheck). Kept apart from th
 
 from __future__ import annotations
 
-from bisectbot.bisecting.ledger import Ledger
+from bisectbot.bisecting.bisection import Bisection
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core.diagnose import likely_causes, observed_pairs, undecided_hint
 from bisectbot.errors import EndpointError
@@ -19,24 +19,24 @@ from bisectbot.records.commits import CommitVerdict
 from bisectbot.statistics.outcome import Find, Verdict
 
 
-def log_command(ledger: Ledger, v: CommitVerdict) -> str:
+def log_command(b: Bisection, v: CommitVerdict) -> str:
     """For an endpoint whose build failed: the command that prints the whole build log."""
     if v.verdict is not Verdict.SKIP or v.build in ("ok", "") or not v.build_log:
         return ""
-    return str(ledger.tester.runner.builder.log_command(v.sha))
+    return str(b.tester.runner.builder.log_command(v.sha))
 
 
-def diagnosis(ledger: Ledger, v: CommitVerdict) -> list[str]:
+def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
     """What an end that tested the wrong way showed: its observed distribution against the
     reference, the config mistakes its runs point at, or for an undecided test what to raise."""
-    reference, cfg = ledger.tester.reference, ledger.tester.cfg
+    reference, cfg = b.tester.reference, b.tester.cfg
     out = []
     if pairs := observed_pairs(v.counts, reference.names, reference.probs):
         out.append(f"observed/reference {pairs}")
     causes = likely_causes(v.counts, v.failures, v.others, reference)
-    if v.sha in ledger.plan.line and v.sha != ledger.plan.line[ledger.plan.working_pos]:
+    if v.sha in b.plan.line and v.sha != b.plan.line[b.plan.working_pos]:
         # the other end tested already: did the share of runs meeting the condition change between them?
-        if (shift := ledger.condition_shift_text(ledger.plan.line.index(v.sha))) is not None:
+        if (shift := b.condition_shift_text(b.plan.line.index(v.sha))) is not None:
             causes.append(shift)
     out += [f"likely cause: {cause}" for cause in causes]
     if not causes and v.verdict is Verdict.INCONCLUSIVE and v.counts:
@@ -52,57 +52,53 @@ def diagnosis(ledger: Ledger, v: CommitVerdict) -> list[str]:
                 cap=SEED_BLOCK,
                 # paired with a control: z's variance is at most twice the exact test's (pairs
                 # that share nothing), less where the seeds tie the runs (the hint plans for the most)
-                slower=2.0 if ledger.tester.control is not None else 1.0,
+                slower=2.0 if b.tester.control is not None else 1.0,
             )
         )
     return out
 
 
-def check_endpoints(ledger: Ledger) -> None:
+def check_endpoints(b: Bisection) -> None:
     """Stage 1: the broken end must test BAD and the working end GOOD against the reference
     (EndpointError otherwise, saying which --find when they are the other way round). The
     cross-check arms run after the answer (bisecting.crosscheck)."""
-    plan = ledger.plan
+    plan = b.plan
     broken, working = plan.find.broken_ref_name, plan.find.working_ref_name
     ends: tuple[tuple[str, int, Verdict], ...] = (
         (broken, plan.broken_pos, Verdict.BAD),
         (working, plan.working_pos, Verdict.GOOD),
     )
-    if plan.scan or (plan.broken_last and ledger.width == 1):
+    if plan.scan or (plan.broken_last and b.width == 1):
         # tested when the answer rests on it (test_broken_end), or last of a scan, which lets it test GOOD
         ends = ends[1:]
-    if ledger.width > 1:  # both at once
+    if b.width > 1:  # both at once
         for name, pos, _ in ends:
-            ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
-        got = ledger.test_many([(plan.line[pos], plan.ask(f"{name}-endpoint")) for name, pos, _ in ends])
+            b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
+        got = b.test_many([(plan.line[pos], plan.ask(f"{name}-endpoint")) for name, pos, _ in ends])
         for (name, _, want), v in zip(ends, got):
             if v.verdict is not want:
-                _refuse_swapped(ledger, name, v, want)
-                raise EndpointError(
-                    endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v), diagnosis(ledger, v))
-                )
-    for name, pos, want in ends if ledger.width == 1 else ():
-        ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
-        v = ledger.test(pos, plan.ask(f"{name}-endpoint"))
+                _refuse_swapped(b, name, v, want)
+                raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(b, v), diagnosis(b, v)))
+    for name, pos, want in ends if b.width == 1 else ():
+        b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
+        v = b.test(pos, plan.ask(f"{name}-endpoint"))
         if v.verdict is not want:
-            _refuse_swapped(ledger, name, v, want)
-            raise EndpointError(
-                endpoint_message(name, plan.ref(name), v, want, log_command(ledger, v), diagnosis(ledger, v))
-            )
+            _refuse_swapped(b, name, v, want)
+            raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(b, v), diagnosis(b, v)))
 
 
-def test_broken_end(ledger: Ledger, why: str) -> CommitVerdict:
+def test_broken_end(b: Bisection, why: str) -> CommitVerdict:
     """The broken end's endpoint test, for a plan that tests it last (`plan.broken_last`): now
     that the answer rests on it (`why`). EndpointError when it does not test BAD, saying that
     it was tested last and why."""
-    plan = ledger.plan
+    plan = b.plan
     name = plan.find.broken_ref_name
-    if (seen := ledger.end_verdict(name)) is not None:
+    if (seen := b.ledger.end_verdict(name)) is not None:
         return seen
-    ledger.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.broken_pos]))
-    v = ledger.test(plan.broken_pos, plan.ask(f"{name}-endpoint"))
+    b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.broken_pos]))
+    v = b.test(plan.broken_pos, plan.ask(f"{name}-endpoint"))
     if v.verdict is not Verdict.BAD:
-        message = endpoint_message(name, plan.ref(name), v, Verdict.BAD, log_command(ledger, v), diagnosis(ledger, v))
+        message = endpoint_message(name, plan.ref(name), v, Verdict.BAD, log_command(b, v), diagnosis(b, v))
         raise EndpointError(
             f"{message} (tested last, {why}: with builds this slow the {name} end is built only when "
             "the answer rests on it)"
@@ -110,21 +106,21 @@ def test_broken_end(ledger: Ledger, why: str) -> CommitVerdict:
     return v
 
 
-def _refuse_swapped(ledger: Ledger, name: str, v: CommitVerdict, want: Verdict) -> None:
+def _refuse_swapped(b: Bisection, name: str, v: CommitVerdict, want: Verdict) -> None:
     """An end that tests the opposite of what it should: when the other end does too, the
     ends are the other way round for this --find (a fix, not a breakage, or the reverse):
     EndpointError that says which --find to rerun with. Otherwise return (the caller's
     error says what is wrong)."""
-    plan = ledger.plan
+    plan = b.plan
     if v.verdict is not want.flipped():
         return
     other = plan.find.working_ref_name if name == plan.find.broken_ref_name else plan.find.broken_ref_name
     pos = plan.working_pos if other == plan.find.working_ref_name else plan.broken_pos
     other_want = Verdict.GOOD if other == plan.find.working_ref_name else Verdict.BAD
-    seen = next((x for x in ledger.verdicts if x.arm == "main" and x.role == f"{other}-endpoint"), None)
+    seen = next((x for x in b.ledger.verdicts if x.arm == "main" and x.role == f"{other}-endpoint"), None)
     if seen is None:  # the other end is not tested yet (serially, the broken end comes first)
-        ledger.events.emit(EndpointStarted(other, plan.ref(other), plan.line[pos]))
-        seen = ledger.test(pos, plan.ask(f"{other}-endpoint"))
+        b.events.emit(EndpointStarted(other, plan.ref(other), plan.line[pos]))
+        seen = b.test(pos, plan.ask(f"{other}-endpoint"))
     if seen.verdict is not other_want.flipped():
         return
     good_v, bad_v = (v, seen) if name == "good" else (seen, v)

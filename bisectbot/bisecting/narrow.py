@@ -16,11 +16,11 @@ import re
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from bisectbot.bisecting.plan import BisectPlan, Narrowing
 from bisectbot.building.workspace import Workspace
 from bisectbot.config import Config
 from bisectbot.core import policy
 from bisectbot.core.inputs import InputRule, Narrowed, narrow
+from bisectbot.core.plan import BisectPlan, Narrowing
 from bisectbot.events import Events, LineNarrowed
 from bisectbot.records.commits import BuildRecord
 from bisectbot.statistics import stats

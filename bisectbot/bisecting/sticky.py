@@ -10,17 +10,17 @@ confirmation (bisecting.confirm) decides what is named.
 
 from __future__ import annotations
 
-from bisectbot.bisecting.ledger import Ledger
-from bisectbot.bisecting.plan import Found
+from bisectbot.bisecting.bisection import Bisection
 from bisectbot.core import broken_end, search
-from bisectbot.core.search import SearchResult, presumed, skip_blocks
+from bisectbot.core.plan import Found
+from bisectbot.core.search import SearchResult, SkipBlock, presumed, skip_blocks
 from bisectbot.events import StickySkip, StickyVisit
 from bisectbot.judge.verdict import Feed, Untestable
 from bisectbot.records.commits import CommitVerdict
 from bisectbot.statistics.outcome import Find, Verdict
 
 
-def sticky_search(ledger: Ledger, model: CommitVerdict | None, lo: int, hi: int) -> Found:
+def sticky_search(b: Bisection, model: CommitVerdict | None, lo: int, hi: int) -> Found:
     """Probabilistic bisection (search.sticky_bisect) over the commits lo..hi that can be tested.
 
     A commit that cannot be built or run is dropped and the search restarted on the rest
@@ -31,59 +31,94 @@ def sticky_search(ledger: Ledger, model: CommitVerdict | None, lo: int, hi: int)
     glitch-tolerant reference; every commit runs its own seeds (block 1: the common block
     would hand the model the same runs at commits that behave alike), so no run is counted
     twice; the search stops at test.search_runs (then: ambiguous)."""
-    plan, ref = ledger.plan, ledger.tester.reference
+    plan = b.plan
     assert model is not None
-    bad_counts = [model.counts[name] for name in ref.names]
-    good = ledger.tester.reference.tolerant(ledger.tester.cfg.test.indifference)
     user = {lo + i for i in plan.skipped_in(lo, hi)}
-    positions = [p for p in range(lo, hi + 1) if p not in user]  # the testable positions
-    stop = broken_end.STICKY_STOP  # it only steers: the confirmation decides
-    dropped: dict[int, str] = {}
-    ran: set[int] = set()  # positions that gave at least one counted run
+    visits = _Visits(b, [p for p in range(lo, hi + 1) if p not in user], lo, hi)  # the testable positions
     while True:
         # sticky_bisect wants the working end first: with find=fixed walk the line backwards
-        order = positions if plan.find is Find.BAD else positions[::-1]
-        feeds: dict[int, Feed] = {}
-        current: list[int] = []
-
-        def run(i: int) -> int:
-            pos = order[i]
-            current[:] = [pos]
-            if pos not in feeds:  # its own seeds: the sticky model multiplies evidence across commits
-                ledger.events.emit(StickyVisit(plan.line[pos], pos, plan.n - 1))
-                feeds[pos] = ledger.tester.feed(plan.line[pos], 1, ledger.fresh.get(plan.line[pos], 0))
-            category = feeds[pos].next()
-            ran.add(pos)
-            return category
-
+        order = visits.positions if plan.find is Find.BAD else visits.positions[::-1]
+        visits.restart(order)
         try:
-            res = search.sticky_bisect(
-                len(order),
-                run,
-                good,
-                bad_counts,
-                confidence=stop,
-                max_runs=ledger.tester.cfg.test.search_runs,
-                good_strength=broken_end.STICKY_GOOD_STRENGTH,
-                visit_runs=min(broken_end.STICKY_VISIT_RUNS, ledger.tester.cfg.run.max_runs),
-            )
+            res = _bisect(b, model, visits)
             break
         except Untestable as exc:
-            pos = current[0]
-            ledger.events.emit(StickySkip(plan.line[pos], str(exc)))
-            ledger.verdicts.append(feeds[pos].verdict(Verdict.SKIP, str(exc), exc.signature))
-            dropped[pos] = exc.signature
-            alike = presumed(dropped, sorted(ran))
-            for p in [pos, *(p for p, sig in alike.items() if sig == exc.signature)]:
-                if p in positions and p not in (lo, hi):
-                    positions.remove(p)
-            ledger.announce_block(pos, skip_blocks(sorted(dropped), [Verdict.SKIP] * len(dropped), dropped))
+            visits.drop(exc)
         finally:
-            for feed in feeds.values():
-                feed.close()
-    for feed in feeds.values():  # those seeds are read: the confirmation starts after them
-        ledger.fresh[feed.sha] = feed.start + feed.tally.consumed
-    ledger.rounds += res.visits
+            visits.close()
+    for feed in visits.feeds.values():  # those seeds are read: the confirmation starts after them
+        b.ledger.fresh[feed.sha] = feed.start + feed.tally.consumed
+    b.ledger.rounds += res.visits
+    return _found(b, res, order, visits)
+
+
+class _Visits:
+    """The commits a sticky search visits: each one's feed of fresh runs, the ones dropped
+    (cannot be built or run) and the ones that gave at least one counted run."""
+
+    def __init__(self, b: Bisection, positions: list[int], lo: int, hi: int):
+        self.b, self.positions, self.lo, self.hi = b, positions, lo, hi
+        self.order: list[int] = []
+        self.feeds: dict[int, Feed] = {}
+        self.current = -1
+        self.dropped: dict[int, str] = {}
+        self.ran: set[int] = set()  # positions that gave at least one counted run
+
+    def restart(self, order: list[int]) -> None:
+        self.order, self.feeds = order, {}
+
+    def run(self, i: int) -> int:
+        """The next counted run's category at the i-th commit of the order."""
+        pos = self.order[i]
+        self.current = pos
+        if pos not in self.feeds:  # its own seeds: the sticky model multiplies evidence across commits
+            sha = self.b.plan.line[pos]
+            self.b.events.emit(StickyVisit(sha, pos, self.b.plan.n - 1))
+            self.feeds[pos] = self.b.tester.feed(sha, 1, self.b.ledger.fresh.get(sha, 0))
+        category = self.feeds[pos].next()
+        self.ran.add(pos)
+        return category
+
+    def drop(self, exc: Untestable) -> None:
+        """The current commit cannot be run: record its SKIP, and drop it and the commits
+        presumed to fail alike with it (never the range's ends)."""
+        pos = self.current
+        self.b.events.emit(StickySkip(self.b.plan.line[pos], str(exc)))
+        self.b.ledger.verdicts.append(self.feeds[pos].verdict(Verdict.SKIP, str(exc), exc.signature))
+        self.dropped[pos] = exc.signature
+        alike = presumed(self.dropped, sorted(self.ran))
+        for p in [pos, *(p for p, sig in alike.items() if sig == exc.signature)]:
+            if p in self.positions and p not in (self.lo, self.hi):
+                self.positions.remove(p)
+        self.b.announce_block(pos, self.blocks())
+
+    def blocks(self) -> tuple[SkipBlock, ...]:
+        return skip_blocks(sorted(self.dropped), [Verdict.SKIP] * len(self.dropped), self.dropped)
+
+    def close(self) -> None:
+        for feed in self.feeds.values():
+            feed.close()
+
+
+def _bisect(b: Bisection, model: CommitVerdict, visits: _Visits) -> search.StickyResult:
+    """One sticky bisection over the visits' order, its good side learned around the
+    glitch-tolerant reference and its bad side from the model."""
+    ref, cfg = b.tester.reference, b.tester.cfg
+    return search.sticky_bisect(
+        len(visits.order),
+        visits.run,
+        ref.tolerant(cfg.test.indifference),
+        [model.counts[name] for name in ref.names],
+        confidence=broken_end.STICKY_STOP,  # it only steers: the confirmation decides
+        max_runs=cfg.test.search_runs,
+        good_strength=broken_end.STICKY_GOOD_STRENGTH,
+        visit_runs=min(broken_end.STICKY_VISIT_RUNS, cfg.run.max_runs),
+    )
+
+
+def _found(b: Bisection, res: search.StickyResult, order: list[int], visits: _Visits) -> Found:
+    """The search's boundary in line order, each visited commit placed on its side."""
+    plan, stop = b.plan, broken_end.STICKY_STOP
     # In `order`, res.culprit is the first broken position and the one before it the last
     # working one; in line order that is (last good, first bad), or with find=fixed
     # (last broken, first fixed): the search result's (last_good, first_bad) either way.
@@ -98,16 +133,14 @@ def sticky_search(ledger: Ledger, model: CommitVerdict | None, lo: int, hi: int)
         f"= {res.posterior:.4f} after {res.runs} runs, {res.visits} visits"
     )
     split = order[res.culprit]
-    for pos, feed in sorted(feeds.items()):
+    for pos, feed in sorted(visits.feeds.items()):
         on_broken_side = pos >= split if plan.find is Find.BAD else pos <= split
         side = Verdict.BAD_SIDE if on_broken_side else Verdict.GOOD_SIDE
-        ledger.verdicts.append(feed.verdict(side, why))
-    blocks = skip_blocks(sorted(dropped), [Verdict.SKIP] * len(dropped), dropped)
+        b.ledger.verdicts.append(feed.verdict(side, why))
+    result = SearchResult(*boundary, blocks=visits.blocks())
     if res.stuck is not None:
-        return Found(SearchResult(*boundary, blocks=blocks), "sticky", res.posterior, stuck=order[res.stuck])
-    return Found(
-        SearchResult(*boundary, blocks=blocks),
-        "sticky",
-        res.posterior,
-        None if confident else f"the sticky search used its budget of {ledger.tester.cfg.test.search_runs} runs: {why}",
+        return Found(result, "sticky", res.posterior, stuck=order[res.stuck])
+    unfinished = (
+        None if confident else f"the sticky search used its budget of {b.tester.cfg.test.search_runs} runs: {why}"
     )
+    return Found(result, "sticky", res.posterior, unfinished)

@@ -1,403 +1,71 @@
-"""Stage 5 of a bisect: the report, assembled from what the search and its confirmation reached.
+"""Stage 6 of a bisect: the facts its report needs from the bisect's own side, then the report.
 
-The search (bisecting.bisect) ends in a `Departure` (status, message, the boundary, the change
-points crossed); the report adds what the answer rests on: the named commit and its parent's
-counts, the confidence as a union bound over every claim (each GOOD/BAD against the reference,
-each change found), the assumptions behind it, the blocks of commits that could not be
-tested, the forecast the strategy was chosen by beside what the bisect
-took, and the command that reproduces it. Kept apart from the search so that deciding and
-explaining do not mix: nothing here tests a commit.
+The report itself is assembled by a pure function (core.assembly.assemble) from the ledger and
+the search's `Departure`; what it cannot know from them is gathered here first, as `Facts`: the
+named commits' subjects, the dates that say where a block of skipped commits lies, the reference
+as the tests saw it (a control sample grows while tests ask), and the runs of the culprit and its
+parent side by side (bisecting.outputs). Nothing here decides anything.
 """
 
 from __future__ import annotations
 
-import shlex
-from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
-from bisectbot.bisecting.ledger import Ledger
+from bisectbot.bisecting.bisection import Bisection
 from bisectbot.bisecting.outputs import side_by_side
-from bisectbot.bisecting.plan import BisectPlan, Departure, ReportContext
-from bisectbot.core import policy
-from bisectbot.core.builds import build_stages, builds_bound
-from bisectbot.core.diagnose import distance_along
-from bisectbot.core.search import SearchResult, SkipBlock, untested_stretches
-from bisectbot.records.commits import CommitVerdict, distinct_runs
+from bisectbot.core.assembly import Facts, assemble, candidates, culprit_of, reproduce_line, scan_line, with_time
+from bisectbot.core.plan import Departure, ReportContext
+from bisectbot.core.search import SkipBlock
 from bisectbot.records.reports import BisectReport, BisectStatus
-from bisectbot.statistics import stats
-from bisectbot.statistics.outcome import Find, Verdict
+
+__all__ = ["block_text", "candidates", "report", "reproduce_line", "scan_line", "skip_block_summaries", "with_time"]
 
 
-def candidates(plan: BisectPlan, result: SearchResult) -> list[str]:
-    """The possible culprits of a search result, with the commits skipped as equivalent among them."""
-    candidates = [plan.line[p] for p in result.candidates]
-    if plan.narrowed is not None and len(candidates) > 1:
-        candidates = plan.narrowed.expand(candidates[0], candidates[-2]) + [candidates[-1]]
-    return candidates
-
-
-def block_text(ledger: Ledger, block: SkipBlock) -> str:
+def block_text(b: Bisection, block: SkipBlock) -> str:
     """'12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: …'."""
-    first, last = (
-        ledger.tester.runner.workspace.info(ledger.plan.line[p]).date[:10] for p in (block.first, block.last)
-    )
+    first, last = (b.tester.runner.workspace.info(b.plan.line[p]).date[:10] for p in (block.first, block.last))
     span = f"{block.commits} commits {first} … {last}" if block.commits > 1 else f"1 commit {first}"
     return f"{span} ({len(block.tested)} tried): {block.signature}"
 
 
-def skip_block_summaries(ledger: Ledger, blocks: tuple[SkipBlock, ...]) -> list[dict[str, Any]]:
+def skip_block_summaries(b: Bisection, blocks: tuple[SkipBlock, ...]) -> list[dict[str, Any]]:
     """The blocks of commits that could not be tested, as the report lists them."""
-    line = ledger.plan.line
+    line = b.plan.line
     return [
         {
-            "first": line[b.first],
-            "last": line[b.last],
-            "commits": b.commits,
-            "tried": len(b.tested),
-            "signature": b.signature,
-            "text": block_text(ledger, b),
+            "first": line[blk.first],
+            "last": line[blk.last],
+            "commits": blk.commits,
+            "tried": len(blk.tested),
+            "signature": blk.signature,
+            "text": block_text(b, blk),
         }
-        for b in blocks
+        for blk in blocks
     ]
 
 
-def report(ledger: Ledger, dep: Departure, context: ReportContext) -> BisectReport:
-    """The bisect's report: the answer, what it rests on and its confidence, what it cost."""
-    plan, verdicts, found = ledger.plan, ledger.verdicts, dep.found
-    test = ledger.tester.cfg.test
-    culprit = plan.line[found.result.first_bad] if dep.status is BisectStatus.FOUND else None
-    narrowed = plan.narrowed
-    possible = candidates(plan, found.result)
-    gap = list(narrowed.stands_for.get(plan.line[found.result.last_good], ())) if narrowed else []
-    # What is reported rests on its claims (tests against the reference, the change test):
-    # a wrong answer needs one of them to be wrong, so the bound is their summed error
-    # levels (a control sample's tests are two-sample tests at the same levels).
-    claims = ledger.decisive()
-    doubt = ledger.doubt()
-    control = ledger.tester.control
-    reference = control.grown(context.reference) if control is not None else context.reference
-    return BisectReport(
-        job=plan.job,
-        status=dep.status,
-        find=plan.find,
-        first_bad=culprit,
-        first_bad_subject=ledger.tester.subject(culprit) if culprit else None,
-        last_good=ledger.parent_of(found.result.first_bad) if culprit else plan.line[found.result.last_good],
-        candidates=possible,
-        good=plan.good,
-        bad=plan.bad,
-        good_ref=plan.good_ref,
-        bad_ref=plan.bad_ref,
-        commits=plan.total,
-        builds=len({v.sha for v in verdicts if v.arm == "main"}),
-        builds_bound=builds_bound(plan.n),
-        runs=distinct_runs(verdicts),
-        runs_executed=sum(v.executed for v in verdicts),
-        retried=sum(v.retried for v in verdicts),
-        confidence=max(0.0, 1.0 - doubt) if dep.status in (BisectStatus.FOUND, BisectStatus.CLEAN) else 0.0,
-        step_alpha=plan.level,
-        message=dep.message,
-        verdicts=list(verdicts),
-        reference=reference,
-        config=context.config,
-        environment=context.environment,
-        strategy=dep.strategies[0] if dep.strategies else found.strategy,
-        extra={"strategy_requested": plan.strategy, "strategies": dep.strategies},
-        skip_blocks=skip_block_summaries(ledger, found.result.blocks),
-        reproduce=reproduce_line(plan, dep.strategies[0] if dep.strategies else found.strategy),
-        change_points=_change_points(ledger, dep, culprit),
-        assumptions=_assumptions(ledger, dep, claims),
-        posterior=found.posterior,
-        eta=test.indifference,
-        tolerance=test.tolerance,
-        control_runs=ledger.tester.control.extra_runs(verdicts) if ledger.tester.control is not None else None,
-        along=distance_along(
-            verdicts,
-            {sha: i for i, sha in enumerate(plan.narrowed.full if plan.narrowed is not None else plan.line)},
-            reference.categories,
-            reference.category_probs,
-        ),
-        searched=plan.n,
-        skipped_equivalent=plan.total - plan.n,
-        boundary_skipped=gap,
-        rounds=ledger.rounds,
-        workers=ledger.width,
-        input_rule=narrowed.rule if narrowed is not None else "",
-        stopped=None
-        if dep.stop is None
-        else {
-            "by": dep.stop.by,
-            "reason": str(dep.stop),
-            "last_good": plan.line[found.result.last_good],
-            "first_bad": plan.line[found.result.first_bad],
-            "commits_left": len(possible),
-            "resume": "run the same command again (it resumes from the state directory)",
-        },
+def facts(b: Bisection, dep: Departure, context: ReportContext) -> Facts:
+    """What core.assembly needs from this bisect's tester and clone (see the module)."""
+    plan, tester = b.plan, b.tester
+    culprit = culprit_of(plan, dep)
+    named = ([culprit] if culprit else []) + [plan.line[cp.position] for cp in dep.crossed]
+    control = tester.control
+    return Facts(
+        eta=tester.cfg.test.indifference,
+        tolerance=tester.cfg.test.tolerance,
+        reference=tester.reference,
+        summary=control.grown(context.reference) if control is not None else context.reference,
+        subjects={sha: tester.subject(sha) for sha in named},
+        skip_blocks=skip_block_summaries(b, dep.found.result.blocks),
+        control_runs=control.extra_runs(b.ledger.verdicts) if control is not None else None,
         # the culprit's and its parent's first runs (here, not on a cluster: it would build locally)
-        outputs=side_by_side(ledger.tester, plan.find, verdicts)
-        if dep.status is BisectStatus.FOUND and ledger.width == 1
+        outputs=side_by_side(tester, plan.find, b.ledger.verdicts)
+        if dep.status is BisectStatus.FOUND and b.width == 1
         else None,
-        user_skipped=[sha for sha in (narrowed.full if narrowed else plan.line) if sha in plan.user_skipped],
-        cost=_cost(ledger),
-        build_stages=[stage.to_json() for stage in build_stages(verdicts, plan.find)],
-        **_proved(ledger, dep, context, 1.0 - doubt),
+        width=b.width,
     )
 
 
-def _proved(ledger: Ledger, dep: Departure, context: ReportContext, confidence: float) -> dict[str, Any]:
-    """What a found commit proves, exactly (the report's `proved`, `untested_before` and
-    `scan_command`): its parent is on the working side of the reference, it is on the other,
-    and their runs differ: a GOOD→BAD change there. That it is the *first* departure holds only
-    if no commit before it departed and came back; the stretches where nothing was tested
-    (between two commits shown on the working side: core.search.untested_stretches) are where
-    such a departure could hide, and `bisect --scan` tests every commit of them."""
-    if dep.status is not BisectStatus.FOUND:
-        return {}
-    plan, find, test = ledger.plan, ledger.plan.find, ledger.tester.cfg.test
-    c = dep.found.result.first_bad
-    culprit, parent = plan.line[c], ledger.parent_of(c)
-    where = {sha: i for i, sha in enumerate(plan.line)}
-    sides = {
-        where[v.sha]: v.verdict
-        for v in ledger.verdicts
-        if v.arm == "main"
-        and v.sha in where
-        and where[v.sha] < c
-        and find.search_verdict(v.verdict).side is Verdict.GOOD
-    }
-    stretches = untested_stretches(set(sides), c)
-    was, now = find.parent_verdict.value.upper(), find.culprit_verdict.value.upper()
-    how = {Verdict.GOOD: f"within tolerance {test.tolerance:g}", Verdict.BAD: f"farther than eta {test.indifference:g}"}
-    text = (
-        f"a {was}→{now} change at {culprit[:12]}: its parent {parent[:12]} tests {was} ({how[find.parent_verdict]} "
-        f"from the reference), {culprit[:12]} tests {now} ({how[find.culprit_verdict]}), and their runs differ on "
-        f"fresh seeds; all at confidence ≥ {max(0.0, confidence):.2%}"
-    )
-    placed_only = any(v is not Verdict.GOOD and v is not Verdict.BAD for v in sides.values())
-    rows: list[dict[str, Any]] = []
-    scan = None
-    skipped = {
-        where[v.sha] for v in ledger.verdicts if v.arm == "main" and v.sha in where and v.verdict is Verdict.SKIP
-    }
-    for a, b in stretches:
-        rows.append(
-            {
-                "after": plan.line[a],
-                "before": plan.line[b],
-                "first": plan.line[a + 1],
-                "last": plan.line[b - 1],
-                "commits": b - a - 1,
-                "skipped": sum(a < p < b for p in skipped),  # of them, tried and could not be built or run
-                "scan": scan_line(plan, plan.line[a], plan.line[b]) if find is Find.BAD else None,
-            }
-        )
-    if rows and find is Find.BAD:
-        scan = scan_line(plan, rows[0]["after"], rows[-1]["before"])
-    return {
-        "proved": {
-            "change": f"{was}→{now}",
-            "commit": culprit,
-            "parent": parent,
-            "first_departure": not stretches,
-            "text": text,
-            "placed": placed_only,  # some commit before it was only placed on its side (GOOD-SIDE), not tested
-        },
-        "untested_before": rows,
-        "scan_command": scan,
-    }
-
-
-def scan_line(plan: BisectPlan, good: str, bad: str) -> str:
-    """The command that scans the commits after `good` up to `bad` (--scan: each one that can
-    change the binary tested against the reference until one departs), narrowed as this bisect
-    was, with the user's skips that lie between."""
-    how = plan.narrowing
-    extra = "".join(f" --paths {shlex.quote(p)}" for p in how.paths)
-    extra += "".join(f" --also {shlex.quote(p)}" for p in how.also)
-    extra += "" if how.enabled else " --all-commits"
-    full = list(plan.narrowed.full if plan.narrowed is not None else plan.line)
-    lo, hi = full.index(good), full.index(bad)
-    extra += "".join(f" --skip {sha[:12]}" for sha in plan.user_skipped if lo < full.index(sha) < hi)
-    return f"bisectbot bisect {plan.config_path} --good {good} --bad {bad}{extra} --scan"
-
-
-def with_time(report: BisectReport, wall: float, building: float, running: float | None) -> BisectReport:
-    """The report with where this invocation's wall time went (`cost.time`): building (every
-    build it made, the ends' and the arms' too), running the program (where runs were executed,
-    not replayed; None on a cluster, whose workers run them), and the rest (the reference,
-    checkouts, servers starting, waiting). A resumed bisect counts only its own invocation."""
-    spent = {"wall": round(wall, 1), "building": round(building, 1)}
-    if running is not None:
-        spent |= {"running": round(running, 1), "other": round(max(wall - building - running, 0.0), 1)}
-    return replace(report, cost={**(report.cost or {}), "time": spent})
-
-
-def _cost(ledger: Ledger) -> dict[str, Any] | None:
-    """The forecast the strategy was chosen by, and what the bisect took, in the same units
-    (builds, runs, seconds at the measured unit costs)."""
-    if not ledger.choices:
-        return None
-    first = ledger.choices[0]
-    units = first.costs
-    ends = [v for v in ledger.verdicts if v.arm == "main" and v.role.endswith("-endpoint")]
-    end_builds, end_runs = len({v.sha for v in ends}), distinct_runs(ends)
-    builds = len({v.sha for v in ledger.verdicts if v.arm == "main"})
-    runs = distinct_runs([v for v in ledger.verdicts if v.arm == "main"])
-    built = {v.sha: v.build_seconds for v in ledger.verdicts if v.arm == "main" and v.build == "ok"}
-
-    def whole(f: policy.Forecast) -> dict[str, Any]:  # the forecast with the ends' builds and runs
-        return {
-            "strategy": f.strategy,
-            "builds": round(f.builds + end_builds, 1),
-            "runs": round(f.runs + end_runs),
-            "seconds": round(units.seconds(f.builds + end_builds, f.runs + end_runs), 1),
-        }
-
-    chosen = first.forecast()
-    return {
-        "unit": {
-            "build_seconds": units.build,
-            "run_seconds": units.run,
-            "measured_builds": units.builds,
-            "measured_runs": units.runs,
-        },
-        "estimate": whole(chosen) if chosen is not None else None,
-        "alternatives": [whole(f) for f in first.forecasts if f.strategy != first.strategy],
-        "actual": {
-            "builds": builds,
-            "runs": runs,
-            "seconds": round(units.seconds(builds, runs), 1),
-            "build_seconds": round(sum(built.values()), 1),
-        },
-        "text": first.text(),
-    }
-
-
-def _change_points(ledger: Ledger, dep: Departure, culprit: str | None) -> list[dict[str, Any]]:
-    """The first departure (when found), then every boundary the bisect stopped at on the
-    way whose parent already departed, in line order; `before`/`after` are the counts on
-    fresh seeds at the parent and at the commit."""
-    line = ledger.plan.line
-    out = []
-    for cp in sorted(dep.crossed, key=lambda c: c.position):
-        out.append(
-            {
-                "commit": line[cp.position],
-                "subject": ledger.tester.subject(line[cp.position]),
-                "first": False,
-                "before": dict(cp.parent.counts),
-                "after": dict(cp.culprit.counts),
-                "text": f"{line[cp.position][:12]}: a boundary the search stopped at, but its parent "
-                f"{cp.parent.sha[:12]} already departs from the reference "
-                f"({cp.parent.verdict.value.upper()} after {cp.parent.runs} runs on fresh seeds), so "
-                f"the search walked back below it",
-            }
-        )
-    if culprit is not None:
-        last = {v.role: v for v in ledger.verdicts if v.arm == "main"}
-        parent, again = last.get("confirm-parent"), last.get("confirm-culprit")
-        out.insert(
-            0,
-            {
-                "commit": culprit,
-                "subject": ledger.tester.subject(culprit),
-                "first": True,
-                "before": dict(parent.counts) if parent else {},
-                "after": dict(again.counts) if again else {},
-                "text": f"{culprit[:12]}: the first departure from the reference",
-            },
-        )
-    return out
-
-
-def _assumptions(ledger: Ledger, dep: Departure, claims: list[CommitVerdict]) -> list[str]:
-    """What the stated confidence rests on, from what this bisect saw."""
-    test, ref = ledger.tester.cfg.test, ledger.tester.reference
-    changes = sum(1 for v in claims if v.role == "confirm-culprit")
-    out = [
-        f"the bound counts the {len(claims) - changes} GOOD/BAD verdicts of tests against the reference "
-        f"and the {changes} change test(s) this bisect made, each at error ≤ {ledger.plan.level:.1e}; "
-        f"placements without such a test (GOOD-SIDE, BAD-SIDE) only steer",
-        "the named commit's runs differ from its parent's on fresh seeds (the change test): this holds "
-        "whatever the history looks like",
-        "once a commit departs from the reference, every later commit on the line departs too "
-        "(no commit in between returns to it): for the named commit to be the first departure; where one "
-        "that came back could hide is listed in untested_before, and bisect --scan tests it",
-        f"commits whose distribution is between eta {test.indifference:g} and tolerance "
-        f"{test.tolerance:g} (total variation) from the reference may be named either way",
-    ]
-    broken = ledger.plan.find.broken_ref_name
-    if ledger.plan.scan and ledger.end_verdict(broken) is None:
-        out.append(
-            f"the {broken} end was not tested: the scan met a commit that departs before it (commits between "
-            f"the ends are scanned first)"
-        )
-    elif ledger.plan.broken_last and ledger.end_verdict(broken) is None:
-        out.append(
-            f"the {broken} end was not tested (builds here are slow, and the answer does not rest on it: "
-            f"the named commit and its parent are each tested against the reference); its compile inputs "
-            f"were scanned without building"
-        )
-    for sha, twin in ledger.stand_ins.items():
-        out.append(
-            f"{sha[:12]} was not tested against the reference itself: it runs the same program as "
-            f"{twin.sha[:12]} (byte-identical self-contained binaries, the same command and input files), "
-            f"whose test gave {twin.verdict.value.upper()} after {twin.runs} runs"
-        )
-    if dep.crossed:
-        out.append(
-            f"{len(dep.crossed)} boundary(ies) ruled out on the way (their parent departs): listed in change_points"
-        )
-    if ref.control is not None:
-        out.append(
-            f"the reference is a control sample of {sum(ref.control)} runs, shared by every test (each run "
-            f"paired with the control's run on its seed): each test holds its level for a commit chosen apart "
-            f"from the control's noise, with seeds as exchangeable draws and failed runs unrelated to the "
-            f"outcome; the change test naming the commit does not use the control"
-        )
-    if dep.found.posterior is not None:
-        out.append(
-            f"the sticky search's posterior ({dep.found.posterior:.4f}) is a Bayesian probability "
-            f"under its model, reported apart (posterior), not part of the bound"
-        )
-    stray = sum(v.counts.get(stats.OTHER, 0) for v in ledger.verdicts if v.arm == "main" and v.verdict is Verdict.GOOD)
-    if stray:
-        out.append(f"{stray} stray outcome(s) seen at commits judged GOOD: within the indifference zone")
-    working = next(
-        (v for v in ledger.verdicts if v.arm == "main" and v.role == f"{ledger.plan.find.working_ref_name}-endpoint"),
-        None,
-    )
-    if working is not None and (tv := _observed_tv(working, ref, test.indifference)) is not None:
-        out.append(
-            f"the {ledger.plan.find.working_ref_name} end's runs sit {tv:.3f} (total variation, "
-            f"observed) from the reference, above eta {test.indifference:g}: it may itself be in the "
-            f"indifference zone, where commits can test either way"
-        )
-    return out
-
-
-def _observed_tv(v: CommitVerdict, ref: stats.Reference, eta: float) -> float | None:
-    """The total variation between a commit's observed runs and the reference when it is
-    clearly above eta (by three standard errors of the runs' sampling noise), else None."""
-    n = np.array([v.counts.get(name, 0) for name in ref.names], dtype=float)
-    total = n.sum()
-    if total < 50:
-        return None
-    p = np.asarray(ref.estimate, dtype=float)
-    tv = 0.5 * float(np.abs(n / total - p).sum())
-    noise = 0.5 * float(np.sqrt(p * (1 - p) / total).sum())
-    return tv if tv - 3 * noise > eta else None
-
-
-def reproduce_line(plan: BisectPlan, strategy: str) -> str:
-    """The command that runs this bisect again (it resumes from the state directory)."""
-    how = plan.narrowing
-    extra = " --find fixed" if plan.find is Find.FIXED else ""
-    extra += " --scan" if plan.scan else ""
-    extra += "".join(f" --paths {shlex.quote(p)}" for p in how.paths)
-    extra += "".join(f" --also {shlex.quote(p)}" for p in how.also)
-    extra += "" if how.enabled else " --all-commits"
-    extra += "".join(f" --skip {sha[:12]}" for sha in plan.user_skipped)
-    return f"bisectbot bisect {plan.config_path} --good {plan.good} --bad {plan.bad}{extra} --strategy {strategy}"
+def report(b: Bisection, dep: Departure, context: ReportContext) -> BisectReport:
+    """The bisect's report: the answer, what it rests on and its confidence, what it cost."""
+    return assemble(b.ledger, dep, context, facts(b, dep, context))

@@ -40,11 +40,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from bisectbot.bisecting.plan import BisectPlan
 from bisectbot.bot.memory import BotMemory, CommandRow, Cursor, TargetRow
 from bisectbot.bot.progress import CommentObserver, ProgressPoster
 from bisectbot.config import Config, load_config
 from bisectbot.config.sections import GitHubConfig
+from bisectbot.core.plan import BisectPlan
 from bisectbot.errors import BisectbotError, ConfigError, GitHubError, RefError, one_line
 from bisectbot.events import (
     Cancelled,

@@ -13,7 +13,6 @@ from typing import Callable
 import click
 
 from bisectbot.bisecting.budget import BudgetLimits
-from bisectbot.bisecting.plan import Narrowing
 from bisectbot.cli.guard import BISECT_EXIT, TEST_EXIT, guard
 from bisectbot.cli.options import (
     arms_option,
@@ -40,6 +39,7 @@ from bisectbot.cli.wiring import (
     write_outputs,
 )
 from bisectbot.core.estimate import parse_duration
+from bisectbot.core.plan import Narrowing
 from bisectbot.errors import BisectbotError
 from bisectbot.events import Events
 from bisectbot.jobs import lifecycle as jobs

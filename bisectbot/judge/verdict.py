@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 from bisectbot.config import Config
 from bisectbot.config.seeds import SEED_BLOCK
-from bisectbot.core import broken_end
+from bisectbot.core import broken_end, confirming
 from bisectbot.events import Events, RunsProgress, VerdictReached
 from bisectbot.judge.parse import observe
 from bisectbot.judge.reference import ControlPairing, GrowingControl
@@ -124,8 +124,9 @@ def _placed_alike(ev: stats.Evidence, ask: Ask, alike: Mapping[str, tuple[int, i
     return ev
 
 
-class Untestable(Exception):
-    """A commit the sticky search cannot use (cannot be built or run, runs mostly fail)."""
+class Untestable(confirming.Untestable):
+    """A commit the sticky search or a confirmation cannot use (cannot be built or run, runs
+    mostly fail); `signature` says how, for blocks of commits that fail alike."""
 
     def __init__(self, reason: str, signature: str):
         super().__init__(reason)

@@ -1,8 +1,8 @@
-"""The records a bisect is planned with and concludes in: what is searched, and what was found.
+"""The records a bisect is planned with and concludes in (pure): what is searched, what was found.
 
 A `BisectPlan` is decided before the bisect runs (which commits, which job, at which error
 level, how the line is narrowed: `Narrowing`); `Found`, `ChangePoint` and `Departure` are what
-the search and its confirmation loop (bisecting.bisect) hand to the report (bisecting.summary);
+the search and its confirmation loop (core.walkback) hand to the report (core.assembly);
 `ReportContext` is what the report carries besides the verdicts. They live apart from the
 stages because planning (jobs.lifecycle, bisecting.narrow), the bot and the benchmarks build and
 read them without running a bisect.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bisectbot.bisecting.budget import BudgetSpent
 from bisectbot.core.inputs import Narrowed
 from bisectbot.core.search import SearchResult
 from bisectbot.records.commits import Ask, CommitVerdict
@@ -128,6 +127,15 @@ class ChangePoint:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """Why a bisect stopped before its answer: which limit of this invocation (`max-builds` or
+    `deadline`) and what it says."""
+
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Departure:
     """The outcome of searching for the first departure: status and message, the last search,
     the change points crossed on the way (latest first), the strategies used."""
@@ -137,7 +145,7 @@ class Departure:
     found: Found
     crossed: list[ChangePoint]
     strategies: list[str]
-    stop: BudgetSpent | None = None  # status stopped: which limit, and why
+    stop: Stop | None = None  # status stopped: which limit, and why
 
 
 def steps_estimate(n: int) -> int:
