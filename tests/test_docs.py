@@ -157,3 +157,70 @@ def test_the_link_check_finds_each_kind_of_broken_link(tmp_path: Path) -> None:
         "ftp",
         "../outside.md",
     ], problems
+
+
+# --- the README reads in sentences of at most 50 words
+
+MAX_WORDS = 50
+ABBREVIATION = re.compile(r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf)\.$")
+
+
+def prose(text: str) -> list[str]:
+    """A page's paragraphs and list items as plain text, without headings, tables and code blocks;
+    a code span keeps its words (they count), with `.`, `!` and `?` in it made unable to end a sentence."""
+    out = []
+    skipping = 0
+    for token in MD.parse(text):
+        if token.type in ("heading_open", "table_open"):
+            skipping += 1
+        elif token.type in ("heading_close", "table_close"):
+            skipping -= 1
+        elif token.type == "inline" and not skipping:
+            parts = []
+            for child in token.children or []:
+                if child.type == "text":
+                    parts.append(child.content)
+                elif child.type == "code_inline":
+                    parts.append("`" + re.sub(r"[.!?]", "·", child.content) + "`")
+                elif child.type in ("softbreak", "hardbreak"):
+                    parts.append(" ")
+            out.append("".join(parts))
+    return out
+
+
+def sentences(paragraph: str) -> list[str]:
+    """Split where `.`, `!` or `?` (and any closing bracket or quote) is followed by a space, except
+    after an abbreviation (e.g. this one); a sentence may start in lowercase (`bisectbot …`)."""
+    out, start = [], 0
+    for end in re.finditer(r"[.!?][)\]\"'’]*\s+", paragraph):
+        if ABBREVIATION.search(paragraph[: end.start() + 1]):
+            continue
+        out.append(paragraph[start : end.end()].strip())
+        start = end.end()
+    out.append(paragraph[start:].strip())
+    return [s for s in out if s]
+
+
+def long_sentences(text: str) -> list[str]:
+    return [s for p in prose(text) for s in sentences(p) if len(s.split()) > MAX_WORDS]
+
+
+def test_no_readme_sentence_is_over_50_words() -> None:
+    long = long_sentences((ROOT / "README.md").read_text())
+    assert not long, f"README.md sentences over {MAX_WORDS} words (split them):\n\n" + "\n\n".join(
+        f"({len(s.split())} words) {s}" for s in long
+    )
+
+
+def test_the_sentence_check_counts_prose_only() -> None:
+    words = " ".join(["word"] * 26)
+    long = f"Long {words}, e.g. a `cmd x.y. Z` {words}."  # 56 words: neither e.g. nor the span ends it
+    text = (
+        f"# {words} {words}\n\n"  # a heading
+        f"```\n{words} {words}\n```\n\n"  # a code block
+        f"| a |\n|---|\n| {words} {words} |\n\n"  # a table
+        f"Short. {words}. {words}. bisectbot {words}.\n\n"  # four sentences, one lowercase
+        f"* {long}\n"
+    )
+    assert long_sentences(text) == [long.replace("cmd x.y. Z", "cmd x·y· Z")]
+    assert [len(s.split()) for s in sentences(prose(text)[0])] == [1, 26, 26, 27]
