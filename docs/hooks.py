@@ -1,35 +1,21 @@
-"""MkDocs hook: the command reference (commands.md) is written from every command's --help at
-build time, so it cannot drift from the code."""
+"""MkDocs hook: the site is not built from a command reference (commands.md) that differs from
+--help. The page is committed and written by cog (docs/cog_commands.py), never by the build;
+here it is only checked, as tests/test_docs.py checks it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 from typing import Any
 
-import click
-from click.testing import CliRunner
-
-from bisectbot.cli import main
-
-
-def _commands(group: click.Group) -> list[str]:
-    return sorted(group.list_commands(click.Context(group)))
+from cogapp import Cog
+from mkdocs.exceptions import PluginError
 
 
 def on_pre_build(config: Any) -> None:
-    runner = CliRunner()
-    parts = [
-        "# Command reference",
-        "",
-        "Every command's `--help`, as this version prints it (written when the site is built).",
-        "",
-    ]
-    top = runner.invoke(main, ["--help"], terminal_width=100)
-    parts += ["## bisectbot", "", "```text", top.output.rstrip(), "```", ""]
-    for name in _commands(main):
-        out = runner.invoke(main, [name, "--help"], terminal_width=100)
-        parts += [f"## bisectbot {name}", "", "```text", out.output.rstrip(), "```", ""]
-    target = Path(config["docs_dir"]) / "commands.md"
-    text = "\n".join(parts)
-    if not target.exists() or target.read_text() != text:
-        target.write_text(text)
+    page = Path(config["docs_dir"]) / "commands.md"
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(out):
+        code = Cog().main(["cog", "--check", "--diff", str(page)])
+    if code != 0:
+        raise PluginError(f"{page} differs from --help: run `cog -r docs/commands.md`\n{out.getvalue()}")

@@ -163,7 +163,7 @@ def test_two_commits_that_cannot_be_told_apart_are_not_named(monkeypatch) -> Non
 def test_a_working_end_in_the_indifference_zone_is_named_as_the_reason(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A stray outcome in 6% of runs at every commit (TV 0.06: beyond eta 0.03, within tolerance):
     when the answer hinges on it, the report says that the working end itself departs, and
-    bisectbot refuses rather than re-centres (README: How it decides)."""
+    bisectbot refuses rather than re-centres (docs/how-it-decides.md)."""
 
     def never(*args, **kw):  # type: ignore[no-untyped-def]
         return S.Evidence(S.Verdict.INCONCLUSIVE, 2, 0.0, 0.0, "no change shown")

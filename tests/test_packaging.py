@@ -61,7 +61,7 @@ def test_every_exit_code_the_cli_can_return_is_documented() -> None:
     assert codes <= table, f"exit codes {sorted(codes - table)} are not in the README's table"
 
 
-# The layers of the package, lowest first (README.md, "Inside"): a module may import modules of
+# The layers of the package, lowest first (docs/inside.md, its table): a module may import modules of
 # its own layer or lower ones, never a higher one, and no import cycle may form.
 LAYERS = [
     ["bisectbot.inert", "bisectbot.errors"],

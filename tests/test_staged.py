@@ -3,8 +3,8 @@ one, with and without a 2% stray outcome on every commit, with the compile-input
 the line (docs-only commits skipped, the first defect's parent among them in some histories).
 The first departure — the TV 0.15 commit — must be named, status found, every time.
 
-`BISECTBOT_STAGED=N` bisects N histories per case (the acceptance run is 20; README: How it
-decides); the default suite and CI run STAGED_DEFAULT of each, different seeds and positions.
+`BISECTBOT_STAGED=N` bisects N histories per case (the acceptance run is 20;
+docs/how-it-decides.md); the default suite and CI run STAGED_DEFAULT of each, different seeds and positions.
 """
 
 from __future__ import annotations
