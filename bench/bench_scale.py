@@ -8,7 +8,7 @@
 rounds: simulated first-parent histories of N = 2,413 commits (llama.cpp 2024-03 … 2025-02) where
   a commit touches the CPU build of llama-speculative with probability 0.45 (the measured mix:
   ~55% touch no C/C++ source, header or CMake file of it). The line is narrowed by the rule
-  (core.inputs.narrow, with each commit's changed path drawn from that mix), then searched by
+  (building.inputs.narrow, with each commit's changed path drawn from that mix), then searched by
   core.search.kary_search with K probes per round and decisive answers (the statistics of each
   verdict are benchmarked by bench_stats.py). Builds = distinct commits probed + the two ends +
   the culprit's own parent when the search skipped it.
@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_stats import table  # noqa: E402
+from bisectbot.building.inputs import Change, InputRule, narrow  # noqa: E402
 from bisectbot.config import Config, load_config  # noqa: E402
-from bisectbot.core.inputs import Change, InputRule, narrow  # noqa: E402
-from bisectbot.core.parallel import Throttle  # noqa: E402
 from bisectbot.core.search import kary_search  # noqa: E402
+from bisectbot.judge.parallel import Throttle  # noqa: E402
 from bisectbot.judge.sweep import ProgramExecutor, RunStream  # noqa: E402
 from bisectbot.processes.procs import clean_env  # noqa: E402
 from bisectbot.statistics.outcome import Verdict  # noqa: E402

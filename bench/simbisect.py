@@ -148,7 +148,7 @@ class History:
         """The line lo..hi (default: all of it) as bisecting.narrow would leave it: the ends and
         the commits that can change the binary; each kept commit stands for the equivalent ones
         after it."""
-        from bisectbot.core.inputs import Narrowed
+        from bisectbot.core.plan import Narrowed
 
         shas = self.shas
         hi = self.n - 1 if hi is None else hi

@@ -17,12 +17,12 @@ from typing import Any, Iterator
 
 import pytest
 
+from bisectbot.cluster import connect
 from bisectbot.config import load_config
 from bisectbot.demo import DemoHistory, generate_demo
 from bisectbot.errors import ClusterError
 from bisectbot.events import Event, Events, RoundStarted, WorkerDone
 from bisectbot.jobs import lifecycle as jobs
-from bisectbot.judge.cluster import connect
 from bisectbot.records.commits import Ask
 from bisectbot.records.reports import BisectStatus
 from bisectbot.state.statedir import StateDir

@@ -31,7 +31,6 @@ from bisectbot.core.search import SearchResult, bisect_search
 from bisectbot.records.reports import BisectReport, BisectStatus, ConfigSummary
 from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find, Verdict
-
 from sample_reports import ENVIRONMENT, REFERENCE, verdict
 
 DECISIONS = st.sampled_from([Verdict.GOOD, Verdict.BAD, Verdict.INCONCLUSIVE])

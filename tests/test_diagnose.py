@@ -8,15 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from bisectbot.core.diagnose import (
-    condition_shift,
-    likely_causes,
-    log_e_discordant,
-    observed_cells,
-    observed_pairs,
-    share_change_between,
-    undecided_hint,
-)
+from bisectbot.core.diagnose import observed_cells, observed_pairs
+from bisectbot.report.hints import likely_causes, undecided_hint
+from bisectbot.statistics.condition import condition_shift, log_e_discordant, share_change_between
 from bisectbot.statistics.sequential import test_against_reference as against_reference
 from bisectbot.statistics.stats import MISSED, OTHER, Reference
 

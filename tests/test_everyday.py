@@ -19,8 +19,8 @@ import yaml
 
 from bisectbot.bisecting.budget import Budget, BudgetLimits, BudgetSpent
 from bisectbot.core.estimate import Timings, estimate, format_duration, parse_duration, search_builds
-from bisectbot.core.retention import BINARIES, BUILD_DIR, LOG, Caps, Item, parse_size, to_remove
 from bisectbot.demo import DemoHistory, generate_demo
+from bisectbot.jobs.retention import BINARIES, BUILD_DIR, LOG, Caps, Item, parse_size, to_remove
 from bisectbot.records.reports import BisectReport
 from bisectbot.report.markdown import bisect_markdown
 

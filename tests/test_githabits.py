@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bisectbot.core.inputs import narrow
+from bisectbot.building.inputs import narrow
 from bisectbot.core.search import bisect_search
 from bisectbot.demo import DemoHistory, generate_demo
 from bisectbot.statistics.outcome import Verdict

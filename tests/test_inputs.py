@@ -10,10 +10,10 @@ from typing import Literal
 import pytest
 
 from bisectbot.building.builder import Builder
+from bisectbot.building.inputs import Change, InputRule, matches, narrow, parse_depfile
 from bisectbot.building.workspace import Workspace
 from bisectbot.config import load_config
 from bisectbot.config.sections import BuildConfig
-from bisectbot.core.inputs import Change, InputRule, matches, narrow, parse_depfile
 from bisectbot.core.plan import Narrowing
 from bisectbot.demo import DemoHistory, generate_demo
 from bisectbot.events import Event, Events, LineNarrowed

@@ -72,7 +72,7 @@ LAYERS = [
     ["bisectbot.state"],
     ["bisectbot.processes", "bisectbot.doctor"],
     ["bisectbot.building", "bisectbot.llama", "bisectbot.demo"],
-    ["bisectbot.judge"],
+    ["bisectbot.judge", "bisectbot.cluster"],
     ["bisectbot.bisecting"],
     ["bisectbot.jobs"],
     ["bisectbot.github"],

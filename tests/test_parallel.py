@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from bisectbot.core.parallel import LevelStats, Throttle
+from bisectbot.judge.parallel import LevelStats, Throttle
 from bisectbot.judge.sweep import RunStream
 from bisectbot.records.commits import RunRecord
 

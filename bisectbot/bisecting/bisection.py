@@ -11,7 +11,6 @@ meeting the condition changed) is asked here too, for the ledger holds verdicts 
 from __future__ import annotations
 
 from bisectbot.bisecting.budget import Budget
-from bisectbot.core.diagnose import ConditionShift, condition_shift, share_change_between
 from bisectbot.core.ledger import Ledger, placed
 from bisectbot.core.plan import BisectPlan
 from bisectbot.core.search import SkipBlock
@@ -20,6 +19,7 @@ from bisectbot.events import BlockOfSkips, Events
 from bisectbot.judge.verdict import CommitTester
 from bisectbot.records.commits import Ask, CommitVerdict
 from bisectbot.statistics import stats
+from bisectbot.statistics.condition import ConditionShift, condition_shift, share_change_between
 from bisectbot.statistics.outcome import Verdict
 
 
@@ -33,7 +33,7 @@ class Bisection:
 
     @property
     def width(self) -> int:
-        """Commits tested at once: the cluster's workers (judge.cluster), else 1."""
+        """Commits tested at once: the cluster's workers (cluster), else 1."""
         return int(getattr(self.tester, "width", 1))
 
     # -- new verdicts, each recorded in the ledger -----------------------------------------------

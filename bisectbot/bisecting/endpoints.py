@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.config.seeds import SEED_BLOCK
-from bisectbot.core.diagnose import likely_causes, observed_pairs, undecided_hint
+from bisectbot.core.diagnose import observed_pairs
 from bisectbot.errors import EndpointError
 from bisectbot.events import EndpointStarted
 from bisectbot.records.commits import CommitVerdict
+from bisectbot.report.hints import likely_causes, undecided_hint
 from bisectbot.statistics.outcome import Find, Verdict
 
 

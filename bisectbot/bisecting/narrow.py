@@ -5,7 +5,7 @@ builds are reused there); each build records the repository files its targets we
 from. When builds are slow (`policy.broken_end_last`, measured on the working end's build) the
 broken end is not built: its inputs are scanned (configure, then the preprocessor alone), and
 it is tested only if the answer rests on it. A commit between them whose changes touch none of
-those inputs, by the conservative rule of `core.inputs`, builds the same binary as its parent
+those inputs, by the conservative rule of `building.inputs`, builds the same binary as its parent
 and is skipped as equivalent; so are the commits that touch none of `--paths` when given. The search then runs over the N' commits left,
 and the report says what each named commit stands for.
 """
@@ -16,11 +16,11 @@ import re
 from dataclasses import replace
 from typing import Callable, Sequence
 
+from bisectbot.building.inputs import InputRule, narrow
 from bisectbot.building.workspace import Workspace
 from bisectbot.config import Config
 from bisectbot.core import policy
-from bisectbot.core.inputs import InputRule, Narrowed, narrow
-from bisectbot.core.plan import BisectPlan, Narrowing
+from bisectbot.core.plan import BisectPlan, Narrowed, Narrowing
 from bisectbot.events import Events, LineNarrowed
 from bisectbot.records.commits import BuildRecord
 from bisectbot.statistics import stats

@@ -3,7 +3,7 @@ left: with Makefiles each target's link command, followed through the libraries 
 dependency files of its objects; with Ninja its log of every object's dependencies.
 
 Why: a build records its inputs so that commits which cannot change the binary are known
-(`core.inputs` narrows the line with them). What cannot be followed is unknown, never guessed.
+(`building.inputs` narrows the line with them). What cannot be followed is unknown, never guessed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Mapping, Sequence
 
-from bisectbot.core.inputs import parse_depfile
+from bisectbot.building.inputs import parse_depfile
 from bisectbot.processes.procs import clean_env, run
 
 
@@ -28,7 +28,7 @@ def target_inputs(
     """The repository files the targets were compiled from, as paths relative to `source`, read
     from Ninja's log of dependencies when the directory was generated for Ninja, else from the
     Makefiles. None when that cannot be followed: then the inputs are unknown and no commit is
-    skipped (core.inputs). `env` is the build's (no credentials); by default the current one
+    skipped (building.inputs). `env` is the build's (no credentials); by default the current one
     without them."""
     if (build_dir / "build.ninja").is_file():
         return _ninja_inputs(build_dir, targets, source, clean_env() if env is None else env)
@@ -107,7 +107,7 @@ def _makefile_inputs(build_dir: Path, targets: Sequence[str], source: Path) -> l
     dependency files (`<object>.d`) of every object linked into them, found by following each
     target's link command (`CMakeFiles/<target>.dir/link.txt`) through the libraries it names.
     None when that cannot be followed (another generator, no dependency file for an object):
-    then the inputs are unknown and no commit is skipped (core.inputs)."""
+    then the inputs are unknown and no commit is skipped (building.inputs)."""
     link_cmds = {p.parent.name.removesuffix(".dir"): p for p in build_dir.rglob("CMakeFiles/*.dir/link.txt")}
     outputs: dict[Path, Path] = {}
     for link in link_cmds.values():

@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 import git  # noqa: E402
 
-from bisectbot.core.inputs import Change
+from bisectbot.building.inputs import Change
 from bisectbot.errors import GitError, RefError
 from bisectbot.records.refs import local_pull_ref, pull_number, pull_ref_problem, source_pull_ref
 

@@ -13,10 +13,10 @@ from bisectbot.cli.options import json_option, repo_option, state_option
 from bisectbot.cli.terminal import summary_width
 from bisectbot.cli.wiring import default_state_dir, load, open_state, state_of, write_json
 from bisectbot.config import load_config
-from bisectbot.core.retention import parse_size
 from bisectbot.errors import BisectbotError
 from bisectbot.inert import one_line, visible
 from bisectbot.jobs import lifecycle as jobs
+from bisectbot.jobs.retention import parse_size
 
 
 def _size(value: str | None) -> int | None:

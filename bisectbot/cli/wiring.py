@@ -90,7 +90,7 @@ def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
     if not workers and not scheduler:
         yield None
         return
-    from bisectbot.judge.cluster import connect
+    from bisectbot.cluster import connect
 
     client = connect(workers, scheduler)
     try:

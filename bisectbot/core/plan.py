@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
-from bisectbot.core.inputs import Narrowed
 from bisectbot.core.search import SearchResult
 from bisectbot.records.commits import Ask, CommitVerdict
 from bisectbot.records.reports import BisectStatus, ConfigSummary, Environment, ReferenceSummary
@@ -34,6 +34,34 @@ class Narrowing:
         parts = [] if self.enabled else ["all-commits"]
         parts += [f"paths={p}" for p in self.paths] + [f"also={p}" for p in self.also]
         return tuple(parts)
+
+
+@dataclass(frozen=True)
+class Narrowed:
+    """The line the search runs over, and what the skipped commits stand for.
+
+    `line` keeps both ends and every commit that can change the binary, in order; `stands_for`
+    maps a kept commit to the skipped ones after it (they build its binary); `why` says, per
+    kept commit, which change made it count."""
+
+    line: tuple[str, ...]
+    full: tuple[str, ...]
+    stands_for: Mapping[str, tuple[str, ...]]
+    why: Mapping[str, str]
+    rule: str = ""  # the rule as applied, for the report
+
+    @property
+    def skipped(self) -> int:
+        return len(self.full) - len(self.line)
+
+    def expand(self, first: str, last: str) -> list[str]:
+        """The commits of the full line that the kept commits first … last stand for."""
+        out: list[str] = []
+        i, j = self.line.index(first), self.line.index(last)
+        for sha in self.line[i : j + 1]:
+            out.append(sha)
+            out.extend(self.stands_for.get(sha, ()))
+        return out
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Iterator
 
 from bisectbot.config import Config
-from bisectbot.core.retention import BINARIES, BUILD_DIR, LOG, Caps, Item, format_size, to_remove
 from bisectbot.errors import StateError
+from bisectbot.jobs.retention import BINARIES, BUILD_DIR, LOG, Caps, Item, format_size, to_remove
 from bisectbot.state import dirlock
 from bisectbot.state.statedir import StateDir
 

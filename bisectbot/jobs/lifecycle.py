@@ -81,7 +81,7 @@ class Session:
         # a failed build names the `bisectbot build-log` command (with local paths: not for the bot)
         self.name_build_log = name_build_log
         self.events = events or Events()
-        # a Dask client: verdicts are reached on its workers, K commits per round (judge.cluster)
+        # a Dask client: verdicts are reached on its workers, K commits per round (cluster)
         self.cluster, self.worker_root = cluster, worker_root or state.root / "workers"
         self.sandbox = sandbox  # set: the commits under test are untrusted code
         self.scratch: Scratch | None = None  # and this is the throwaway box they are built in
@@ -123,7 +123,7 @@ class Session:
         if self.cluster is not None:
             if self.sandbox is not None:
                 raise BisectbotError("untrusted code is built and run here, in the sandbox, never on a cluster")
-            from bisectbot.judge.cluster import ClusterTester
+            from bisectbot.cluster import ClusterTester
 
             # a control sample is built and run here, by the coordinator's runner; the workers
             # make the tested runs and the coordinator pairs them seed for seed (ClusterTester)

@@ -32,9 +32,9 @@ from bisectbot.building.buildkeys import named_files, named_paths
 from bisectbot.building.workspace import Export, Workspace
 from bisectbot.config import Config
 from bisectbot.config.sections import BuildConfig, Variant
-from bisectbot.core.parallel import Throttle
 from bisectbot.core.policy import UnitCosts, unit_costs
 from bisectbot.events import Events, VariantChosen, VariantFailed
+from bisectbot.judge.parallel import Throttle
 from bisectbot.judge.sweep import Executor, ProgramExecutor, Request, RunStream, ServerExecutor, render_argv
 from bisectbot.processes.boxfs import BoxRefused
 from bisectbot.processes.elf import self_contained

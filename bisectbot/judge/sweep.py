@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from bisectbot.config.sections import ArmConfig, ParseConfig, RunConfig
-from bisectbot.core.parallel import Throttle
+from bisectbot.judge.parallel import Throttle
 from bisectbot.judge.parse import Incomplete, Unparsable, parse_output, parse_tokens
 from bisectbot.processes import localhttp
 from bisectbot.processes.procs import Server, ServerError, exit_reason, run

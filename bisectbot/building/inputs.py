@@ -29,6 +29,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping, Sequence
 
+from bisectbot.core.plan import Narrowed
+
 BUILD_FILE_NAMES = ("CMakeLists.txt",)
 BUILD_FILE_SUFFIXES = (".cmake", ".cmake.in")
 
@@ -138,34 +140,6 @@ class InputRule:
             if _suffix(path) in self.suffixes:
                 return "a file beside inputs with an input's extension"
         return None
-
-
-@dataclass(frozen=True)
-class Narrowed:
-    """The line the search runs over, and what the skipped commits stand for.
-
-    `line` keeps both ends and every commit that can change the binary, in order; `stands_for`
-    maps a kept commit to the skipped ones after it (they build its binary); `why` says, per
-    kept commit, which change made it count."""
-
-    line: tuple[str, ...]
-    full: tuple[str, ...]
-    stands_for: Mapping[str, tuple[str, ...]]
-    why: Mapping[str, str]
-    rule: str = ""  # the rule as applied, for the report
-
-    @property
-    def skipped(self) -> int:
-        return len(self.full) - len(self.line)
-
-    def expand(self, first: str, last: str) -> list[str]:
-        """The commits of the full line that the kept commits first … last stand for."""
-        out: list[str] = []
-        i, j = self.line.index(first), self.line.index(last)
-        for sha in self.line[i : j + 1]:
-            out.append(sha)
-            out.extend(self.stands_for.get(sha, ()))
-        return out
 
 
 def narrow(

@@ -1,0 +1,143 @@
+"""Which config mistake a commit's runs point at, and what an undecided test needs (pure).
+
+Why: a config mistake surfaces as a verdict. One misspelt outcome name in `reference.probs` makes
+the good end test BAD with `E_bad = 1e+04 ≥ 1/alpha`, and nothing said that 42% of the runs gave
+an outcome the reference does not have. An endpoint that tests the wrong way (or cannot decide)
+therefore shows its observed distribution against the reference (core.diagnose) and, when the
+runs look like a config problem rather than a real departure, says which key to look at:
+
+* outcomes the reference does not list (with the reference name each one is close to);
+* a condition met far less often than the reference says (or, without `condition_prob`, far
+  less often than at another commit: statistics.condition);
+* runs that mostly could not be read (the parse section);
+* an undecided test: whether more runs can decide it, and about how many.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from typing import Mapping
+
+from bisectbot.statistics.stats import MISSED, OTHER, Reference
+
+OTHER_SHARE = 0.05  # outcomes the reference lacks: worth a word from this share of the runs on
+FAILED_SHARE = 0.2  # runs that could not be read or failed: from this share on
+CONDITION_FACTOR = 3.0  # condition met this many times less often than the reference says
+
+
+def likely_causes(
+    counts: Mapping[str, int],
+    failures: Mapping[str, int],
+    others: Mapping[str, int],
+    reference: Reference,
+) -> list[str]:
+    """Config mistakes the runs point at, each one sentence (none: the runs look like a real
+    departure). `others` counts the outcomes that fell in OTHER, by their text."""
+    causes: list[str] = []
+    prob_of = dict(zip(reference.names, reference.probs))
+    support = [n for n in reference.names if n not in (OTHER, MISSED)]
+    met = sum(counts.get(n, 0) for n in reference.names if n != MISSED)
+    n_other = counts.get(OTHER, 0)
+    if met and n_other / met >= OTHER_SHARE and prob_of.get(OTHER, 0.0) == 0.0:
+        top = sorted(others.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+        seen = ", ".join(f"{name!r} ×{n}" for name, n in top)
+        unseen = [n for n in support if not counts.get(n)]
+        close = [(name, m[0]) for name, _ in top if (m := difflib.get_close_matches(name, unseen or support, 1, 0.5))]
+        hint = "; ".join(f"{name!r} looks like the reference's {ref!r}" for name, ref in close)
+        causes.append(
+            f"{n_other} of {met} runs ({n_other / met:.0%}) gave outcomes reference.probs does not list"
+            + (f" (most often {seen})" if seen else "")
+            + (f": {hint}, misspelt there?" if hint else ": is reference.probs complete, and statistic.outcome right?")
+        )
+    if reference.condition_prob is not None:
+        total = met + counts.get(MISSED, 0)
+        rate = met / total if total else 0.0
+        if total >= 20 and rate * CONDITION_FACTOR < reference.condition_prob:
+            causes.append(
+                f"the condition was met in {rate:.0%} of runs, the reference says {reference.condition_prob:.0%}: "
+                "check statistic.condition (token, position) and reference.condition_prob"
+            )
+    if reference.failed is not None:  # failed runs are an outcome: a crash rate is data, not a config mistake
+        return causes
+    failed = sum(failures.values())
+    runs = failed + met + counts.get(MISSED, 0)
+    if runs and failed / runs >= FAILED_SHARE:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(failures.items(), key=lambda kv: -kv[1]))
+        causes.append(
+            f"{failed} of {runs} runs ({failed / runs:.0%}) failed or could not be read ({kinds}): "
+            "check the parse: section (prefix, split, expect_tokens) against one run's output"
+        )
+    return causes
+
+
+def _mixture_runs(rate: float, target: float, k: int, floor: int) -> int:
+    """n with n·rate − ((k−1)/2)·log n ≥ target: the runs a Dirichlet-mixture e-process needs
+    to reach `target` when each run adds `rate` nats on average (a fixed point, rounded up)."""
+    n = max(float(floor), 2.0)
+    for _ in range(200):
+        n_next = (target + 0.5 * (k - 1) * math.log(max(n, 2.0))) / rate
+        if abs(n_next - n) < 1:
+            break
+        n = n_next
+    return max(int(math.ceil(n)), floor + 1)
+
+
+def undecided_hint(
+    counts: Mapping[str, int],
+    reference: Reference,
+    *,
+    alpha: float,
+    beta: float,
+    tolerance: float,
+    eta: float,
+    max_runs: int,
+    cap: int,
+    slower: float = 1.0,
+) -> str:
+    """What to change when a test stopped undecided at its budget, estimated from the runs it
+    saw (plug-in frequencies q̂ against p, less the TV that sampling alone gives): the runs BAD needs (KL(q̂‖p) nats per run), or GOOD
+    (at least 2·(tolerance − TV)² nats per run, Pinsker), or that the commit sits between eta
+    and the tolerance, where more runs do not help. `cap` is the most run.max_runs can be.
+    `slower`: how many times the runs an exact reference needs the test needs (a control
+    sample's two-sample test, each run paired with one control run: at most 2)."""
+    names = list(reference.names)
+    total = sum(counts.get(n, 0) for n in names)
+    if not total:
+        return "no run was counted: see the causes above, or raise run.max_runs"
+    q = [counts.get(n, 0) / total for n in names]
+    p = list(reference.probs)
+    # The plug-in TV of n runs of the reference itself is about ½·Σ√(2p(1−p)/(πn)), not 0 (0.045
+    # after 150 runs of #29975's reference): only what stands above that is taken as departure.
+    noise = 0.5 * sum(math.sqrt(2 * b * (1 - b) / (math.pi * total)) for b in p)
+    tv = max(0.0, 0.5 * sum(abs(a - b) for a, b in zip(q, p)) - noise)
+    k = sum(1 for b in p if b > 0)
+
+    def raise_to(n: int, what: str) -> str:
+        n = max(
+            math.ceil(n * slower), math.ceil(1.5 * total)
+        )  # the plug-in rate says "decided by now": noise; half again
+        if n > cap:
+            return (
+                f"{what} would need about {n:,} runs, more than run.max_runs can be ({cap:,}, one seed "
+                "block): loosen test.alpha/test.beta or widen test.tolerance"
+            )
+        return f"{what} needs about {n:,} runs: raise run.max_runs to {min(cap, math.ceil(n * 1.25)):,}"
+
+    if tv > eta:  # BAD's null is the eta-ball around p: each run adds at least 2·(TV − eta)² nats
+        kl = sum(a * math.log(a / b) for a, b in zip(q, p) if a > 0 and b > 0)
+        rate = 2 * (tv - eta) ** 2 if eta > 0 else kl
+        if rate > 0:
+            said = f"observed TV {tv:.3f} from the reference: BAD " + raise_to(
+                _mixture_runs(rate, math.log(1 / alpha), k, total), "x"
+            ).removeprefix("x ")
+            if tv < tolerance:
+                said += (
+                    f" (it is between test.eta {eta:g} and test.tolerance {tolerance:g}, where either verdict "
+                    "is allowed: raise test.eta if this much is expected, or make this commit the reference)"
+                )
+            return said
+    gap = max(tolerance - tv, 1e-9)  # GOOD's null is TV ≥ tolerance: at least 2·gap² nats per run
+    return f"observed TV {tv:.3f} from the reference: GOOD " + raise_to(
+        _mixture_runs(2 * gap * gap, math.log(1 / beta), k, total), "x"
+    ).removeprefix("x ")
