@@ -15,13 +15,13 @@ same seed, so the rows pair run i with run i, each under its own seed.
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.judge.runner import Prepared
 from bisectbot.judge.sweep import ProgramExecutor, render_argv
 from bisectbot.judge.verdict import CommitTester
 from bisectbot.records.commits import CommitVerdict, RunRecord
+from bisectbot.records.reports import OutputRow, Outputs, Rerun
 from bisectbot.statistics.outcome import Find
 
 ROWS = 6  # runs shown per commit
@@ -37,9 +37,7 @@ def run_text(rec: RunRecord | None, split: str) -> str:
     return ("" if split == "chars" else " ").join(rec.tokens)
 
 
-def side_by_side(
-    tester: CommitTester, find: Find, verdicts: list[CommitVerdict], rows: int = ROWS
-) -> dict[str, Any] | None:
+def side_by_side(tester: CommitTester, find: Find, verdicts: list[CommitVerdict], rows: int = ROWS) -> Outputs | None:
     """The first `rows` runs of the confirmation of the culprit and of its parent (bisecting.confirm),
     and the command that reruns the culprit's first one by hand; None when there is no
     confirmation or either commit cannot be run from the state (its build gone and not rebuildable)."""
@@ -58,27 +56,40 @@ def side_by_side(
         at = every.index(first) if first in every else 0
         seeds = every[at : at + rows]
         sides[name] = (prepared, seeds, runner.stored_runs(prepared))
+
+    def run_of(name: str, i: int) -> tuple[int, str, str | None]:
+        """Seed, output and outcome of the i-th run of one side."""
+        prepared, seeds, stored = sides[name]
+        rec = stored.get(seeds[i])
+        category = tester.category(rec) if rec is not None else None
+        text = run_text(rec, tester.cfg.parse_for(prepared.variant or 0).split)
+        return seeds[i], text, tester.reference.names[category] if category is not None else None
+
     table = []
     for i in range(rows):
-        row: dict[str, Any] = {"run": i + 1}
-        for name, (prepared, seeds, stored) in sides.items():
-            rec = stored.get(seeds[i])
-            category = tester.category(rec) if rec is not None else None
-            row[f"{name}_seed"] = seeds[i]
-            row[name] = run_text(rec, tester.cfg.parse_for(prepared.variant or 0).split)
-            row[f"{name}_outcome"] = tester.reference.names[category] if category is not None else None
-        table.append(row)
+        (c_seed, c_text, c_outcome), (p_seed, p_text, p_outcome) = run_of("culprit", i), run_of("parent", i)
+        table.append(
+            OutputRow(
+                run=i + 1,
+                culprit_seed=c_seed,
+                culprit=c_text,
+                culprit_outcome=c_outcome,
+                parent_seed=p_seed,
+                parent=p_text,
+                parent_outcome=p_outcome,
+            )
+        )
     prepared, seeds, _ = sides["culprit"]
-    return {
-        "culprit": culprit.sha,
-        "parent": parent.sha,
-        "culprit_label": find.what,
-        "rows": table,
-        "rerun": rerun(tester, prepared, seeds[0]),
-    }
+    return Outputs(
+        culprit=culprit.sha,
+        parent=parent.sha,
+        culprit_label=find.what,
+        rows=table,
+        rerun=rerun(tester, prepared, seeds[0]),
+    )
 
 
-def rerun(tester: CommitTester, prepared: Prepared, seed: int) -> dict[str, Any] | None:
+def rerun(tester: CommitTester, prepared: Prepared, seed: int) -> Rerun | None:
     """The exact argv that runs `seed` on the prepared commit's kept binary, where and with
     which environment, and one shell line for people (None for a program not run by argv)."""
     executor = prepared.executor
@@ -91,12 +102,12 @@ def rerun(tester: CommitTester, prepared: Prepared, seed: int) -> dict[str, Any]
     cwd = str(executor.workdir)
     words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv
     build_dir = tester.runner.builder.build_dir(tester.cfg.build, prepared.build.variant)
-    return {
-        "seed": seed,
-        "argv": argv,
-        "cwd": cwd,
-        "env": env,
-        "binaries": dict(prepared.build.binaries),
-        "build_dir": str(build_dir),
-        "command": f"cd {shlex.quote(cwd)} && {shlex.join(words)}",
-    }
+    return Rerun(
+        seed=seed,
+        argv=argv,
+        cwd=cwd,
+        env=env,
+        binaries=dict(prepared.build.binaries),
+        build_dir=str(build_dir),
+        command=f"cd {shlex.quote(cwd)} && {shlex.join(words)}",
+    )

@@ -9,14 +9,12 @@ parent side by side (bisecting.outputs). Nothing here decides anything.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.bisecting.outputs import side_by_side
 from bisectbot.core.assembly import Facts, assemble, candidates, culprit_of, reproduce_line, scan_line, with_time
 from bisectbot.core.plan import Departure, ReportContext
 from bisectbot.core.search import SkipBlock
-from bisectbot.records.reports import BisectReport, BisectStatus
+from bisectbot.records.reports import BisectReport, BisectStatus, SkipBlockRow
 
 __all__ = ["block_text", "candidates", "report", "reproduce_line", "scan_line", "skip_block_summaries", "with_time"]
 
@@ -28,18 +26,18 @@ def block_text(b: Bisection, block: SkipBlock) -> str:
     return f"{span} ({len(block.tested)} tried): {block.signature}"
 
 
-def skip_block_summaries(b: Bisection, blocks: tuple[SkipBlock, ...]) -> list[dict[str, Any]]:
+def skip_block_summaries(b: Bisection, blocks: tuple[SkipBlock, ...]) -> list[SkipBlockRow]:
     """The blocks of commits that could not be tested, as the report lists them."""
     line = b.plan.line
     return [
-        {
-            "first": line[blk.first],
-            "last": line[blk.last],
-            "commits": blk.commits,
-            "tried": len(blk.tested),
-            "signature": blk.signature,
-            "text": block_text(b, blk),
-        }
+        SkipBlockRow(
+            first=line[blk.first],
+            last=line[blk.last],
+            commits=blk.commits,
+            tried=len(blk.tested),
+            signature=blk.signature,
+            text=block_text(b, blk),
+        )
         for blk in blocks
     ]
 

@@ -14,8 +14,8 @@ git or runs anything, so deciding and explaining do not mix.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -26,7 +26,21 @@ from bisectbot.core.ledger import Ledger
 from bisectbot.core.plan import BisectPlan, Departure, ReportContext
 from bisectbot.core.search import SearchResult, untested_stretches
 from bisectbot.records.commits import CommitVerdict, distinct_runs
-from bisectbot.records.reports import BisectReport, BisectStatus, ReferenceSummary
+from bisectbot.records.reports import (
+    Actual,
+    BisectReport,
+    BisectStatus,
+    ChangePointRow,
+    Cost,
+    ForecastRow,
+    Outputs,
+    Proved,
+    ReferenceSummary,
+    SkipBlockRow,
+    Stopped,
+    Stretch,
+    Units,
+)
 from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find, Verdict
 
@@ -42,9 +56,9 @@ class Facts:
     reference: stats.Reference  # what the tests judged against
     summary: ReferenceSummary  # the same, as the report shows it (a control grown to its final size)
     subjects: Mapping[str, str | None]  # of the culprit and of every change point
-    skip_blocks: Sequence[dict[str, Any]]  # the search's blocks of alike skips, as reported
+    skip_blocks: Sequence[SkipBlockRow]  # the search's blocks of alike skips, as reported
     control_runs: int | None = None  # a control sample's runs no test of the control commit counts
-    outputs: dict[str, Any] | None = None  # the culprit's and its parent's first runs (bisecting.outputs)
+    outputs: Outputs | None = None  # the culprit's and its parent's first runs (bisecting.outputs)
     width: int = 1  # commits tested at once (a cluster's workers)
 
 
@@ -72,6 +86,7 @@ def assemble(ledger: Ledger, dep: Departure, context: ReportContext, facts: Fact
     # levels (a control sample's tests are two-sample tests at the same levels).
     doubt = ledger.doubt()
     strategy = dep.strategies[0] if dep.strategies else found.strategy
+    what = proved(ledger, dep, facts, 1.0 - doubt)
     return BisectReport(
         job=plan.job,
         status=dep.status,
@@ -124,26 +139,37 @@ def assemble(ledger: Ledger, dep: Departure, context: ReportContext, facts: Fact
         user_skipped=[sha for sha in (narrowed.full if narrowed else plan.line) if sha in plan.user_skipped],
         cost=cost(ledger),
         build_stages=[stage.to_json() for stage in build_stages(verdicts, plan.find)],
-        **proved(ledger, dep, facts, 1.0 - doubt),
+        proved=what.proved,
+        untested_before=what.untested_before,
+        scan_command=what.scan_command,
     )
 
 
-def _stopped(plan: BisectPlan, dep: Departure, left: int) -> dict[str, Any] | None:
+def _stopped(plan: BisectPlan, dep: Departure, left: int) -> Stopped | None:
     """A bisect stopped by its budget: which limit, the range left and how to go on."""
     if dep.stop is None:
         return None
     result = dep.found.result
-    return {
-        "by": dep.stop.by,
-        "reason": dep.stop.reason,
-        "last_good": plan.line[result.last_good],
-        "first_bad": plan.line[result.first_bad],
-        "commits_left": left,
-        "resume": "run the same command again (it resumes from the state directory)",
-    }
+    return Stopped(
+        by=dep.stop.by,
+        reason=dep.stop.reason,
+        last_good=plan.line[result.last_good],
+        first_bad=plan.line[result.first_bad],
+        commits_left=left,
+        resume="run the same command again (it resumes from the state directory)",
+    )
 
 
-def proved(ledger: Ledger, dep: Departure, facts: Facts, confidence: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class WhatItProves:
+    """The report's `proved`, `untested_before` and `scan_command`."""
+
+    proved: Proved | None = None
+    untested_before: list[Stretch] = field(default_factory=list)
+    scan_command: str | None = None
+
+
+def proved(ledger: Ledger, dep: Departure, facts: Facts, confidence: float) -> WhatItProves:
     """What a found commit proves, exactly (the report's `proved`, `untested_before` and
     `scan_command`): its parent is on the working side of the reference, it is on the other,
     and their runs differ: a GOOD→BAD change there. That it is the *first* departure holds only
@@ -151,7 +177,7 @@ def proved(ledger: Ledger, dep: Departure, facts: Facts, confidence: float) -> d
     (between two commits shown on the working side: core.search.untested_stretches) are where
     such a departure could hide, and `bisect --scan` tests every one of them."""
     if dep.status is not BisectStatus.FOUND:
-        return {}
+        return WhatItProves()
     plan, find = ledger.plan, ledger.plan.find
     c = dep.found.result.first_bad
     culprit, parent = plan.line[c], ledger.parent_of(c)
@@ -171,31 +197,31 @@ def proved(ledger: Ledger, dep: Departure, facts: Facts, confidence: float) -> d
         f"fresh seeds; all at confidence ≥ {max(0.0, confidence):.2%}"
     )
     skipped = {where[v.sha] for v in main if v.verdict is Verdict.SKIP}
-    rows: list[dict[str, Any]] = [
-        {
-            "after": plan.line[after],
-            "before": plan.line[before],
-            "first": plan.line[after + 1],
-            "last": plan.line[before - 1],
-            "commits": before - after - 1,
-            "skipped": sum(after < p < before for p in skipped),  # of them, tried and could not be built or run
-            "scan": scan_line(plan, plan.line[after], plan.line[before]) if find is Find.BAD else None,
-        }
+    rows = [
+        Stretch(
+            after=plan.line[after],
+            before=plan.line[before],
+            first=plan.line[after + 1],
+            last=plan.line[before - 1],
+            commits=before - after - 1,
+            skipped=sum(after < p < before for p in skipped),  # of them, tried and could not be built or run
+            scan=scan_line(plan, plan.line[after], plan.line[before]) if find is Find.BAD else None,
+        )
         for after, before in stretches
     ]
-    return {
-        "proved": {
-            "change": f"{was}→{now}",
-            "commit": culprit,
-            "parent": parent,
-            "first_departure": not stretches,
-            "text": text,
+    return WhatItProves(
+        Proved(
+            change=f"{was}→{now}",
+            commit=culprit,
+            parent=parent,
+            first_departure=not stretches,
+            text=text,
             # some commit before it was only placed on its side (GOOD-SIDE), not tested
-            "placed": any(v is not Verdict.GOOD and v is not Verdict.BAD for v in sides.values()),
-        },
-        "untested_before": rows,
-        "scan_command": scan_line(plan, rows[0]["after"], rows[-1]["before"]) if rows and find is Find.BAD else None,
-    }
+            placed=any(v is not Verdict.GOOD and v is not Verdict.BAD for v in sides.values()),
+        ),
+        rows,
+        scan_line(plan, rows[0]["after"], rows[-1]["before"]) if rows and find is Find.BAD else None,
+    )
 
 
 def scan_line(plan: BisectPlan, good: str, bad: str) -> str:
@@ -223,7 +249,7 @@ def with_time(report: BisectReport, wall: float, building: float, running: float
     return replace(report, cost={**(report.cost or {}), "time": spent})
 
 
-def cost(ledger: Ledger) -> dict[str, Any] | None:
+def cost(ledger: Ledger) -> Cost | None:
     """The forecast the strategy was chosen by, and what the bisect took, in the same units
     (builds, runs, seconds at the measured unit costs)."""
     if not ledger.choices:
@@ -237,35 +263,35 @@ def cost(ledger: Ledger) -> dict[str, Any] | None:
     runs = distinct_runs(main)
     built = {v.sha: v.build_seconds for v in main if v.build == "ok"}
 
-    def whole(f: policy.Forecast) -> dict[str, Any]:  # the forecast with the ends' builds and runs
-        return {
-            "strategy": f.strategy,
-            "builds": round(f.builds + end_builds, 1),
-            "runs": round(f.runs + end_runs),
-            "seconds": round(units.seconds(f.builds + end_builds, f.runs + end_runs), 1),
-        }
+    def whole(f: policy.Forecast) -> ForecastRow:  # the forecast with the ends' builds and runs
+        return ForecastRow(
+            strategy=f.strategy,
+            builds=round(f.builds + end_builds, 1),
+            runs=round(f.runs + end_runs),
+            seconds=round(units.seconds(f.builds + end_builds, f.runs + end_runs), 1),
+        )
 
     chosen = first.forecast()
-    return {
-        "unit": {
-            "build_seconds": units.build,
-            "run_seconds": units.run,
-            "measured_builds": units.builds,
-            "measured_runs": units.runs,
-        },
-        "estimate": whole(chosen) if chosen is not None else None,
-        "alternatives": [whole(f) for f in first.forecasts if f.strategy != first.strategy],
-        "actual": {
-            "builds": builds,
-            "runs": runs,
-            "seconds": round(units.seconds(builds, runs), 1),
-            "build_seconds": round(sum(built.values()), 1),
-        },
-        "text": first.text(),
-    }
+    return Cost(
+        unit=Units(
+            build_seconds=units.build,
+            run_seconds=units.run,
+            measured_builds=units.builds,
+            measured_runs=units.runs,
+        ),
+        estimate=whole(chosen) if chosen is not None else None,
+        alternatives=[whole(f) for f in first.forecasts if f.strategy != first.strategy],
+        actual=Actual(
+            builds=builds,
+            runs=runs,
+            seconds=round(units.seconds(builds, runs), 1),
+            build_seconds=round(sum(built.values()), 1),
+        ),
+        text=first.text(),
+    )
 
 
-def change_points(ledger: Ledger, dep: Departure, subjects: Mapping[str, str | None]) -> list[dict[str, Any]]:
+def change_points(ledger: Ledger, dep: Departure, subjects: Mapping[str, str | None]) -> list[ChangePointRow]:
     """The first departure (when found), then every boundary the bisect stopped at on the
     way whose parent already departed, in line order; `before`/`after` are the counts on
     fresh seeds at the parent and at the commit."""
@@ -273,17 +299,17 @@ def change_points(ledger: Ledger, dep: Departure, subjects: Mapping[str, str | N
     out = []
     for cp in sorted(dep.crossed, key=lambda c: c.position):
         out.append(
-            {
-                "commit": line[cp.position],
-                "subject": subjects.get(line[cp.position]),
-                "first": False,
-                "before": dict(cp.parent.counts),
-                "after": dict(cp.culprit.counts),
-                "text": f"{line[cp.position][:12]}: a boundary the search stopped at, but its parent "
+            ChangePointRow(
+                commit=line[cp.position],
+                subject=subjects.get(line[cp.position]),
+                first=False,
+                before=dict(cp.parent.counts),
+                after=dict(cp.culprit.counts),
+                text=f"{line[cp.position][:12]}: a boundary the search stopped at, but its parent "
                 f"{cp.parent.sha[:12]} already departs from the reference "
                 f"({cp.parent.verdict.value.upper()} after {cp.parent.runs} runs on fresh seeds), so "
                 f"the search walked back below it",
-            }
+            )
         )
     culprit = culprit_of(ledger.plan, dep)
     if culprit is not None:
@@ -291,14 +317,14 @@ def change_points(ledger: Ledger, dep: Departure, subjects: Mapping[str, str | N
         parent, again = last.get("confirm-parent"), last.get("confirm-culprit")
         out.insert(
             0,
-            {
-                "commit": culprit,
-                "subject": subjects.get(culprit),
-                "first": True,
-                "before": dict(parent.counts) if parent else {},
-                "after": dict(again.counts) if again else {},
-                "text": f"{culprit[:12]}: the first departure from the reference",
-            },
+            ChangePointRow(
+                commit=culprit,
+                subject=subjects.get(culprit),
+                first=True,
+                before=dict(parent.counts) if parent else {},
+                after=dict(again.counts) if again else {},
+                text=f"{culprit[:12]}: the first departure from the reference",
+            ),
         )
     return out
 

@@ -13,10 +13,11 @@ that verdict is the stage that needed it.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
 
 from bisectbot.records.commits import CommitVerdict
+from bisectbot.records.reports import BuildStageRow
 from bisectbot.statistics.outcome import Find, Verdict
 
 ENDS = "ends"
@@ -53,11 +54,18 @@ class BuildStage:
     def builds(self) -> int:
         return len(self.commits)
 
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "commits": list(self.commits), "builds": self.builds}
+    def to_json(self) -> BuildStageRow:
+        return BuildStageRow(
+            stage=self.stage,
+            number=self.number,
+            commits=list(self.commits),
+            skipped=self.skipped,
+            why=self.why,
+            builds=self.builds,
+        )
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "BuildStage":
+    def from_json(cls, data: Mapping[str, Any]) -> "BuildStage":
         return cls(
             str(data["stage"]),
             int(data["number"]),
@@ -90,7 +98,7 @@ def build_stages(verdicts: Sequence[CommitVerdict], find: Find = Find.BAD) -> li
     interrupted by an end's test (a broken end tested last, a model measured) goes on as the
     same search; only a confirmation sends the next one."""
     order: list[tuple[str, int]] = []
-    made: dict[tuple[str, int], dict[str, Any]] = {}
+    made: dict[tuple[str, int], BuildStage] = {}
     seen: set[str] = set()
     counts: dict[str, int] = {}
     last: tuple[str, int] | None = None
@@ -109,22 +117,23 @@ def build_stages(verdicts: Sequence[CommitVerdict], find: Find = Find.BAD) -> li
                 if after_confirmation:
                     searches, after_confirmation = searches + 1, False
                     key = (SEARCH, searches)
-                    made[key] = {"stage": SEARCH, "number": searches, "commits": (), "skipped": 0, "why": why}
+                    made[key] = BuildStage(SEARCH, searches, (), 0, why)
                     order.append(key)
                 last = (SEARCH, searches)
             else:
                 counts[stage] = counts.get(stage, 0) + 1
                 last = (stage, counts[stage])
-                made[last] = {"stage": stage, "number": counts[stage], "commits": (), "skipped": 0}
+                made[last] = BuildStage(stage, counts[stage], ())
                 order.append(last)
         if stage == CONFIRMATION:
             confirming.append(v)
         if v.sha not in seen:
             seen.add(v.sha)
             record = made[last]
-            record["commits"] = (*record["commits"], v.sha)
-            record["skipped"] += v.verdict is Verdict.SKIP
-    stages = [BuildStage(**made[key]) for key in order]
+            made[last] = replace(
+                record, commits=(*record.commits, v.sha), skipped=record.skipped + (v.verdict is Verdict.SKIP)
+            )
+    stages = [made[key] for key in order]
     # a stage that built nothing says nothing about where the builds went (a later search does: why it ran)
     return [s for s in stages if s.builds or (s.stage == SEARCH and s.number > 1)]
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from bisectbot.records.commits import CommitVerdict
+from bisectbot.records.reports import AlongRow
 from bisectbot.statistics.stats import FAILED, MISSED, OTHER
 
 OTHER_LABEL = "other"  # how OTHER is written in reports
@@ -67,7 +68,7 @@ def tv_from_reference(counts: Mapping[str, int], categories: Sequence[str], prob
 
 def distance_along(
     verdicts: Sequence[CommitVerdict], positions: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]
-) -> list[dict[str, object]]:
+) -> list[AlongRow]:
     """Where the distribution moved: each tested commit on the line once (its longest main-arm
     test), in history order, with its TV from the reference and its verdict — the series the
     distance charts draw, kept in the report so renderers only read it."""
@@ -79,8 +80,8 @@ def distance_along(
     for sha, v in best.items():
         tv = tv_from_reference(v.counts, categories, probs)
         if tv is not None:
-            out.append({"commit": sha, "position": positions[sha], "tv": round(tv, 4), "verdict": v.verdict.value})
-    return sorted(out, key=lambda row: int(str(row["position"])))
+            out.append(AlongRow(commit=sha, position=positions[sha], tv=round(tv, 4), verdict=v.verdict.value))
+    return sorted(out, key=lambda row: row["position"])
 
 
 def observed_pairs(counts: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from bisectbot.config import Config
 from bisectbot.config.sections import ComputedReference
@@ -35,7 +35,7 @@ from bisectbot.judge.runner import CommitRunner, Prepared
 from bisectbot.processes.procs import clean_env
 from bisectbot.records.commits import Ask, CommitVerdict, Tally
 from bisectbot.records.keys import json_key
-from bisectbot.records.reports import ReferenceSummary
+from bisectbot.records.reports import Condition, OutcomeAt, ReferenceSummary
 from bisectbot.state.files import file_sha256
 from bisectbot.state.storage import Store
 from bisectbot.statistics import stats
@@ -67,8 +67,10 @@ class ResolvedReference:
             source=self.source,
             categories=list(ref.names),
             category_probs=list(ref.probs),
-            condition=cfg.statistic.condition.model_dump() if cfg.statistic.condition else None,
-            outcome=cfg.statistic.outcome.model_dump(),
+            condition=Condition(position=cfg.statistic.condition.position, token=cfg.statistic.condition.token)
+            if cfg.statistic.condition
+            else None,
+            outcome=OutcomeAt(position=cfg.statistic.outcome.position),
         )
 
 
@@ -408,7 +410,7 @@ def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedRe
 
     tiny = forward.load_gguf(model)
     ids = forward.tokenize(tiny, comp.prompt)
-    kw: dict[str, Any] = dict(
+    sampling = forward.Sampling(
         top_k=comp.top_k,
         top_p=comp.top_p,
         min_p=comp.min_p,
@@ -418,24 +420,24 @@ def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedRe
     )
     if cond is None:
         return ResolvedReference(
-            _support(forward.next_token_probs(model, ids, **kw)), None, f"numpy forward pass of {model.name}"
+            _support(forward.next_token_probs(model, ids, **sampling)), None, f"numpy forward pass of {model.name}"
         )
-    cond_p = forward.condition_prob(model, ids, cond, **kw)
+    cond_p = forward.condition_prob(model, ids, cond, **sampling)
     if cond_p <= 0:
         raise BisectbotError(
             f"reference: the condition token {cond!r} has probability 0 after "
             f"{comp.prompt!r}: no run could ever meet it"
         )
-    probs = forward.next_token_probs(model, ids + [tiny.vocab.index(cond)], **kw)
+    probs = forward.next_token_probs(model, ids + [tiny.vocab.index(cond)], **sampling)
     return ResolvedReference(_support(probs), cond_p, f"numpy forward pass of {model.name}")
 
 
 def _server(
     comp: ComputedReference, binary: Path, model: Path, cond: str | None, sha: str, env: dict[str, str]
 ) -> ResolvedReference:
-    from bisectbot.llama.server import server_reference
+    from bisectbot.llama.server import ServerSampling, server_reference
 
-    kw: dict[str, Any] = dict(
+    kw = ServerSampling(
         top_k=comp.top_k,
         top_p=comp.top_p,
         min_p=comp.min_p,
@@ -466,7 +468,7 @@ def with_method(cfg: Config, method: str | None, commit: str | None, config_path
         raise BisectbotError(
             f"{config_path}: reference.compute is not set, so --method {method} has no model and prompt to work from"
         )
-    update: dict[str, Any] = {"method": method}
+    update: dict[str, object] = {"method": method}
     if commit:
         update["commit"] = commit
     comp = cfg.reference.compute.model_copy(update=update)

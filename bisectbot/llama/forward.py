@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, TypedDict
 
 import numpy as np
 
@@ -264,6 +264,17 @@ def _probs_for(
 ) -> np.ndarray:
     logits = repeat_penalty(forward_logits(model, ids), ids, penalty, last_n)
     return apply_sampler_chain(logits, top_k, top_p, min_p, temp)
+
+
+class Sampling(TypedDict):
+    """The sampler chain's settings, as `next_token_probs` and `condition_prob` take them."""
+
+    top_k: int
+    top_p: float
+    min_p: float
+    temp: float
+    repeat_penalty: float
+    repeat_last_n: int
 
 
 def next_token_probs(

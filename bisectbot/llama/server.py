@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from bisectbot.errors import BisectbotError
 from bisectbot.processes import localhttp
@@ -35,6 +36,20 @@ def parse_completion_probs(body: dict) -> dict[str, float]:
         key = "prob" if "prob" in e else "probability"
         out[e["token"]] = float(e[key])
     return out
+
+
+class ServerSampling(TypedDict):
+    """What `server_reference` is asked with besides the binary, model and prompt."""
+
+    top_k: int
+    top_p: float
+    min_p: float
+    temp: float
+    samplers: str
+    repeat_penalty: float
+    repeat_last_n: int
+    timeout: float
+    env: dict[str, str]
 
 
 def server_reference(

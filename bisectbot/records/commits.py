@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from bisectbot.statistics import skips
 from bisectbot.statistics.outcome import Verdict
@@ -248,7 +248,7 @@ class CommitVerdict:
         """How a job stores it: its role, and the arm for cross-check arms."""
         return self.role if self.arm == "main" else f"{self.role}@{self.arm}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The JSON form: `commit` (the contract's name) first, then every field."""
         data = asdict(self)
         data["verdict"] = self.verdict.value
@@ -256,7 +256,7 @@ class CommitVerdict:
         return {"commit": self.sha, **data}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "CommitVerdict":
+    def from_json(cls, data: Mapping[str, Any]) -> "CommitVerdict":
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["verdict"] = Verdict(values["verdict"])

@@ -10,17 +10,184 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import Any, Union
+from typing import Any, Mapping, TypedDict, Union
 
 from bisectbot.records.commits import CommitVerdict
 from bisectbot.statistics.outcome import Find, Verdict
 
 SCHEMA_VERSION = 1
+JSONObject = dict[str, object]  # what to_json gives: a JSON object, its values plain data
 
 
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
+
+
+# -- the parts of a report, as its JSON holds them (typed: the keys are the contract) ------------
+class Condition(TypedDict):
+    position: int
+    token: str
+
+
+class OutcomeAt(TypedDict):
+    position: int
+
+
+class SkipBlockRow(TypedDict):
+    """Consecutive commits that failed alike (tried, or presumed between two alike failures)."""
+
+    first: str
+    last: str
+    commits: int
+    tried: int
+    signature: str
+    text: str
+
+
+class ChangePointRow(TypedDict):
+    """A boundary crossed: the first departure first; counts on fresh seeds before and after."""
+
+    commit: str
+    subject: str | None
+    first: bool
+    before: dict[str, int]
+    after: dict[str, int]
+    text: str
+
+
+class AlongRow(TypedDict):
+    """A tested commit's distance from the reference at its position (core.diagnose.distance_along)."""
+
+    commit: str
+    position: int
+    tv: float
+    verdict: str
+
+
+class Stopped(TypedDict):
+    """Status `stopped`: which limit, the range left, how to go on."""
+
+    by: str  # max-builds | deadline
+    reason: str
+    last_good: str
+    first_bad: str
+    commits_left: int
+    resume: str
+
+
+class OutputRow(TypedDict):
+    """Run i of the parent and of the culprit, each under its own fresh seed."""
+
+    run: int
+    culprit_seed: int
+    culprit: str
+    culprit_outcome: str | None
+    parent_seed: int
+    parent: str
+    parent_outcome: str | None
+
+
+class Rerun(TypedDict):
+    """One seed of the culprit by hand, on its kept binary."""
+
+    seed: int
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    binaries: dict[str, str]
+    build_dir: str
+    command: str
+
+
+class Outputs(TypedDict):
+    """Status `found`: the first runs of the parent and the culprit side by side (bisecting.outputs)."""
+
+    culprit: str
+    parent: str
+    culprit_label: str
+    rows: list[OutputRow]
+    rerun: Rerun | None
+
+
+def output_side(row: OutputRow, side: str) -> tuple[int, str, str | None]:
+    """(seed, output, outcome) of the parent's or the culprit's run in a row."""
+    if side == "parent":
+        return row["parent_seed"], row["parent"], row["parent_outcome"]
+    return row["culprit_seed"], row["culprit"], row["culprit_outcome"]
+
+
+class Units(TypedDict):
+    build_seconds: float
+    run_seconds: float
+    measured_builds: int
+    measured_runs: int
+
+
+class ForecastRow(TypedDict):
+    strategy: str
+    builds: float
+    runs: int
+    seconds: float
+
+
+class Actual(TypedDict):
+    builds: int
+    runs: int
+    seconds: float
+    build_seconds: float
+
+
+class Cost(TypedDict, total=False):
+    """The forecast the strategy was chosen by and what the bisect took, in the same units; `time`:
+    where this invocation's wall time went (wall, building, running, other)."""
+
+    unit: Units
+    estimate: ForecastRow | None
+    alternatives: list[ForecastRow]
+    actual: Actual
+    text: str
+    time: dict[str, float]
+
+
+class BuildStageRow(TypedDict):
+    """Where the builds went (core.builds.BuildStage), in the order the stages began."""
+
+    stage: str  # ends | search | confirmation | zone-check
+    number: int
+    commits: list[str]
+    skipped: int
+    why: str
+    builds: int
+
+
+class Proved(TypedDict):
+    """Status `found`: what the answer proves, exactly."""
+
+    change: str  # "GOOD→BAD", or "BAD→GOOD" with find=fixed
+    commit: str
+    parent: str
+    first_departure: bool  # no untested commit before it could hide an earlier one
+    text: str
+    placed: bool  # some commit before it was only placed on its side (GOOD-SIDE), not tested
+
+
+class Stretch(TypedDict):
+    """A stretch before the named commit where nothing was tested, between two commits shown on
+    the parent's side (`after`, `before`), with the command that tests each commit of it."""
+
+    after: str
+    before: str
+    first: str
+    last: str
+    commits: int
+    skipped: int  # of them, tried and could not be built or run
+    scan: str | None
+
+
+class ReportExtra(TypedDict, total=False):
+    strategy_requested: str
+    strategies: list[str]
 
 
 @dataclass(frozen=True)
@@ -32,15 +199,15 @@ class ReferenceSummary:
     source: str
     categories: list[str]
     category_probs: list[float]
-    condition: dict[str, Any] | None  # {"position": 0, "token": "f"} or None
-    outcome: dict[str, Any]  # {"position": 1}
+    condition: Condition | None  # {"position": 0, "token": "f"} or None
+    outcome: OutcomeAt  # {"position": 1}
 
     @property
     def prob_of(self) -> dict[str, float]:
         return dict(zip(self.categories, self.category_probs))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ReferenceSummary":
+    def from_json(cls, data: Mapping[str, Any]) -> "ReferenceSummary":
         return cls(**_known(cls, data))
 
 
@@ -52,7 +219,7 @@ class ConfigSummary:
     experiment: str | None = None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ConfigSummary":
+    def from_json(cls, data: Mapping[str, Any]) -> "ConfigSummary":
         return cls(**_known(cls, data))
 
 
@@ -69,7 +236,7 @@ class Environment:
     bisectbot: str
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Environment":
+    def from_json(cls, data: Mapping[str, Any]) -> "Environment":
         values = {f.name: data.get(f.name, "unknown") for f in fields(cls)}
         values["cmake_args"] = list(data.get("cmake_args", []))
         return cls(**values)
@@ -113,18 +280,15 @@ class BisectReport:
     environment: Environment
     reproduce: str
     strategy: str = "plain"  # reference | plain | sticky (the first used; `auto` picks by cost)
-    extra: dict[str, Any] = field(default_factory=dict)
-    # consecutive commits that failed alike (tried, or presumed between two alike failures):
-    # {first, last, commits, tried, signature, text}
-    skip_blocks: list[dict[str, Any]] = field(default_factory=list)
-    # boundaries crossed, the first departure first: {commit, subject, first, before, after, text}
-    change_points: list[dict[str, Any]] = field(default_factory=list)
+    extra: ReportExtra = field(default_factory=lambda: ReportExtra())
+    skip_blocks: list[SkipBlockRow] = field(default_factory=list)
+    change_points: list[ChangePointRow] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)  # what `confidence` rests on, as seen
     posterior: float | None = None  # the sticky search's posterior (not a bound)
     eta: float | None = None  # BAD: departs by more than this (total variation)
     tolerance: float | None = None  # GOOD: within this
     control_runs: int | None = None  # runs of the control commit (reference.control), not in `runs`
-    along: list[dict[str, Any]] = field(default_factory=list)  # core.diagnose.distance_along: TV by position
+    along: list[AlongRow] = field(default_factory=list)
     # the commits that can change the binary (the search ran over these), the others skipped as
     # equivalent to their parent, those of them between last_good and first_bad, and the rule
     searched: int | None = None
@@ -133,28 +297,13 @@ class BisectReport:
     input_rule: str = ""
     rounds: int | None = None  # search rounds: steps, sticky visits, or on a cluster K commits at once
     workers: int = 1  # commits built and tested at once (Dask workers)
-    # status `stopped`: {by (max-builds | deadline), reason, last_good, first_bad (known so far),
-    # commits_left, resume (the command that goes on)}; None otherwise
-    stopped: dict[str, Any] | None = None
-    # status `found`: the first runs of the culprit's parent and of the culprit side by side, and
-    # the command that reruns one seed by hand (bisecting.outputs); None otherwise
-    outputs: dict[str, Any] | None = None
+    stopped: Stopped | None = None
+    outputs: Outputs | None = None
     user_skipped: list[str] = field(default_factory=list)  # --skip / --exclude: never built nor tested
-    # the forecast the strategy was chosen by and what the bisect took, in the same units:
-    # {unit: {build_seconds, run_seconds, measured_builds, measured_runs}, estimate: {strategy,
-    # builds, runs, seconds}, alternatives: [...], actual: {builds, runs, seconds, build_seconds}, text}
-    cost: dict[str, Any] | None = None
-    # where the builds went (core.builds.BuildStage): {stage (ends | search | confirmation |
-    # zone-check), number, commits, builds, skipped, why}, in the order the stages began
-    build_stages: list[dict[str, Any]] = field(default_factory=list)
-    # status `found`: what the answer proves, exactly: {change ("GOOD→BAD", or "BAD→GOOD" with
-    # find=fixed), commit, parent, first_departure (no untested commit before it could hide an
-    # earlier one), text}; None otherwise
-    proved: dict[str, Any] | None = None
-    # status `found`: the stretches before the named commit where nothing was tested, between
-    # two commits shown on the parent's side: {after, before (those two), first, last, commits
-    # (that can change the binary), scan (the command that tests each of them: --scan)}
-    untested_before: list[dict[str, Any]] = field(default_factory=list)
+    cost: Cost | None = None
+    build_stages: list[BuildStageRow] = field(default_factory=list)
+    proved: Proved | None = None  # status `found`, else None
+    untested_before: list[Stretch] = field(default_factory=list)  # status `found`, else empty
     scan_command: str | None = None  # one --scan over all of them (None: none, or find=fixed)
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
@@ -162,20 +311,20 @@ class BisectReport:
     def subject_of(self, sha: str | None) -> str | None:
         return next((v.subject for v in self.verdicts if v.sha == sha), None)
 
-    def to_json(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {f.name: getattr(self, f.name) for f in fields(self)}
         data["status"] = self.status.value
         data["find"] = self.find.value
         # `label`: the role as people read it (with --find fixed, by the option the user typed)
         data["verdicts"] = [{**v.to_json(), "label": self.find.role_label(v.role)} for v in self.verdicts]
         data["verdict_words"] = self.find.verdict_words
         for name in ("reference", "config", "environment"):
-            data[name] = asdict(data[name])
+            data[name] = asdict(getattr(self, name))
         # the documented order: schema_version and kind first
         return {"schema_version": self.schema_version, "kind": self.kind, **data}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "BisectReport":
+    def from_json(cls, data: Mapping[str, Any]) -> "BisectReport":
         values = _known(cls, data)
         values["status"] = BisectStatus(data["status"])
         values["find"] = Find(data.get("find", "bad"))
@@ -210,7 +359,7 @@ class CommitReport:
     def verdict(self) -> Verdict:
         return self.detail.verdict
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         v = self.detail
         return {
             "schema_version": self.schema_version,
@@ -237,7 +386,7 @@ class CommitReport:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "CommitReport":
+    def from_json(cls, data: Mapping[str, Any]) -> "CommitReport":
         return cls(
             job=data["job"],
             commit=data["commit"],
@@ -264,21 +413,21 @@ class JobStop:
     message: str = ""
     by: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status, "message": self.message}
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {"status": self.status, "message": self.message}
         if self.by is not None:
             out["by"] = self.by
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "JobStop":
+    def from_json(cls, data: Mapping[str, Any]) -> "JobStop":
         return cls(str(data.get("status", "failed")), str(data.get("message", "")), data.get("by"))
 
 
 JobResult = Union[BisectReport, CommitReport, JobStop]
 
 
-def load_result(kind: str, status: str, data: dict[str, Any] | None) -> JobResult | None:
+def load_result(kind: str, status: str, data: Mapping[str, Any] | None) -> JobResult | None:
     """A stored job result, typed: the report of a finished job, or why it stopped."""
     if data is None:
         return None

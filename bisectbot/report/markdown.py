@@ -14,7 +14,16 @@ from bisectbot.core.builds import BuildStage, over_bound_text
 from bisectbot.core.diagnose import LABELS, observed_cells
 from bisectbot.inert import block, code, prose
 from bisectbot.records.commits import CommitVerdict
-from bisectbot.records.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
+from bisectbot.records.reports import (
+    BisectReport,
+    BisectStatus,
+    CommitReport,
+    Environment,
+    ReferenceSummary,
+    SkipBlockRow,
+    Stretch,
+    output_side,
+)
 from bisectbot.statistics.outcome import Find, Verdict
 from bisectbot.statistics.stats import FAILED, MISSED, OTHER
 
@@ -153,7 +162,7 @@ def build_and_run_notes(verdicts: Sequence[CommitVerdict]) -> list[str]:
     return lines
 
 
-def skip_block_lines(blocks: Sequence[dict]) -> list[str]:
+def skip_block_lines(blocks: Sequence[SkipBlockRow]) -> list[str]:
     """'- 12 commits 2024-06-01 … 2024-10-21 (3 tried): runs crash: …' per block of alike skips."""
     return [f"- {prose(b['text'])}" for b in blocks]
 
@@ -166,7 +175,7 @@ def change_point_lines(r: BisectReport) -> list[str]:
     out = []
     for cp in r.change_points:
         mark = "**first departure**" if cp.get("first") else "later change point"
-        subject = f" {prose(cp['subject'])}" if cp.get("subject") else ""
+        subject = f" {prose(cp['subject'])}" if cp["subject"] else ""
         out.append(
             f"- `{cp['commit'][:12]}`{subject} — {mark}: before "
             f"{observed_vs_reference(cp.get('before', {}), r.reference) or '–'}; after "
@@ -278,10 +287,11 @@ def outputs_lines(r: BisectReport) -> list[str]:
     for row in out["rows"]:
         cells = [str(row["run"])]
         for side in ("parent", "culprit"):
+            seed, output, outcome = output_side(row, side)
             cells += [
-                str(row[f"{side}_seed"]),
-                code(row[side], table=True) if row[side] else "–",
-                prose(LABELS.get(row[f"{side}_outcome"], row[f"{side}_outcome"]), table=True) or "–",
+                str(seed),
+                code(output, table=True) if output else "–",
+                prose(LABELS.get(outcome, outcome), table=True) if outcome else "–",
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, "", "</details>"]
@@ -289,11 +299,11 @@ def outputs_lines(r: BisectReport) -> list[str]:
 
 def rerun_lines(r: BisectReport) -> list[str]:
     """The command that reruns one of the culprit's seeds by hand on its kept binary."""
-    out = r.outputs or {}
-    again = out.get("rerun")
-    if not again:
+    out = r.outputs
+    again = out["rerun"] if out else None
+    if not out or not again:
         return []
-    binaries = ", ".join(code(p) for p in again.get("binaries", {}).values())
+    binaries = ", ".join(code(p) for p in again["binaries"].values())
     return [
         "",
         f"One seed ({again['seed']}) of the {out.get('culprit_label', r.find.what)} commit by hand, "
@@ -317,7 +327,7 @@ def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str, say: Cal
     return f"bisectbot: {what} commit is one of {len(r.candidates)}"
 
 
-def _stretch(s: dict, quote: Callable[[str], str]) -> str:
+def _stretch(s: Stretch, quote: Callable[[str], str]) -> str:
     """'8400bf75414e..038d5c192e66 (51 commits)', one commit alone, and how many could not be built or run."""
     where = quote(s["first"][:12]) if s["first"] == s["last"] else f"{quote(s['first'][:12])}..{quote(s['last'][:12])}"
     skipped = int(s.get("skipped", 0))

@@ -14,7 +14,15 @@ from typing import Sequence
 
 from bisectbot.core.diagnose import LABELS, observed_pairs
 from bisectbot.records.commits import CommitVerdict
-from bisectbot.records.reports import BisectReport, BisectStatus, CommitReport, Environment, ReferenceSummary
+from bisectbot.records.reports import (
+    BisectReport,
+    BisectStatus,
+    CommitReport,
+    Environment,
+    Outputs,
+    ReferenceSummary,
+    output_side,
+)
 from bisectbot.report.markdown import (
     bisect_headline,
     bound_text,
@@ -196,7 +204,7 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
     return "\n".join(lines) + "\n"
 
 
-def outputs_text(outputs: dict | None, width: int) -> list[str]:
+def outputs_text(outputs: Outputs | None, width: int) -> list[str]:
     """The culprit's and its parent's first confirmation runs, one line each side, and the command
     that reruns one seed by hand (the JSON's `outputs`; nothing when there are none)."""
     if not outputs or not outputs.get("rows"):
@@ -211,11 +219,11 @@ def outputs_text(outputs: dict | None, width: int) -> list[str]:
     ]
     for row in outputs["rows"]:
         for side in ("parent", "culprit"):
-            named = row.get(side + "_outcome")
+            seed, output, named = output_side(row, side)
             outcome = f" → {LABELS.get(named, named)}" if named else ""  # as in the Markdown
-            lines.append(cut(f"  {row['run']:>2} {side:<7} seed {row[side + '_seed']}: {row[side]}{outcome}", width))
-    rerun = outputs.get("rerun")
-    if rerun and rerun.get("command"):
+            lines.append(cut(f"  {row['run']:>2} {side:<7} seed {seed}: {output}{outcome}", width))
+    rerun = outputs["rerun"]
+    if rerun and rerun["command"]:
         lines += [
             *wrap(f"rerun seed {rerun['seed']} of {outputs['culprit'][:12]} by hand:", width, INDENT),
             *shell_lines(rerun["command"], width),
