@@ -17,10 +17,12 @@ from bisectbot.bot.memory import BotMemory, Cursor
 from bisectbot.demo import generate_demo
 from bisectbot.errors import StateError
 from bisectbot.records.commits import BuildRecord, CommitVerdict, RunRecord
-from bisectbot.records.reports import CommitReport, load_result
+from bisectbot.records.jobargs import BisectArgs, TestArgs
+from bisectbot.records.reports import CommitReport
 from bisectbot.state.statedir import StateDir
 from bisectbot.state.storage import SCHEMA_VERSION, LastGood, Store
 from bisectbot.statistics.outcome import Verdict
+from sample_reports import a_test_report
 
 from conftest import bisectbot_argv, subprocess_env
 
@@ -82,6 +84,7 @@ def test_the_b6ae5a0_database_is_migrated_with_a_backup_and_nothing_lost(tmp_pat
         # the old rows are read through the new code
         job = store.job(OLD_BISECT_JOB)
         assert job is not None and job.kind == "bisect" and job.status == "running"
+        assert isinstance(job.args, BisectArgs) and job.args.bad_ref == "main" and job.result is None
         assert [v.role for v in store.verdicts(OLD_BISECT_JOB)] == [
             "bad-endpoint",
             "good-endpoint",
@@ -105,7 +108,7 @@ def test_results_written_by_b6ae5a0_read_back_as_typed_reports(tmp_path: Path) -
         done = [
             state.store.job(j) for (j,) in rows(state.root / "state.sqlite3", "SELECT id FROM jobs WHERE status='done'")
         ]
-    reports = [load_result(j.kind, j.status, j.result) for j in done if j is not None]
+    reports = [j.result for j in done if j is not None]
     assert len(reports) == 2 and all(isinstance(r, CommitReport) for r in reports)
     assert all(r.verdict is Verdict.GOOD and r.detail.runs > 0 for r in reports)  # type: ignore[union-attr]
 
@@ -208,17 +211,19 @@ def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
 def test_comment_targets_publish_the_job_once_every_comment_is_final(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite3")
     memory = BotMemory(store)
-    store.start_job("j", "test", {"ref": "main"})
+    store.start_job("j", TestArgs("a" * 40, "main", "check.yaml"))
     memory.set_target("check-status", 7, "j", "status")
     memory.set_target("j", 7, "j", "alarm", {"last_good": None})
     assert memory.unpublished_targets() == []  # the job still runs
-    store.finish_job("j", "done", {"x": 1})
+    report = a_test_report(Verdict.BAD)
+    store.finish_job("j", report)
     assert sorted(memory.unpublished_targets()) == [("check-status", 7), ("j", 7)]
     memory.mark_target_published("check-status", 7, 101)
     assert store.job("j").published is False  # type: ignore[union-attr]
     memory.mark_target_published("j", 7, 102)
     job = store.job("j")
-    assert job is not None and job.published and job.result == {"x": 1}
+    assert job is not None and job.published and job.result == report and job.status == "done"
+    assert job.args == TestArgs("a" * 40, "main", "check.yaml")
     target = memory.target("j", 7)
     assert target is not None and target.comment_id == 102 and target.extra == {"last_good": None}
     store.close()

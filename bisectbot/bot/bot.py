@@ -76,7 +76,8 @@ from bisectbot.github.issueclient import IssueClient
 from bisectbot.github.outbox import Outbox
 from bisectbot.inert import code, prose
 from bisectbot.jobs import lifecycle as jobs
-from bisectbot.records.reports import BisectReport, CommitReport, JobResult, JobStop, load_result
+from bisectbot.records.jobargs import JobArgs
+from bisectbot.records.reports import BisectReport, CommitReport, JobResult, JobStop
 from bisectbot.state.files import fixture_hashes
 from bisectbot.state.statedir import StateDir
 from bisectbot.state.storage import JobRow
@@ -380,7 +381,7 @@ class Bot:
         if isinstance(outcome, JobStop) and outcome.status == "cancelled":
             with self._lock:
                 self._stopped.add(issue)
-        body = self.render_result("bisect", extra, "bisect", {"good": plan.good, "bad": plan.bad}, outcome, ctx)
+        body = self.render_result("bisect", extra, jobs.bisect_args(plan), outcome, ctx)
         self._publish(plan.job, issue, body.fit())
         return outcome
 
@@ -462,15 +463,13 @@ class Bot:
                 cfg = load_config(extra["config"])
             except ConfigError:
                 cfg = self.cfg
-        outcome = load_result(job.kind, job.status, job.result)
-        return self.render_result(target.kind, extra, job.kind, job.args, outcome, self.ctx(cfg), job.status)
+        return self.render_result(target.kind, extra, job.args, job.result, self.ctx(cfg), job.status)
 
     def render_result(
         self,
         target_kind: str,
         extra: dict[str, Any],
-        job_kind: str,
-        args: dict[str, Any],
+        args: JobArgs,
         result: JobResult | None,
         ctx: CommentContext,
         status: str = "done",
@@ -500,7 +499,7 @@ class Bot:
         if isinstance(result, JobStop) and result.status == "cancelled":
             return render_cancelled(extra.get("title", "bisect"), result.by, ctx)
         message = result.message if isinstance(result, JobStop) and result.message else status
-        return render_failed(job_kind, args, message, ctx)
+        return render_failed(args, message, ctx)
 
     def _post_target(self, marker: str, issue: int) -> None:
         """Outbox thread: post the final body of one stored comment target (GitHubError: kept, retried)."""
