@@ -13,15 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.bot.memory import BotMemory, Cursor
+from bisectbot.bot.bot import Bot
+from bisectbot.bot.memory import AlarmTarget, BisectTarget, BotMemory, Cursor, PullTarget, StatusTarget, Target
+from bisectbot.config import load_config
 from bisectbot.demo import generate_demo
 from bisectbot.errors import StateError
+from bisectbot.github.dryrun import DryRunClient
 from bisectbot.records.commits import BuildRecord, CommitVerdict, RunRecord
 from bisectbot.records.jobargs import BisectArgs, TestArgs
-from bisectbot.records.reports import CommitReport
+from bisectbot.records.reports import CommitReport, JobStop
 from bisectbot.state.statedir import StateDir
 from bisectbot.state.storage import SCHEMA_VERSION, LastGood, Store
-from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.outcome import Find, Verdict
 from sample_reports import a_test_report
 
 from conftest import bisectbot_argv, subprocess_env
@@ -212,8 +215,8 @@ def test_comment_targets_publish_the_job_once_every_comment_is_final(tmp_path: P
     store = Store(tmp_path / "s.sqlite3")
     memory = BotMemory(store)
     store.start_job("j", TestArgs("a" * 40, "main", "check.yaml"))
-    memory.set_target("check-status", 7, "j", "status")
-    memory.set_target("j", 7, "j", "alarm", {"last_good": None})
+    memory.set_target("check-status", 7, "j", StatusTarget("check.yaml", "2026-12-01 00:09 UTC", True))
+    memory.set_target("j", 7, "j", AlarmTarget("check.yaml", "2026-12-01 00:09 UTC", None))
     assert memory.unpublished_targets() == []  # the job still runs
     report = a_test_report(Verdict.BAD)
     store.finish_job("j", report)
@@ -225,7 +228,8 @@ def test_comment_targets_publish_the_job_once_every_comment_is_final(tmp_path: P
     assert job is not None and job.published and job.result == report and job.status == "done"
     assert job.args == TestArgs("a" * 40, "main", "check.yaml")
     target = memory.target("j", 7)
-    assert target is not None and target.comment_id == 102 and target.extra == {"last_good": None}
+    assert target is not None and target.comment_id == 102
+    assert target.target == AlarmTarget("check.yaml", "2026-12-01 00:09 UTC", None)
     store.close()
 
 
@@ -301,3 +305,149 @@ def test_a_bisect_killed_under_8b65ff2_is_resumed_after_the_migration(tmp_path: 
     # every build the resumed bisect relies on now carries its binaries' hashes
     hashed = rows(db, "SELECT COUNT(*) FROM builds WHERE status='ok' AND hashes IS NOT NULL AND hashes != '{}'")
     assert hashed[0][0] >= 1
+
+
+# -- comment targets: one record per kind, and the rows schema 7 kept -----------------------------
+@pytest.mark.parametrize(
+    "target",
+    [
+        StatusTarget("/c/github.yaml", "2026-12-01 00:09 UTC", alarm=False),
+        StatusTarget("c.yaml", "2026-12-01 00:09 UTC", alarm=True),
+        PullTarget("c.yaml", "2026-12-01 00:09 UTC", 8, "no network, 4 GB of memory"),
+        AlarmTarget("c.yaml", "2026-12-01 00:09 UTC", "9" * 40),
+        AlarmTarget("c.yaml", "2026-12-01 00:09 UTC", None),
+        BisectTarget("c.yaml"),
+    ],
+)
+def test_each_kind_of_comment_target_round_trips_as_its_record(tmp_path: Path, target: Target) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    memory = BotMemory(store)
+    assert memory.set_target("m", 7, "j", target) is True
+    assert memory.set_target("m", 7, "j", target) is False  # known: not a new comment
+    row = memory.target("m", 7)
+    assert row is not None and row.target == target and row.job == "j" and not row.published
+    store.close()
+
+
+def v7_database(path: Path, targets: list[tuple[str, str, str]]) -> None:
+    """A schema-7 database holding comment targets as (marker, kind, extra JSON) rows."""
+    Store(path).close()
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA user_version = 7")
+    con.executemany(
+        "INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) VALUES (?, 7, ?, ?, ?, 0, 1)",
+        [(marker, marker, kind, extra) for marker, kind, extra in targets],
+    )
+    con.commit()
+    con.close()
+
+
+def test_comment_targets_of_schema_7_are_migrated_to_what_their_kind_needs(tmp_path: Path) -> None:
+    """Schema 7 → 8: a bisect's target drops its refs and title (its job's arguments keep the
+    refs); a key an older bot left out gets the value the renderer fell back on; a row already
+    in its kind's form is left byte for byte."""
+    status = '{"date": "2026-12-01 00:09 UTC", "alarm": false, "config": "/c/github.yaml"}'
+    bisect = (
+        '{"config": "/c/github.yaml", "title": "bisecting `968be871ad7b`..`9c7ae0ddfb80` (v1..main)", '
+        '"good_ref": "v1", "bad_ref": "main"}'
+    )
+    pull = '{"date": "2026-12-01 00:09 UTC", "config": "/c/github.yaml", "pull": 8}'
+    db = tmp_path / "state.sqlite3"
+    v7_database(
+        db, [("check-status", "status", status), ("bisect-1", "bisect", bisect), ("test-1-pull8", "pull", pull)]
+    )
+    store = Store(db)
+    memory = BotMemory(store)
+    assert store.version == SCHEMA_VERSION and (tmp_path / "state.sqlite3.v7.bak").exists()
+    assert memory.target("check-status", 7).target == StatusTarget("/c/github.yaml", "2026-12-01 00:09 UTC", False)  # type: ignore[union-attr]
+    assert memory.target("bisect-1", 7).target == BisectTarget("/c/github.yaml")  # type: ignore[union-attr]
+    assert memory.target("test-1-pull8", 7).target == PullTarget(  # type: ignore[union-attr]
+        "/c/github.yaml", "2026-12-01 00:09 UTC", 8, "no network"
+    )
+    extra = dict(rows(db, "SELECT marker, extra FROM bot_targets"))
+    assert extra["check-status"] == status and json.loads(extra["bisect-1"]) == {"config": "/c/github.yaml"}
+    store.close()
+
+
+def test_a_comment_target_that_does_not_decode_is_a_damaged_database(tmp_path: Path) -> None:
+    db = tmp_path / "state.sqlite3"
+    v7_database(db, [("bisect-1", "bisect", "{}"), ("odd", "review", "{}")])
+    store = Store(db)
+    memory = BotMemory(store)
+    assert memory.target("bisect-1", 7).target == BisectTarget("")  # type: ignore[union-attr]  # the bot's own config
+    with pytest.raises(StateError, match="does not decode"):
+        memory.target("odd", 7)
+    store.close()
+
+
+MAIN_4FD5 = Path(__file__).parent / "data" / "state-4fd5644"
+OLD_CHECK_BISECT = "bisect-304088927059"
+
+
+def main_4fd5_state(dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    (dest / "state.sqlite3").write_bytes(gzip.decompress((MAIN_4FD5 / "state.sqlite3.gz").read_bytes()))
+    return dest
+
+
+def test_the_4fd5644_targets_migrate_and_render_from_the_records_the_bot_holds(tmp_path: Path) -> None:
+    """A state directory of 4fd5644 (schema 7): its check's status and alarm comments, and the
+    job comment of the bisect the check started (killed while running), read back as records;
+    the bisect's comment is rendered from its job's arguments with the refs as given."""
+    root = main_4fd5_state(tmp_path / "st")
+    db = root / "state.sqlite3"
+    (old_title,) = [json.loads(e)["title"] for (e,) in rows(db, "SELECT extra FROM bot_targets WHERE kind='bisect'")]
+    with StateDir(root) as state:
+        assert state.store.version == SCHEMA_VERSION and (root / "state.sqlite3.v7.bak").exists()
+        memory = BotMemory(state.store)
+        kinds = {
+            row.target.kind
+            for m, i in rows(db, "SELECT marker, issue FROM bot_targets")
+            if (row := memory.target(m, i))
+        }
+        assert kinds == {"status", "alarm", "bisect"}
+        target = memory.target(OLD_CHECK_BISECT, 7)
+        job = state.store.job(OLD_CHECK_BISECT)
+        assert target is not None and isinstance(target.target, BisectTarget) and not target.published
+        assert job is not None and job.status == "running" and job.result is None
+        assert isinstance(job.args, BisectArgs) and (job.args.good_ref, job.args.bad_ref) == ("968be871ad7b", "main")
+        assert job.args.find is Find.BAD
+        # the job ends cancelled: its comment is headed as the stored title said, from the args
+        state.store.finish_job(OLD_CHECK_BISECT, JobStop("cancelled", by="maintainer"))
+        cfg = load_config(MAIN_4FD5 / "github.yaml")
+        bot = Bot(cfg, str(MAIN_4FD5 / "github.yaml"), state, DryRunClient(tmp_path / "dry-run.md"))
+        job = state.store.job(OLD_CHECK_BISECT)
+        assert job is not None
+        body = bot.render(target, job).fit()
+        assert f"### bisectbot: {old_title}" in body and "cancelled by @maintainer" in body
+        assert memory.unpublished_targets() == [(OLD_CHECK_BISECT, 7)]
+        bot.settle(10)
+        assert memory.unpublished_targets() == []
+    assert old_title in (tmp_path / "dry-run.md").read_text()
+
+
+@pytest.mark.heavy  # a whole bisect: after the default suite (README: Tests)
+def test_a_check_killed_under_4fd5644_is_resumed_after_the_migration(tmp_path: Path) -> None:
+    """The same check run again by this bisectbot: the bisect 4fd5644 left running is resumed
+    under its own id (its builds and runs replayed), and its job comment names the planted
+    culprit with the refs as the check gave them."""
+    hist = generate_demo(tmp_path / "demo", **OLD_DEMO)
+    config = hist.config.parent / "github.yaml"
+    shutil.copy(MAIN_4FD5 / "github.yaml", config)
+    root = main_4fd5_state(tmp_path / "st")
+    db = root / "state.sqlite3"
+    runs_before = rows(db, "SELECT run_key, sha, seed, created FROM runs")
+    args = ["check", str(config), "--ref", "main", "--state", str(root)]
+    proc = subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1")
+    )
+    assert proc.returncode == 1, proc.stderr  # BAD: the alarm, and the bisect's culprit
+    assert rows(db, f"SELECT status, published FROM jobs WHERE id='{OLD_CHECK_BISECT}'") == [("done", 1)]
+    assert rows(db, "SELECT COUNT(*) FROM bot_targets WHERE published=0") == [(0,)]
+    assert set(runs_before) <= set(rows(db, "SELECT run_key, sha, seed, created FROM runs"))
+    (result,) = rows(db, f"SELECT result FROM jobs WHERE id='{OLD_CHECK_BISECT}'")
+    report = json.loads(result[0])
+    assert report["first_bad"] == hist.culprit and report["runs_executed"] < report["runs"]
+    posted = (hist.config.parent / "dry-run.md").read_text()
+    comment = posted[posted.index(f"(job {OLD_CHECK_BISECT})") :]
+    assert hist.culprit[:12] in comment and "(`968be871ad7b`) .. " in comment and "(`main`)" in comment

@@ -36,12 +36,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from bisectbot.bisecting.plan import BisectPlan
-from bisectbot.bot.memory import BotMemory, CommandRow, Cursor, TargetRow
+from bisectbot.bot.memory import (
+    AlarmTarget,
+    BisectTarget,
+    BotMemory,
+    CommandRow,
+    Cursor,
+    PullTarget,
+    StatusTarget,
+    Target,
+    TargetRow,
+)
 from bisectbot.bot.progress import CommentObserver, ProgressPoster
 from bisectbot.config import Config, load_config
 from bisectbot.config.sections import GitHubConfig
@@ -64,6 +74,8 @@ from bisectbot.github.commands import (
 from bisectbot.github.comment import (
     CommentContext,
     Document,
+    bisect_title,
+    job_title,
     render_alarm,
     render_bisect,
     render_cancelled,
@@ -331,7 +343,7 @@ class Bot:
 
     @staticmethod
     def _title(plan: BisectPlan) -> str:
-        return f"bisecting `{plan.good[:12]}`..`{plan.bad[:12]}` ({plan.good_ref}..{plan.bad_ref})"
+        return bisect_title(plan.good, plan.bad, plan.good_ref, plan.bad_ref)
 
     def _handle_cancel(self, issue: int, comment_id: int) -> None:
         """Acknowledge `/cancel`; a running job already stopped at its next step."""
@@ -357,9 +369,9 @@ class Bot:
         token = CancelToken()
         if issue is None:
             return self._run_bisect(self.session(cfg, config_path, cancel=token), plan)
-        extra = {"config": config_path, "title": title, "good_ref": plan.good_ref, "bad_ref": plan.bad_ref}
+        target = BisectTarget(config_path)
         ctx = self.ctx(cfg)
-        if self.memory.set_target(plan.job, issue, plan.job, "bisect", extra):
+        if self.memory.set_target(plan.job, issue, plan.job, target):
             self._progress(issue, plan.job, render_progress(title, "queued", [], ctx).fit())
         poll = (lambda: self._poll_for_cancel(issue)) if self.poll_cancels else None
         if poll is not None and (who := poll()) is not None:
@@ -381,7 +393,7 @@ class Bot:
         if isinstance(outcome, JobStop) and outcome.status == "cancelled":
             with self._lock:
                 self._stopped.add(issue)
-        body = self.render_result("bisect", extra, jobs.bisect_args(plan), outcome, ctx)
+        body = self.render_result(target, jobs.bisect_args(plan), outcome, ctx)
         self._publish(plan.job, issue, body.fit())
         return outcome
 
@@ -420,29 +432,18 @@ class Bot:
         report = result.test
         if result.pull is not None:
             if issue is not None:
-                self.memory.set_target(
-                    report.job,
-                    issue,
-                    report.job,
-                    "pull",
-                    {"date": date, "config": self.config_path, "pull": result.pull, "sandbox": result.sandbox},
-                )
+                pull = PullTarget(self.config_path, date, result.pull, result.sandbox or "no network")
+                self.memory.set_target(report.job, issue, report.job, pull)
                 self.queue_publish(report.job, issue)
             return CheckOutcome(report, pull=result.pull, sandbox=result.sandbox)
         out = CheckOutcome(report, last_good=result.last_good.sha if result.last_good else None)
         broken = report.verdict is Verdict.BAD
         if issue is not None:
-            self.memory.set_target(
-                STATUS_MARKER, issue, report.job, "status", {"date": date, "alarm": broken, "config": self.config_path}
-            )
+            self.memory.set_target(STATUS_MARKER, issue, report.job, StatusTarget(self.config_path, date, broken))
             self.queue_publish(STATUS_MARKER, issue)
             if broken:
                 self.memory.set_target(
-                    report.job,
-                    issue,
-                    report.job,
-                    "alarm",
-                    {"date": date, "last_good": out.last_good, "config": self.config_path},
+                    report.job, issue, report.job, AlarmTarget(self.config_path, date, out.last_good)
                 )
                 self.queue_publish(report.job, issue)
         if result.bisect is not None:
@@ -454,50 +455,30 @@ class Bot:
         return out
 
     # -- publishing ----------------------------------------------------------------------------
-    def render(self, target: TargetRow, job: JobRow) -> Document:
+    def render(self, row: TargetRow, job: JobRow) -> Document:
         """The final body of a stored target (a result published after a restart)."""
-        extra = target.extra
         cfg = self.cfg
-        if extra.get("config") and extra["config"] != self.config_path:
+        if row.target.config and row.target.config != self.config_path:
             try:
-                cfg = load_config(extra["config"])
+                cfg = load_config(row.target.config)
             except ConfigError:
                 cfg = self.cfg
-        return self.render_result(target.kind, extra, job.args, job.result, self.ctx(cfg), job.status)
+        return self.render_result(row.target, job.args, job.result, self.ctx(cfg), job.status)
 
     def render_result(
-        self,
-        target_kind: str,
-        extra: dict[str, Any],
-        args: JobArgs,
-        result: JobResult | None,
-        ctx: CommentContext,
-        status: str = "done",
+        self, target: Target, args: JobArgs, result: JobResult | None, ctx: CommentContext, status: str = "done"
     ) -> Document:
-        """A comment target's final body, from the job's result as it ended."""
-        if isinstance(result, CommitReport) and target_kind == "status":
-            return render_status(result, ctx, date=extra.get("date", ""), alarm=bool(extra.get("alarm")))
-        if isinstance(result, CommitReport) and target_kind == "pull":
-            return render_pull_check(
-                result,
-                ctx,
-                number=int(extra.get("pull") or 0),
-                date=extra.get("date", ""),
-                sandbox=str(extra.get("sandbox") or "no network"),
-            )
-        if isinstance(result, CommitReport) and target_kind == "alarm":
-            return render_alarm(result, ctx, last_good=extra.get("last_good"), date=extra.get("date", ""))
-        if isinstance(result, BisectReport):  # the refs as the user gave them (the job ran on their shas)
-            return render_bisect(
-                replace(
-                    result,
-                    good_ref=extra.get("good_ref") or result.good_ref,
-                    bad_ref=extra.get("bad_ref") or result.bad_ref,
-                ),
-                ctx,
-            )
+        """A comment target's final body, from its job's arguments and result as it ended."""
+        if isinstance(result, CommitReport) and isinstance(target, StatusTarget):
+            return render_status(result, ctx, date=target.date, alarm=target.alarm)
+        if isinstance(result, CommitReport) and isinstance(target, PullTarget):
+            return render_pull_check(result, ctx, number=target.pull, date=target.date, sandbox=target.sandbox)
+        if isinstance(result, CommitReport) and isinstance(target, AlarmTarget):
+            return render_alarm(result, ctx, last_good=target.last_good, date=target.date)
+        if isinstance(result, BisectReport):
+            return render_bisect(result, ctx)
         if isinstance(result, JobStop) and result.status == "cancelled":
-            return render_cancelled(extra.get("title", "bisect"), result.by, ctx)
+            return render_cancelled(job_title(args), result.by, ctx)
         message = result.message if isinstance(result, JobStop) and result.message else status
         return render_failed(args, message, ctx)
 

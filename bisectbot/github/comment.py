@@ -389,6 +389,18 @@ def render_progress(title: str, phase: str, lines: Sequence[str], ctx: CommentCo
     )
 
 
+def bisect_title(good: str, bad: str, good_ref: str, bad_ref: str) -> str:
+    """A bisect's job comment names its ends, as resolved and as the user gave them."""
+    return f"bisecting `{good[:12]}`..`{bad[:12]}` ({good_ref}..{bad_ref})"
+
+
+def job_title(args: JobArgs) -> str:
+    """What a job's comment is headed with, from the job's arguments."""
+    if isinstance(args, BisectArgs):
+        return bisect_title(args.good, args.bad, args.good_ref, args.bad_ref)
+    return f"testing `{args.commit[:12]}` ({args.ref})"
+
+
 def render_cancelled(title: str, who: str | None, ctx: CommentContext) -> Document:
     by = f" by @{who}" if who and re.fullmatch(r"[A-Za-z0-9-]{1,39}", who) else ""
     return Document(
