@@ -330,7 +330,7 @@ class Bot:
             log.info("comment %s: another bot's job comment claims %s; leaving it to that bot", comment_id, plan.job)
             self.memory.set_command(comment_id, "elsewhere", plan.job)
             return
-        self.bisect_job(cfg, config_path, plan, issue)
+        self.bisect_job(session.cfg, config_path, plan, issue)
         self.memory.set_command(comment_id, "done", plan.job)
 
     def _claim_on_issue(self, issue: int, cfg: Config, plan: BisectPlan) -> bool:
@@ -364,7 +364,8 @@ class Bot:
     # -- jobs ----------------------------------------------------------------------------------
     def bisect_job(self, cfg: Config, config_path: str, plan: BisectPlan, issue: int | None) -> JobResult:
         """Run (or resume) one bisect with its job comment; return how it ended (its report, or
-        why it stopped: what the job's row records, rendered without reading it back)."""
+        why it stopped: what the job's row records, rendered without reading it back). `cfg` is
+        the config the plan was made with (`jobs.plan_bisect` bound its reference to the good end)."""
         title = self._title(plan)
         token = CancelToken()
         if issue is None:
@@ -428,7 +429,8 @@ class Bot:
         A pull request's head (`pull/<N>/head`) is only tested, in the sandbox: its result gets
         a comment of its own per head."""
         date = _now()
-        result = jobs.run_check(self.session(self.cfg, self.config_path), ref, date=date)
+        session = self.session(self.cfg, self.config_path)
+        result = jobs.run_check(session, ref, date=date)
         report = result.test
         if result.pull is not None:
             if issue is not None:
@@ -446,8 +448,8 @@ class Bot:
                     report.job, issue, report.job, AlarmTarget(self.config_path, date, out.last_good)
                 )
                 self.queue_publish(report.job, issue)
-        if result.bisect is not None:
-            outcome = self.bisect_job(self.cfg, self.config_path, result.bisect, issue)
+        if result.bisect is not None:  # planned in `session`: its config has the plan's good end
+            outcome = self.bisect_job(session.cfg, self.config_path, result.bisect, issue)
             if isinstance(outcome, BisectReport):
                 out.bisect = outcome
             elif isinstance(outcome, JobStop):

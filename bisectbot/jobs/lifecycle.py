@@ -441,11 +441,12 @@ def bisect_args(plan: BisectPlan) -> BisectArgs:
 
 def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = BudgetLimits()) -> BisectReport:
     """Run (or resume) a planned bisect; EndpointError when an endpoint does not test as given.
+    `session` is the one that planned it, or one made with its config (`plan_bisect` bound the
+    reference "like the good end" there).
 
     An estimate of its cost is told first. With `limits` (--max-builds, --deadline) that run out,
     it ends between steps with status `stopped` and the range so far (a `done` job: the same
     command resumes it). The state directory's size caps (config `storage:`) are applied after."""
-    session.bind_good_end(plan.good if plan.find is Find.BAD else plan.bad)  # as plan_bisect did (a new session)
     start, built, ran_before = time.monotonic(), [], _running_seconds(session)
 
     def on_built(event: Event) -> None:  # every build this invocation made (and scan), the ends' too
