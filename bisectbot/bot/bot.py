@@ -38,7 +38,6 @@ import logging
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from bisectbot.bisecting.plan import BisectPlan
 from bisectbot.bot.memory import (
@@ -122,7 +121,8 @@ class CheckOutcome:
     pull: int | None = None  # the pull request whose head was checked (in the sandbox)
     sandbox: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
+        """`bisectbot check --json`: the test's report, the last known good commit, the bisect's."""
         return {
             **self.test.to_json(),
             "last_good": self.last_good,

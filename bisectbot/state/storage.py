@@ -38,7 +38,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
 
 from bisectbot.core.estimate import Timings
 from bisectbot.errors import StateError
@@ -499,7 +499,7 @@ class Store:
         row = self.one("SELECT value FROM reference_cache WHERE key=?", (key,))
         return None if row is None else json.loads(row["value"])
 
-    def put_reference(self, key: str, value: dict[str, Any]) -> None:
+    def put_reference(self, key: str, value: Mapping[str, object]) -> None:
         with self.write() as db:
             db.execute("INSERT OR REPLACE INTO reference_cache (key, value) VALUES (?,?)", (key, json.dumps(value)))
 
