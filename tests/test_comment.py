@@ -273,3 +273,18 @@ def test_the_comment_says_which_variants_commits_needed_and_names_skip_blocks() 
     body = render_bisect(replace(r, verdicts=[r.verdicts[0], old, *r.verdicts[2:]], skip_blocks=[block]), ctx()).text()
     assert f"- `{old.sha[:12]}`: build variant 3; command variant 6" in body
     assert "Skipped in blocks (commits that fail the same way):\n- 4 commits 2024-06-01" in body
+
+
+def test_a_job_that_stopped_is_told_from_its_arguments() -> None:
+    from bisectbot.github.comment import job_title, render_cancelled, render_failed
+    from bisectbot.records.jobargs import BisectArgs, TestArgs
+
+    bisect = BisectArgs(GOOD, BAD, "v1.2", "main", Find.BAD, "auto", "c.yaml")
+    assert job_title(bisect) == f"bisecting `{GOOD[:12]}`..`{BAD[:12]}` (v1.2..main)"
+    failed = render_failed(bisect, "the good end tested BAD", ctx()).text()
+    assert failed.startswith(f"### bisectbot: bisect `{GOOD}`..`{BAD}` stopped without an answer")
+    cancelled = render_cancelled(job_title(bisect), "maintainer", ctx()).text()
+    assert cancelled.startswith(f"### bisectbot: {job_title(bisect)}\n") and "cancelled by @maintainer" in cancelled
+    test = TestArgs(CULPRIT, "main", "c.yaml")
+    assert render_failed(test, "git failed", ctx()).text().startswith("### bisectbot: test stopped without an answer")
+    assert job_title(test) == f"testing `{CULPRIT[:12]}` (main)"

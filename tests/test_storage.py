@@ -13,14 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.bot.memory import BotMemory, Cursor
+from bisectbot.bot.bot import Bot
+from bisectbot.bot.memory import AlarmTarget, BisectTarget, BotMemory, Cursor, PullTarget, StatusTarget, Target
+from bisectbot.config import load_config
 from bisectbot.demo import generate_demo
 from bisectbot.errors import StateError
+from bisectbot.github.dryrun import DryRunClient
 from bisectbot.records.commits import BuildRecord, CommitVerdict, RunRecord
-from bisectbot.records.reports import CommitReport, load_result
+from bisectbot.records.jobargs import BisectArgs, TestArgs
+from bisectbot.records.reports import CommitReport, JobStop
 from bisectbot.state.statedir import StateDir
 from bisectbot.state.storage import SCHEMA_VERSION, LastGood, Store
-from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.outcome import Find, Verdict
+from sample_reports import a_test_report
 
 from conftest import bisectbot_argv, subprocess_env
 
@@ -82,6 +87,7 @@ def test_the_b6ae5a0_database_is_migrated_with_a_backup_and_nothing_lost(tmp_pat
         # the old rows are read through the new code
         job = store.job(OLD_BISECT_JOB)
         assert job is not None and job.kind == "bisect" and job.status == "running"
+        assert isinstance(job.args, BisectArgs) and job.args.bad_ref == "main" and job.result is None
         assert [v.role for v in store.verdicts(OLD_BISECT_JOB)] == [
             "bad-endpoint",
             "good-endpoint",
@@ -105,7 +111,7 @@ def test_results_written_by_b6ae5a0_read_back_as_typed_reports(tmp_path: Path) -
         done = [
             state.store.job(j) for (j,) in rows(state.root / "state.sqlite3", "SELECT id FROM jobs WHERE status='done'")
         ]
-    reports = [load_result(j.kind, j.status, j.result) for j in done if j is not None]
+    reports = [j.result for j in done if j is not None]
     assert len(reports) == 2 and all(isinstance(r, CommitReport) for r in reports)
     assert all(r.verdict is Verdict.GOOD and r.detail.runs > 0 for r in reports)  # type: ignore[union-attr]
 
@@ -208,19 +214,22 @@ def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
 def test_comment_targets_publish_the_job_once_every_comment_is_final(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite3")
     memory = BotMemory(store)
-    store.start_job("j", "test", {"ref": "main"})
-    memory.set_target("check-status", 7, "j", "status")
-    memory.set_target("j", 7, "j", "alarm", {"last_good": None})
+    store.start_job("j", TestArgs("a" * 40, "main", "check.yaml"))
+    memory.set_target("check-status", 7, "j", StatusTarget("check.yaml", "2026-12-01 00:09 UTC", True))
+    memory.set_target("j", 7, "j", AlarmTarget("check.yaml", "2026-12-01 00:09 UTC", None))
     assert memory.unpublished_targets() == []  # the job still runs
-    store.finish_job("j", "done", {"x": 1})
+    report = a_test_report(Verdict.BAD)
+    store.finish_job("j", report)
     assert sorted(memory.unpublished_targets()) == [("check-status", 7), ("j", 7)]
     memory.mark_target_published("check-status", 7, 101)
     assert store.job("j").published is False  # type: ignore[union-attr]
     memory.mark_target_published("j", 7, 102)
     job = store.job("j")
-    assert job is not None and job.published and job.result == {"x": 1}
+    assert job is not None and job.published and job.result == report and job.status == "done"
+    assert job.args == TestArgs("a" * 40, "main", "check.yaml")
     target = memory.target("j", 7)
-    assert target is not None and target.comment_id == 102 and target.extra == {"last_good": None}
+    assert target is not None and target.comment_id == 102
+    assert target.target == AlarmTarget("check.yaml", "2026-12-01 00:09 UTC", None)
     store.close()
 
 
@@ -317,7 +326,9 @@ def test_a_bisect_killed_under_todays_main_resumes_after_issue_47_moved_every_mo
     (job,) = rows(db, "SELECT id FROM jobs WHERE kind='bisect' AND status='running'")
     before = [
         (sha, role, json.loads(record)["runs"])
-        for sha, role, record in rows(db, f"SELECT sha, role, record FROM verdicts WHERE job='{job[0]}' ORDER BY created")
+        for sha, role, record in rows(
+            db, f"SELECT sha, role, record FROM verdicts WHERE job='{job[0]}' ORDER BY created"
+        )
     ]
     assert before and any(role == "step" for _, role, _ in before)
     args = ["bisect", str(hist.config), "--good", hist.good, "--bad", "main", "--state", str(root), "--json", "-"]
@@ -333,3 +344,149 @@ def test_a_bisect_killed_under_todays_main_resumes_after_issue_47_moved_every_mo
     replayed = [v for v in report["verdicts"] if (v["commit"], v["role"], v["runs"]) in before]
     assert [(v["commit"], v["role"], v["runs"]) for v in replayed] == before
     assert all(v["executed"] == 0 for v in replayed)  # stored runs, not run again
+
+
+# -- comment targets: one record per kind, and the rows schema 7 kept -----------------------------
+@pytest.mark.parametrize(
+    "target",
+    [
+        StatusTarget("/c/github.yaml", "2026-12-01 00:09 UTC", alarm=False),
+        StatusTarget("c.yaml", "2026-12-01 00:09 UTC", alarm=True),
+        PullTarget("c.yaml", "2026-12-01 00:09 UTC", 8, "no network, 4 GB of memory"),
+        AlarmTarget("c.yaml", "2026-12-01 00:09 UTC", "9" * 40),
+        AlarmTarget("c.yaml", "2026-12-01 00:09 UTC", None),
+        BisectTarget("c.yaml"),
+    ],
+)
+def test_each_kind_of_comment_target_round_trips_as_its_record(tmp_path: Path, target: Target) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    memory = BotMemory(store)
+    assert memory.set_target("m", 7, "j", target) is True
+    assert memory.set_target("m", 7, "j", target) is False  # known: not a new comment
+    row = memory.target("m", 7)
+    assert row is not None and row.target == target and row.job == "j" and not row.published
+    store.close()
+
+
+def v7_database(path: Path, targets: list[tuple[str, str, str]]) -> None:
+    """A schema-7 database holding comment targets as (marker, kind, extra JSON) rows."""
+    Store(path).close()
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA user_version = 7")
+    con.executemany(
+        "INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) VALUES (?, 7, ?, ?, ?, 0, 1)",
+        [(marker, marker, kind, extra) for marker, kind, extra in targets],
+    )
+    con.commit()
+    con.close()
+
+
+def test_comment_targets_of_schema_7_are_migrated_to_what_their_kind_needs(tmp_path: Path) -> None:
+    """Schema 7 → 8: a bisect's target drops its refs and title (its job's arguments keep the
+    refs); a key an older bot left out gets the value the renderer fell back on; a row already
+    in its kind's form is left byte for byte."""
+    status = '{"date": "2026-12-01 00:09 UTC", "alarm": false, "config": "/c/github.yaml"}'
+    bisect = (
+        '{"config": "/c/github.yaml", "title": "bisecting `968be871ad7b`..`9c7ae0ddfb80` (v1..main)", '
+        '"good_ref": "v1", "bad_ref": "main"}'
+    )
+    pull = '{"date": "2026-12-01 00:09 UTC", "config": "/c/github.yaml", "pull": 8}'
+    db = tmp_path / "state.sqlite3"
+    v7_database(
+        db, [("check-status", "status", status), ("bisect-1", "bisect", bisect), ("test-1-pull8", "pull", pull)]
+    )
+    store = Store(db)
+    memory = BotMemory(store)
+    assert store.version == SCHEMA_VERSION and (tmp_path / "state.sqlite3.v7.bak").exists()
+    assert memory.target("check-status", 7).target == StatusTarget("/c/github.yaml", "2026-12-01 00:09 UTC", False)  # type: ignore[union-attr]
+    assert memory.target("bisect-1", 7).target == BisectTarget("/c/github.yaml")  # type: ignore[union-attr]
+    assert memory.target("test-1-pull8", 7).target == PullTarget(  # type: ignore[union-attr]
+        "/c/github.yaml", "2026-12-01 00:09 UTC", 8, "no network"
+    )
+    extra = dict(rows(db, "SELECT marker, extra FROM bot_targets"))
+    assert extra["check-status"] == status and json.loads(extra["bisect-1"]) == {"config": "/c/github.yaml"}
+    store.close()
+
+
+def test_a_comment_target_that_does_not_decode_is_a_damaged_database(tmp_path: Path) -> None:
+    db = tmp_path / "state.sqlite3"
+    v7_database(db, [("bisect-1", "bisect", "{}"), ("odd", "review", "{}")])
+    store = Store(db)
+    memory = BotMemory(store)
+    assert memory.target("bisect-1", 7).target == BisectTarget("")  # type: ignore[union-attr]  # the bot's own config
+    with pytest.raises(StateError, match="does not decode"):
+        memory.target("odd", 7)
+    store.close()
+
+
+MAIN_4FD5 = Path(__file__).parent / "data" / "state-4fd5644"
+OLD_CHECK_BISECT = "bisect-304088927059"
+
+
+def main_4fd5_state(dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    (dest / "state.sqlite3").write_bytes(gzip.decompress((MAIN_4FD5 / "state.sqlite3.gz").read_bytes()))
+    return dest
+
+
+def test_the_4fd5644_targets_migrate_and_render_from_the_records_the_bot_holds(tmp_path: Path) -> None:
+    """A state directory of 4fd5644 (schema 7): its check's status and alarm comments, and the
+    job comment of the bisect the check started (killed while running), read back as records;
+    the bisect's comment is rendered from its job's arguments with the refs as given."""
+    root = main_4fd5_state(tmp_path / "st")
+    db = root / "state.sqlite3"
+    (old_title,) = [json.loads(e)["title"] for (e,) in rows(db, "SELECT extra FROM bot_targets WHERE kind='bisect'")]
+    with StateDir(root) as state:
+        assert state.store.version == SCHEMA_VERSION and (root / "state.sqlite3.v7.bak").exists()
+        memory = BotMemory(state.store)
+        kinds = {
+            row.target.kind
+            for m, i in rows(db, "SELECT marker, issue FROM bot_targets")
+            if (row := memory.target(m, i))
+        }
+        assert kinds == {"status", "alarm", "bisect"}
+        target = memory.target(OLD_CHECK_BISECT, 7)
+        job = state.store.job(OLD_CHECK_BISECT)
+        assert target is not None and isinstance(target.target, BisectTarget) and not target.published
+        assert job is not None and job.status == "running" and job.result is None
+        assert isinstance(job.args, BisectArgs) and (job.args.good_ref, job.args.bad_ref) == ("968be871ad7b", "main")
+        assert job.args.find is Find.BAD
+        # the job ends cancelled: its comment is headed as the stored title said, from the args
+        state.store.finish_job(OLD_CHECK_BISECT, JobStop("cancelled", by="maintainer"))
+        cfg = load_config(MAIN_4FD5 / "github.yaml")
+        bot = Bot(cfg, str(MAIN_4FD5 / "github.yaml"), state, DryRunClient(tmp_path / "dry-run.md"))
+        job = state.store.job(OLD_CHECK_BISECT)
+        assert job is not None
+        body = bot.render(target, job).fit()
+        assert f"### bisectbot: {old_title}" in body and "cancelled by @maintainer" in body
+        assert memory.unpublished_targets() == [(OLD_CHECK_BISECT, 7)]
+        bot.settle(10)
+        assert memory.unpublished_targets() == []
+    assert old_title in (tmp_path / "dry-run.md").read_text()
+
+
+@pytest.mark.heavy  # a whole bisect: after the default suite (README: Tests)
+def test_a_check_killed_under_4fd5644_is_resumed_after_the_migration(tmp_path: Path) -> None:
+    """The same check run again by this bisectbot: the bisect 4fd5644 left running is resumed
+    under its own id (its builds and runs replayed), and its job comment names the planted
+    culprit with the refs as the check gave them."""
+    hist = generate_demo(tmp_path / "demo", **OLD_DEMO)
+    config = hist.config.parent / "github.yaml"
+    shutil.copy(MAIN_4FD5 / "github.yaml", config)
+    root = main_4fd5_state(tmp_path / "st")
+    db = root / "state.sqlite3"
+    runs_before = rows(db, "SELECT run_key, sha, seed, created FROM runs")
+    args = ["check", str(config), "--ref", "main", "--state", str(root)]
+    proc = subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1")
+    )
+    assert proc.returncode == 1, proc.stderr  # BAD: the alarm, and the bisect's culprit
+    assert rows(db, f"SELECT status, published FROM jobs WHERE id='{OLD_CHECK_BISECT}'") == [("done", 1)]
+    assert rows(db, "SELECT COUNT(*) FROM bot_targets WHERE published=0") == [(0,)]
+    assert set(runs_before) <= set(rows(db, "SELECT run_key, sha, seed, created FROM runs"))
+    (result,) = rows(db, f"SELECT result FROM jobs WHERE id='{OLD_CHECK_BISECT}'")
+    report = json.loads(result[0])
+    assert report["first_bad"] == hist.culprit and report["runs_executed"] < report["runs"]
+    posted = (hist.config.parent / "dry-run.md").read_text()
+    comment = posted[posted.index(f"(job {OLD_CHECK_BISECT})") :]
+    assert hist.culprit[:12] in comment and "(`968be871ad7b`) .. " in comment and "(`main`)" in comment

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from bisectbot.bot.memory import BotMemory
-from bisectbot.bot.webhook import ServeLimits, make_webhook_server, sign, verify_signature
+from bisectbot.bot.webhook import CommentEvent, ServeLimits, make_webhook_server, sign, verify_signature
 from bisectbot.github.commands import BisectCommand, parse_comment
 from bisectbot.state.storage import Store
 
@@ -40,7 +40,7 @@ def test_verify_signature_matches_githubs_documented_example() -> None:
 
 class Hook:
     def __init__(self, db: Path, limits: ServeLimits | None = None) -> None:
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[CommentEvent] = []
         self.seen = Store(db)
         self.fail_next = False
         self.server = make_webhook_server("127.0.0.1", 0, SECRET, self.on_command, BotMemory(self.seen), limits=limits)
@@ -50,11 +50,11 @@ class Hook:
         self.address = (host, port)
         self.url = f"http://{host}:{port}/webhook"
 
-    def on_command(self, payload: dict[str, Any]) -> None:
+    def on_command(self, event: CommentEvent) -> None:
         if self.fail_next:
             self.fail_next = False
             raise RuntimeError("queue full")
-        self.calls.append(payload)
+        self.calls.append(event)
 
     def post(
         self,
@@ -118,8 +118,9 @@ def test_signed_comment_is_accepted_and_handed_over(hook: Hook) -> None:
     r = hook.post(comment_event())
     assert r.status_code == 202
     assert len(hook.calls) == 1
-    c = hook.calls[0]["comment"]
-    assert parse_comment(c["body"], c["author_association"]) == BisectCommand("b1", "b2")
+    c = hook.calls[0]
+    assert parse_comment(c.body, c.association) == BisectCommand("b1", "b2")
+    assert (c.comment_id, c.issue, c.login, c.user_type, c.repo) == (42, 1, "maintainer", "User", "ggml-org/llama.cpp")
 
 
 def test_forged_signature_is_refused(hook: Hook) -> None:
@@ -494,3 +495,4 @@ def test_a_payload_of_the_wrong_shape_is_a_400_not_a_traceback(
     payload["comment"].update(body=None, author_association=None)
     payload["repository"] = None
     assert hook.post(payload).status_code == 202 and len(hook.calls) == 1
+    assert (hook.calls[0].body, hook.calls[0].association, hook.calls[0].repo) == ("", "", "")

@@ -36,11 +36,20 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
-from bisectbot.bot.memory import BotMemory, CommandRow, Cursor, TargetRow
+from bisectbot.bot.memory import (
+    AlarmTarget,
+    BisectTarget,
+    BotMemory,
+    CommandRow,
+    Cursor,
+    PullTarget,
+    StatusTarget,
+    Target,
+    TargetRow,
+)
 from bisectbot.bot.progress import CommentObserver, ProgressPoster
 from bisectbot.config import Config, load_config
 from bisectbot.config.sections import GitHubConfig
@@ -64,6 +73,8 @@ from bisectbot.github.commands import (
 from bisectbot.github.comment import (
     CommentContext,
     Document,
+    bisect_title,
+    job_title,
     render_alarm,
     render_bisect,
     render_cancelled,
@@ -76,7 +87,8 @@ from bisectbot.github.issueclient import IssueClient
 from bisectbot.github.outbox import Outbox
 from bisectbot.inert import code, prose
 from bisectbot.jobs import lifecycle as jobs
-from bisectbot.records.reports import BisectReport, CommitReport, JobResult, JobStop, load_result
+from bisectbot.records.jobargs import JobArgs
+from bisectbot.records.reports import BisectReport, CommitReport, JobResult, JobStop
 from bisectbot.state.files import fixture_hashes
 from bisectbot.state.statedir import StateDir
 from bisectbot.state.storage import JobRow
@@ -109,7 +121,8 @@ class CheckOutcome:
     pull: int | None = None  # the pull request whose head was checked (in the sandbox)
     sandbox: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
+        """`bisectbot check --json`: the test's report, the last known good commit, the bisect's."""
         return {
             **self.test.to_json(),
             "last_good": self.last_good,
@@ -317,7 +330,7 @@ class Bot:
             log.info("comment %s: another bot's job comment claims %s; leaving it to that bot", comment_id, plan.job)
             self.memory.set_command(comment_id, "elsewhere", plan.job)
             return
-        self.bisect_job(cfg, config_path, plan, issue)
+        self.bisect_job(session.cfg, config_path, plan, issue)
         self.memory.set_command(comment_id, "done", plan.job)
 
     def _claim_on_issue(self, issue: int, cfg: Config, plan: BisectPlan) -> bool:
@@ -330,7 +343,7 @@ class Bot:
 
     @staticmethod
     def _title(plan: BisectPlan) -> str:
-        return f"bisecting `{plan.good[:12]}`..`{plan.bad[:12]}` ({plan.good_ref}..{plan.bad_ref})"
+        return bisect_title(plan.good, plan.bad, plan.good_ref, plan.bad_ref)
 
     def _handle_cancel(self, issue: int, comment_id: int) -> None:
         """Acknowledge `/cancel`; a running job already stopped at its next step."""
@@ -351,14 +364,15 @@ class Bot:
     # -- jobs ----------------------------------------------------------------------------------
     def bisect_job(self, cfg: Config, config_path: str, plan: BisectPlan, issue: int | None) -> JobResult:
         """Run (or resume) one bisect with its job comment; return how it ended (its report, or
-        why it stopped: what the job's row records, rendered without reading it back)."""
+        why it stopped: what the job's row records, rendered without reading it back). `cfg` is
+        the config the plan was made with (`jobs.plan_bisect` bound its reference to the good end)."""
         title = self._title(plan)
         token = CancelToken()
         if issue is None:
             return self._run_bisect(self.session(cfg, config_path, cancel=token), plan)
-        extra = {"config": config_path, "title": title, "good_ref": plan.good_ref, "bad_ref": plan.bad_ref}
+        target = BisectTarget(config_path)
         ctx = self.ctx(cfg)
-        if self.memory.set_target(plan.job, issue, plan.job, "bisect", extra):
+        if self.memory.set_target(plan.job, issue, plan.job, target):
             self._progress(issue, plan.job, render_progress(title, "queued", [], ctx).fit())
         poll = (lambda: self._poll_for_cancel(issue)) if self.poll_cancels else None
         if poll is not None and (who := poll()) is not None:
@@ -380,7 +394,7 @@ class Bot:
         if isinstance(outcome, JobStop) and outcome.status == "cancelled":
             with self._lock:
                 self._stopped.add(issue)
-        body = self.render_result("bisect", extra, "bisect", {"good": plan.good, "bad": plan.bad}, outcome, ctx)
+        body = self.render_result(target, jobs.bisect_args(plan), outcome, ctx)
         self._publish(plan.job, issue, body.fit())
         return outcome
 
@@ -415,37 +429,27 @@ class Bot:
         A pull request's head (`pull/<N>/head`) is only tested, in the sandbox: its result gets
         a comment of its own per head."""
         date = _now()
-        result = jobs.run_check(self.session(self.cfg, self.config_path), ref, date=date)
+        session = self.session(self.cfg, self.config_path)
+        result = jobs.run_check(session, ref, date=date)
         report = result.test
         if result.pull is not None:
             if issue is not None:
-                self.memory.set_target(
-                    report.job,
-                    issue,
-                    report.job,
-                    "pull",
-                    {"date": date, "config": self.config_path, "pull": result.pull, "sandbox": result.sandbox},
-                )
+                pull = PullTarget(self.config_path, date, result.pull, result.sandbox or "no network")
+                self.memory.set_target(report.job, issue, report.job, pull)
                 self.queue_publish(report.job, issue)
             return CheckOutcome(report, pull=result.pull, sandbox=result.sandbox)
         out = CheckOutcome(report, last_good=result.last_good.sha if result.last_good else None)
         broken = report.verdict is Verdict.BAD
         if issue is not None:
-            self.memory.set_target(
-                STATUS_MARKER, issue, report.job, "status", {"date": date, "alarm": broken, "config": self.config_path}
-            )
+            self.memory.set_target(STATUS_MARKER, issue, report.job, StatusTarget(self.config_path, date, broken))
             self.queue_publish(STATUS_MARKER, issue)
             if broken:
                 self.memory.set_target(
-                    report.job,
-                    issue,
-                    report.job,
-                    "alarm",
-                    {"date": date, "last_good": out.last_good, "config": self.config_path},
+                    report.job, issue, report.job, AlarmTarget(self.config_path, date, out.last_good)
                 )
                 self.queue_publish(report.job, issue)
-        if result.bisect is not None:
-            outcome = self.bisect_job(self.cfg, self.config_path, result.bisect, issue)
+        if result.bisect is not None:  # planned in `session`: its config has the plan's good end
+            outcome = self.bisect_job(session.cfg, self.config_path, result.bisect, issue)
             if isinstance(outcome, BisectReport):
                 out.bisect = outcome
             elif isinstance(outcome, JobStop):
@@ -453,54 +457,32 @@ class Bot:
         return out
 
     # -- publishing ----------------------------------------------------------------------------
-    def render(self, target: TargetRow, job: JobRow) -> Document:
+    def render(self, row: TargetRow, job: JobRow) -> Document:
         """The final body of a stored target (a result published after a restart)."""
-        extra = target.extra
         cfg = self.cfg
-        if extra.get("config") and extra["config"] != self.config_path:
+        if row.target.config and row.target.config != self.config_path:
             try:
-                cfg = load_config(extra["config"])
+                cfg = load_config(row.target.config)
             except ConfigError:
                 cfg = self.cfg
-        outcome = load_result(job.kind, job.status, job.result)
-        return self.render_result(target.kind, extra, job.kind, job.args, outcome, self.ctx(cfg), job.status)
+        return self.render_result(row.target, job.args, job.result, self.ctx(cfg), job.status)
 
     def render_result(
-        self,
-        target_kind: str,
-        extra: dict[str, Any],
-        job_kind: str,
-        args: dict[str, Any],
-        result: JobResult | None,
-        ctx: CommentContext,
-        status: str = "done",
+        self, target: Target, args: JobArgs, result: JobResult | None, ctx: CommentContext, status: str = "done"
     ) -> Document:
-        """A comment target's final body, from the job's result as it ended."""
-        if isinstance(result, CommitReport) and target_kind == "status":
-            return render_status(result, ctx, date=extra.get("date", ""), alarm=bool(extra.get("alarm")))
-        if isinstance(result, CommitReport) and target_kind == "pull":
-            return render_pull_check(
-                result,
-                ctx,
-                number=int(extra.get("pull") or 0),
-                date=extra.get("date", ""),
-                sandbox=str(extra.get("sandbox") or "no network"),
-            )
-        if isinstance(result, CommitReport) and target_kind == "alarm":
-            return render_alarm(result, ctx, last_good=extra.get("last_good"), date=extra.get("date", ""))
-        if isinstance(result, BisectReport):  # the refs as the user gave them (the job ran on their shas)
-            return render_bisect(
-                replace(
-                    result,
-                    good_ref=extra.get("good_ref") or result.good_ref,
-                    bad_ref=extra.get("bad_ref") or result.bad_ref,
-                ),
-                ctx,
-            )
+        """A comment target's final body, from its job's arguments and result as it ended."""
+        if isinstance(result, CommitReport) and isinstance(target, StatusTarget):
+            return render_status(result, ctx, date=target.date, alarm=target.alarm)
+        if isinstance(result, CommitReport) and isinstance(target, PullTarget):
+            return render_pull_check(result, ctx, number=target.pull, date=target.date, sandbox=target.sandbox)
+        if isinstance(result, CommitReport) and isinstance(target, AlarmTarget):
+            return render_alarm(result, ctx, last_good=target.last_good, date=target.date)
+        if isinstance(result, BisectReport):
+            return render_bisect(result, ctx)
         if isinstance(result, JobStop) and result.status == "cancelled":
-            return render_cancelled(extra.get("title", "bisect"), result.by, ctx)
+            return render_cancelled(job_title(args), result.by, ctx)
         message = result.message if isinstance(result, JobStop) and result.message else status
-        return render_failed(job_kind, args, message, ctx)
+        return render_failed(args, message, ctx)
 
     def _post_target(self, marker: str, issue: int) -> None:
         """Outbox thread: post the final body of one stored comment target (GitHubError: kept, retried)."""

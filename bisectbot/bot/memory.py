@@ -1,7 +1,11 @@
 """The bot's own memory in the state database: the commands it claimed, the replies it owes,
 the comments that show job results (targets), how far it read each issue (cursors) and the
-webhook deliveries it has seen. Only `github/` reads or writes these tables (their schema is
-with the others in `state.storage`'s migrations)."""
+webhook deliveries it has seen. Only `bot/` reads or writes these tables (their schema is
+with the others in `state.migrations`).
+
+A comment target is kept as a record of its kind (`StatusTarget`, `PullTarget`, `AlarmTarget`,
+`BisectTarget`): what that comment is rendered from besides its job's row (the job's arguments
+and result). The bot renders from these records, never from keys looked up by name."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar, TypedDict, Union
 
 from bisectbot.state.storage import Store, decoded
 
@@ -25,13 +29,128 @@ class CommandRow:
     job: str | None
 
 
+# -- comment targets: what each kind of result comment needs besides its job's row -------------
+# Each is stored as the JSON of its `to_json` in `bot_targets.extra`, the kind beside it (every
+# key always there: migration 8 filled in what older bots left out). A target's `config` is the
+# config path the bot renders it with ("": the bot's own); the job's arguments keep the one the
+# job first ran with. A bisect's refs are in its job's arguments alone.
+class StatusJson(TypedDict):
+    config: str
+    date: str
+    alarm: bool
+
+
+class PullJson(TypedDict):
+    config: str
+    date: str
+    pull: int
+    sandbox: str
+
+
+class AlarmJson(TypedDict):
+    config: str
+    date: str
+    last_good: str | None
+
+
+class BisectJson(TypedDict):
+    config: str
+
+
+@dataclass(frozen=True)
+class StatusTarget:
+    """The issue's one status comment, which scheduled checks keep updating."""
+
+    kind: ClassVar[str] = "status"
+    config: str
+    date: str  # when the check ran, as people read it
+    alarm: bool  # BAD: an alarm comment of its own follows
+
+    def to_json(self) -> StatusJson:
+        return {"config": self.config, "date": self.date, "alarm": self.alarm}
+
+    @classmethod
+    def from_json(cls, data: StatusJson) -> StatusTarget:
+        return cls(str(data["config"]), str(data["date"]), bool(data["alarm"]))
+
+
+@dataclass(frozen=True)
+class PullTarget:
+    """A pull request's head, checked in the sandbox: a comment per head."""
+
+    kind: ClassVar[str] = "pull"
+    config: str
+    date: str
+    pull: int  # the pull request's number
+    sandbox: str  # what the sandbox allowed it, for people
+
+    def to_json(self) -> PullJson:
+        return {"config": self.config, "date": self.date, "pull": self.pull, "sandbox": self.sandbox}
+
+    @classmethod
+    def from_json(cls, data: PullJson) -> PullTarget:
+        return cls(str(data["config"]), str(data["date"]), int(data["pull"]), str(data["sandbox"]))
+
+
+@dataclass(frozen=True)
+class AlarmTarget:
+    """The fix no longer holds at a checked commit: a loud comment of its own."""
+
+    kind: ClassVar[str] = "alarm"
+    config: str
+    date: str
+    last_good: str | None  # the last known good commit, bisected from (None: nothing to bisect)
+
+    def to_json(self) -> AlarmJson:
+        return {"config": self.config, "date": self.date, "last_good": self.last_good}
+
+    @classmethod
+    def from_json(cls, data: AlarmJson) -> AlarmTarget:
+        last = data["last_good"]
+        return cls(str(data["config"]), str(data["date"]), None if last is None else str(last))
+
+
+@dataclass(frozen=True)
+class BisectTarget:
+    """A bisect's job comment: its progress while it runs, then its result."""
+
+    kind: ClassVar[str] = "bisect"
+    config: str
+
+    def to_json(self) -> BisectJson:
+        return {"config": self.config}
+
+    @classmethod
+    def from_json(cls, data: BisectJson) -> BisectTarget:
+        return cls(str(data["config"]))
+
+
+Target = Union[StatusTarget, PullTarget, AlarmTarget, BisectTarget]
+
+
+def load_target(kind: str, text: str) -> Target:
+    """A stored target (its kind and the JSON text of its record); KeyError, ValueError or
+    TypeError when it does not decode (a damaged row)."""
+    data = json.loads(text)
+    if kind == StatusTarget.kind:
+        return StatusTarget.from_json(data)
+    if kind == PullTarget.kind:
+        return PullTarget.from_json(data)
+    if kind == AlarmTarget.kind:
+        return AlarmTarget.from_json(data)
+    if kind == BisectTarget.kind:
+        return BisectTarget.from_json(data)
+    raise ValueError(f"a comment target of unknown kind {kind!r}")
+
+
 @dataclass(frozen=True)
 class TargetRow:
+    """An issue comment that shows a job's result (`marker` is its job marker)."""
+
     marker: str
     issue: int
     job: str
-    kind: str  # bisect | alarm | status
-    extra: dict[str, Any]
+    target: Target  # what its kind of comment needs besides the job
     comment_id: int | None
     published: bool
 
@@ -124,7 +243,7 @@ class BotMemory:
             for r in self.store.rows("SELECT comment_id FROM bot_commands WHERE status='claimed' ORDER BY comment_id")
         ]
 
-    def set_target(self, marker: str, issue: int, job: str, kind: str, extra: dict[str, Any] | None = None) -> bool:
+    def set_target(self, marker: str, issue: int, job: str, target: Target) -> bool:
         """(Re)point an issue comment at a job result; it is unpublished until posted. True when
         the issue had no such comment target yet (a new job there: its comment starts as queued)."""
         with self.store.write() as db:
@@ -133,7 +252,7 @@ class BotMemory:
                 "INSERT INTO bot_targets (marker, issue, job, kind, extra, published, updated) "
                 "VALUES (?,?,?,?,?,0,?) ON CONFLICT(marker, issue) DO UPDATE SET job=excluded.job, "
                 "kind=excluded.kind, extra=excluded.extra, published=0, updated=excluded.updated",
-                (marker, int(issue), job, kind, json.dumps(extra or {}), time.time()),
+                (marker, int(issue), job, target.kind, json.dumps(target.to_json()), time.time()),
             )
         return known is None
 
@@ -149,8 +268,7 @@ class BotMemory:
             marker=row["marker"],
             issue=row["issue"],
             job=row["job"],
-            kind=row["kind"],
-            extra=json.loads(row["extra"]),
+            target=load_target(row["kind"], row["extra"]),
             comment_id=row["comment_id"],
             published=bool(row["published"]),
         )

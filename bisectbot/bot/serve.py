@@ -10,7 +10,7 @@ import logging
 import queue
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bisectbot.bot.bot import Bot
 from bisectbot.bot.memory import BotMemory
@@ -20,6 +20,9 @@ from bisectbot.events import Observer
 from bisectbot.github.commands import CancelCommand, parse_comment
 from bisectbot.github.issueclient import IssueClient
 from bisectbot.state.statedir import StateDir
+
+if TYPE_CHECKING:  # the webhook server (uvicorn) is imported only by a server that starts one
+    from bisectbot.bot.webhook import CommentEvent
 
 log = logging.getLogger(__name__)
 
@@ -81,26 +84,16 @@ class BotServer:
     def port(self) -> int:
         return int(self.httpd.server_address[1])
 
-    def on_command(self, payload: dict[str, Any]) -> None:
+    def on_command(self, event: CommentEvent) -> None:
         """HTTP thread: claim and queue (answer GitHub fast); `/cancel` also flags the job."""
-        repo = str((payload.get("repository") or {}).get("full_name", ""))
         gh = self.cfg.github
-        if gh is not None and repo and repo.lower() != gh.repo.lower():
+        if gh is not None and event.repo and event.repo.lower() != gh.repo.lower():
             return  # a webhook for another repository
-        c, issue = payload["comment"], int((payload.get("issue") or {}).get("number", 0))
-        user = c.get("user") or {}
-        body, assoc, login = (
-            str(c.get("body") or ""),
-            str(c.get("author_association") or ""),
-            str(user.get("login") or ""),
-        )
-        if not issue:
-            return
-        own = self.bot.is_own(login, str(user.get("type") or "User"), body)
-        if isinstance(parse_comment(body, assoc, login), CancelCommand) and not own:
-            self.bot.request_cancel(issue, login)
-        if self.bot.claim(int(c["id"]), issue, login, assoc, body, str(user.get("type") or "User")):
-            self.jobs.put(int(c["id"]))
+        own = self.bot.is_own(event.login, event.user_type, event.body)
+        if isinstance(parse_comment(event.body, event.association, event.login), CancelCommand) and not own:
+            self.bot.request_cancel(event.issue, event.login)
+        if self.bot.claim(event.comment_id, event.issue, event.login, event.association, event.body, event.user_type):
+            self.jobs.put(event.comment_id)
 
     def _work(self) -> None:
         try:

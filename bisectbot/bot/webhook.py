@@ -33,7 +33,7 @@ import resource
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
+from typing import Any, Awaitable, Callable, Iterable, Mapping, NotRequired, Protocol, TypedDict, runtime_checkable
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -63,7 +63,7 @@ _FIELDS: tuple[tuple[tuple[str, ...], type, bool], ...] = (
 )
 
 
-def payload_problem(payload: dict[str, Any]) -> str | None:
+def payload_problem(payload: Mapping[str, object]) -> str | None:
     """What is wrong with the fields of a comment event the bot reads ("comment.id is str, not a
     number"), or None. Checked before the event is handed over, so a payload of the wrong shape
     is a 400 for its sender, never a handler's traceback and a 500."""
@@ -81,12 +81,46 @@ def payload_problem(payload: dict[str, Any]) -> str | None:
     return None
 
 
-def _at(payload: dict[str, Any], path: tuple[str, ...]) -> Any:
+def _at(payload: Mapping[str, object], path: tuple[str, ...]) -> object:
     """The value at a path of keys, None where a step is missing or not an object."""
-    value: Any = payload
+    value: object = payload
     for key in path:
         value = value.get(key) if isinstance(value, dict) else None
     return value
+
+
+def _text(payload: Mapping[str, object], path: tuple[str, ...], default: str = "") -> str:
+    value = _at(payload, path)
+    return value if isinstance(value, str) and value else default
+
+
+@dataclass(frozen=True)
+class CommentEvent:
+    """What the bot reads of an ``issue_comment`` event: the comment, who wrote it, where.
+    Made from a payload `payload_problem` passed (a null text is empty; a null user type, User)."""
+
+    comment_id: int
+    issue: int
+    body: str
+    association: str  # OWNER | MEMBER | COLLABORATOR | …, as GitHub sends it
+    login: str
+    user_type: str  # User | Bot | Organization
+    repo: str  # owner/name, "" when the payload names none
+
+    @classmethod
+    def of(cls, payload: Mapping[str, object]) -> "CommentEvent":
+        comment_id, issue = _at(payload, ("comment", "id")), _at(payload, ("issue", "number"))
+        if not isinstance(comment_id, int) or not isinstance(issue, int):
+            raise ValueError(f"not a checked issue_comment payload: {payload_problem(payload)}")
+        return cls(
+            comment_id=comment_id,
+            issue=issue,
+            body=_text(payload, ("comment", "body")),
+            association=_text(payload, ("comment", "author_association")),
+            login=_text(payload, ("comment", "user", "login")),
+            user_type=_text(payload, ("comment", "user", "type"), "User"),
+            repo=_text(payload, ("repository", "full_name")),
+        )
 
 
 def sign(secret: bytes, body: bytes) -> str:
@@ -147,7 +181,7 @@ class _Headers(dict[str, str]):
     """A request's headers by lower-case name (the first of repeated ones, as http.server did)."""
 
     @classmethod
-    def of(cls, scope: dict[str, Any]) -> "_Headers":
+    def of(cls, scope: Scope) -> "_Headers":
         h = cls()
         for name, value in scope["headers"]:
             h.setdefault(name.decode("latin-1"), value.decode("latin-1"))
@@ -158,8 +192,34 @@ class _BodyTooLarge(Exception):
     pass
 
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+# The ASGI messages this app reads and sends (https://asgi.readthedocs.io, HTTP): the fields used.
+class Scope(TypedDict):
+    type: str  # http (lifespan and websockets are off)
+    method: NotRequired[str]
+    path: NotRequired[str]
+    headers: NotRequired[Iterable[tuple[bytes, bytes]]]
+    client: NotRequired[tuple[str, int] | None]
+
+
+class Received(TypedDict):
+    type: str  # http.request | http.disconnect
+    body: NotRequired[bytes]
+    more_body: NotRequired[bool]
+
+
+class ResponseStart(TypedDict):
+    type: str  # http.response.start
+    status: int
+    headers: list[tuple[bytes, bytes]]
+
+
+class ResponseBody(TypedDict):
+    type: str  # http.response.body
+    body: bytes
+
+
+Receive = Callable[[], Awaitable[Received]]
+Send = Callable[[ResponseStart | ResponseBody], Awaitable[None]]
 
 
 async def _reply(send: Send, status: int, message: str, *, close: bool = False, retry_after: int | None = None) -> None:
@@ -180,7 +240,7 @@ class WebhookApp:
     def __init__(
         self,
         secret: bytes,
-        on_command: Callable[[dict[str, Any]], None],
+        on_command: Callable[[CommentEvent], None],
         seen: DeliveryStore,
         limits: ServeLimits,
         stats: ServeStats,
@@ -190,7 +250,7 @@ class WebhookApp:
         self.limits, self.stats, self.executor = limits, stats, executor
         self.posts = 0  # in progress; only touched on the loop
 
-    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan and websockets are off
             return
         method = scope["method"]
@@ -209,9 +269,10 @@ class WebhookApp:
         finally:
             self.posts -= 1
 
-    async def _post(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _Headers.of(scope)
-        client = "%s:%s" % tuple(scope["client"][:2]) if scope.get("client") else "?"
+        peer = scope.get("client")
+        client = f"{peer[0]}:{peer[1]}" if peer else "?"
         try:
             length = int(headers.get("content-length", ""))
         except ValueError:
@@ -274,13 +335,13 @@ class WebhookApp:
         if (wrong := payload_problem(payload)) is not None:
             log.warning("webhook: delivery %s refused: %s", delivery, wrong)
             return 400, f"not an issue_comment payload: {wrong}"
-        user = payload["comment"].get("user") or {}
-        if user.get("type") == "Bot":
+        comment = CommentEvent.of(payload)
+        if comment.user_type == "Bot":
             return 200, "ignored comment by a bot"
         if not self.seen.add_delivery_if_new(delivery):
             return 200, "duplicate delivery ignored"
         try:
-            self.on_command(payload)
+            self.on_command(comment)
         except Exception:
             log.exception("webhook: handler failed for delivery %s", delivery)
             self.seen.forget_delivery(delivery)
@@ -342,7 +403,7 @@ class _QuietUvicorn(logging.Filter):
 _QUIET = _QuietUvicorn()
 
 
-def _loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+def _loop_exception(loop: asyncio.AbstractEventLoop, context: Mapping[str, object]) -> None:
     """A connection failing is the client's business (debug); running out of descriptors is
     the operator's (one line, no traceback: asyncio pauses accepting for a second)."""
     exc = context.get("exception")
@@ -351,7 +412,7 @@ def _loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) ->
     elif isinstance(exc, OSError):
         log.debug("webhook: %s: %s", context.get("message", "connection error"), exc)
     else:
-        loop.default_exception_handler(context)
+        loop.default_exception_handler(dict(context))
 
 
 def _raise_open_file_limit() -> None:
@@ -460,12 +521,12 @@ def make_webhook_server(
     host: str,
     port: int,
     secret: bytes,
-    on_command: Callable[[dict[str, Any]], None],
+    on_command: Callable[[CommentEvent], None],
     seen: DeliveryStore,
     *,
     limits: ServeLimits | None = None,
 ) -> WebhookServer:
-    """An HTTP server (not yet serving) that passes new ``issue_comment`` payloads on.
+    """An HTTP server (not yet serving) that passes new ``issue_comment`` events on, as CommentEvents.
 
     Call ``serve_forever()`` (e.g. in a thread) and ``shutdown()``/``server_close()``.
     ``port=0`` picks a free port: read it back from ``server.server_address``.

@@ -18,7 +18,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, NotRequired, Sequence, TypedDict
 
 import yaml
 
@@ -43,12 +43,54 @@ SAMPLE_SEEDS = 20  # runs of the command whose outputs propose `parse`
 NOT_PROGRAMS = {"all", "clean", "depend", "edit_cache", "rebuild_cache", "install", "list_install_components", "test"}
 
 
+# The config `init` writes, as YAML: every section it fills (configs/example.yaml has them all).
+class ParseDraft(TypedDict):
+    prefix: NotRequired[str]
+    split: str  # whitespace | chars
+    expect_tokens: NotRequired[int]
+
+
+class PositionDraft(TypedDict):
+    position: int
+
+
+class StatisticDraft(TypedDict):
+    outcome: PositionDraft
+
+
+class BuildDraft(TypedDict):
+    cmake_args: list[str]
+    targets: list[str]
+    binaries: dict[str, list[str]]
+
+
+class RunDraft(TypedDict):
+    argv: list[str]
+    max_runs: int
+
+
+class ReferenceDraft(TypedDict, total=False):
+    probs: dict[str, float]
+    control: dict[str, str]  # {commit: sha}
+
+
+class ConfigDraft(TypedDict):
+    name: str
+    repo: dict[str, str]  # {path: …}
+    build: BuildDraft
+    run: RunDraft
+    parse: ParseDraft
+    statistic: StatisticDraft
+    reference: ReferenceDraft
+    storage: dict[str, str]  # {state_dir: …}
+
+
 @dataclass(frozen=True)
 class Proposal:
     """What the sample runs suggest: how output splits, where the outcome is, what was seen."""
 
-    parse: dict[str, Any]
-    statistic: dict[str, Any]
+    parse: ParseDraft
+    statistic: StatisticDraft
     outcomes: Counter[str] = field(default_factory=Counter)
 
 
@@ -77,9 +119,9 @@ def propose(outputs: Sequence[str], position: int = 0) -> Proposal:
     fewest = min(len(t) for t in tokens)
     if fewest <= position:
         raise ConfigError(f"init: --position {position}, but some output has only {fewest} token(s): {rests!r:.200}")
-    parse: dict[str, Any] = {"split": split, "expect_tokens": fewest}
-    if prefix:
-        parse = {"prefix": prefix, **parse}
+    parse: ParseDraft = {"prefix": prefix, "split": split, "expect_tokens": fewest}
+    if not prefix:
+        del parse["prefix"]
     seen = Counter(t[position] for t in tokens)
     return Proposal(parse, {"outcome": {"position": position}}, seen)
 
@@ -134,7 +176,7 @@ def write_config(
         if target is None or target not in known:
             what = "give --target" if target is None else f"no target {target!r} at {sha[:12]}"
             raise ConfigError(f"init: {what}: the programs cmake lists are {', '.join(known) or 'none'}")
-    data: dict[str, Any] = {
+    data: ConfigDraft = {
         "name": name,
         "repo": {"path": repo_path},
         "build": {

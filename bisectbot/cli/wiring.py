@@ -9,7 +9,7 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import click
 
@@ -142,7 +142,7 @@ def write_outputs(
     terminal: Terminal,
     text: str,
     markdown: str,
-    data: dict[str, Any],
+    data: Mapping[str, object],
     json_path: str | None,
     md_path: str | None,
     color: str,
@@ -161,7 +161,7 @@ def write_outputs(
         Path(html_path).write_text(html())
 
 
-def write_json(path: str | None, data: dict[str, Any]) -> None:
+def write_json(path: str | None, data: Mapping[str, object]) -> None:
     """The JSON report to --json's file, or to stdout for '-'; nothing without --json."""
     if path:
         text = json.dumps(data, indent=2, sort_keys=False) + "\n"

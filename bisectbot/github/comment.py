@@ -22,6 +22,7 @@ from bisectbot import __version__
 from bisectbot.inert import block as fenced
 from bisectbot.inert import code, one_line, prose, visible
 from bisectbot.records.commits import CommitVerdict
+from bisectbot.records.jobargs import BisectArgs, JobArgs
 from bisectbot.records.reports import BisectReport, BisectStatus, CommitReport, ReferenceSummary
 from bisectbot.report.markdown import (
     assumption_lines,
@@ -360,14 +361,14 @@ def _chart_series(report: BisectReport) -> list[tuple[str, Mapping[str, int]]]:
     return out
 
 
-def render_failed(kind: str, args: Mapping[str, object], message: str, ctx: CommentContext) -> Document:
+def render_failed(args: JobArgs, message: str, ctx: CommentContext) -> Document:
     """A job that ended without an answer (an endpoint did not test as given, git failed, …)."""
     what = ""
-    if kind == "bisect":
-        what = f" {code(str(args.get('good', '')), limit=40)}..{code(str(args.get('bad', '')), limit=40)}"
+    if isinstance(args, BisectArgs):
+        what = f" {code(args.good, limit=40)}..{code(args.bad, limit=40)}"
     return Document(
         (
-            f"### bisectbot: {kind}{what} stopped without an answer",
+            f"### bisectbot: {args.kind}{what} stopped without an answer",
             prose(message),
             f"<sub>bisectbot {ctx.version}</sub>",
         )
@@ -386,6 +387,18 @@ def render_progress(title: str, phase: str, lines: Sequence[str], ctx: CommentCo
             f"<sub>bisectbot {ctx.version} · this comment is updated in place</sub>",
         )
     )
+
+
+def bisect_title(good: str, bad: str, good_ref: str, bad_ref: str) -> str:
+    """A bisect's job comment names its ends, as resolved and as the user gave them."""
+    return f"bisecting `{good[:12]}`..`{bad[:12]}` ({good_ref}..{bad_ref})"
+
+
+def job_title(args: JobArgs) -> str:
+    """What a job's comment is headed with, from the job's arguments."""
+    if isinstance(args, BisectArgs):
+        return bisect_title(args.good, args.bad, args.good_ref, args.bad_ref)
+    return f"testing `{args.commit[:12]}` ({args.ref})"
 
 
 def render_cancelled(title: str, who: str | None, ctx: CommentContext) -> Document:

@@ -18,7 +18,7 @@ from bisectbot.state.storage import Store
 def job_log(store: Store) -> list[LoggedJob]:
     """Every job, oldest first, each with the verdicts it reached: what `bisectbot log` prints."""
     return [
-        logged_job(row.id, row.kind, row.status, row.args, row.result, created, updated, store.verdict_log(row.id))
+        logged_job(row.id, row.status, row.args, row.result, created, updated, store.verdict_log(row.id))
         for row, created, updated in store.job_log()
     ]
 

@@ -54,6 +54,7 @@ from bisectbot.judge.verdict import CommitTester
 from bisectbot.processes.procs import stop_drivers
 from bisectbot.processes.sandbox import BoxState, Limits, Sandbox, Scratch, sandbox
 from bisectbot.records.commits import Ask, BuildRecord
+from bisectbot.records.jobargs import BisectArgs, JobArgs, TestArgs
 from bisectbot.records.refs import pull_number
 from bisectbot.records.reports import BisectReport, CommitReport, ConfigSummary, JobStop
 from bisectbot.state.statedir import StateDir
@@ -190,11 +191,11 @@ def job_id(kind: str, cfg: Config, *parts: str) -> str:
 
 
 @contextmanager
-def _running(session: Session, job: str, kind: str, args: dict[str, Any]) -> Iterator[None]:
+def _running(session: Session, job: str, args: JobArgs) -> Iterator[None]:
     """A job's life: registered (or resumed), its verdicts stored as they come, and its end
     recorded when it fails or is cancelled (the caller records `done` with the report)."""
     store = session.state.store
-    store.start_job(job, kind, args)
+    store.start_job(job, args)
 
     def record(event: Event) -> None:
         if isinstance(event, VerdictReached):
@@ -204,11 +205,11 @@ def _running(session: Session, job: str, kind: str, args: dict[str, Any]) -> Ite
         try:
             yield
         except Cancelled as stop:
-            store.finish_job(job, "cancelled", stop_of(stop).to_json())
+            store.finish_job(job, stop_of(stop))
             raise
         except BisectbotError as exc:
             try:
-                store.finish_job(job, "failed", stop_of(exc).to_json())
+                store.finish_job(job, stop_of(exc))
             except StateError:
                 pass  # the database failed too (a full disk): the first reason is the one to tell
             raise
@@ -297,8 +298,7 @@ def plan_test(session: Session, ref: str) -> CommitPlan:
 def run_test(session: Session, plan: CommitPlan) -> CommitReport:
     """`bisectbot test`: one commit's verdict with the generic test, and its cross-check arms."""
     cfg, store = session.cfg, session.state.store
-    args = {"commit": plan.sha, "ref": plan.ref, "config": session.config_path}
-    with _running(session, plan.job, "test", args):
+    with _running(session, plan.job, TestArgs(plan.sha, plan.ref, session.config_path)):
         session.events.emit(CommitTestStarted(plan.ref, plan.sha))
         tester = session.tester
         detail = tester.verdict(plan.sha, Ask(role="test", alpha=cfg.test.alpha, beta=cfg.test.beta))
@@ -327,7 +327,7 @@ def run_test(session: Session, plan: CommitPlan) -> CommitReport:
             tolerance=session.cfg.test.tolerance,
             control_runs=tester.control.extra_runs([detail]) if tester.control is not None else None,
         )
-        store.finish_job(plan.job, "done", report.to_json())
+        store.finish_job(plan.job, report)
     return report
 
 
@@ -420,33 +420,41 @@ def user_skips(ws: Workspace, line: Sequence[str], refs: Sequence[tuple[str, str
     return tuple(line[i] for i in sorted(picked))
 
 
+def bisect_args(plan: BisectPlan) -> BisectArgs:
+    """What the jobs table keeps of a planned bisect: its ends, as resolved and as the user
+    gave them, and how it was asked."""
+    how = plan.narrowing
+    return BisectArgs(
+        plan.good,
+        plan.bad,
+        plan.good_ref,
+        plan.bad_ref,
+        plan.find,
+        plan.strategy,
+        plan.config_path,
+        paths=how.paths,
+        also=how.also,
+        all_commits=not how.enabled,
+        skip=plan.user_skipped,
+    )
+
+
 def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = BudgetLimits()) -> BisectReport:
     """Run (or resume) a planned bisect; EndpointError when an endpoint does not test as given.
+    `session` is the one that planned it, or one made with its config (`plan_bisect` bound the
+    reference "like the good end" there).
 
     An estimate of its cost is told first. With `limits` (--max-builds, --deadline) that run out,
     it ends between steps with status `stopped` and the range so far (a `done` job: the same
     command resumes it). The state directory's size caps (config `storage:`) are applied after."""
-    args = {
-        "good": plan.good,
-        "bad": plan.bad,
-        "good_ref": plan.good_ref,
-        "bad_ref": plan.bad_ref,
-        "find": plan.find.value,
-        "strategy": plan.strategy,
-        "config": session.config_path,
-        **({"paths": list(plan.narrowing.paths)} if plan.narrowing.paths else {}),
-        **({"also": list(plan.narrowing.also)} if plan.narrowing.also else {}),
-        **({"all_commits": True} if not plan.narrowing.enabled else {}),
-        **({"skip": list(plan.user_skipped)} if plan.user_skipped else {}),
-    }
-    session.bind_good_end(plan.good if plan.find is Find.BAD else plan.bad)  # as plan_bisect did (a new session)
     start, built, ran_before = time.monotonic(), [], _running_seconds(session)
 
     def on_built(event: Event) -> None:  # every build this invocation made (and scan), the ends' too
         if isinstance(event, (Built, Scanned)):
             built.append(event.seconds)
 
-    with _running(session, plan.job, "bisect", args), session.events.observing(on_built):
+    args = bisect_args(plan)
+    with _running(session, plan.job, args), session.events.observing(on_built):
         session.events.emit(EstimateReady(bisect_estimate(session, plan).text()))
         budget = _budget(session, limits)
         try:
@@ -462,7 +470,7 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
         report = summary.with_time(
             report, time.monotonic() - start, sum(built), ran - (ran_before or 0.0) if ran is not None else None
         )
-        session.state.store.finish_job(plan.job, "done", report.to_json())
+        session.state.store.finish_job(plan.job, report)
     apply_caps(session.state, session.cfg, session.events)
     return report
 

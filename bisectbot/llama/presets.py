@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, NotRequired, Sequence, TypedDict
 
 import yaml
 
@@ -56,6 +56,26 @@ def load_preset(program: str, where: Path | None = None) -> tuple[dict[str, Any]
         raise ConfigError(f"init --llama: no preset for {program!r} (known: {known})")
     path = names[program]
     return parse_yaml(read_config_text(path), path), path
+
+
+class PresetSection(TypedDict):
+    """A preset's `preset:` section: what `init --llama` may change in it."""
+
+    program: str
+    aliases: NotRequired[list[str]]
+    prompt: str
+    args: NotRequired[list[str]]  # the run of sampling arguments every command variant carries
+    body_args: NotRequired[list[str]]  # a server's: the request's sampling fields
+
+
+class Position(TypedDict):
+    position: int
+    token: NotRequired[str]
+
+
+class StatisticSection(TypedDict):
+    outcome: Position
+    condition: NotRequired[Position]
 
 
 @dataclass(frozen=True)
@@ -108,8 +128,8 @@ def customise(data: dict[str, Any], path: Path, how: Customisation) -> dict[str,
 
 
 def _body_with(
-    body: dict[str, Any], info: dict[str, Any], prompt: str, args: Sequence[str] | None, path: Path
-) -> dict[str, Any]:
+    body: Mapping[str, object], info: PresetSection, prompt: str, args: Sequence[str] | None, path: Path
+) -> dict[str, object]:
     """A server's request for the prompt, with `args` (KEY=VALUE, each value read as YAML:
     `top_k=40`, `samplers=[top_k, temperature]`) in place of the preset's sampling fields."""
     out = {**body, "prompt": prompt} if "prompt" in body else dict(body)
@@ -145,18 +165,19 @@ def _replace_run(argv: list[str], old: list[str], new: list[str], where: str) ->
     raise ConfigError(f"{where}: the preset's sampling arguments {' '.join(old)!r} are not in its argv")
 
 
-def _parse_with(parse: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+def _parse_with(parse: Mapping[str, object], old: str, new: str) -> dict[str, object]:
     """A parse section for the new prompt: its prefix, and the prompt inside its regexes."""
     out = dict(parse)
     if out.get("prefix") == old:
         out["prefix"] = new
     for key in ("fullmatch", "extract"):
-        if isinstance(out.get(key), str) and old in out[key]:
-            out[key] = out[key].replace(re.escape(old), re.escape(new)).replace(old, re.escape(new))
+        pattern = out.get(key)
+        if isinstance(pattern, str) and old in pattern:
+            out[key] = pattern.replace(re.escape(old), re.escape(new)).replace(old, re.escape(new))
     return out
 
 
-def _statistic(stat: dict[str, Any], how: Customisation) -> dict[str, Any]:
+def _statistic(stat: StatisticSection, how: Customisation) -> StatisticSection:
     out = copy.deepcopy(stat)
     if how.condition is not None:
         if how.condition == "none":

@@ -11,10 +11,33 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence, TypedDict
 
 from bisectbot.records.commits import CommitVerdict, distinct_runs
+from bisectbot.records.jobargs import BisectArgs, BisectArgsJson, JobArgs, TestArgsJson
+from bisectbot.records.reports import BisectReport, CommitReport, JobResult, JobStop
 from bisectbot.statistics.outcome import Find
+
+
+class LoggedCommitJson(TypedDict):
+    commit: str
+    subject: str
+    verdict: str
+    runs: int
+    roles: list[str]
+    when: str
+
+
+class LoggedJobJson(TypedDict):
+    job: str
+    kind: str
+    status: str
+    title: str
+    outcome: str
+    args: TestArgsJson | BisectArgsJson
+    created: str
+    updated: str
+    commits: list[LoggedCommitJson]
 
 
 @dataclass(frozen=True)
@@ -28,7 +51,7 @@ class LoggedCommit:
     roles: tuple[str, ...]
     when: float  # Unix time of its last verdict
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LoggedCommitJson:
         return {
             "commit": self.sha,
             "subject": self.subject,
@@ -44,53 +67,50 @@ class LoggedJob:
     """One job of the state directory and the commits it tested."""
 
     id: str
-    kind: str  # bisect | test
     status: str  # running | done | failed | cancelled
-    args: dict[str, Any]
-    result: dict[str, Any] | None
+    args: JobArgs  # its kind's
+    result: JobResult | None  # how it ended (None while it runs)
     created: float
     updated: float
     commits: tuple[LoggedCommit, ...]
 
     @property
+    def kind(self) -> str:
+        return self.args.kind
+
+    @property
     def title(self) -> str:
         """'bisect 1a2b3c4d5e6f..9f8e7d6c5b4a (find bad)' or 'test main (1a2b3c4d5e6f)'."""
         a = self.args
-        if self.kind == "bisect":
-            extra = "".join(f" --skip {s[:12]}" for s in a.get("skip", ()))
-            extra += "".join(f" --paths {p}" for p in a.get("paths", ()))
-            return (
-                f"bisect {str(a.get('good', '?'))[:12]}..{str(a.get('bad', '?'))[:12]} "
-                f"(find {a.get('find', 'bad')}){extra}"
-            )
-        commit = str(a.get("commit", "?"))
-        ref = a.get("ref")
-        return f"test {ref} ({commit[:12]})" if ref and not commit.startswith(str(ref)) else f"test {commit[:12]}"
+        if isinstance(a, BisectArgs):
+            extra = "".join(f" --skip {s[:12]}" for s in a.skip) + "".join(f" --paths {p}" for p in a.paths)
+            return f"bisect {a.good[:12]}..{a.bad[:12]} (find {a.find.value}){extra}"
+        if a.ref and not a.commit.startswith(a.ref):
+            return f"test {a.ref} ({a.commit[:12]})"
+        return f"test {a.commit[:12]}"
 
     @property
     def outcome(self) -> str:
         """'done: found 26ca871ccdfa', 'done: GOOD', 'failed: <why>', 'running'."""
-        res = self.result or {}
-        if self.status == "done" and self.kind == "bisect":
-            named = res.get("first_bad")
-            status = res.get("status", "?")
-            if named:
-                return f"done: {status} {named[:12]}"
-            return f"done: {status}, {len(res.get('candidates', []))} candidates"
-        if self.status == "done":
-            return f"done: {str(res.get('verdict', '?')).upper()}"
-        if self.status in ("failed", "cancelled") and res.get("message"):
-            return f"{self.status}: {res['message']}"
+        res = self.result
+        if isinstance(res, BisectReport):
+            if res.first_bad:
+                return f"done: {res.status.value} {res.first_bad[:12]}"
+            return f"done: {res.status.value}, {len(res.candidates)} candidates"
+        if isinstance(res, CommitReport):
+            return f"done: {res.verdict.value.upper()}"
+        if isinstance(res, JobStop) and res.message:
+            return f"{self.status}: {res.message}"
         return self.status
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LoggedJobJson:
         return {
             "job": self.id,
             "kind": self.kind,
             "status": self.status,
             "title": self.title,
             "outcome": self.outcome,
-            "args": self.args,
+            "args": self.args.to_json(),
             "created": _iso(self.created),
             "updated": _iso(self.updated),
             "commits": [c.to_json() for c in self.commits],
@@ -99,16 +119,15 @@ class LoggedJob:
 
 def logged_job(
     job_id: str,
-    kind: str,
     status: str,
-    args: dict[str, Any],
-    result: dict[str, Any] | None,
+    args: JobArgs,
+    result: JobResult | None,
     created: float,
     updated: float,
     verdicts: Sequence[tuple[CommitVerdict, float]],
 ) -> LoggedJob:
     """A job and its stored verdicts (with when each was reached) as one log entry."""
-    find = Find(args.get("find", "bad")) if kind == "bisect" else Find.BAD
+    find = args.find if isinstance(args, BisectArgs) else Find.BAD
     by_sha: dict[str, list[tuple[CommitVerdict, float]]] = {}
     for v, when in verdicts:
         if v.arm == "main":
@@ -120,7 +139,7 @@ def logged_job(
         commits.append(
             LoggedCommit(sha, last.subject, last.verdict.value, distinct_runs([v for v, _ in seen]), roles, when)
         )
-    return LoggedJob(job_id, kind, status, dict(args), result, created, updated, tuple(commits))
+    return LoggedJob(job_id, status, args, result, created, updated, tuple(commits))
 
 
 def log_text(jobs: Sequence[LoggedJob], width: int = 80, where: str = "") -> str:

@@ -9,7 +9,7 @@ import json
 import sqlite3
 from typing import Callable
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # Tables every schema version has: a database without them is not a bisectbot database.
 CORE_TABLES = frozenset({"builds", "runs", "verdicts", "jobs"})
 
@@ -254,6 +254,32 @@ def _to_v7(db: sqlite3.Connection) -> None:
     _execute_each(db, _V7)
 
 
+# Version 8: a comment target's `extra` holds what its kind of comment needs, every key of it
+# (bot.memory's records): a bisect's refs and title are no longer kept there (its job's
+# arguments keep the refs), and a key an older bot left out gets the value its renderer fell
+# back on. No table changes; a row already in that form is left as it is.
+_V8_TARGETS: dict[str, tuple[tuple[str, object], ...]] = {
+    "status": (("config", ""), ("date", ""), ("alarm", False)),
+    "pull": (("config", ""), ("date", ""), ("pull", 0), ("sandbox", "no network")),
+    "alarm": (("config", ""), ("date", ""), ("last_good", None)),
+    "bisect": (("config", ""),),
+}
+
+
+def _to_v8(db: sqlite3.Connection) -> None:
+    for row in db.execute("SELECT marker, issue, kind, extra FROM bot_targets").fetchall():
+        keys = _V8_TARGETS.get(row["kind"])
+        old = json.loads(row["extra"])
+        if keys is None or not isinstance(old, dict):
+            continue  # not a kind any bot wrote: reading it says the row is damaged
+        new = {key: old.get(key) or fallback for key, fallback in keys}
+        if new != old:
+            db.execute(
+                "UPDATE bot_targets SET extra=? WHERE marker=? AND issue=?",
+                (json.dumps(new), row["marker"], row["issue"]),
+            )
+
+
 # MIGRATIONS[v] takes a database at version v to v + 1.
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _to_v1,
@@ -263,5 +289,6 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _to_v5,
     _to_v6,
     _to_v7,
+    _to_v8,
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -38,11 +38,13 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
 
 from bisectbot.core.estimate import Timings
 from bisectbot.errors import StateError
 from bisectbot.records.commits import BuildRecord, CommitVerdict, RunRecord
+from bisectbot.records.jobargs import JobArgs, load_args
+from bisectbot.records.reports import JobResult, JobStop, load_result
 from bisectbot.state import storage_file
 from bisectbot.state.migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -53,10 +55,10 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class JobRow:
     id: str
-    kind: str
+    kind: str  # bisect | test: the kind of its args
     status: str  # running | done | failed | cancelled
-    args: dict[str, Any]
-    result: dict[str, Any] | None
+    args: JobArgs
+    result: JobResult | None  # how it ended (None while it runs)
     published: bool
 
 
@@ -98,13 +100,16 @@ class Stored:
 
 
 def _job_row(row: Any) -> JobRow:
-    """A `jobs` row (id, kind, status, args, result, published) as a JobRow."""
+    """A `jobs` row (id, kind, status, args, result, published) as a JobRow. A job that runs
+    again keeps its last end's result in the row until it ends anew: not read as its end."""
+    kind, status = row["kind"], row["status"]
+    ended = status != "running" and row["result"]
     return JobRow(
         id=row["id"],
-        kind=row["kind"],
-        status=row["status"],
-        args=json.loads(row["args"]),
-        result=json.loads(row["result"]) if row["result"] else None,
+        kind=kind,
+        status=status,
+        args=load_args(kind, row["args"]),
+        result=load_result(kind, status, json.loads(row["result"])) if ended else None,
         published=bool(row["published"]),
     )
 
@@ -450,21 +455,23 @@ class Store:
         )
         return [(_job_row(r), float(r["created"]), float(r["updated"])) for r in rows]
 
-    def start_job(self, job: str, kind: str, args: dict[str, Any]) -> None:
-        """Register a job (or mark a resumed one running again)."""
+    def start_job(self, job: str, args: JobArgs) -> None:
+        """Register a job (or mark a resumed one running again: its arguments are the first run's)."""
         now = time.time()
         with self.write() as db:
             db.execute(
                 "INSERT INTO jobs (id, kind, status, args, created, updated) VALUES (?,?,?,?,?,?) "
                 "ON CONFLICT(id) DO UPDATE SET status='running', updated=excluded.updated",
-                (job, kind, "running", json.dumps(args), now, now),
+                (job, args.kind, "running", json.dumps(args.to_json()), now, now),
             )
 
-    def finish_job(self, job: str, status: str, result: dict[str, Any]) -> None:
+    def finish_job(self, job: str, result: JobResult) -> None:
+        """A job's end: `done` with its report, or failed or cancelled (a JobStop says which)."""
+        status = result.status if isinstance(result, JobStop) else "done"
         with self.write() as db:
             db.execute(
                 "UPDATE jobs SET status=?, result=?, updated=? WHERE id=?",
-                (status, json.dumps(result), time.time(), job),
+                (status, json.dumps(result.to_json()), time.time(), job),
             )
 
     @decoded
@@ -492,7 +499,7 @@ class Store:
         row = self.one("SELECT value FROM reference_cache WHERE key=?", (key,))
         return None if row is None else json.loads(row["value"])
 
-    def put_reference(self, key: str, value: dict[str, Any]) -> None:
+    def put_reference(self, key: str, value: Mapping[str, object]) -> None:
         with self.write() as db:
             db.execute("INSERT OR REPLACE INTO reference_cache (key, value) VALUES (?,?)", (key, json.dumps(value)))
 
