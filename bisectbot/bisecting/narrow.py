@@ -20,16 +20,10 @@ from bisectbot.building.inputs import InputRule, narrow
 from bisectbot.building.workspace import Workspace
 from bisectbot.config import Config
 from bisectbot.core import policy
-from bisectbot.core.plan import BisectPlan, Narrowed, Narrowing
+from bisectbot.core.plan import BisectPlan, Narrowing, plan_level
 from bisectbot.events import Events, LineNarrowed
 from bisectbot.records.commits import BuildRecord
-from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find
-
-
-def plan_level(n: int, confidence: float, scan: bool = False) -> float:
-    """The per-verdict level of a bisect over n commits (a scan tests up to every one of them)."""
-    return stats.scan_level(n, confidence) if scan else stats.step_level(n, confidence)
 
 
 def config_paths(cfg: Config) -> tuple[str, ...]:
@@ -80,16 +74,16 @@ def narrow_plan(
             known = [list(k) for k in (own, scanned) if k is not None]
         if len(known) == 2:
             rule = InputRule(frozenset().union(*map(frozenset, known)), (*config_paths(cfg), *how.also))
+    text = rule_text(rule, how)
     changes = workspace.changes(full[0], full[-1])
-    narrowed = narrow(full, changes, rule, how.paths, keep=frozenset(plan.user_skipped))
+    narrowed = replace(narrow(full, changes, rule, how.paths, keep=frozenset(plan.user_skipped)), rule=text)
     events.emit(LineNarrowed(len(narrowed.line), len(full), rule is not None or not how.enabled))
     level = min(cfg.test.alpha, cfg.test.beta, plan_level(len(narrowed.line), cfg.test.confidence, plan.scan))
-    return replace(
-        plan, line=narrowed.line, narrowed=_with_rule(narrowed, rule, how), level=level, broken_last=broken_last
-    )
+    return replace(plan, line=narrowed.line, narrowed=narrowed, level=level, broken_last=broken_last)
 
 
-def _with_rule(narrowed: Narrowed, rule: InputRule | None, how: Narrowing) -> Narrowed:
+def rule_text(rule: InputRule | None, how: Narrowing) -> str:
+    """How the line was narrowed, in words, for the report."""
     if not how.enabled:
         text = "every commit kept (--all-commits)"
     elif rule is None:
@@ -102,4 +96,4 @@ def _with_rule(narrowed: Narrowed, rule: InputRule | None, how: Narrowing) -> Na
         )
     if how.paths:
         text += f"; restricted to {', '.join(how.paths)}"
-    return replace(narrowed, rule=text)
+    return text

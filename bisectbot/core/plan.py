@@ -17,6 +17,7 @@ from typing import Mapping
 from bisectbot.core.search import SearchResult
 from bisectbot.records.commits import Ask, CommitVerdict
 from bisectbot.records.reports import BisectStatus, ConfigSummary, Environment, ReferenceSummary
+from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find
 
 
@@ -174,6 +175,11 @@ class Departure:
     crossed: list[ChangePoint]
     strategies: list[str]
     stop: Stop | None = None  # status stopped: which limit, and why
+
+
+def plan_level(n: int, confidence: float, scan: bool = False) -> float:
+    """The per-verdict level of a bisect over n commits (a scan tests up to every one of them)."""
+    return stats.scan_level(n, confidence) if scan else stats.step_level(n, confidence)
 
 
 def steps_estimate(n: int) -> int:

@@ -28,12 +28,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 from bisectbot.bisecting import bisect, summary
 from bisectbot.bisecting.budget import Budget, BudgetLimits, BudgetSpent
-from bisectbot.bisecting.narrow import narrow_plan, plan_level
+from bisectbot.bisecting.narrow import narrow_plan
 from bisectbot.building.buildkeys import Placeholders, toolchain
 from bisectbot.building.workspace import Export, ExportBudget, Workspace
 from bisectbot.config import Config
 from bisectbot.core.estimate import Estimate, estimate
-from bisectbot.core.plan import BisectPlan, Narrowing, ReportContext
+from bisectbot.core.plan import BisectPlan, Narrowing, ReportContext, plan_level
 from bisectbot.errors import BisectbotError, RefError, StateError
 from bisectbot.events import (
     Built,
