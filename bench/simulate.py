@@ -36,6 +36,29 @@ def joint(
     return cp if condition_prob is None else np.append(cp * condition_prob, 1 - condition_prob)
 
 
+def binary_kl(a: float, b: float) -> float:
+    return S.kl((a, 1 - a), (b, 1 - b))
+
+
+def hardest_tv_shift(p: Sequence[float], tv: float) -> tuple[float, ...]:
+    """The q with TV(q, p) = tv that is hardest to tell from p (min KL(q‖p)): for the best
+    subset S, q(S) = p(S) + tv with q ∝ p inside S and inside S̄ (chain rule of KL). The
+    defects the simulations (and tests) plant at a given TV."""
+    pa = np.asarray(p, dtype=float)
+    best, arg = math.inf, None
+    for m in S.subset_masks(pa.size):
+        ps = float(m @ pa)
+        if ps + tv > 1 or ps <= 0:
+            continue
+        d = binary_kl(ps + tv, ps)
+        if d < best:
+            best, arg = d, m
+    assert arg is not None
+    ps = float(arg @ pa)
+    q = np.where(arg > 0, pa * (ps + tv) / ps, pa * (1 - ps - tv) / (1 - ps))
+    return tuple(float(x) for x in q)
+
+
 def draw_counts(rng: np.random.Generator, q: np.ndarray, paths: int, runs: int) -> np.ndarray:
     """Cumulative category counts (paths, runs, K) of i.i.d. runs from q."""
     u = rng.random((paths, runs))
