@@ -178,7 +178,7 @@ def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
     assert store.build("key", "a" * 40) is None
     runs = [RunRecord(7, "ok", ("f", "e"), 0, 0.1), RunRecord(8, "crash", None, 134, 0.2, 1, 1, "abort")]
     for r in runs:
-        store.put_run("exp", "a" * 40, r)
+        store.put_runs("exp", "a" * 40, [r])
     assert store.runs("exp", "a" * 40) == {7: runs[0], 8: runs[1]} and store.runs("exp2", "a" * 40) == {}
     v = CommitVerdict(
         "a" * 40,

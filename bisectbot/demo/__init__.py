@@ -27,7 +27,6 @@ from bisectbot.processes.procs import run
 VOCAB = "abcdef"
 PROMPT = "ab"
 N_PREDICT = 4
-DRAFT_MAX = 3
 CONDITION_TOKEN = "c"
 
 # Target p(next | prev): row = previous token, column = next token (a..f). Decimal literals so
