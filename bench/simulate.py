@@ -21,7 +21,7 @@ from bisectbot.statistics import stats as S
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
 CONDITION_29975 = 0.82
 
-UNDECIDED, BAD, GOOD, UNLIKE = 0, 1, 2, 3
+UNDECIDED, BAD, GOOD = 0, 1, 2
 
 
 def ref_29975() -> S.Reference:
@@ -76,7 +76,7 @@ def first_true(mask: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Outcomes:
-    decision: np.ndarray  # UNDECIDED / BAD / GOOD / UNLIKE per path
+    decision: np.ndarray  # UNDECIDED / BAD / GOOD per path
     runs: np.ndarray  # runs at the decision (the budget when undecided)
 
     def rate(self, d: int) -> float:
@@ -89,15 +89,12 @@ class Outcomes:
         return float(np.percentile(self.runs, 95))
 
 
-def _decide(bad_idx: np.ndarray, good_idx: np.ndarray, budget: int, both: np.ndarray | None = None) -> Outcomes:
+def _decide(bad_idx: np.ndarray, good_idx: np.ndarray, budget: int) -> Outcomes:
     inf = np.iinfo(np.int64).max
     b = np.where(bad_idx >= 0, bad_idx, inf)
     g = np.where(good_idx >= 0, good_idx, inf)
     first = np.minimum(b, g)
     dec = np.where(first == inf, UNDECIDED, np.where(b <= g, BAD, GOOD))
-    if both is not None:
-        dec = np.where((both >= 0) & (both <= first), UNLIKE, dec)
-        first = np.where(both >= 0, np.minimum(first, both), first)
     runs = np.where(first == inf, budget, first + 1)
     return Outcomes(dec, runs)
 

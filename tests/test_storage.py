@@ -21,6 +21,7 @@ from bisectbot.records.reports import CommitReport, load_result
 from bisectbot.state.statedir import StateDir
 from bisectbot.state.storage import SCHEMA_VERSION, LastGood, Store
 from bisectbot.statistics.outcome import Verdict
+from sample_reports import a_test_report
 
 from conftest import bisectbot_argv, subprocess_env
 
@@ -203,6 +204,28 @@ def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
     store.put_verdict("job-1", v)
     assert store.verdicts("job-1") == [v]
     store.close()
+
+
+def test_a_verdict_stored_as_unlike_reads_back_as_inconclusive(tmp_path: Path) -> None:
+    """Versions before c5ed8dd (2026-12-02) could store the verdict "unlike" (like neither end):
+    in the verdicts table and in job results. It is read back as INCONCLUSIVE, which it behaved
+    as (no side, exit 3, git bisect run 125), never as an error."""
+    store = Store(tmp_path / "s.sqlite3")
+    v = a_test_report(Verdict.INCONCLUSIVE).detail
+    store.put_verdict("job-1", v)
+    old = json.dumps({**v.to_json(), "verdict": "unlike"})
+    con = sqlite3.connect(tmp_path / "s.sqlite3")
+    with con:
+        con.execute("UPDATE verdicts SET verdict='unlike', record=?", (old,))
+    con.close()
+    assert rows(tmp_path / "s.sqlite3", "SELECT verdict FROM verdicts") == [("unlike",)]
+    assert store.verdicts("job-1") == [v]
+    store.close()
+    data = a_test_report(Verdict.INCONCLUSIVE).to_json()
+    data["detail"]["verdict"] = data["verdict"] = "unlike"
+    assert CommitReport.from_json(data).verdict is Verdict.INCONCLUSIVE
+    with pytest.raises(ValueError):
+        Verdict("alike")  # only the old word is read, not any word
 
 
 def test_comment_targets_publish_the_job_once_every_comment_is_final(tmp_path: Path) -> None:

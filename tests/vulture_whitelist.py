@@ -25,6 +25,8 @@ _ = name.show
 _ = name.group_class
 _ = name.tiny_llama
 
+# enum: Enum._missing_, called for a value no member has (Verdict reads old stored words)
+_ = name._missing_
 # rich: a Text's wrapping, read when it is rendered
 _ = name.no_wrap, name.overflow
 # uvicorn: Server.should_exit, polled by its main loop

@@ -26,7 +26,6 @@ TEST_EXIT = {
     Verdict.GOOD: EXIT_OK,
     Verdict.BAD: EXIT_BAD,
     Verdict.INCONCLUSIVE: EXIT_UNDECIDED,
-    Verdict.UNLIKE: EXIT_UNDECIDED,
     Verdict.SKIP: EXIT_ENDPOINT,
 }
 BISECT_EXIT = {

@@ -2,10 +2,10 @@
 
 Positions 0..n-1 are the commits of the first-parent line, oldest first; position 0 is known
 good and n-1 known bad (the caller confirmed both). The oracle answers a `Verdict` (GOOD, BAD,
-SKIP: cannot be built or run, INCONCLUSIVE: the test ran out of budget, UNLIKE: like neither
-end), optionally with a *signature* saying how a skip failed. Only GOOD and BAD move the
-search; when only undecidable commits separate the last good from the first bad, it reports
-the whole range rather than guess.
+GOOD-SIDE and BAD-SIDE: placed by a quick step, SKIP: cannot be built or run, INCONCLUSIVE: the
+test ran out of budget), optionally with a *signature* saying how a skip failed. Only an
+answer with a side (`Verdict.side`) moves the search; when only undecidable commits separate
+the last good from the first bad, it reports the whole range rather than guess.
 
 Skips often come in blocks: a flag that crashes for months, a build broken for a week. An
 isolated skip tries the nearest neighbour of the midpoint (the next commit usually repairs a

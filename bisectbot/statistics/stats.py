@@ -222,7 +222,9 @@ def _check_names(mapping: Mapping[str, object]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Evidence:
-    decision: Verdict | None  # GOOD, BAD, UNLIKE or INCONCLUSIVE; None = undecided, keep sampling
+    # GOOD, BAD or INCONCLUSIVE (GOOD-SIDE from quick steps, CHANGED from the change test); None =
+    # undecided, keep sampling
+    decision: Verdict | None
     n: int  # runs counted (all categories)
     log_e_bad: float  # log e-value against H0 "q = reference"
     log_e_good: float  # log e-value against H0 "TV(q, reference) ≥ tolerance" (or vs bad endpoint)
