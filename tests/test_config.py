@@ -58,6 +58,17 @@ def test_unknown_key_names_its_path(tmp_path: Path) -> None:
     assert "run.timeot: unknown key" in msg
 
 
+def test_a_removed_key_is_one_line_that_points_at_the_upgrading_notes(tmp_path: Path) -> None:
+    for key, value in (("delta", 0.001), ("ratio", 2)):
+        msg = error_of(tmp_path, {**GOOD, "reference": {"control": {"commit": "v1", key: value}}})
+        assert f"reference.control.{key}: removed in bisectbot 0.2.0 (" in msg and "see docs/upgrading.md)" in msg
+    # told first, whatever else is wrong; the same word elsewhere is just unknown
+    data = {**GOOD, "run": {"argv": ["{binary}"], "timeot": 3}, "reference": {"control": {"commit": "v1", "ratio": 2}}}
+    assert "reference.control.ratio: removed in bisectbot 0.2.0" in error_of(tmp_path, data)
+    assert "test.delta: unknown key" in error_of(tmp_path, {**GOOD, "test": {"delta": 0.1}})
+    assert (REPO / "docs" / "upgrading.md").is_file()
+
+
 def test_missing_key_names_its_path(tmp_path: Path) -> None:
     data = {**GOOD, "build": {"targets": ["prog"]}}
     assert "build: build.targets and build.binaries go together" in error_of(tmp_path, data)
