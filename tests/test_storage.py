@@ -319,3 +319,37 @@ def test_a_bisect_killed_under_8b65ff2_is_resumed_after_the_migration(tmp_path: 
     # every build the resumed bisect relies on now carries its binaries' hashes
     hashed = rows(db, "SELECT COUNT(*) FROM builds WHERE status='ok' AND hashes IS NOT NULL AND hashes != '{}'")
     assert hashed[0][0] >= 1
+
+
+MAIN_4FD5 = Path(__file__).parent / "data" / "state-4fd5644"
+
+
+def test_a_bisect_killed_under_0_1_0_resumes_under_its_own_id(tmp_path: Path) -> None:
+    """0.1.0 (4fd5644, schema 7) left a bisect against the good end (`--reference good`) running:
+    0.2.0 finishes it under its own id, though the control reference it hashes lost `delta` and
+    `ratio` (config.history keeps the digest), replaying the runs stored for its ends and step."""
+    hist = generate_demo(tmp_path / "demo", **OLD_DEMO)
+    shutil.copy(MAIN_4FD5 / "specdemo.yaml", hist.config)
+    root = tmp_path / "st"
+    root.mkdir()
+    db = root / "state.sqlite3"
+    db.write_bytes(gzip.decompress((MAIN_4FD5 / "state.sqlite3.gz").read_bytes()))
+    assert rows(db, "PRAGMA user_version") == [(7,)]
+    (job,) = rows(db, "SELECT id FROM jobs WHERE kind='bisect' AND status='running'")
+    stored = rows(db, "SELECT COUNT(*) FROM runs")[0][0]
+    args = ["bisect", str(hist.config), "--good", hist.good, "--bad", "main", "--reference", "good"]
+    proc = subprocess.run(
+        bisectbot_argv(*args, "--state", str(root), "--json", "-"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=subprocess_env(CI="1"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["job"] == job[0] and report["first_bad"] == hist.culprit
+    assert rows(db, f"SELECT status FROM jobs WHERE id='{job[0]}'") == [("done",)]
+    assert rows(db, "SELECT COUNT(*) FROM jobs") == [(1,)]  # no new job
+    # the runs stored before are replayed, never run again: every run executed is a new row
+    assert report["runs_executed"] == rows(db, "SELECT COUNT(*) FROM runs")[0][0] - stored
+    assert report["runs"] + report["control_runs"] > report["runs_executed"]
