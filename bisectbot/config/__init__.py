@@ -1,6 +1,6 @@
-"""Config stage: read the YAML that names repo, build, run, parse, statistic, reference and test.
+"""The config: the YAML that names repo, build, run, parse, statistic, reference and test.
 
-Validation happens once, here, so later stages can trust every field. Every problem becomes one
+Validation happens once, here, so the rest of bisectbot can trust every field. Every problem becomes one
 `ConfigError` line naming the file and the key path (``configs/x.yaml: run.timeout: ...``).
 Relative paths are resolved against the config file's directory, never the current directory.
 

@@ -6,7 +6,9 @@ Nothing else is ever called GOOD or BAD. A search may place a commit on a side w
 test (GOOD-SIDE: shown unlike the broken end; BAD-SIDE: the sticky search's posterior): that
 orders the search and decides nothing. CHANGED says a commit's runs differ from its parent's
 (the two-sample test of the confirmation). INCONCLUSIVE: a test ran out of budget; SKIP: the
-commit cannot be built or run. `Find` says which way a bisect looks, so the inversions `--find fixed` needs live here and nowhere else.
+commit cannot be built or run; NOT-APPLICABLE: a cross-check arm that does not exist there.
+`Find` says which way a bisect looks, so the inversions `--find fixed` needs live here and
+nowhere else.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ threshold: a nonnegative statistic E_n with E[E_τ] ≤ 1 at any stopping time �
 so by Ville's inequality P(∃n: E_n ≥ 1/α) ≤ α. That is what makes it safe to call the tests
 after every single run and to stop, or to extend the budget later, whenever we like.
 
-The tests live beside this module, one idea each (README.md, "How it decides", summarises them;
+The tests live beside this module, one idea each (docs/how-it-decides.md summarises them;
 bench/bench_stats.py measures them):
 
 * `sequential`: BAD (H0: q = p, a Dirichlet-mixture Bayes factor) and GOOD (H0: TV(q, p) ≥
