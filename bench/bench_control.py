@@ -6,7 +6,7 @@
     python bench/bench_control.py --workers 2    # also the measured bisect on a 2-worker Dask cluster
 
 The shape of issue 23: a 44-commit history of a small C program that prints one seeded choice
-(bisectbot.demo.choice), one commit moving one outcome 0.30 → 0.38 (TV 0.08), one commit that
+(bench/choice.py), one commit moving one outcome 0.30 → 0.38 (TV 0.08), one commit that
 does not compile (the next fixes it), the rest compiled-file or docs-only changes. The control
 is paired with each tested run on its seed; a seed prints the same where the change does not
 reach (the change moves a threshold). `--reshuffle`: the change also draws from another random
@@ -36,7 +36,8 @@ from pathlib import Path
 
 import yaml
 
-from bisectbot.demo.choice import ChoiceHistory, Step, write_choice_history
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: `bench` is a package there
+from bench.choice import ChoiceHistory, Step, write_choice_history  # noqa: E402
 
 N = 44
 BEFORE = (0.30, 0.45, 0.25)

@@ -21,7 +21,7 @@ from bisectbot.statistics import stats as S
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
 CONDITION_29975 = 0.82
 
-UNDECIDED, BAD, GOOD, UNLIKE = 0, 1, 2, 3
+UNDECIDED, BAD, GOOD = 0, 1, 2
 
 
 def ref_29975() -> S.Reference:
@@ -34,6 +34,29 @@ def joint(
     """Category probabilities (support…, OTHER, MISSED) for a conditional outcome distribution."""
     cp = np.append(np.asarray(cond_probs, dtype=float) * (1 - other), other)
     return cp if condition_prob is None else np.append(cp * condition_prob, 1 - condition_prob)
+
+
+def binary_kl(a: float, b: float) -> float:
+    return S.kl((a, 1 - a), (b, 1 - b))
+
+
+def hardest_tv_shift(p: Sequence[float], tv: float) -> tuple[float, ...]:
+    """The q with TV(q, p) = tv that is hardest to tell from p (min KL(q‖p)): for the best
+    subset S, q(S) = p(S) + tv with q ∝ p inside S and inside S̄ (chain rule of KL). The
+    defects the simulations (and tests) plant at a given TV."""
+    pa = np.asarray(p, dtype=float)
+    best, arg = math.inf, None
+    for m in S.subset_masks(pa.size):
+        ps = float(m @ pa)
+        if ps + tv > 1 or ps <= 0:
+            continue
+        d = binary_kl(ps + tv, ps)
+        if d < best:
+            best, arg = d, m
+    assert arg is not None
+    ps = float(arg @ pa)
+    q = np.where(arg > 0, pa * (ps + tv) / ps, pa * (1 - ps - tv) / (1 - ps))
+    return tuple(float(x) for x in q)
 
 
 def draw_counts(rng: np.random.Generator, q: np.ndarray, paths: int, runs: int) -> np.ndarray:
@@ -53,7 +76,7 @@ def first_true(mask: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Outcomes:
-    decision: np.ndarray  # UNDECIDED / BAD / GOOD / UNLIKE per path
+    decision: np.ndarray  # UNDECIDED / BAD / GOOD per path
     runs: np.ndarray  # runs at the decision (the budget when undecided)
 
     def rate(self, d: int) -> float:
@@ -66,15 +89,12 @@ class Outcomes:
         return float(np.percentile(self.runs, 95))
 
 
-def _decide(bad_idx: np.ndarray, good_idx: np.ndarray, budget: int, both: np.ndarray | None = None) -> Outcomes:
+def _decide(bad_idx: np.ndarray, good_idx: np.ndarray, budget: int) -> Outcomes:
     inf = np.iinfo(np.int64).max
     b = np.where(bad_idx >= 0, bad_idx, inf)
     g = np.where(good_idx >= 0, good_idx, inf)
     first = np.minimum(b, g)
     dec = np.where(first == inf, UNDECIDED, np.where(b <= g, BAD, GOOD))
-    if both is not None:
-        dec = np.where((both >= 0) & (both <= first), UNLIKE, dec)
-        first = np.where(both >= 0, np.minimum(first, both), first)
     runs = np.where(first == inf, budget, first + 1)
     return Outcomes(dec, runs)
 

@@ -18,7 +18,6 @@ from scipy.stats import beta as beta_dist
 
 from bench import simbisect as sb
 from bench import simulate as sim
-from bisectbot.statistics import stats as S
 
 ALPHA = 5e-4
 TOL = 0.1
@@ -32,8 +31,8 @@ def shifted(tv: float, along: float | None = None) -> np.ndarray:
     direction of the TV `along` shift when given, so two defects push the same way)."""
     p = np.asarray(P_COND)
     if along is None:
-        return np.asarray(S.hardest_tv_shift(P_COND, tv))
-    step = np.asarray(S.hardest_tv_shift(P_COND, along)) - p
+        return np.asarray(sim.hardest_tv_shift(P_COND, tv))
+    step = np.asarray(sim.hardest_tv_shift(P_COND, along)) - p
     return p + step * (tv / along)
 
 

@@ -5,4 +5,4 @@ verdict → bisect → report → publish. Each folder holds one idea of it, in 
 `__init__.py` says which); docs/inside.md gives the tour.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

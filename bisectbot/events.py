@@ -378,14 +378,6 @@ class CancelToken:
                 self._who = who
                 self._set.set()
 
-    @property
-    def requested(self) -> bool:
-        return self._set.is_set()
-
-    @property
-    def requested_by(self) -> str | None:
-        return self._who
-
     def check(self) -> None:
         """Raise `Cancelled` if a stop was asked for."""
         if self._set.is_set():

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from bisectbot.demo.choice import Step, choice_config, write_choice_history
-from bisectbot.statistics.stats import hardest_tv_shift
+from bench.choice import Step, write_choice_history
+from bench.simulate import hardest_tv_shift
 
 LETTERS = "abc"
 REFERENCE = (0.35, 0.45, 0.20)
@@ -75,7 +75,20 @@ def write_staged(dest: Path, seed: int, *, stray: bool = False, n: int = 24) -> 
 
 def config(history: Staged, dest: Path, **test: Any) -> Path:
     """Its bisectbot config: the exact reference, the default test levels (or `test`)."""
-    data = choice_config(history.repo, dict(zip(LETTERS, REFERENCE)), name="staged")
+    data = {
+        "name": "staged",
+        "repo": {"path": str(history.repo)},
+        "build": {
+            "cmake_args": ["-DCMAKE_BUILD_TYPE=Release"],
+            "targets": ["prog"],
+            "binaries": {"binary": ["bin/prog"]},
+            "timeout": 300,
+        },
+        "run": {"argv": ["{binary}", "{seed}"], "max_runs": 4000, "timeout": 10, "jobs": 0},
+        "parse": {"split": "chars", "expect_tokens": 1},
+        "statistic": {"outcome": {"position": 0}},
+        "reference": {"probs": dict(zip(LETTERS, REFERENCE))},
+    }
     if test:
         data["test"] = test
     path = dest / "staged.yaml"

@@ -160,7 +160,7 @@ def test_an_ends_observations_are_remembered_until_a_run_of_it_is_stored(
     seeds = t.runner.seed_block(good, 0, 4)
     store = t.runner.state.store
     for seed in seeds[:3]:
-        store.put_run(prepared.run_key, good, RunRecord(seed, "ok", ("a",), 0, 0.01, 1))
+        store.put_runs(prepared.run_key, good, [RunRecord(seed, "ok", ("a",), 0, 0.01, 1)])
     first = t.observations(good)
     assert [seed for seed, _ in first] == sorted(seeds[:3])
     hashed: list[object] = []
@@ -168,7 +168,7 @@ def test_an_ends_observations_are_remembered_until_a_run_of_it_is_stored(
         real = module.file_sha256
         monkeypatch.setattr(module, "file_sha256", lambda p, real=real: hashed.append(p) or real(p))
     assert t.observations(good) == first and hashed == []  # remembered
-    store.put_run(prepared.run_key, good, RunRecord(seeds[3], "ok", ("a",), 0, 0.01, 1))
+    store.put_runs(prepared.run_key, good, [RunRecord(seeds[3], "ok", ("a",), 0, 0.01, 1)])
     assert [seed for seed, _ in t.observations(good)] == sorted(seeds) and hashed  # found again
     # block 0 is every commit's: the remembered seeds are what the config gives any commit
     other = small_demo.culprit

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from pydantic import BaseModel
 
 from bisectbot.config import Config, load_config
+from bisectbot.demo import demo_config
 from bisectbot.errors import ConfigError
 
+REPO = Path(__file__).resolve().parents[1]
 GOOD = {
     "name": "t",
     "repo": {"path": "./repo"},
@@ -52,6 +56,17 @@ def test_malformed_yaml_names_line(tmp_path: Path) -> None:
 def test_unknown_key_names_its_path(tmp_path: Path) -> None:
     msg = error_of(tmp_path, {**GOOD, "run": {**GOOD["run"], "timeot": 3}})
     assert "run.timeot: unknown key" in msg
+
+
+def test_a_removed_key_is_one_line_that_points_at_the_upgrading_notes(tmp_path: Path) -> None:
+    for key, value in (("delta", 0.001), ("ratio", 2)):
+        msg = error_of(tmp_path, {**GOOD, "reference": {"control": {"commit": "v1", key: value}}})
+        assert f"reference.control.{key}: removed in bisectbot 0.2.0 (" in msg and "see docs/upgrading.md)" in msg
+    # told first, whatever else is wrong; the same word elsewhere is just unknown
+    data = {**GOOD, "run": {"argv": ["{binary}"], "timeot": 3}, "reference": {"control": {"commit": "v1", "ratio": 2}}}
+    assert "reference.control.ratio: removed in bisectbot 0.2.0" in error_of(tmp_path, data)
+    assert "test.delta: unknown key" in error_of(tmp_path, {**GOOD, "test": {"delta": 0.1}})
+    assert (REPO / "docs" / "upgrading.md").is_file()
 
 
 def test_missing_key_names_its_path(tmp_path: Path) -> None:
@@ -301,3 +316,156 @@ def test_a_position_no_run_can_reach_is_refused(tmp_path: Path, change: dict, er
 def test_positions_the_run_can_reach_are_accepted(tmp_path: Path) -> None:
     data = {**GOOD, "parse": {"expect_tokens": 2}, "run": {"argv": ["{binary}", "-n", "2", "--seed", "{seed}"]}}
     assert load_config(write(tmp_path, data)).statistic.outcome.position == 1
+
+
+# Config digests name jobs (a killed bisect resumes under its job id), so every change to the
+# config's schema must leave them alone: these are the digests bisectbot 0.1.0 (4fd5644) computed.
+# The demo's variations set every key added after digests were first stored, and variants, arms
+# and control references, so that each rule of config/history.py is exercised.
+def _demo(**changes: Any) -> dict[str, Any]:
+    data = demo_config()
+    for where, value in changes.items():
+        node = data
+        *parents, last = where.split("__")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return data
+
+
+_DIGEST_ARM = {
+    "build_variants": [{"targets": ["srv"], "binaries": {"server": ["bin/srv"]}}],
+    "serve_variants": [
+        {"argv": ["{server}", "--port", "{port}", "--new"], "help_contains": ["--new"], "help_lacks": ["--old"]},
+        {"argv": ["{server}", "--port", "{port}"], "parse": {"prefix": "ab", "split": "chars", "fullmatch": "[a-f]+"}},
+    ],
+    "help_args": ["-h"],
+    "body": {"prompt": "ab", "seed": "{seed}"},
+    "parse": {"prefix": "ab", "split": "chars", "stream": "stderr"},
+}
+DIGEST_CASES: dict[str, dict[str, Any]] = {
+    "demo": _demo(),
+    "demo, reference: good": _demo(reference="good"),
+    "demo, reference.control": _demo(reference={"control": {"commit": "v1", "runs": 300, "max_runs": 2000}}),
+    "demo, every later key set": _demo(
+        build__generator="ninja",
+        build__hide_git=True,
+        run__max_output_mb=32,
+        run__inputs=["{fixtures}/x"],
+        parse={
+            "prefix": "ab",
+            "split": "chars",
+            "min_tokens": 2,
+            "complete_suffix": "\n",
+            "cut_output": "read",
+            "stream": "stderr",
+            "extract": "(.*)",
+            "fullmatch": "[a-f]+",
+        },
+        statistic__failures="outcome",
+        test={"eta": 0.02, "model_runs": 100, "search_runs": 1000, "broken_end": "first", "retest_runs": 500},
+    ),
+    "demo, variants and arms": _demo(
+        run={k: v for k, v in demo_config()["run"].items() if k != "argv"},
+        run__variants=[
+            {"argv": ["{binary}", "--seed", "{seed}", "-n", "4", "--new"], "help_lacks": ["--old"]},
+            {
+                "argv": ["{binary}", "--seed", "{seed}", "-n", "4"],
+                "parse": {"prefix": "ab", "split": "chars", "cut_output": "rerun"},
+            },
+        ],
+        arms={
+            "server": _DIGEST_ARM,
+            "plain": {
+                "targets": ["srv"],
+                "binaries": {"server": ["bin/srv"]},
+                "serve": ["{server}", "{port}"],
+                "body": {"seed": "{seed}"},
+            },
+        },
+    ),
+}
+
+
+def _digests(cfg: Config) -> dict[str, str]:
+    return {
+        "": cfg.digest(),
+        " experiment": cfg.experiment_digest(),
+        " --reference good": cfg.with_reference("good").digest(),
+        " --reference good, bound": cfg.with_reference("good").with_good_end("a" * 40).digest(),
+        " --reference v1": cfg.with_reference("v1").digest(),
+    }
+
+
+def _all_digests(tmp: Path) -> dict[str, str]:
+    out = {}
+    for path in sorted([*(REPO / "configs").glob("*.yaml"), *(REPO / "configs" / "llama").glob("*.yaml")]):
+        out.update({path.relative_to(REPO).as_posix() + k: v for k, v in _digests(load_config(path)).items()})
+    for name, data in DIGEST_CASES.items():
+        f = tmp / "specdemo.yaml"
+        f.write_text(yaml.safe_dump(copy.deepcopy(data), sort_keys=False))
+        out.update({name + k: v for k, v in _digests(load_config(f)).items()})
+    return out
+
+
+DIGESTS_OF_0_1_0 = {
+    "configs/example.yaml": "15663a187177547c",
+    "configs/example.yaml experiment": "0353c8fffd4bad80",
+    "configs/example.yaml --reference good": "0e5b9c396542d8b1",
+    "configs/example.yaml --reference good, bound": "eb6998deb9e23c04",
+    "configs/example.yaml --reference v1": "40d674f675b05fcf",
+    "configs/llama/llama-cli.yaml": "5b3f3c5ec46f8a59",
+    "configs/llama/llama-cli.yaml experiment": "9c4972e58e88fcc7",
+    "configs/llama/llama-cli.yaml --reference good": "0067d3cfc45b1746",
+    "configs/llama/llama-cli.yaml --reference good, bound": "6ac8d203c9c3555a",
+    "configs/llama/llama-cli.yaml --reference v1": "2a4b27f3638e0f95",
+    "configs/llama/llama-server.yaml": "cd845014315f4d23",
+    "configs/llama/llama-server.yaml experiment": "2902f3855e908dd0",
+    "configs/llama/llama-server.yaml --reference good": "59972d38e4816912",
+    "configs/llama/llama-server.yaml --reference good, bound": "743ee384652c0d3b",
+    "configs/llama/llama-server.yaml --reference v1": "3dbf5ef02e317e2c",
+    "configs/llama/llama-simple.yaml": "647f8078d94ca953",
+    "configs/llama/llama-simple.yaml experiment": "5c83c16504c8f6a2",
+    "configs/llama/llama-simple.yaml --reference good": "647f8078d94ca953",
+    "configs/llama/llama-simple.yaml --reference good, bound": "b7f59e97357a8b1b",
+    "configs/llama/llama-simple.yaml --reference v1": "1128f844acd979ba",
+    "configs/llama/llama-speculative.yaml": "574d25acd507f866",
+    "configs/llama/llama-speculative.yaml experiment": "9221bb7398ec4d53",
+    "configs/llama/llama-speculative.yaml --reference good": "11d21cd1af051d41",
+    "configs/llama/llama-speculative.yaml --reference good, bound": "934df0591510e7bf",
+    "configs/llama/llama-speculative.yaml --reference v1": "e8b76a11dc6eef7f",
+    "configs/llama-cpp-29975.yaml": "a60116dd05189241",
+    "configs/llama-cpp-29975.yaml experiment": "9221bb7398ec4d53",
+    "configs/llama-cpp-29975.yaml --reference good": "d273d7f16cbf98ae",
+    "configs/llama-cpp-29975.yaml --reference good, bound": "9d90295433649d74",
+    "configs/llama-cpp-29975.yaml --reference v1": "5f214f05b6b72ea7",
+    "demo": "cbfd9b3afd7db120",
+    "demo experiment": "491fd0f4833f246d",
+    "demo --reference good": "6b220afe0b148e7e",
+    "demo --reference good, bound": "58f0edd55ee8b009",
+    "demo --reference v1": "cde01d5c7455a295",
+    "demo, reference: good": "6b220afe0b148e7e",
+    "demo, reference: good experiment": "491fd0f4833f246d",
+    "demo, reference: good --reference good": "6b220afe0b148e7e",
+    "demo, reference: good --reference good, bound": "58f0edd55ee8b009",
+    "demo, reference: good --reference v1": "cde01d5c7455a295",
+    "demo, reference.control": "9ae81830533491c1",
+    "demo, reference.control experiment": "491fd0f4833f246d",
+    "demo, reference.control --reference good": "c84426a1e63f9642",
+    "demo, reference.control --reference good, bound": "43bcdd5921dc87d8",
+    "demo, reference.control --reference v1": "9ae81830533491c1",
+    "demo, every later key set": "88556e79d84342fd",
+    "demo, every later key set experiment": "c91818313c67533b",
+    "demo, every later key set --reference good": "61ee32dd5ae7abe8",
+    "demo, every later key set --reference good, bound": "8b8c28c85aa6d638",
+    "demo, every later key set --reference v1": "3e841f45f9628349",
+    "demo, variants and arms": "963bf0e77cd27da9",
+    "demo, variants and arms experiment": "48b56e3fffd29bbc",
+    "demo, variants and arms --reference good": "c81ba06de7bb9811",
+    "demo, variants and arms --reference good, bound": "b915c1ddcc55302d",
+    "demo, variants and arms --reference v1": "0cad75f90859f1e8",
+}
+
+
+def test_the_digests_of_the_shipped_configs_and_the_demo_s_are_those_of_0_1_0(tmp_path: Path) -> None:
+    assert _all_digests(tmp_path) == DIGESTS_OF_0_1_0

@@ -22,7 +22,6 @@ from scipy.stats import chisquare
 from bisectbot import demo
 from bisectbot.demo import (
     CONDITION_TOKEN,
-    DRAFT_MAX,
     DRAFT_PROBS,
     PROMPT,
     TARGET_PROBS,
@@ -39,6 +38,7 @@ from bisectbot.demo import (
 from conftest import needs, needs_toolchain
 
 SEEDS = range(1, 2001)
+DRAFT_MAX = 3  # specdemo's --draft-max when not given (src/main.cpp), as the config runs it
 
 
 # --- helpers --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from bench import simbisect as sb
+from bench.simulate import hardest_tv_shift
 from bisectbot.bisecting import confirm
 from bisectbot.core import broken_end
 from bisectbot.errors import EndpointError
@@ -16,7 +17,7 @@ from bisectbot.statistics import stats as S
 P = list(sb.P_29975.values())
 REF = sb.reference_joint()
 GROSS = sb.joint([1.0, 0.0, 0.0])
-TV15 = np.asarray(S.hardest_tv_shift(P, 0.15))
+TV15 = np.asarray(hardest_tv_shift(P, 0.15))
 TV30 = np.asarray(P) + 2 * (TV15 - np.asarray(P))  # the same direction, twice as far
 
 

@@ -1,5 +1,5 @@
 """`bisectbot init`: a config from a repository, a target and a command line, validated by
-testing the good commit GOOD with it (real cmake builds of bisectbot.demo.choice histories)."""
+testing the good commit GOOD with it (real cmake builds of bench/choice.py histories)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.choice import Step, write_choice_history
 from bisectbot.cli.newconfig import programs, propose
 from bisectbot.config import load_config
-from bisectbot.demo.choice import Step, write_choice_history
 from bisectbot.errors import ConfigError
 
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env

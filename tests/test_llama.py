@@ -32,7 +32,7 @@ MODEL_VOCAB = __import__("bisectbot.llama.fixtures", fromlist=["VOCAB"]).VOCAB
 
 def test_tokenization_facts():
     m = ref.load_gguf(TARGET)
-    assert m.vocab == MODEL_VOCAB and m.eos_id == 7
+    assert m.vocab == MODEL_VOCAB  # its EOS (h, 7): tests/test_fixtures.py
     assert ref.tokenize(m, "bcdbc") == PROMPT
     assert ref.tokenize(m, "bcdbcf") == PROMPT + [5]
     # byte-level: every byte its symbol's token, as llama.cpp's gpt2 tokenizer gives with no merge

@@ -87,7 +87,7 @@ def make_state(root: Path, runs: int = 600) -> Path:
     """A real state directory whose database spans well over two pages; returns the database."""
     with StateDir(root) as state:
         for seed in range(runs):
-            state.store.put_run("run-key", "a" * 40, RunRecord(seed, "ok", tuple("abcd"), 0, 0.01))
+            state.store.put_runs("run-key", "a" * 40, [RunRecord(seed, "ok", tuple("abcd"), 0, 0.01)])
     db = root / "state.sqlite3"
     con = sqlite3.connect(db)
     try:
@@ -273,7 +273,7 @@ def test_a_full_disk_is_a_state_error_for_every_write(tmp_path: Path) -> None:
         fill(fs)
         with pytest.raises(StateError) as err:
             for seed in range(10_000):  # the WAL grows until the disk refuses it
-                store.put_run("run-key", "b" * 40, RunRecord(seed, "ok", tuple("abcd") * 50, 0, 0.01))
+                store.put_runs("run-key", "b" * 40, [RunRecord(seed, "ok", tuple("abcd") * 50, 0, 0.01)])
         store.close()
         assert str(fs / "state.sqlite3") in str(err.value) and "full" in str(err.value)
 

@@ -20,7 +20,7 @@ def histories(draw: st.DrawFn) -> tuple[int, int, set[int]]:
     return n, culprit, uninformative
 
 
-@given(histories(), st.sampled_from([Verdict.SKIP, Verdict.INCONCLUSIVE, Verdict.UNLIKE]))
+@given(histories(), st.sampled_from([Verdict.SKIP, Verdict.INCONCLUSIVE, Verdict.NOT_APPLICABLE]))
 @settings(max_examples=400)
 def test_finds_boundary_or_honest_range(h: tuple[int, int, set[int]], blank: Verdict) -> None:
     n, culprit, uninformative = h

@@ -8,6 +8,7 @@ bound) so a fixed seed cannot pass by luck nor fail by it.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from bisectbot.statistics import stats as S
 REF = sim.ref_29975()
 P_COND = list(sim.P_29975.values())
 GROSS = sim.joint([1.0, 0.0, 0.0])
-TV10 = sim.joint(S.hardest_tv_shift(P_COND, 0.1))
+TV10 = sim.joint(sim.hardest_tv_shift(P_COND, 0.1))
 
 
 # -- reference ---------------------------------------------------------------------------------
@@ -145,7 +146,7 @@ def test_with_eta_zero_an_unseen_token_is_bad_at_once() -> None:
 # -- the indifference zone (eta): BAD means "farther than eta from the reference" ---------------
 
 ETA = 0.03  # the default for tolerance 0.1 (StatTestConfig.indifference)
-TV15 = sim.joint(S.hardest_tv_shift(P_COND, 0.15))
+TV15 = sim.joint(sim.hardest_tv_shift(P_COND, 0.15))
 
 
 @pytest.mark.heavy  # after the default suite (README: Tests)
@@ -165,7 +166,7 @@ def test_false_bad_at_the_edge_of_the_ball_is_at_most_alpha(where: str) -> None:
     """The hardest point of the BAD null: TV exactly η in the conditional outcome distribution,
     or in P(condition)."""
     if where == "conditional":
-        q = sim.joint(S.hardest_tv_shift(P_COND, ETA))
+        q = sim.joint(sim.hardest_tv_shift(P_COND, ETA))
     else:
         q = sim.joint(P_COND, condition_prob=sim.CONDITION_29975 + ETA)
     out = sim.simulate_generic(
@@ -190,10 +191,10 @@ def test_betting_toward_the_bad_end_keeps_false_bad_below_alpha_and_speeds_a_sub
     """`toward` (the bad end's q̂, fixed before the re-test's runs) moves half the BAD mixture onto
     it: at the edge of the ball false BAD stays ≤ α; a TV 0.1 bug like q̂ is BAD sooner."""
     rng = np.random.default_rng(27)
-    tv10 = sim.joint(S.hardest_tv_shift(P_COND, 0.1))
+    tv10 = sim.joint(sim.hardest_tv_shift(P_COND, 0.1))
     q_hat = np.asarray(S.kt_smooth(rng.multinomial(1800, tv10)))
     lb = math.log(1 / ALPHA)
-    edge = sim.draw_counts(rng, sim.joint(S.hardest_tv_shift(P_COND, ETA)), 2000, 1500).astype(float)
+    edge = sim.draw_counts(rng, sim.joint(sim.hardest_tv_shift(P_COND, ETA)), 2000, 1500).astype(float)
     false_bad = (sequential.log_e_depart_many(edge, REF, ETA, toward=q_hat) >= lb).any(-1).mean()
     assert false_bad <= ALPHA + 3 * math.sqrt(ALPHA / 2000), false_bad
     bug = sim.draw_counts(rng, tv10, 200, 4000).astype(float)
@@ -299,7 +300,7 @@ def test_the_change_test_finds_a_gross_change_fast_and_a_tv_015_one_within_the_b
         rng, GROSS, REF.p, paths=500, runs=200, alpha=5e-4, centres_x=[S.kt_smooth(list(GROSS * 50))], centres_y=[]
     )
     assert (gross >= 0).all() and np.median(gross) <= 30
-    tv15 = sim.joint(S.hardest_tv_shift(P_COND, 0.15))
+    tv15 = sim.joint(sim.hardest_tv_shift(P_COND, 0.15))
     q_hat = S.kt_smooth(list(sim.draw_counts(rng, tv15, 1, 500)[0, -1]))  # the commit's own search runs
     subtle = _change_first_passage(rng, tv15, REF.p, paths=300, runs=4000, alpha=5e-4, centres_x=[q_hat], centres_y=[])
     assert (subtle >= 0).mean() >= 0.99 and np.median(subtle) <= 800
@@ -351,7 +352,7 @@ def test_a_quick_step_never_says_good() -> None:
     assert ev.decision is S.Verdict.GOOD_SIDE and "not a test against the reference" in ev.reason
     # a milder defect is unlike the broken end too: placed GOOD-SIDE after a few runs, which is
     # why a placement never counts as GOOD (the confirmation tests the parent against the reference)
-    mild = [round(x) for x in 20 * sim.joint(S.hardest_tv_shift(P_COND, 0.15))]
+    mild = [round(x) for x in 20 * sim.joint(sim.hardest_tv_shift(P_COND, 0.15))]
     assert (
         broken_end.test_quick(mild, REF, q_hat, alpha=1e-3, beta=1e-3, max_runs=1000, eta=0.03).decision
         is S.Verdict.GOOD_SIDE
@@ -386,8 +387,8 @@ def test_control_sample_paired_seed_for_seed_is_calibrated() -> None:
     rng = np.random.default_rng(29)
     p = np.asarray(REF.p)
     levels = dict(alpha=0.05, beta=0.05, tolerance=0.1, eta=0.03)
-    at_eta = np.asarray(S.hardest_tv_shift(p, 0.03))
-    at_tol = np.asarray(S.hardest_tv_shift(p, 0.1))
+    at_eta = np.asarray(sim.hardest_tv_shift(p, 0.03))
+    at_tol = np.asarray(sim.hardest_tv_shift(p, 0.1))
     for paths in (_coupled_paths, _paired_paths_one):
         false_bad = sum(ev.decision is S.Verdict.BAD for ev in paths(rng, at_eta, p, 150, 1500, **levels))
         assert false_bad <= 15, (paths.__name__, false_bad)  # 15: past the 99.9% binomial quantile of 5%
@@ -406,7 +407,7 @@ def test_control_sample_paired_seed_for_seed_is_calibrated() -> None:
     )
     assert not any(ev.decision is S.Verdict.BAD for ev in same + alone)
     assert max(ev.n for ev in same) < 150 < min(ev.n for ev in alone)
-    moved = np.asarray(S.hardest_tv_shift(p, 0.12))  # beyond the tolerance: BAD is the answer
+    moved = np.asarray(sim.hardest_tv_shift(p, 0.12))  # beyond the tolerance: BAD is the answer
     tied = _coupled_paths(rng, moved, p, 10, 4000, **strict)
     loose = _paired_paths_one(rng, moved, p, 10, 4000, **strict)
     assert all(ev.decision is S.Verdict.BAD for ev in tied + loose)
@@ -457,21 +458,50 @@ def test_step_level_follows_the_union_bound() -> None:
     assert math.isclose(S.step_level(2), 0.01 / 4)
 
 
+def wald_bound(q: Sequence[float], p: Sequence[float], alpha: float, beta: float) -> float:
+    """Lower bound on E_q[N] for ANY sequential test that decides "not p" with probability
+    ≥ 1 − β under q and ≤ α under p (Wald 1945; Hoeffding 1960): d(1−β ‖ α) / KL(q‖p),
+    d the binary KL. ≈ log(1/α)/KL(q‖p) for small α, β."""
+    d = S.kl(q, p)
+    return sim.binary_kl(1 - beta, alpha) / d if d > 0 else math.inf
+
+
+def good_wald_bound(ref: S.Reference, tolerance: float, alpha: float, beta: float) -> float:
+    """Wald bound for certifying GOOD under q = p against every q with TV ≥ tolerance:
+    d(1−α ‖ β) / min_{q ∈ H0} KL(p‖q), the minimum over the same null as the GOOD test
+    (binary reductions per subset S). With a condition probability c the conditional part
+    learns only from the fraction c of runs that meet it, and both parts must be certified."""
+    d = sim.binary_kl(1 - alpha, beta)
+    if not ref.has_condition:
+        return d / _min_binary_kl(ref.p, tolerance)
+    assert ref.condition_prob is not None
+    c = float(ref.condition_prob)
+    part_a = d / (c * _min_binary_kl(ref.p[:-1] / c, tolerance))
+    part_b = d / _min_binary_kl(np.array([c, 1 - c]), tolerance)
+    return max(part_a, part_b)
+
+
+def _min_binary_kl(p: np.ndarray, eps: float) -> float:
+    masks = S.subset_masks(p.size)
+    vals = [sim.binary_kl(float(ps), float(ps) + eps) for ps in masks @ p if ps + eps <= 1 + 1e-12]
+    return min(vals)
+
+
 def test_wald_bounds_are_the_textbook_formula_and_no_test_beats_them() -> None:
     from scipy.stats import entropy  # KL computed independently of stats.kl
 
     d = entropy([1 - 1e-3, 1e-3], [1e-3, 1 - 1e-3])
     for q in (GROSS, TV10):
-        assert S.wald_bound(q, REF.p, 1e-3, 1e-3) == pytest.approx(d / entropy(q, REF.p), rel=1e-6)
+        assert wald_bound(q, REF.p, 1e-3, 1e-3) == pytest.approx(d / entropy(q, REF.p), rel=1e-6)
     # a lower bound on E[N] for any test with these error rates: the real tests respect it
     rng = np.random.default_rng(7)
     for q, budget in ((GROSS, 200), (TV10, 4000)):
         out = sim.simulate_generic(rng, REF, q, alpha=1e-3, beta=1e-3, tolerance=0.1, max_runs=budget, paths=300)
         assert (out.decision == sim.BAD).mean() > 0.95
-        wald = S.wald_bound(q, REF.p, 1e-3, 1e-3)
+        wald = wald_bound(q, REF.p, 1e-3, 1e-3)
         assert wald <= out.mean_runs() <= 3 * wald, (wald, out.mean_runs())
     good = sim.simulate_generic(rng, REF, REF.p, alpha=1e-3, beta=1e-3, tolerance=0.1, max_runs=5000, paths=200)
-    assert S.good_wald_bound(REF, 0.1, 1e-3, 1e-3) <= good.mean_runs()
+    assert good_wald_bound(REF, 0.1, 1e-3, 1e-3) <= good.mean_runs()
 
 
 def test_sequential_matches_vectorised() -> None:

@@ -184,7 +184,7 @@ def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
     assert store.build("key", "a" * 40) is None
     runs = [RunRecord(7, "ok", ("f", "e"), 0, 0.1), RunRecord(8, "crash", None, 134, 0.2, 1, 1, "abort")]
     for r in runs:
-        store.put_run("exp", "a" * 40, r)
+        store.put_runs("exp", "a" * 40, [r])
     assert store.runs("exp", "a" * 40) == {7: runs[0], 8: runs[1]} and store.runs("exp2", "a" * 40) == {}
     v = CommitVerdict(
         "a" * 40,
@@ -209,6 +209,28 @@ def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
     store.put_verdict("job-1", v)
     assert store.verdicts("job-1") == [v]
     store.close()
+
+
+def test_a_verdict_stored_as_unlike_reads_back_as_inconclusive(tmp_path: Path) -> None:
+    """Versions before c5ed8dd (2026-12-02) could store the verdict "unlike" (like neither end):
+    in the verdicts table and in job results. It is read back as INCONCLUSIVE, which it behaved
+    as (no side, exit 3, git bisect run 125), never as an error."""
+    store = Store(tmp_path / "s.sqlite3")
+    v = a_test_report(Verdict.INCONCLUSIVE).detail
+    store.put_verdict("job-1", v)
+    old = json.dumps({**v.to_json(), "verdict": "unlike"})
+    con = sqlite3.connect(tmp_path / "s.sqlite3")
+    with con:
+        con.execute("UPDATE verdicts SET verdict='unlike', record=?", (old,))
+    con.close()
+    assert rows(tmp_path / "s.sqlite3", "SELECT verdict FROM verdicts") == [("unlike",)]
+    assert store.verdicts("job-1") == [v]
+    store.close()
+    data = a_test_report(Verdict.INCONCLUSIVE).to_json()
+    data["detail"]["verdict"] = data["verdict"] = "unlike"
+    assert CommitReport.from_json(data).verdict is Verdict.INCONCLUSIVE
+    with pytest.raises(ValueError):
+        Verdict("alike")  # only the old word is read, not any word
 
 
 def test_comment_targets_publish_the_job_once_every_comment_is_final(tmp_path: Path) -> None:
@@ -490,3 +512,37 @@ def test_a_check_killed_under_4fd5644_is_resumed_after_the_migration(tmp_path: P
     posted = (hist.config.parent / "dry-run.md").read_text()
     comment = posted[posted.index(f"(job {OLD_CHECK_BISECT})") :]
     assert hist.culprit[:12] in comment and "(`968be871ad7b`) .. " in comment and "(`main`)" in comment
+
+
+MAIN_4FD5_CONTROL = Path(__file__).parent / "data" / "state-4fd5644-control"
+
+
+def test_a_bisect_killed_under_0_1_0_resumes_under_its_own_id(tmp_path: Path) -> None:
+    """0.1.0 (4fd5644, schema 7) left a bisect against the good end (`--reference good`) running:
+    0.2.0 finishes it under its own id, though the control reference it hashes lost `delta` and
+    `ratio` (config.history keeps the digest), replaying the runs stored for its ends and step."""
+    hist = generate_demo(tmp_path / "demo", **OLD_DEMO)
+    shutil.copy(MAIN_4FD5_CONTROL / "specdemo.yaml", hist.config)
+    root = tmp_path / "st"
+    root.mkdir()
+    db = root / "state.sqlite3"
+    db.write_bytes(gzip.decompress((MAIN_4FD5_CONTROL / "state.sqlite3.gz").read_bytes()))
+    assert rows(db, "PRAGMA user_version") == [(7,)]
+    (job,) = rows(db, "SELECT id FROM jobs WHERE kind='bisect' AND status='running'")
+    stored = rows(db, "SELECT COUNT(*) FROM runs")[0][0]
+    args = ["bisect", str(hist.config), "--good", hist.good, "--bad", "main", "--reference", "good"]
+    proc = subprocess.run(
+        bisectbot_argv(*args, "--state", str(root), "--json", "-"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=subprocess_env(CI="1"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["job"] == job[0] and report["first_bad"] == hist.culprit
+    assert rows(db, f"SELECT status FROM jobs WHERE id='{job[0]}'") == [("done",)]
+    assert rows(db, "SELECT COUNT(*) FROM jobs") == [(1,)]  # no new job
+    # the runs stored before are replayed, never run again: every run executed is a new row
+    assert report["runs_executed"] == rows(db, "SELECT COUNT(*) FROM runs")[0][0] - stored
+    assert report["runs"] + report["control_runs"] > report["runs_executed"]

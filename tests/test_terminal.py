@@ -341,7 +341,7 @@ def test_demo_in_an_80_column_tmux_pane_wraps_nothing_and_leaves_no_status_behin
         ln
         for ln in lines
         if re.match(
-            r"  (\S+) ([0-9a-f]{12}): (GOOD-SIDE|BAD-SIDE|GOOD|BAD|SKIP|INCONCLUSIVE|UNLIKE|CHANGED) "
+            r"  (\S+) ([0-9a-f]{12}): (GOOD-SIDE|BAD-SIDE|GOOD|BAD|SKIP|INCONCLUSIVE|CHANGED) "
             r"after",
             ln,
         )

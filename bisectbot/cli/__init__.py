@@ -10,7 +10,7 @@ Exit codes (documented in README.md, relied on by scripts):
   0  bisect: culprit found and confirmed · test: GOOD
   1  test: BAD
   2  bad input: config, ref, git, state directory (one line on stderr says what and where)
-  3  bisect: ambiguous or unconfirmed · test: INCONCLUSIVE or UNLIKE
+  3  bisect: ambiguous or unconfirmed · test: INCONCLUSIVE
   4  bisect: an endpoint does not test as given · test: SKIP (cannot build or run)
   5  GitHub: publishing failed after retries (the result stays in the state database)
   130 interrupted (Ctrl-C); rerun the same command to resume

@@ -261,7 +261,6 @@ GIT_BISECT_EXIT = {
     Verdict.BAD: 1,
     Verdict.SKIP: 125,
     Verdict.INCONCLUSIVE: 125,
-    Verdict.UNLIKE: 125,
     Verdict.NOT_APPLICABLE: 125,
 }
 GIT_BISECT_ABORT = 128  # bad input or an internal error: git bisect run stops instead of marking BAD
@@ -331,7 +330,7 @@ def _git_bisect_guard(fn: Callable[[], int]) -> None:
     is_flag=True,
     help="Be the script of `git bisect run`: test HEAD of the checkout in the current "
     "directory (unless --commit / --repo say otherwise) and exit 0 GOOD, 1 BAD, 125 "
-    "SKIP / INCONCLUSIVE / UNLIKE (git skips it), 128 on bad input or an error (git stops).",
+    "SKIP / INCONCLUSIVE (git skips it), 128 on bad input or an error (git stops).",
 )
 def test(
     config: str,

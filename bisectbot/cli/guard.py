@@ -26,7 +26,6 @@ TEST_EXIT = {
     Verdict.GOOD: EXIT_OK,
     Verdict.BAD: EXIT_BAD,
     Verdict.INCONCLUSIVE: EXIT_UNDECIDED,
-    Verdict.UNLIKE: EXIT_UNDECIDED,
     Verdict.SKIP: EXIT_ENDPOINT,
 }
 BISECT_EXIT = {
@@ -47,7 +46,7 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-def _stop(signum: int, frame: object) -> None:
+def _stop(signum: int, _frame: object) -> None:
     raise Stopped(signum)
 
 
@@ -154,7 +153,7 @@ class _OneLineUsage(click.ClickException):
         self.exit_code = exc.exit_code  # type: ignore[misc]  # 2, or 128 under --git-bisect
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"bisectbot: error: {self.format_message()}", err=True)
+        click.echo(f"bisectbot: error: {self.format_message()}", file=file, err=True)  # stderr unless given one
 
 
 class OneLineGroup(click.Group):

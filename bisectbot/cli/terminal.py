@@ -38,7 +38,6 @@ VERDICT_STYLES = {
     "BAD": "red",
     "SKIP": "yellow",
     "INCONCLUSIVE": "yellow",
-    "UNLIKE": "yellow",
     "CHANGED": "red",
 }
 # the longer words first, and never a GOOD inside GOOD-SIDE

@@ -1,12 +1,12 @@
-"""Config stage: read the YAML that names repo, build, run, parse, statistic, reference and test.
+"""The config: the YAML that names repo, build, run, parse, statistic, reference and test.
 
-Validation happens once, here, so later stages can trust every field. Every problem becomes one
+Validation happens once, here, so the rest of bisectbot can trust every field. Every problem becomes one
 `ConfigError` line naming the file and the key path (``configs/x.yaml: run.timeout: ...``).
 Relative paths are resolved against the config file's directory, never the current directory.
 
 This module is the package's face: `load_config` and the root `Config`, with the checks across
-sections. The sections themselves are `config.sections`, the seed layout `config.seeds`, and what
-keeps old digests (so job ids) stable `config.compat`.
+sections. The sections themselves are `config.sections`, the seed layout `config.seeds`, and the
+keys over time `config.history`: what keeps digests (so job ids) stable, what was removed.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from bisectbot.config.compat import without_unset_additions
+from bisectbot.config.history import digest_data, removed_key
 from bisectbot.config.sections import (
     BASE_PLACEHOLDERS,
     GOOD_END,
@@ -139,7 +139,7 @@ class Config(Strict):
 
     def digest(self) -> str:
         """Hash of everything that defines the experiment, for caching and reproduction lines."""
-        return _digest(without_unset_additions(self.model_dump(mode="json")))
+        return _digest(digest_data(self.model_dump(mode="json")))
 
     def parse_for(self, variant: int) -> "ParseConfig":
         """How the output of command variant `variant` is read."""
@@ -149,7 +149,7 @@ class Config(Strict):
         """Hash of what the config says determines per-seed outcomes (build, run, parse,
         statistic), shown in reports: alpha or the reference do not change it, the command does.
         Stored runs are keyed by the run key (runner.run_key), which also hashes the binary."""
-        data = without_unset_additions(self.model_dump(mode="json", include={"build", "run", "parse", "statistic"}))
+        data = digest_data(self.model_dump(mode="json", include={"build", "run", "parse", "statistic"}))
         for volatile in ("timeout", "jobs", "max_runs", "retries"):
             data["run"].pop(volatile, None)
         data["build"].pop("timeout", None)
@@ -354,6 +354,13 @@ def read_config_text(path: Path) -> str:
         raise ConfigError(f"{path}: cannot read config: not UTF-8 at byte {exc.start} (line {line})") from None
 
 
+def _error_order(error: Any) -> tuple[bool, bool]:
+    """Which validation error a config is told first: a removed key, then an unknown one (a
+    misspelt key shows up as "unknown" and "missing" at once), then the rest in pydantic's order."""
+    unknown = error["type"] == "extra_forbidden"
+    return (not (unknown and removed_key(error["loc"])), not unknown)
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate a config file; raise ConfigError with file and key path on any problem."""
     path = Path(path)
@@ -363,13 +370,12 @@ def load_config(path: str | Path) -> Config:
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        # A misspelt key shows up as "unknown" and "missing" at once: name the unknown one first.
-        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        errors = sorted(exc.errors(), key=_error_order)
         err = errors[0]
         loc = _format_loc(err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key" + _did_you_mean(err["loc"])
+            msg = removed_key(err["loc"]) or "unknown key" + _did_you_mean(err["loc"])
         elif err["type"] == "missing":
             msg = "missing key"
         msg = msg.removeprefix("Value error, ")

@@ -268,14 +268,19 @@ class ParseConfig(Strict):
         return self
 
     def key(self) -> dict:
-        """Its part of a run's key: cut_output left out at its default (added 2026-12-04, issue
-        26), so runs stored before then keep their keys."""
+        """Its part of a run's key: the keys added after run keys were first stored left out at
+        their defaults (`PARSE_ADDED`), so stored runs keep their keys (as config digests do:
+        config.history)."""
         dump = self.model_dump(mode="json")
-        defaults = {"cut_output": "rerun", "stream": "stdout", "extract": None, "fullmatch": None}
-        for name, default in defaults.items():  # added later: at their defaults, keys stay as they were
+        for name, default in PARSE_ADDED.items():
             if dump.get(name) == default:
                 dump.pop(name)
         return dump
+
+
+# Keys added to `parse` after run keys and config digests were first stored, at their defaults:
+# cut_output (2026-12-04, issue 26), stream, extract and fullmatch (2026-12-06, issue 45).
+PARSE_ADDED: dict[str, Any] = {"cut_output": "rerun", "stream": "stdout", "extract": None, "fullmatch": None}
 
 
 # No program under test prints this many tokens per seed for a statistic to read: a larger
@@ -358,10 +363,6 @@ class ControlReference(Strict):
     commit: str  # a ref, or GOOD_END ("{good}"): the good end of the bisect that uses it
     runs: int = Field(default=200, gt=0)  # control runs before the first test
     max_runs: int | None = Field(default=None, gt=0)  # the most it runs (default run.max_runs)
-    # no longer used: `delta` (the paired test needs none), `ratio` (one control run per tested
-    # run, on the same seed: bench/bench_control.py measured it against two on other seeds)
-    delta: float | None = Field(default=None, gt=0, lt=0.5)
-    ratio: int | None = Field(default=None, ge=1, le=16)
     # set when GOOD_END was bound to a job's good end (reports say "like the good end")
     good_end: bool = False
 

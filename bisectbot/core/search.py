@@ -2,10 +2,10 @@
 
 Positions 0..n-1 are the commits of the first-parent line, oldest first; position 0 is known
 good and n-1 known bad (the caller confirmed both). The oracle answers a `Verdict` (GOOD, BAD,
-SKIP: cannot be built or run, INCONCLUSIVE: the test ran out of budget, UNLIKE: like neither
-end), optionally with a *signature* saying how a skip failed. Only GOOD and BAD move the
-search; when only undecidable commits separate the last good from the first bad, it reports
-the whole range rather than guess.
+GOOD-SIDE and BAD-SIDE: placed by a quick step, SKIP: cannot be built or run, INCONCLUSIVE: the
+test ran out of budget), optionally with a *signature* saying how a skip failed. Only an
+answer with a side (`Verdict.side`) moves the search; when only undecidable commits separate
+the last good from the first bad, it reports the whole range rather than guess.
 
 Skips often come in blocks: a flag that crashes for months, a build broken for a week. An
 isolated skip tries the nearest neighbour of the midpoint (the next commit usually repairs a
@@ -302,90 +302,114 @@ def sticky_bisect(
     """
     if n < 2:
         raise ValueError("need at least a good and a bad position")
-    with np.errstate(divide="ignore"):
-        logp = np.log(np.asarray(p, dtype=float))
-    k = logp.size
-    bad = np.asarray(bad_counts, dtype=float)
-    if bad.shape != (k,):
-        raise ValueError(f"bad_counts must have {k} entries")
-    pos: list[int] = [n - 1]  # visited positions, sorted
-    own: list[np.ndarray] = [bad.copy()]  # counts per visited position
-    runs, visits = 0, 0
-    tested: list[int] = []
-
-    a_good = None if good_strength is None else good_strength * np.asarray(p, dtype=float)
-    if a_good is not None and (a_good <= 0).any():
-        raise ValueError("with good_strength every category needs p > 0 (use a tolerant reference)")
-
-    def intervals() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(log posterior, sizes, suffix and prefix counts) of the intervals (v_{j−1}, v_j]."""
-        counts = np.array(own)
-        suffix = np.cumsum(counts[::-1], axis=0)[::-1]  # Σ_{i ≥ j} N_i
-        prefix = np.vstack([np.zeros(k), np.cumsum(counts, axis=0)[:-1]])  # Σ_{i < j} N_i
-        with np.errstate(invalid="ignore"):
-            ll_good = np.where(prefix > 0, prefix * logp, 0.0).sum(-1)
-        if a_good is not None:
-            ll_good = _log_dm(prefix, a_good)
-        ll_bad = gammaln(suffix + 0.5).sum(-1) - gammaln(suffix.sum(-1) + k / 2)
-        sizes = np.diff(np.array([0] + pos))
-        return ll_good + ll_bad + np.log(sizes), sizes, suffix, prefix
-
+    search = _StickySearch(n, p, bad_counts, good_strength)
     while True:
-        logpost, sizes, suffix, prefix = intervals()
+        logpost, sizes, suffix, prefix = search.intervals()
         post = np.exp(logpost - stats.logsumexp_last(logpost))
         j = int(post.argmax())
         exact = sizes[j] == 1
-        if (exact and post[j] >= confidence) or runs >= max_runs or n == 2:
-            per_position = np.repeat(post / sizes, sizes)  # positions 1..n−1
-            return StickyResult(
-                int(pos[j]),
-                float(post[j] / sizes[j]),
-                runs,
-                tuple(tested),
-                visits,
-                _credible_range(per_position, confidence),
-            )
+        if (exact and post[j] >= confidence) or search.runs >= max_runs or n == 2:
+            return search.result(post, sizes, confidence)
         cdf = np.cumsum(np.repeat(post / sizes, sizes))[: n - 2]  # P(c ≤ i), i = 1..n−2
         i = int(np.abs(cdf - 0.5).argmin()) + 1
-        if i not in pos:
-            t = int(np.searchsorted(pos, i))
-            pos.insert(t, i)
-            own.insert(t, np.zeros(k))
-            tested.append(i)
-            logpost, sizes, suffix, prefix = intervals()
-        t = pos.index(i)
-        visits += 1
+        if i not in search.pos:
+            search.add(i)
+            logpost, sizes, suffix, prefix = search.intervals()
+        if search.stay(i, run, logpost, suffix, prefix, band, max_runs, visit_runs):
+            now = np.exp(logpost - stats.logsumexp_last(logpost))
+            return search.result(now, sizes, confidence, stuck=i)
+
+
+class _StickySearch:
+    """The state of one `sticky_bisect`: the visited positions, each one's counts, the runs and
+    visits so far, and the posterior over the intervals between visited positions."""
+
+    def __init__(self, n: int, p: Sequence[float], bad_counts: Sequence[int], good_strength: float | None):
+        with np.errstate(divide="ignore"):
+            self.logp = np.log(np.asarray(p, dtype=float))
+        self.k = self.logp.size
+        bad = np.asarray(bad_counts, dtype=float)
+        if bad.shape != (self.k,):
+            raise ValueError(f"bad_counts must have {self.k} entries")
+        self.pos: list[int] = [n - 1]  # visited positions, sorted
+        self.own: list[np.ndarray] = [bad.copy()]  # counts per visited position
+        self.runs, self.visits = 0, 0
+        self.tested: list[int] = []
+        self.a_good = None if good_strength is None else good_strength * np.asarray(p, dtype=float)
+        if self.a_good is not None and (self.a_good <= 0).any():
+            raise ValueError("with good_strength every category needs p > 0 (use a tolerant reference)")
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(log posterior, sizes, suffix and prefix counts) of the intervals (v_{j−1}, v_j]."""
+        counts = np.array(self.own)
+        suffix = np.cumsum(counts[::-1], axis=0)[::-1]  # Σ_{i ≥ j} N_i
+        prefix = np.vstack([np.zeros(self.k), np.cumsum(counts, axis=0)[:-1]])  # Σ_{i < j} N_i
+        with np.errstate(invalid="ignore"):
+            ll_good = np.where(prefix > 0, prefix * self.logp, 0.0).sum(-1)
+        if self.a_good is not None:
+            ll_good = _log_dm(prefix, self.a_good)
+        ll_bad = gammaln(suffix + 0.5).sum(-1) - gammaln(suffix.sum(-1) + self.k / 2)
+        sizes = np.diff(np.array([0] + self.pos))
+        return ll_good + ll_bad + np.log(sizes), sizes, suffix, prefix
+
+    def add(self, i: int) -> None:
+        """Position i visited for the first time (it costs a build)."""
+        t = int(np.searchsorted(self.pos, i))
+        self.pos.insert(t, i)
+        self.own.insert(t, np.zeros(self.k))
+        self.tested.append(i)
+
+    def stay(
+        self,
+        i: int,
+        run: Callable[[int], int],
+        logpost: np.ndarray,
+        suffix: np.ndarray,
+        prefix: np.ndarray,
+        band: tuple[float, float],
+        max_runs: int,
+        visit_runs: int | None,
+    ) -> bool:
+        """One visit of position i: runs there, each folded into the posterior (`logpost`,
+        `suffix` and `prefix` updated in place), while P(c ≤ i) stays inside `band` and the
+        budget lasts. True when `visit_runs` runs could not move it out of the band (stuck)."""
+        t = self.pos.index(i)
+        self.visits += 1
         left = slice(0, t + 1)  # intervals with c ≤ i: i is bad there
         this_visit = 0
-        while runs < max_runs:
+        while self.runs < max_runs:
             if visit_runs is not None and this_visit >= visit_runs:
-                now = np.exp(logpost - stats.logsumexp_last(logpost))
-                best = int(now.argmax())
-                return StickyResult(
-                    int(pos[best]),
-                    float(now[best] / sizes[best]),
-                    runs,
-                    tuple(tested),
-                    visits,
-                    _credible_range(np.repeat(now / sizes, sizes), confidence),
-                    stuck=i,
-                )
+                return True
             x = run(i)
-            runs += 1
+            self.runs += 1
             this_visit += 1
             s_left = suffix[left]
-            logpost[left] += np.log((s_left[:, x] + 0.5) / (s_left.sum(-1) + k / 2))
+            logpost[left] += np.log((s_left[:, x] + 0.5) / (s_left.sum(-1) + self.k / 2))
             suffix[left, x] += 1
-            if a_good is None:
-                logpost[t + 1 :] += logp[x]
+            if self.a_good is None:
+                logpost[t + 1 :] += self.logp[x]
             else:  # i is good for the intervals right of it: their learned good model predicts
                 right = prefix[t + 1 :]
-                logpost[t + 1 :] += np.log((right[:, x] + a_good[x]) / (right.sum(-1) + a_good.sum()))
+                logpost[t + 1 :] += np.log((right[:, x] + self.a_good[x]) / (right.sum(-1) + self.a_good.sum()))
                 right[:, x] += 1
-            own[t][x] += 1
+            self.own[t][x] += 1
             p_bad = math.exp(float(stats.logsumexp_last(logpost[left]) - stats.logsumexp_last(logpost)))
             if not (band[0] < p_bad < band[1]):
                 break
+        return False
+
+    def result(self, post: np.ndarray, sizes: np.ndarray, confidence: float, stuck: int | None = None) -> StickyResult:
+        """The answer from the posterior `post` of the intervals (normalised) and their sizes."""
+        j = int(post.argmax())
+        return StickyResult(
+            int(self.pos[j]),
+            float(post[j] / sizes[j]),
+            self.runs,
+            tuple(self.tested),
+            self.visits,
+            _credible_range(np.repeat(post / sizes, sizes), confidence),  # positions 1..n−1
+            stuck=stuck,
+        )
 
 
 def scan_order(n: int) -> list[int]:

@@ -27,7 +27,6 @@ from bisectbot.processes.procs import run
 VOCAB = "abcdef"
 PROMPT = "ab"
 N_PREDICT = 4
-DRAFT_MAX = 3
 CONDITION_TOKEN = "c"
 
 # Target p(next | prev): row = previous token, column = next token (a..f). Decimal literals so
@@ -396,79 +395,16 @@ def generate_demo(
     st = _State()
     shas: list[str] = []
     pr = 1000
-    kinds = ("version", "helper", "refactor", "comment", "docs", "docs")
     for i in range(n_commits):
         pr += rng.randint(1, 9)
-        body = ""
-        if i == 0:
-            subject = "specdemo: speculative sampling demo"
-            body = "Draft proposes up to --draft-max tokens sampled from q; the target accepts with min(1, p/q)."
-        elif i == culprit_index:
-            st.defect = True
-            subject = "speculative: take top draft candidate"
-            body = (
-                "Propose the draft's most likely token instead of sampling it; saves one sampling call per draft step."
-            )
-        elif i == break_index:
-            st.helpers.append(_BROKEN_HELPER)
-            subject = "util: add describe_vocab helper"
-        elif i == break_index + 1:
-            st.helpers[st.helpers.index(_BROKEN_HELPER)] = _FIXED_HELPER
-            subject = "util: fix build (missing semicolon in describe_vocab)"
-        elif i == crash_index:
-            st.hooks.append(_HOOK_CRASH)
-            subject = "main: assert draft and target vocab sizes match"
-        elif i == hang_index:
-            st.hooks.append(_HOOK_HANG)
-            subject = "main: wait for draft warmup before generating"
-        elif outside > 0 and rng.random() < outside:
-            subject, rel, line = _OUTSIDE[rng.randrange(len(_OUTSIDE))]
-            lines = st.outside.setdefault(rel, [])
-            lines.append(line.format(k=len(lines) + 1))
-        else:
-            kind = rng.choice(kinds)
-            if kind == "version":
-                st.version += 1
-                subject = f"build: bump version to 0.1.{st.version}"
-            elif kind == "helper":
-                name, tpl = _HELPERS[len(st.helpers) % len(_HELPERS)]
-                uses = sum(1 for h in st.helpers if f" {name}" in h)
-                fname = name if uses == 0 else f"{name}_v{uses + 1}"
-                st.helpers.append(tpl.format(name=fname))
-                subject = f"util: add {fname} helper"
-            elif kind == "refactor":
-                st.parse_style ^= 1
-                subject = "util: simplify parse_uint" if st.parse_style else "util: parse_uint with a plain loop"
-            elif kind == "comment":
-                k = len(st.notes)
-                note = _NOTES[k % len(_NOTES)]
-                st.notes.append(note if k < len(_NOTES) else f"{note} ({k // len(_NOTES) + 1})")
-                subject = "speculative: clarify comments"
+        change = _planted_change(i, st, culprit_index, break_index, crash_index, hang_index)
+        if change is None:
+            if outside > 0 and rng.random() < outside:
+                change = (_outside_change(st, rng), "")
             else:
-                k = len(st.doc_lines)
-                subject, line = _DOC_LINES[k % len(_DOC_LINES)]
-                st.doc_lines.append(line if k < len(_DOC_LINES) else f"{line} ({k // len(_DOC_LINES) + 1})")
-        subject = f"{subject} (#{pr})"
-
-        for rel, text in _render(templates, st).items():
-            path = repo / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8", newline="\n")
-        name, email = _AUTHORS[rng.randrange(len(_AUTHORS))]
-        date = f"{_EPOCH0 + i * 3 * 3600 + rng.randrange(3600)} +0000"
-        cenv = dict(
-            env,
-            GIT_AUTHOR_NAME=name,
-            GIT_AUTHOR_EMAIL=email,
-            GIT_AUTHOR_DATE=date,
-            GIT_COMMITTER_NAME=name,
-            GIT_COMMITTER_EMAIL=email,
-            GIT_COMMITTER_DATE=date,
-        )
-        _git(repo, "add", "--all", ".", env=cenv)
-        msg = ["-m", subject] + (["-m", body] if body else [])
-        _git(repo, "commit", "-q", "--no-verify", *msg, env=cenv)
-        shas.append(_git(repo, "rev-parse", "HEAD", env=cenv))
+                change = (_everyday_change(st, rng), "")
+        subject, body = change
+        shas.append(_commit(repo, i, _render(templates, st), f"{subject} (#{pr})", body, rng, env))
 
     config = dest / "specdemo.yaml"
     config.write_text(_config_yaml(), encoding="utf-8")
@@ -483,6 +419,98 @@ def generate_demo(
         crash=shas[crash_index] if crash_index is not None else None,
         hang=shas[hang_index] if hang_index is not None else None,
     )
+
+
+def _planted_change(
+    i: int, st: _State, culprit: int, brk: int, crash: int | None, hang: int | None
+) -> tuple[str, str] | None:
+    """What commit i plants, as (subject, body), when it is one of the history's marked commits:
+    the first, the culprit, the build break and its fix, the crash, the hang (None otherwise)."""
+    if i == 0:
+        return (
+            "specdemo: speculative sampling demo",
+            "Draft proposes up to --draft-max tokens sampled from q; the target accepts with min(1, p/q).",
+        )
+    if i == culprit:
+        st.defect = True
+        return (
+            "speculative: take top draft candidate",
+            "Propose the draft's most likely token instead of sampling it; saves one sampling call per draft step.",
+        )
+    if i == brk:
+        st.helpers.append(_BROKEN_HELPER)
+        return "util: add describe_vocab helper", ""
+    if i == brk + 1:
+        st.helpers[st.helpers.index(_BROKEN_HELPER)] = _FIXED_HELPER
+        return "util: fix build (missing semicolon in describe_vocab)", ""
+    if i == crash:
+        st.hooks.append(_HOOK_CRASH)
+        return "main: assert draft and target vocab sizes match", ""
+    if i == hang:
+        st.hooks.append(_HOOK_HANG)
+        return "main: wait for draft warmup before generating", ""
+    return None
+
+
+def _outside_change(st: _State, rng: random.Random) -> str:
+    """A commit that touches only a file the build never compiles; its subject."""
+    subject, rel, line = _OUTSIDE[rng.randrange(len(_OUTSIDE))]
+    lines = st.outside.setdefault(rel, [])
+    lines.append(line.format(k=len(lines) + 1))
+    return subject
+
+
+def _everyday_change(st: _State, rng: random.Random) -> str:
+    """A behaviour-preserving change drawn from rng (version bump, helper, refactor, comment,
+    docs); its subject."""
+    kind = rng.choice(("version", "helper", "refactor", "comment", "docs", "docs"))
+    if kind == "version":
+        st.version += 1
+        return f"build: bump version to 0.1.{st.version}"
+    if kind == "helper":
+        name, tpl = _HELPERS[len(st.helpers) % len(_HELPERS)]
+        uses = sum(1 for h in st.helpers if f" {name}" in h)
+        fname = name if uses == 0 else f"{name}_v{uses + 1}"
+        st.helpers.append(tpl.format(name=fname))
+        return f"util: add {fname} helper"
+    if kind == "refactor":
+        st.parse_style ^= 1
+        return "util: simplify parse_uint" if st.parse_style else "util: parse_uint with a plain loop"
+    if kind == "comment":
+        k = len(st.notes)
+        note = _NOTES[k % len(_NOTES)]
+        st.notes.append(note if k < len(_NOTES) else f"{note} ({k // len(_NOTES) + 1})")
+        return "speculative: clarify comments"
+    k = len(st.doc_lines)
+    subject, line = _DOC_LINES[k % len(_DOC_LINES)]
+    st.doc_lines.append(line if k < len(_DOC_LINES) else f"{line} ({k // len(_DOC_LINES) + 1})")
+    return subject
+
+
+def _commit(
+    repo: Path, i: int, files: dict[str, str], subject: str, body: str, rng: random.Random, env: dict[str, str]
+) -> str:
+    """Write `files` into the work tree and commit them as commit i (an author drawn from rng, a
+    fixed date a little after the previous commit's); its sha."""
+    for rel, text in files.items():
+        path = repo / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="\n")
+    name, email = _AUTHORS[rng.randrange(len(_AUTHORS))]
+    date = f"{_EPOCH0 + i * 3 * 3600 + rng.randrange(3600)} +0000"
+    cenv = dict(
+        env,
+        GIT_AUTHOR_NAME=name,
+        GIT_AUTHOR_EMAIL=email,
+        GIT_AUTHOR_DATE=date,
+        GIT_COMMITTER_NAME=name,
+        GIT_COMMITTER_EMAIL=email,
+        GIT_COMMITTER_DATE=date,
+    )
+    _git(repo, "add", "--all", ".", env=cenv)
+    msg = ["-m", subject] + (["-m", body] if body else [])
+    _git(repo, "commit", "-q", "--no-verify", *msg, env=cenv)
+    return _git(repo, "rev-parse", "HEAD", env=cenv)
 
 
 def demo_config() -> dict:

@@ -59,7 +59,6 @@ class Outbox:
         self._threads: dict[str, threading.Thread] = {}
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self._closed = False
-        self.sent = 0
         self.dropped = 0
 
     def put(self, key: Hashable, what: str, send: Callable[[], object], lane: str = "progress") -> None:
@@ -135,9 +134,6 @@ class Outbox:
                 log.exception("could not %s", write.what)
                 with self._cond:
                     self.dropped += 1
-            else:
-                with self._cond:
-                    self.sent += 1
             finally:
                 with self._cond:
                     self._busy.pop(lane, None)

@@ -250,7 +250,6 @@ def _model(weights: dict[str, np.ndarray]):
         eps=RMS_EPS,
         rope_base=ROPE_BASE,
         vocab=VOCAB,
-        eos_id=EOS_ID,
         weights=weights,
     )
 

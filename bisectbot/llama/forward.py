@@ -48,7 +48,6 @@ class TinyLlama:
     eps: float
     rope_base: float
     vocab: list[str]
-    eos_id: int
     weights: dict[str, np.ndarray]  # numpy layout: (out, in) for matrices, (n_vocab, n_embd) for embeddings
     merges: tuple[str, ...] = ()  # the BPE merges, "left right" (tokenize refuses a text one would apply to)
 
@@ -98,7 +97,6 @@ def load_gguf(path: Path) -> TinyLlama:
         eps=float(hp("attention.layer_norm_rms_epsilon")),
         rope_base=float(hp("rope.freq_base", 10000.0)),
         vocab=[str(x) for x in _field_value(reader, "tokenizer.ggml.tokens")],
-        eos_id=int(_field_value(reader, "tokenizer.ggml.eos_token_id")),
         weights=weights,
         merges=tuple(str(m) for m in (_field_value(reader, "tokenizer.ggml.merges") or ())),
     )

@@ -19,8 +19,8 @@ def file_sha256(path: Path | str) -> str:
 
 
 @lru_cache(maxsize=256)
-def _remembered(path: str, size: int, mtime_ns: int) -> str:
-    return file_sha256(path)
+def _remembered(path: str, _size: int, _mtime_ns: int) -> str:
+    return file_sha256(path)  # size and mtime only key the cache
 
 
 def content_hash(path: Path | str) -> str:

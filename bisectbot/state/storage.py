@@ -372,9 +372,6 @@ class Store:
         self.put_runs(run_key, sha, new)
         return len(new)
 
-    def put_run(self, run_key: str, sha: str, rec: RunRecord) -> None:
-        self.put_runs(run_key, sha, [rec])
-
     def put_runs(self, run_key: str, sha: str, recs: Sequence[RunRecord]) -> None:
         """Store runs of one commit in one transaction (a batch costs about what one run does)."""
         if not recs:

@@ -6,8 +6,9 @@ Nothing else is ever called GOOD or BAD. A search may place a commit on a side w
 test (GOOD-SIDE: shown unlike the broken end; BAD-SIDE: the sticky search's posterior): that
 orders the search and decides nothing. CHANGED says a commit's runs differ from its parent's
 (the two-sample test of the confirmation). INCONCLUSIVE: a test ran out of budget; SKIP: the
-commit cannot be built or run; UNLIKE: like neither end (older reports). `Find` says which way a
-bisect looks, so the inversions `--find fixed` needs live here and nowhere else.
+commit cannot be built or run; NOT-APPLICABLE: a cross-check arm that does not exist there.
+`Find` says which way a bisect looks, so the inversions `--find fixed` needs live here and
+nowhere else.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ class Verdict(str, Enum):
     BAD = "bad"
     SKIP = "skip"  # cannot be built or run (like `git bisect skip`)
     INCONCLUSIVE = "inconclusive"  # the test ran out of budget
-    UNLIKE = "unlike"  # like neither endpoint (two-point steps of older versions)
     NOT_APPLICABLE = "not-applicable"  # a cross-check arm that does not exist at this commit
     GOOD_SIDE = "good-side"  # placed on the good side by the search, not tested against the reference
     BAD_SIDE = "bad-side"  # placed on the bad side by the search, not tested against the reference
@@ -58,6 +58,13 @@ class Verdict(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    @classmethod
+    def _missing_(cls, value: object) -> "Verdict | None":
+        # "unlike" (like neither end) came from the two-point search steps of versions before
+        # c5ed8dd (2026-12-02), so verdicts and reports stored by them may hold it. It placed
+        # no side and exited as INCONCLUSIVE does (git bisect run: 125), and is read as that.
+        return cls.INCONCLUSIVE if value == "unlike" else None
 
 
 class Find(str, Enum):

@@ -9,7 +9,7 @@ threshold: a nonnegative statistic E_n with E[E_τ] ≤ 1 at any stopping time �
 so by Ville's inequality P(∃n: E_n ≥ 1/α) ≤ α. That is what makes it safe to call the tests
 after every single run and to stop, or to extend the budget later, whenever we like.
 
-The tests live beside this module, one idea each (README.md, "How it decides", summarises them;
+The tests live beside this module, one idea each (docs/how-it-decides.md summarises them;
 bench/bench_stats.py measures them):
 
 * `sequential`: BAD (H0: q = p, a Dirichlet-mixture Bayes factor) and GOOD (H0: TV(q, p) ≥
@@ -25,7 +25,7 @@ bench/bench_stats.py measures them):
 This module holds what they share, so none of them imports another's internals: the
 categories and `Reference`; `Evidence` and the one rule that turns two e-values into a
 decision; the Dirichlet mixtures and likelihoods; KT smoothing; the error budget of a whole
-bisect (`step_level`) and Wald's lower bounds, which the tests are measured against.
+bisect (`step_level`, `scan_level`).
 
 Everything here is pure: numbers in, numbers out. No I/O, no printing, no global state other
 than small caches of subset masks. Vectorised helpers (``*_many``) take count arrays of shape
@@ -222,7 +222,9 @@ def _check_names(mapping: Mapping[str, object]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Evidence:
-    decision: Verdict | None  # GOOD, BAD, UNLIKE or INCONCLUSIVE; None = undecided, keep sampling
+    # GOOD, BAD or INCONCLUSIVE (GOOD-SIDE from quick steps, CHANGED from the change test); None =
+    # undecided, keep sampling
+    decision: Verdict | None
     n: int  # runs counted (all categories)
     log_e_bad: float  # log e-value against H0 "q = reference"
     log_e_good: float  # log e-value against H0 "TV(q, reference) ≥ tolerance" (or vs bad endpoint)
@@ -395,7 +397,7 @@ def kt_smooth(counts: Sequence[float]) -> tuple[float, ...]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Error budget of a whole bisect, and Wald's lower bounds
+# Error budget of a whole bisect; KL divergence
 # ---------------------------------------------------------------------------------------------
 
 
@@ -437,54 +439,3 @@ def kl(q: Sequence[float] | np.ndarray, p: Sequence[float] | np.ndarray) -> floa
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(qa > 0, qa * (np.log(qa) - np.log(pa)), 0.0)
     return float(terms.sum())
-
-
-def binary_kl(a: float, b: float) -> float:
-    return kl((a, 1 - a), (b, 1 - b))
-
-
-def wald_bound(q: Sequence[float], p: Sequence[float], alpha: float, beta: float) -> float:
-    """Lower bound on E_q[N] for ANY sequential test that decides "not p" with probability
-    ≥ 1 − β under q and ≤ α under p (Wald 1945; Hoeffding 1960): d(1−β ‖ α) / KL(q‖p),
-    d the binary KL. ≈ log(1/α)/KL(q‖p) for small α, β."""
-    d = kl(q, p)
-    return binary_kl(1 - beta, alpha) / d if d > 0 else math.inf
-
-
-def good_wald_bound(ref: Reference, tolerance: float, alpha: float, beta: float) -> float:
-    """Wald bound for certifying GOOD under q = p against every q with TV ≥ tolerance:
-    d(1−α ‖ β) / min_{q ∈ H0} KL(p‖q), the minimum over the same null as the GOOD test
-    (binary reductions per subset S). With a condition probability c the conditional part
-    learns only from the fraction c of runs that meet it, and both parts must be certified."""
-    d = binary_kl(1 - alpha, beta)
-    if not ref.has_condition:
-        return d / _min_binary_kl(ref.p, tolerance)
-    assert ref.condition_prob is not None
-    c = float(ref.condition_prob)
-    part_a = d / (c * _min_binary_kl(ref.p[:-1] / c, tolerance))
-    part_b = d / _min_binary_kl(np.array([c, 1 - c]), tolerance)
-    return max(part_a, part_b)
-
-
-def _min_binary_kl(p: np.ndarray, eps: float) -> float:
-    masks = subset_masks(p.size)
-    vals = [binary_kl(float(ps), float(ps) + eps) for ps in masks @ p if ps + eps <= 1 + 1e-12]
-    return min(vals)
-
-
-def hardest_tv_shift(p: Sequence[float], tv: float) -> tuple[float, ...]:
-    """The q with TV(q, p) = tv that is hardest to tell from p (min KL(q‖p)): for the best
-    subset S, q(S) = p(S) + tv with q ∝ p inside S and inside S̄ (chain rule of KL)."""
-    pa = np.asarray(p, dtype=float)
-    best, arg = math.inf, None
-    for m in subset_masks(pa.size):
-        ps = float(m @ pa)
-        if ps + tv > 1 or ps <= 0:
-            continue
-        d = binary_kl(ps + tv, ps)
-        if d < best:
-            best, arg = d, m
-    assert arg is not None
-    ps = float(arg @ pa)
-    q = np.where(arg > 0, pa * (ps + tv) / ps, pa * (1 - ps - tv) / (1 - ps))
-    return tuple(float(x) for x in q)

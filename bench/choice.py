@@ -5,8 +5,8 @@ draw from a distribution, a history where one commit moves it a little and anoth
 compile. This writes such histories, built for real with cmake, from a list of steps: each
 commit sets the program's probability table (and a stray outcome's share), changes a compiled
 file without changing behaviour, changes docs only, or breaks the build (the next step fixes it).
-Tests (tests/staged.py) and benchmarks (bench/bench_control.py) use it; shas depend only on the
-steps (fixed identity and dates).
+Tests (tests/staged.py, tests/test_init.py) and benchmarks (bench/bench_control.py) use it; shas
+depend only on the steps (fixed identity and dates).
 """
 
 from __future__ import annotations
@@ -131,24 +131,3 @@ def write_choice_history(dest: Path, steps: Sequence[Step], *, name: str = "choi
         _git(repo, "commit", "-q", "--allow-empty", "--no-verify", "-m", f"{step.kind} ({i})", env=cenv)
         shas.append(_git(repo, "rev-parse", "HEAD", env=cenv))
     return ChoiceHistory(repo, tuple(shas), tuple(s.kind for s in steps))
-
-
-def choice_config(
-    repo: Path, probs: dict[str, float] | None, *, control: str | None = None, name: str = "choice"
-) -> dict:
-    """A bisectbot config for it: the exact reference `probs`, or a control sample at `control`."""
-    reference: dict = {"probs": probs} if control is None else {"control": {"commit": control}}
-    return {
-        "name": name,
-        "repo": {"path": str(repo)},
-        "build": {
-            "cmake_args": ["-DCMAKE_BUILD_TYPE=Release"],
-            "targets": ["prog"],
-            "binaries": {"binary": ["bin/prog"]},
-            "timeout": 300,
-        },
-        "run": {"argv": ["{binary}", "{seed}"], "max_runs": 4000, "timeout": 10, "jobs": 0},
-        "parse": {"split": "chars", "expect_tokens": 1},
-        "statistic": {"outcome": {"position": 0}},
-        "reference": reference,
-    }
