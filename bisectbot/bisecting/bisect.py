@@ -33,7 +33,7 @@ is replayed from the state database on a rerun: a killed bisect resumes where it
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from bisectbot.bisecting import confirm, summary
 from bisectbot.bisecting.bisection import Bisection
@@ -534,12 +534,27 @@ def _unit_costs(runner: Any) -> policy.UnitCosts:
 
 
 def run_bisect(
-    plan: BisectPlan, tester: CommitTester, events: Events, context: ReportContext, budget: Budget | None = None
+    plan: BisectPlan,
+    tester: CommitTester,
+    events: Events,
+    context: ReportContext,
+    budget: Budget | None = None,
+    *,
+    narrow: Callable[[BisectPlan], BisectPlan] | None = None,
 ) -> BisectReport:
-    """All six stages; raises EndpointError when an endpoint does not test as given. With a
-    `budget` that runs out, the report (status `stopped`) gives the range reached so far."""
-    events.emit(BisectStarted(plan.n, plan.good, plan.bad, plan.find.value, plan.level, steps_estimate(plan.n)))
+    """All six stages, after `narrow` (the job's narrowing of the line: bisecting.narrow, built
+    here or on a cluster) when the plan is not narrowed yet; raises EndpointError when an
+    endpoint does not test as given. With a `budget` that runs out (while the ends are built to
+    narrow the line, or later), the report (status `stopped`) gives the range reached so far."""
+    spent: BudgetSpent | None = None
+    try:
+        plan = narrow(plan) if narrow is not None and plan.narrowed is None else plan
+    except BudgetSpent as stop:
+        spent = stop
     b = Bisection(plan, tester, events, budget)
+    if spent is not None:  # out of budget while building the ends: the whole range, as given
+        return summary.report(b, stopped(b, spent), context)
+    events.emit(BisectStarted(plan.n, plan.good, plan.bad, plan.find.value, plan.level, steps_estimate(plan.n)))
     try:
         check_endpoints(b)
         if plan.scan:
@@ -551,12 +566,3 @@ def run_bisect(
         departure = stopped(b, stop)
     cross_check(b, departure)
     return summary.report(b, departure, context)
-
-
-def stopped_report(
-    plan: BisectPlan, tester: CommitTester, events: Events, context: ReportContext, stop: BudgetSpent
-) -> BisectReport:
-    """The report of a bisect stopped before its stages began (while its ends were built to
-    narrow the line): the whole range, as given."""
-    b = Bisection(plan, tester, events)
-    return summary.report(b, stopped(b, stop), context)

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from bisectbot.bisecting import bisect, summary
-from bisectbot.bisecting.budget import Budget, BudgetLimits, BudgetSpent
+from bisectbot.bisecting.budget import Budget, BudgetLimits
 from bisectbot.bisecting.narrow import narrow_plan
 from bisectbot.building.buildkeys import Placeholders, toolchain
 from bisectbot.building.workspace import Export, ExportBudget, Workspace
 from bisectbot.config import Config
-from bisectbot.core.estimate import Estimate, estimate
+from bisectbot.core.estimate import estimate
 from bisectbot.core.plan import BisectPlan, Narrowing, ReportContext, plan_level
 from bisectbot.errors import BisectbotError, RefError, StateError
 from bisectbot.events import (
@@ -190,10 +190,17 @@ def job_id(kind: str, cfg: Config, *parts: str) -> str:
     return f"{kind}-{hashlib.sha256(blob).hexdigest()[:12]}"
 
 
+@dataclass
+class _Ending:
+    """How a running job ended: the caller puts its report here, and the job is recorded done."""
+
+    report: BisectReport | CommitReport | None = None
+
+
 @contextmanager
-def _running(session: Session, job: str, args: JobArgs) -> Iterator[None]:
+def _running(session: Session, job: str, args: JobArgs) -> Iterator[_Ending]:
     """A job's life: registered (or resumed), its verdicts stored as they come, and its end
-    recorded when it fails or is cancelled (the caller records `done` with the report)."""
+    recorded: done with the report the caller leaves in the `_Ending`, or failed or cancelled."""
     store = session.state.store
     store.start_job(job, args)
 
@@ -201,9 +208,10 @@ def _running(session: Session, job: str, args: JobArgs) -> Iterator[None]:
         if isinstance(event, VerdictReached):
             store.put_verdict(job, event.verdict)
 
+    ending = _Ending()
     with session.events.observing(record):
         try:
-            yield
+            yield ending
         except Cancelled as stop:
             store.finish_job(job, stop_of(stop))
             raise
@@ -213,6 +221,8 @@ def _running(session: Session, job: str, args: JobArgs) -> Iterator[None]:
             except StateError:
                 pass  # the database failed too (a full disk): the first reason is the one to tell
             raise
+    if ending.report is not None:
+        store.finish_job(job, ending.report)
 
 
 def stop_of(exc: Cancelled | BisectbotError) -> JobStop:
@@ -297,8 +307,8 @@ def plan_test(session: Session, ref: str) -> CommitPlan:
 
 def run_test(session: Session, plan: CommitPlan) -> CommitReport:
     """`bisectbot test`: one commit's verdict with the generic test, and its cross-check arms."""
-    cfg, store = session.cfg, session.state.store
-    with _running(session, plan.job, TestArgs(plan.sha, plan.ref, session.config_path)):
+    cfg = session.cfg
+    with _running(session, plan.job, TestArgs(plan.sha, plan.ref, session.config_path)) as ending:
         session.events.emit(CommitTestStarted(plan.ref, plan.sha))
         tester = session.tester
         detail = tester.verdict(plan.sha, Ask(role="test", alpha=cfg.test.alpha, beta=cfg.test.beta))
@@ -327,7 +337,7 @@ def run_test(session: Session, plan: CommitPlan) -> CommitReport:
             tolerance=session.cfg.test.tolerance,
             control_runs=tester.control.extra_runs([detail]) if tester.control is not None else None,
         )
-        store.finish_job(plan.job, report)
+        ending.report = report
     return report
 
 
@@ -454,23 +464,27 @@ def run_bisect(session: Session, plan: BisectPlan, *, limits: BudgetLimits = Bud
             built.append(event.seconds)
 
     args = bisect_args(plan)
-    with _running(session, plan.job, args), session.events.observing(on_built):
-        session.events.emit(EstimateReady(bisect_estimate(session, plan).text()))
+    with _running(session, plan.job, args) as ending, session.events.observing(on_built):
+        # what it will cost, from the range and what this state directory has seen (its builds'
+        # seconds, runs per tested commit, seconds per run), told first
+        store, cfg = session.state.store, session.cfg
+        key = session.runner.builder.key(cfg.build)
+        stored = store.kept_builds(key, plan.line)
+        told = estimate(plan.total, store.timings(key), parallel=cfg.run.jobs or os.cpu_count() or 1, stored=stored)
+        session.events.emit(EstimateReady(told.text()))
         budget = _budget(session, limits)
-        try:
-            if plan.narrowed is None:
-                plan = narrow_plan(
-                    plan, session.cfg, session.workspace, session.build_many, session.events, session.scan()
-                )
-        except BudgetSpent as stop:  # out of budget while building the ends
-            report = bisect.stopped_report(plan, session.tester, session.events, session.report_context(), stop)
-        else:
-            report = bisect.run_bisect(plan, session.tester, session.events, session.report_context(), budget)
+
+        def narrow(p: BisectPlan) -> BisectPlan:
+            return narrow_plan(p, session.cfg, session.workspace, session.build_many, session.events, session.scan())
+
+        report = bisect.run_bisect(
+            plan, session.tester, session.events, session.report_context(), budget, narrow=narrow
+        )
         ran = _running_seconds(session)
         report = summary.with_time(
             report, time.monotonic() - start, sum(built), ran - (ran_before or 0.0) if ran is not None else None
         )
-        session.state.store.finish_job(plan.job, report)
+        ending.report = report
     apply_caps(session.state, session.cfg, session.events)
     return report
 
@@ -500,22 +514,6 @@ def _budget(session: Session, limits: BudgetLimits) -> Budget | None:
     for runner in {id(r): r for r in (session.runner, session.test_runner)}.values():
         runner.builder.guard = budget.before_build
     return budget
-
-
-def bisect_estimate(session: Session, plan: BisectPlan) -> Estimate:
-    """What the bisect of `plan` will cost, from the range and what this state directory has
-    seen (its builds' seconds, runs per tested commit, seconds per run)."""
-    store, cfg = session.state.store, session.cfg
-    key = session.runner.builder.key(cfg.build)
-    stored = sum(
-        1
-        for sha in plan.line
-        if (rec := store.build(key, sha)) is not None
-        and rec.ok
-        and all(Path(p).is_file() for p in rec.binaries.values())
-    )
-    parallel = cfg.run.jobs or os.cpu_count() or 1
-    return estimate(plan.total, store.timings(key), parallel=parallel, stored=stored)
 
 
 def apply_caps(state: StateDir, cfg: Config, events: Events) -> None:

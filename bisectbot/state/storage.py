@@ -264,6 +264,17 @@ class Store:
 
     # -- builds --------------------------------------------------------------------------------
     @decoded
+    def kept_builds(self, build_key: str, shas: Sequence[str]) -> int:
+        """How many of these commits have a good build stored whose binaries are still there (a
+        bisect over them need not build those again)."""
+        return sum(
+            1
+            for sha in shas
+            if (rec := self.build(build_key, sha)) is not None
+            and rec.ok
+            and all(Path(p).is_file() for p in rec.binaries.values())
+        )
+
     def build(self, build_key: str, sha: str) -> BuildRecord | None:
         row = self.one(
             "SELECT sha, status, binaries, log, seconds, reason, variant, notes, inputs, host, "
