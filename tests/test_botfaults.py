@@ -195,7 +195,7 @@ def test_outbox_coalesces_by_key_and_waits_out_retry_after() -> None:
     assert box.flush(30)
     box.close()
     assert sent == ["progress 1", "other 5", "reaction"]
-    assert box.sent == 3 and box.dropped == 0
+    assert box.dropped == 0
 
 
 def test_outbox_drops_what_retrying_cannot_change() -> None:

@@ -263,7 +263,6 @@ class Store:
         self._local = threading.local()
 
     # -- builds --------------------------------------------------------------------------------
-    @decoded
     def kept_builds(self, build_key: str, shas: Sequence[str]) -> int:
         """How many of these commits have a good build stored whose binaries are still there (a
         bisect over them need not build those again)."""
@@ -275,6 +274,7 @@ class Store:
             and all(Path(p).is_file() for p in rec.binaries.values())
         )
 
+    @decoded
     def build(self, build_key: str, sha: str) -> BuildRecord | None:
         row = self.one(
             "SELECT sha, status, binaries, log, seconds, reason, variant, notes, inputs, host, "
