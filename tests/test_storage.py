@@ -329,45 +329,6 @@ def test_a_bisect_killed_under_8b65ff2_is_resumed_after_the_migration(tmp_path: 
     assert hashed[0][0] >= 1
 
 
-MAIN_8AF9 = Path(__file__).parent / "data" / "state-8af9848"
-
-
-@pytest.mark.heavy  # a whole bisect: after the default suite (README: Tests)
-def test_a_bisect_killed_under_todays_main_resumes_after_issue_47_moved_every_module(tmp_path: Path) -> None:
-    """A state directory of main as it was before issue 47 (8af9848: the modules then lived in
-    pipeline/ and edges/) opens, migrates to today's schema, and the bisect it left running
-    finishes under its own id: its first verdicts replayed (none of its runs executed again),
-    the planted culprit named."""
-    hist = generate_demo(tmp_path / "demo", **OLD_DEMO)
-    shutil.copy(MAIN_8AF9 / "specdemo.yaml", hist.config)
-    root = tmp_path / "st"
-    root.mkdir()
-    db = root / "state.sqlite3"
-    db.write_bytes(gzip.decompress((MAIN_8AF9 / "state.sqlite3.gz").read_bytes()))
-    assert rows(db, "PRAGMA user_version") == [(7,)]
-    (job,) = rows(db, "SELECT id FROM jobs WHERE kind='bisect' AND status='running'")
-    before = [
-        (sha, role, json.loads(record)["runs"])
-        for sha, role, record in rows(
-            db, f"SELECT sha, role, record FROM verdicts WHERE job='{job[0]}' ORDER BY created"
-        )
-    ]
-    assert before and any(role == "step" for _, role, _ in before)
-    args = ["bisect", str(hist.config), "--good", hist.good, "--bad", "main", "--state", str(root), "--json", "-"]
-    proc = subprocess.run(
-        bisectbot_argv(*args), capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1")
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
-    assert report["job"] == job[0] and report["first_bad"] == hist.culprit
-    assert rows(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
-    assert rows(db, f"SELECT status FROM jobs WHERE id='{job[0]}'") == [("done",)]
-    # what the killed bisect had reached is the resumed one's first verdicts, replayed as they were
-    replayed = [v for v in report["verdicts"] if (v["commit"], v["role"], v["runs"]) in before]
-    assert [(v["commit"], v["role"], v["runs"]) for v in replayed] == before
-    assert all(v["executed"] == 0 for v in replayed)  # stored runs, not run again
-
-
 # -- comment targets: one record per kind, and the rows schema 7 kept -----------------------------
 @pytest.mark.parametrize(
     "target",
@@ -517,6 +478,7 @@ def test_a_check_killed_under_4fd5644_is_resumed_after_the_migration(tmp_path: P
 MAIN_4FD5_CONTROL = Path(__file__).parent / "data" / "state-4fd5644-control"
 
 
+@pytest.mark.heavy  # a whole bisect: after the default suite (README: Tests)
 def test_a_bisect_killed_under_0_1_0_resumes_under_its_own_id(tmp_path: Path) -> None:
     """0.1.0 (4fd5644, schema 7) left a bisect against the good end (`--reference good`) running:
     0.2.0 finishes it under its own id, though the control reference it hashes lost `delta` and
