@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Callable
 
 from bisectbot.bot.memory import (
     AlarmTarget,
@@ -50,7 +52,7 @@ from bisectbot.bot.memory import (
     Target,
     TargetRow,
 )
-from bisectbot.bot.progress import CommentObserver, ProgressPoster
+from bisectbot.bot.progress import CommentObserver, ProgressPoster, progress_post
 from bisectbot.config import Config, load_config
 from bisectbot.config.sections import GitHubConfig
 from bisectbot.core.plan import BisectPlan
@@ -61,7 +63,7 @@ from bisectbot.events import (
     Events,
     Observer,
 )
-from bisectbot.github.client import PROGRESS_BUDGET, format_since
+from bisectbot.github.client import format_since
 from bisectbot.github.commands import (
     BisectCommand,
     CancelCommand,
@@ -365,46 +367,49 @@ class Bot:
     def bisect_job(self, cfg: Config, config_path: str, plan: BisectPlan, issue: int | None) -> JobResult:
         """Run (or resume) one bisect with its job comment; return how it ended (its report, or
         why it stopped: what the job's row records, rendered without reading it back). `cfg` is
-        the config the plan was made with (`jobs.plan_bisect` bound its reference to the good end)."""
-        title = self._title(plan)
-        token = CancelToken()
-        if issue is None:
-            return self._run_bisect(self.session(cfg, config_path, cancel=token), plan)
-        target = BisectTarget(config_path)
-        ctx = self.ctx(cfg)
-        if self.memory.set_target(plan.job, issue, plan.job, target):
-            self._progress(issue, plan.job, render_progress(title, "queued", [], ctx).fit())
-        poll = (lambda: self._poll_for_cancel(issue)) if self.poll_cancels else None
-        if poll is not None and (who := poll()) is not None:
-            token.cancel(who)  # a /cancel already on the issue stops the job before it builds
-        poster = ProgressPoster(
-            lambda body: self._progress(issue, plan.job, body), self.gh.progress_interval, token, poll_cancel=poll
-        )
-        with self._lock:
-            self._running[issue] = token
-        try:
-            with poster:
-                outcome = self._run_bisect(
-                    self.session(cfg, config_path, CommentObserver(title, ctx, poster.offer), cancel=token), plan
-                )
-        finally:
+        the config the plan was made with (`jobs.plan_bisect` bound its reference to the good end).
+
+        On an issue, the job's comment is its target (published once the job ended), its progress
+        posted off the job's thread from the events the job emits (the first one creates the
+        comment when no claim did), and a /cancel already on the issue stops it before it builds."""
+        title, token = self._title(plan), CancelToken()
+        observers: tuple[Observer, ...] = ()
+        poster: ProgressPoster | None = None
+        if issue is not None:
+            self.memory.set_target(plan.job, issue, plan.job, BisectTarget(config_path))
+            poll = (lambda: self._poll_for_cancel(issue)) if self.poll_cancels else None
+            if poll is not None and (who := poll()) is not None:
+                token.cancel(who)  # a /cancel already on the issue stops the job before it builds
+            poster = ProgressPoster(
+                progress_post(self.outbox, self.client, self._ended, issue, plan.job),
+                self.gh.progress_interval,
+                token,
+                poll_cancel=poll,
+            )
+            observers = (CommentObserver(title, self.ctx(cfg), poster.offer),)
             with self._lock:
-                self._running.pop(issue, None)
-                self._ended.add(plan.job)
+                self._running[issue] = token
+        session, args = self.session(cfg, config_path, *observers, cancel=token), jobs.bisect_args(plan)
+        try:
+            with poster if poster is not None else nullcontext():
+                outcome: JobResult = jobs.run_bisect(session, plan)
+        except (Cancelled, BisectbotError) as exc:
+            log.info("bisect %s ended without a result: %s", plan.job, exc)
+            outcome = jobs.stop_of(exc)
+        finally:
+            if issue is not None:
+                with self._lock:
+                    self._running.pop(issue, None)
+                    self._ended.add(plan.job)
+        if issue is None:
+            return outcome
         if isinstance(outcome, JobStop) and outcome.status == "cancelled":
             with self._lock:
                 self._stopped.add(issue)
-        body = self.render_result(target, jobs.bisect_args(plan), outcome, ctx)
-        self._publish(plan.job, issue, body.fit())
+        body = self.render_result(BisectTarget(config_path), args, outcome, self.ctx(cfg)).fit()
+        send = self._sender(plan.job, issue, body)
+        self.outbox.put(("comment", issue, plan.job), f"publish {plan.job} on #{issue}", send, lane="result")
         return outcome
-
-    def _run_bisect(self, session: jobs.Session, plan: BisectPlan) -> JobResult:
-        """The job records how it ended (done, failed, cancelled); the same end is returned."""
-        try:
-            return jobs.run_bisect(session, plan)
-        except (Cancelled, BisectbotError) as exc:
-            log.info("bisect %s ended without a result: %s", plan.job, exc)
-            return jobs.stop_of(exc)
 
     def _poll_for_cancel(self, issue: int) -> str | None:
         """watch mode: a `/cancel` on the issue since the cursor, claimed here (it needs no reply)."""
@@ -493,14 +498,14 @@ class Bot:
         cid = self.client.upsert_job_comment(issue, marker, self.render(target, job).fit())
         self.memory.mark_target_published(marker, issue, cid)
 
-    def _publish(self, marker: str, issue: int, body: str) -> None:
-        """Hand a job's final body, rendered from the result in hand, to the outbox (it replaces
-        the job's last progress); a restart publishes what is still owed from the database."""
+    def _sender(self, marker: str, issue: int, body: str) -> Callable[[], None]:
+        """What the outbox runs to publish a job's final body, rendered from the result in hand (it
+        replaces the job's last progress); a restart publishes what is still owed from the database."""
 
         def send() -> None:
             self.memory.mark_target_published(marker, issue, self.client.upsert_job_comment(issue, marker, body))
 
-        self.outbox.put(("comment", issue, marker), f"publish {marker} on #{issue}", send, lane="result")
+        return send
 
     def queue_publish(self, marker: str, issue: int) -> None:
         """Hand a finished target's final body to the outbox (it replaces the job's last progress)."""
@@ -531,14 +536,6 @@ class Bot:
         return len(self.memory.unpublished_targets()) + len(self.memory.unposted_replies())
 
     # -- small GitHub writes: through the outbox, never on a job's path --------------------------
-    def _progress(self, issue: int, job: str, body: str) -> None:
-        def send() -> None:
-            if job not in self._ended:  # once the job ended, its result owns the comment
-                # one short try: the outbox retries it later, and meanwhile the job's result
-                # (same comment, same key lock) never waits long behind it
-                self.client.upsert_job_comment(issue, job, body, budget=PROGRESS_BUDGET)
-
-        self.outbox.put(("comment", issue, job), f"update the progress of {job} on #{issue}", send, lane="progress")
 
     def _react(self, comment_id: int) -> None:
         self.outbox.put(

@@ -12,7 +12,7 @@ import logging
 import math
 import threading
 import time
-from typing import Callable
+from typing import Callable, Container
 
 from bisectbot.errors import GitHubError
 from bisectbot.events import (
@@ -27,7 +27,10 @@ from bisectbot.events import (
     StepStarted,
     StickyVisit,
 )
+from bisectbot.github.client import PROGRESS_BUDGET
 from bisectbot.github.comment import CommentContext, render_progress
+from bisectbot.github.issueclient import IssueClient
+from bisectbot.github.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -142,3 +145,20 @@ class ProgressPoster:
             self.rounds += 1
             self._wake.wait(timeout=max(0.05, min(self.interval, 5.0)))
             self._wake.clear()
+
+
+def progress_post(
+    outbox: Outbox, client: IssueClient, ended: Container[str], issue: int, job: str
+) -> Callable[[str], None]:
+    """How a job's progress body reaches its comment: through the outbox's progress lane, one
+    short try (the outbox retries it later, and meanwhile the job's result, same comment and
+    key lock, never waits long behind it); never once the job ended (its result owns the comment)."""
+
+    def post(body: str) -> None:
+        def send() -> None:
+            if job not in ended:
+                client.upsert_job_comment(issue, job, body, budget=PROGRESS_BUDGET)
+
+        outbox.put(("comment", issue, job), f"update the progress of {job} on #{issue}", send, lane="progress")
+
+    return post
