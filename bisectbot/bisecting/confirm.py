@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core import confirming
@@ -191,6 +191,17 @@ def _recorded(
                 evidence=(ev.log_e_bad, ev.log_e_good),
                 executed=executed(name),
             )
+    why = _why(settled, sides, pair, change_evidence) or why
+    pair_verdicts = _change_verdicts(settled, sides, pair, level, change_evidence, executed)
+    used = (sides["culprit"].feed.tally.consumed, sides["parent"].feed.tally.consumed)
+    return Confirmation(settled.outcome, made.get("parent"), made.get("culprit"), pair_verdicts, skipped, used, why)
+
+
+def _why(
+    settled: confirming.Settled[Snapshot], sides: dict[str, _Side], pair: Pair, change_evidence: list[stats.Evidence]
+) -> str:
+    """Why the pair was ruled out: the side whose test said otherwise (with the knob that sets an
+    undecided test's budget), or the change test that found no change; "" otherwise."""
     if settled.why_side is not None and settled.outcome in (PARENT_DEPARTS, CULPRIT_HOLDS, UNDECIDED):
         name = settled.why_side
         decision, (ev, _) = settled.decided[name]
@@ -200,36 +211,47 @@ def _recorded(
             why += (
                 f" (its budget: {sides[name].budget:,} runs, set by {pair.knob(name)}: raise it to let the test decide)"
             )
+        return why
     if settled.outcome == NO_CHANGE:
-        why = change_evidence[0].reason
-    pair_verdicts = None
-    if settled.change is not None:
-        verdict, (_, c_tally), (_, p_tally) = settled.change
-        ev = change_evidence[0]
-        reason = (
-            f"{'differs from' if verdict is Verdict.CHANGED else 'not shown to differ from'} "
-            f"{{other}} on fresh seeds: {ev.reason}"
-        )
-        pair_verdicts = (
-            sides["culprit"].feed.verdict(
-                verdict,
-                reason.format(other=f"its parent {pair.parent[:12]}"),
-                ask=Ask(role="confirm-culprit", alpha=level, beta=level, mode="change", block=1),
-                tally=c_tally,
-                evidence=(ev.log_e_bad, 0.0),
-                executed=executed("culprit"),
-            ),
-            sides["parent"].feed.verdict(
-                verdict,
-                reason.format(other=f"the commit {pair.culprit[:12]}"),
-                ask=Ask(role="confirm-parent", alpha=level, beta=level, mode="change", block=1),
-                tally=p_tally,
-                evidence=(ev.log_e_bad, 0.0),
-                executed=executed("parent"),
-            ),
-        )
-    used = (sides["culprit"].feed.tally.consumed, sides["parent"].feed.tally.consumed)
-    return Confirmation(settled.outcome, made.get("parent"), made.get("culprit"), pair_verdicts, skipped, used, why)
+        return change_evidence[0].reason
+    return ""
+
+
+def _change_verdicts(
+    settled: confirming.Settled[Snapshot],
+    sides: dict[str, _Side],
+    pair: Pair,
+    level: float,
+    change_evidence: list[stats.Evidence],
+    executed: Callable[[str], int],
+) -> tuple[CommitVerdict, CommitVerdict] | None:
+    """The change test's verdicts of the culprit and of its parent, on the runs it decided on."""
+    if settled.change is None:
+        return None
+    verdict, (_, c_tally), (_, p_tally) = settled.change
+    ev = change_evidence[0]
+    reason = (
+        f"{'differs from' if verdict is Verdict.CHANGED else 'not shown to differ from'} "
+        f"{{other}} on fresh seeds: {ev.reason}"
+    )
+    return (
+        sides["culprit"].feed.verdict(
+            verdict,
+            reason.format(other=f"its parent {pair.parent[:12]}"),
+            ask=Ask(role="confirm-culprit", alpha=level, beta=level, mode="change", block=1),
+            tally=c_tally,
+            evidence=(ev.log_e_bad, 0.0),
+            executed=executed("culprit"),
+        ),
+        sides["parent"].feed.verdict(
+            verdict,
+            reason.format(other=f"the commit {pair.culprit[:12]}"),
+            ask=Ask(role="confirm-parent", alpha=level, beta=level, mode="change", block=1),
+            tally=p_tally,
+            evidence=(ev.log_e_bad, 0.0),
+            executed=executed("parent"),
+        ),
+    )
 
 
 __all__ = [

@@ -298,49 +298,9 @@ def _build_commit(
     stale = [c for v in cfg.choices for cands in v.binaries.values() for c in cands]
     kept = state.kept_dir(key, sha)
     for index, variant in enumerate(cfg.choices):
-        args = _with_generator(cfg, [expand(a) for a in (*cfg.cmake_args, *variant.cmake_args)])
-        build_dir = state.build_dir(build_dir_key(args, untrusted=sandbox is not None))
-        with dirlock.exclusive(build_dir, wait=BUILD_DIR_WAIT) as hold:
-            why = configured_elsewhere(build_dir, source, box)
-            if why is None and sandbox is None:
-                why = written_since(build_dir, state.store.build_dir_written(build_dir))
-            if why:
-                _note(log, f"# starting {build_dir} afresh: {why}")
-                _remove(build_dir, box)
-            reused = build_dir.exists()
-            # one variant in this directory (again in a clean one if the reused one fails)
-            attempt_here = functools.partial(
-                _build_variant,
-                cfg,
-                variant,
-                args,
-                source,
-                build_dir,
-                kept,
-                log,
-                budget,
-                stale,
-                progress,
-                secrets,
-                hold,
-                sandbox,
-                inputs=inputs,
-                box=box,
-            )
-            attempt = attempt_here(scan=scan)
-            notes = ""
-            if attempt.status == "failed" and reused and not scan:
-                _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
-                _remove(build_dir, box)
-                first = attempt.reason
-                attempt = attempt_here()
-                notes = (
-                    f"built in a clean directory after the reused one failed: {first}"
-                    if attempt.status == "ok"
-                    else f"also failed in a clean directory (the reused one: {first})"
-                )
-            if sandbox is None and build_dir.exists():
-                state.store.put_build_dir_written(build_dir, time.time())
+        attempt, notes = _attempt_variant(
+            cfg, variant, source, state, kept, log, budget, stale, expand, progress, secrets, sandbox, scan, inputs, box
+        )
         if attempt.status == "unsupported":
             not_fitting.append(f"variant {index}: {attempt.reason}")
             continue
@@ -370,12 +330,118 @@ def _build_commit(
     )
 
 
+def _attempt_variant(
+    cfg: BuildConfig,
+    variant: BuildVariant,
+    source: Path,
+    state: StateDir,
+    kept: Path,
+    log: Path,
+    budget: "_Budget",
+    stale: list[str],
+    expand: Callable[[str], str],
+    progress: Callable[[str], None],
+    secrets: Iterable[str],
+    sandbox: Sandbox | None,
+    scan: bool,
+    inputs: bool,
+    box: Box | None,
+) -> tuple["_Attempt", str]:
+    """One build variant in its build directory (held exclusively), started afresh when another
+    tree or writer left it, and again in a clean one when the reused directory fails. Returns
+    the attempt and a note on how it was built."""
+    args = _with_generator(cfg, [expand(a) for a in (*cfg.cmake_args, *variant.cmake_args)])
+    build_dir = state.build_dir(build_dir_key(args, untrusted=sandbox is not None))
+    with dirlock.exclusive(build_dir, wait=BUILD_DIR_WAIT) as hold:
+        why = configured_elsewhere(build_dir, source, box)
+        if why is None and sandbox is None:
+            why = written_since(build_dir, state.store.build_dir_written(build_dir))
+        if why:
+            _note(log, f"# starting {build_dir} afresh: {why}")
+            _remove(build_dir, box)
+        reused = build_dir.exists()
+        attempt_here = functools.partial(
+            _build_variant,
+            cfg,
+            variant,
+            args,
+            source,
+            build_dir,
+            kept,
+            log,
+            budget,
+            stale,
+            progress,
+            secrets,
+            hold,
+            sandbox,
+            inputs=inputs,
+            box=box,
+        )
+        attempt = attempt_here(scan=scan)
+        notes = ""
+        if attempt.status == "failed" and reused and not scan:
+            _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
+            _remove(build_dir, box)
+            first = attempt.reason
+            attempt = attempt_here()
+            notes = (
+                f"built in a clean directory after the reused one failed: {first}"
+                if attempt.status == "ok"
+                else f"also failed in a clean directory (the reused one: {first})"
+            )
+        if sandbox is None and build_dir.exists():
+            state.store.put_build_dir_written(build_dir, time.time())
+    return attempt, notes
+
+
 def _remove(build_dir: Path, box: Box | None) -> None:
     """Remove a build directory (in a box: following no link)."""
     if box is not None:
         box.remove(build_dir)
     else:
         shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _configure(
+    variant: BuildVariant,
+    args: list[str],
+    source: Path,
+    build_dir: Path,
+    env: dict[str, str],
+    launcher: list[str],
+    log: Path,
+    budget: _Budget,
+    hold: int,
+    sandbox: Sandbox | None,
+) -> _Attempt | None:
+    """cmake configure of one variant, then whether the tree fits it: cmake uses every -D it
+    names and lists every target it builds. None when it fits; else why not (failed or
+    unsupported)."""
+    forget = [f"-U{name}" for name in variant.defines]  # so cmake reports them if unused
+    configure = ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *forget, *args]
+    start = log.stat().st_size
+    if sandbox is not None:
+        _note(log, f"# untrusted code, in the sandbox: {sandbox.text()}")
+    res = _step(configure, build_dir, env, log, budget, hold, sandbox)
+    if res is not None:
+        return _Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
+    unused = unused_defines(log, start)
+    if rejected := [n for n in variant.defines if n in unused]:
+        return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
+    listed = run(target_listing(build_dir), cwd=build_dir, env=env, timeout=120, pass_fds=(hold,), sandbox=sandbox)
+    if missing := [t for t in variant.targets if t not in target_names(listed.stdout)]:
+        return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
+    return None
+
+
+def _remove_stale(build_dir: Path, stale: list[str], box: Box | None) -> None:
+    """Provenance: only what this build makes can be kept, so binaries an earlier build left go first."""
+    for rel in stale:
+        if box is not None:
+            box.remove(build_dir / rel)
+        else:
+            (build_dir / rel).unlink(missing_ok=True)
 
 
 def _build_variant(
@@ -408,28 +474,9 @@ def _build_variant(
     env = clean_env(cc_env, drop=secrets)
     if cfg.hide_git:  # `git rev-parse` in the build finds no repository: the commit stamp reads "unknown"
         env["GIT_DIR"] = os.devnull
-    forget = [f"-U{name}" for name in variant.defines]  # so cmake reports them if unused
-    configure = ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *forget, *args]
-    start = log.stat().st_size
     progress("configure")
-    if sandbox is not None:
-        _note(log, f"# untrusted code, in the sandbox: {sandbox.text()}")
-    res = _step(configure, build_dir, env, log, budget, hold, sandbox)
-    if res is not None:
-        return _Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
-    unused = unused_defines(log, start)
-    if rejected := [n for n in variant.defines if n in unused]:
-        return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
-    listed = run(
-        target_listing(build_dir),
-        cwd=build_dir,
-        env=env,
-        timeout=120,
-        pass_fds=(hold,),
-        sandbox=sandbox,
-    )
-    if missing := [t for t in variant.targets if t not in target_names(listed.stdout)]:
-        return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
+    if (refused := _configure(variant, args, source, build_dir, env, launcher, log, budget, hold, sandbox)) is not None:
+        return refused
     if scan:
         started = time.monotonic()
         scanned = scanned_inputs(build_dir, variant.targets, source, env, cfg.jobs or os.cpu_count() or 1, budget.left)
@@ -437,11 +484,7 @@ def _build_variant(
         if scanned is None:
             return _Attempt("unscanned", "the inputs could not be scanned", budget.used, {})
         return _Attempt("scanned", "", budget.used, {}, tuple(scanned))
-    for rel in stale:  # provenance: only what this build makes can be kept
-        if box is not None:
-            box.remove(build_dir / rel)
-        else:
-            (build_dir / rel).unlink(missing_ok=True)
+    _remove_stale(build_dir, stale, box)
     progress("build")
     jobs = str(cfg.jobs or os.cpu_count() or 1)
     res = _step(

@@ -31,7 +31,7 @@ from bisectbot.building.builder import Builder
 from bisectbot.building.buildkeys import named_files, named_paths
 from bisectbot.building.workspace import Export, Workspace
 from bisectbot.config import Config
-from bisectbot.config.sections import BuildConfig, Variant
+from bisectbot.config.sections import BuildConfig, ParseConfig, Variant
 from bisectbot.core.policy import UnitCosts, unit_costs
 from bisectbot.events import Events, VariantChosen, VariantFailed
 from bisectbot.judge.parallel import Throttle
@@ -205,24 +205,7 @@ class CommitRunner:
             watched=watched,
             on_written=lambda path: self.state.store.mark_output(str(path)),
         )
-        # on a cluster, runs are filed by the build's identity (commit, build key, which hashes the
-        # cmake arguments and the compiler, build variant) rather than the binary's bytes, which
-        # embed each worker's own source path: a seed run on one worker is not run on another
-        binaries = (
-            {"build": self.builder.key(cfg.build), "sha": sha, "variant": build.variant}
-            if self.portable
-            else self._hashes(build)
-        )
-        key_parts = {
-            "kind": "program",
-            "argv": variant.argv,
-            "binaries": binaries,
-            "files": files,
-            "env": cfg.run.env,
-            "parse": parse.key(),
-            **({"sandbox": self.sandbox.key()} if self.sandbox is not None else {}),
-        }
-        stored_as = run_key(key_parts)
+        stored_as = self._program_key(sha, build, variant.argv, files, parse)
         trusted_here = not self.portable and self.sandbox is None
         return Prepared(
             sha,
@@ -235,6 +218,32 @@ class CommitRunner:
             choice=key,
             throttle=self.throttle,
             program=program_identity(stored_as, build, variant.argv, cfg) if trusted_here else "",
+        )
+
+    def _program_key(
+        self, sha: str, build: BuildRecord, argv: Sequence[str], files: dict[str, str], parse: ParseConfig
+    ) -> str:
+        """What the runs of a program are stored under: its command, binaries, input files,
+        environment and parse (and the sandbox for untrusted code). On a cluster, runs are filed
+        by the build's identity (commit, build key, which hashes the cmake arguments and the
+        compiler, build variant) rather than the binary's bytes, which embed each worker's own
+        source path: a seed run on one worker is not run on another."""
+        cfg = self.cfg
+        binaries = (
+            {"build": self.builder.key(cfg.build), "sha": sha, "variant": build.variant}
+            if self.portable
+            else self._hashes(build)
+        )
+        return run_key(
+            {
+                "kind": "program",
+                "argv": list(argv),
+                "binaries": binaries,
+                "files": files,
+                "env": cfg.run.env,
+                "parse": parse.key(),
+                **({"sandbox": self.sandbox.key()} if self.sandbox is not None else {}),
+            }
         )
 
     def _prepare_server(

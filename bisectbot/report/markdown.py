@@ -417,7 +417,43 @@ def _glossary_block(lines: list[str]) -> list[str]:
 
 
 def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
-    """The human summary of a bisect."""
+    """The human summary of a bisect: the answer, the figures and the table, then the notes on
+    what was skipped and crossed, what the confidence rests on, and how to reproduce it."""
+    lines = [*_answer_lines(r), "", _figures_line(r)]
+    lines += [*(["", line[0].upper() + line[1:]] if (line := cost_line(r)) else [])]
+    lines += [*(["", line[0].upper() + line[1:]] if (line := time_line(r)) else [])]
+    lines += [
+        "",
+        f"Reference: {reference_line(r.reference)}",
+        "",
+        verdict_table(r.verdicts, r.reference, link, r.find),
+        "",
+        *_glossary_block(glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None)),
+        *_chart_block(distance_chart(r)),
+        *_skip_lines(r),
+    ]
+    if changes := change_point_lines(r):
+        lines += ["", "### Change points crossed", *changes]
+    if r.assumptions:
+        lines += ["", "### What the confidence rests on", *assumption_lines(r)]
+        if r.posterior is not None:
+            lines.append(f"- sticky search posterior P(culprit) = {r.posterior:.4f} (Bayesian, not part of the bound)")
+    lines += outputs_lines(r)
+    lines += [
+        "",
+        "### Reproduce",
+        block(r.reproduce),
+        *rerun_lines(r),
+        "",
+        "### Environment",
+        *environment_lines(r.environment),
+        f"- config: {r.config.name} (digest {r.config.digest})",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _answer_lines(r: BisectReport) -> list[str]:
+    """The headline, the commit named and what it proves, or why none was named."""
     lines = ["## " + bisect_headline(r, lambda sha: f"`{sha}`", prose), ""]
     if r.status is BisectStatus.FOUND:
         lines.append(f"First {r.find.value}: `{r.first_bad}`  ")
@@ -430,24 +466,25 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         lines.append(prose(r.message))
         if r.candidates:
             lines += ["", "Candidates: " + ", ".join(f"`{c[:12]}`" for c in r.candidates)]
-    lines += [
-        "",
+    return lines
+
+
+def _figures_line(r: BisectReport) -> str:
+    """Status, range, builds against their bound, runs and confidence, on one line."""
+    return (
         f"**{r.status.value}** · {r.commits} commits between `{r.good[:12]}` ({code(r.good_ref)}) and "
         f"`{r.bad[:12]}` ({code(r.bad_ref)}){searched_text(r)} · **{count_of(r.builds, 'build')}** "
         f"(⌈log2 N{chr(39) if r.skipped_equivalent else ''}⌉ + 3 = {bound_text(r).removeprefix('bound ')}) · "
         f"**{count_of(r.runs, 'run')}** "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
-        f"(per-step error ≤ {r.step_alpha:.1e})",
-        *(["", line[0].upper() + line[1:]] if (line := cost_line(r)) else []),
-        *(["", line[0].upper() + line[1:]] if (line := time_line(r)) else []),
-        "",
-        f"Reference: {reference_line(r.reference)}",
-        "",
-        verdict_table(r.verdicts, r.reference, link, r.find),
-        "",
-        *_glossary_block(glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None)),
-        *_chart_block(distance_chart(r)),
-    ]
+        f"(per-step error ≤ {r.step_alpha:.1e})"
+    )
+
+
+def _skip_lines(r: BisectReport) -> list[str]:
+    """How commits were built and run, and which were skipped: in blocks, by the user, or as
+    unable to change the binary."""
+    lines: list[str] = []
     if r.find is Find.FIXED:
         lines += ["", f"Verdicts: {r.find.verdict_words}."]
     if notes := build_and_run_notes(r.verdicts):
@@ -471,24 +508,7 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
                 f"Skipped between the last good and the {r.find.value} commit (presumed to build the last "
                 f"good commit's binary): " + ", ".join(f"`{c[:12]}`" for c in r.boundary_skipped)
             )
-    if changes := change_point_lines(r):
-        lines += ["", "### Change points crossed", *changes]
-    if r.assumptions:
-        lines += ["", "### What the confidence rests on", *assumption_lines(r)]
-        if r.posterior is not None:
-            lines.append(f"- sticky search posterior P(culprit) = {r.posterior:.4f} (Bayesian, not part of the bound)")
-    lines += outputs_lines(r)
-    lines += [
-        "",
-        "### Reproduce",
-        block(r.reproduce),
-        *rerun_lines(r),
-        "",
-        "### Environment",
-        *environment_lines(r.environment),
-        f"- config: {r.config.name} (digest {r.config.digest})",
-    ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def commit_markdown(r: CommitReport) -> str:
