@@ -64,6 +64,21 @@ def test_a_condition_rate_change_at_the_bad_end_is_named_in_the_endpoint_error()
     assert "bad ref bad" in text and f"likely cause: {CONDITION_CHANGED}: 0.50 → 0.1" in text, text
 
 
+@pytest.mark.parametrize("rep", [0, 1])
+def test_a_condition_rate_change_is_named_when_the_bad_end_is_tested_first(rep: int) -> None:
+    """With quick builds the bad end is tested first, before the good end: it cannot decide (the
+    outcome among runs meeting the condition is unchanged) and the error names the change of how
+    often the condition is met, from the good end's runs on the same seeds (tested for it now:
+    before, with nothing to compare, it only said to raise run.max_runs, which changes nothing)."""
+    case = SHAPES["condition"]
+    hist, _ = sc.history(case, rep)
+    with pytest.raises(EndpointError) as stop:
+        sb.run_report(sb.sim_config(**case["config"]), hist, "auto", "demo")
+    text = str(stop.value)
+    assert "bad ref bad" in text and f"likely cause: {CONDITION_CHANGED}: 0.5" in text and " → 0.1" in text, text
+    assert "raise run.max_runs" not in text, text
+
+
 def scan_ends(command: str, hist: sb.History) -> tuple[int, int]:
     """The positions of a `--scan` command's --good and --bad."""
     words = command.split()

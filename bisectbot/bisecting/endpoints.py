@@ -17,6 +17,7 @@ from bisectbot.errors import EndpointError
 from bisectbot.events import EndpointStarted
 from bisectbot.records.commits import CommitVerdict
 from bisectbot.report.hints import likely_causes, undecided_hint
+from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find, Verdict
 
 
@@ -36,7 +37,8 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
         out.append(f"observed/reference {pairs}")
     causes = likely_causes(v.counts, v.failures, v.others, reference)
     if v.sha in b.plan.line and v.sha != b.plan.line[b.plan.working_pos]:
-        # the other end tested already: did the share of runs meeting the condition change between them?
+        _working_end_for(b)
+        # did the share of runs meeting the condition change between the working end and this one?
         if (shift := b.condition_shift_text(b.plan.line.index(v.sha))) is not None:
             causes.append(shift)
     out += [f"likely cause: {cause}" for cause in causes]
@@ -57,6 +59,20 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
             )
         )
     return out
+
+
+def _working_end_for(b: Bisection) -> None:
+    """Before an end that tested the wrong way is explained: test the working end first when the
+    explanation may need it and it is not tested yet (serially the broken end comes first). With
+    a condition but no `condition_prob` in the reference, a change in how often the condition is
+    met shows only against the working end's runs on the same seeds (Bisection.condition_shift_text);
+    that end's test is one the bisect makes anyway."""
+    plan, ref = b.plan, b.tester.reference
+    name = plan.find.working_ref_name
+    if b.tester.cfg.statistic.condition is None or stats.MISSED in ref.names or b.ledger.end_verdict(name):
+        return
+    b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.working_pos]))
+    b.test(plan.working_pos, plan.ask(f"{name}-endpoint"))
 
 
 def check_endpoints(b: Bisection) -> None:
