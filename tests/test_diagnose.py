@@ -63,6 +63,15 @@ def advised(text: str) -> int | None:
 def test_the_hint_says_which_verdict_is_near_and_where_more_runs_do_not_help() -> None:
     assert "GOOD needs about" in hint({"e": 69, "g": 90, "h": 41})
     assert "BAD needs about" in hint({"e": 120, "g": 40, "h": 40})
+
+
+def test_an_undecided_hint_asks_for_all_the_runs_when_only_some_meet_the_condition() -> None:
+    """run.max_runs counts every run: when 10% meet the condition (and only they count), the runs
+    asked for are ten times the counted runs the test needs."""
+    every = hint({"e": 69, "g": 90, "h": 41})
+    tenth = hint({"e": 69, "g": 90, "h": 41, MISSED: 1800})
+    runs = [int(m.replace(",", "")) for m in re.findall(r"needs about ([\d,]+) runs", every + " " + tenth)]
+    assert runs[1] == pytest.approx(10 * runs[0], rel=0.01), (every, tenth)
     between = hint({"e": 5_900, "g": 9_040, "h": 5_060})  # TV 0.05: between eta and the tolerance
     assert "between test.eta 0.03 and test.tolerance 0.1" in between and "raise test.eta" in between
     assert "more than run.max_runs can be (16,384" in hint({"e": 690, "g": 904, "h": 406}, tolerance=0.02, eta=0.0)

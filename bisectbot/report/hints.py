@@ -100,11 +100,15 @@ def undecided_hint(
     (at least 2·(tolerance − TV)² nats per run, Pinsker), or that the commit sits between eta
     and the tolerance, where more runs do not help. `cap` is the most run.max_runs can be.
     `slower`: how many times the runs an exact reference needs the test needs (a control
-    sample's two-sample test, each run paired with one control run: at most 2)."""
+    sample's two-sample test, each run paired with one control run: at most 2). Without
+    `condition_prob` only the runs meeting the condition count (`counts[MISSED]` the others):
+    the runs asked for are all runs, what run.max_runs counts."""
     names = list(reference.names)
     total = sum(counts.get(n, 0) for n in names)
     if not total:
         return "no run was counted: see the causes above, or raise run.max_runs"
+    # run.max_runs counts every run; without condition_prob only those meeting the condition count
+    met = total / (total + counts.get(MISSED, 0)) if MISSED not in names else 1.0
     q = [counts.get(n, 0) / total for n in names]
     p = list(reference.probs)
     # The plug-in TV of n runs of the reference itself is about ½·Σ√(2p(1−p)/(πn)), not 0 (0.045
@@ -117,6 +121,7 @@ def undecided_hint(
         n = max(
             math.ceil(n * slower), math.ceil(1.5 * total)
         )  # the plug-in rate says "decided by now": noise; half again
+        n = math.ceil(n / met)  # runs in all, of which a share `met` meet the condition and count
         if n > cap:
             return (
                 f"{what} would need about {n:,} runs, more than run.max_runs can be ({cap:,}, one seed "
