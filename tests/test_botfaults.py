@@ -120,6 +120,7 @@ class ThreadRecordingClient(GitHubClient):
         return super()._call(method, url, fn, **kw)
 
 
+@pytest.mark.heavy  # a whole bisect beside a GitHub outage, about a minute: after the default suite (README: Tests)
 def test_a_write_outage_does_not_slow_the_job_and_the_result_is_posted_once_after(
     gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
 ) -> None:

@@ -390,6 +390,7 @@ def test_a_log_file_the_runs_append_to_is_not_an_input_a_restart_reruns_nothing(
     assert len(log.read_text().splitlines()) == first["runs_executed"]  # the wrapper did write it
 
 
+@pytest.mark.heavy  # three bisects of the demo, about 45 s: after the default suite (README: Tests)
 def test_run_inputs_names_the_files_that_key_the_runs(small_demo: DemoHistory, tmp_path: Path) -> None:
     """`run.inputs` says which argv files are inputs: editing one of those reruns, editing a
     file the argv names but the list leaves out does not."""

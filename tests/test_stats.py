@@ -378,6 +378,7 @@ def _coupled_paths(rng: np.random.Generator, q: np.ndarray, p: np.ndarray, paths
     return out
 
 
+@pytest.mark.heavy  # a calibration simulation of about a minute: after the default suite (README: Tests)
 def test_control_sample_paired_seed_for_seed_is_calibrated() -> None:
     """The pipeline's pairing (the control's run on the tested run's seed), by simulation: with
     runs tied by their seed, false BAD exactly eta away ≤ alpha (also betting toward the way it
