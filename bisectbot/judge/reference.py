@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from bisectbot.config import Config
 from bisectbot.config.sections import ComputedReference
@@ -41,6 +41,9 @@ from bisectbot.state.storage import Store
 from bisectbot.statistics import stats
 from bisectbot.statistics.control_sample import PairedTest
 from bisectbot.statistics.outcome import Verdict
+
+if TYPE_CHECKING:
+    from bisectbot.llama.forward import Sampling
 
 
 @dataclass(frozen=True)
@@ -405,12 +408,11 @@ def _support(probs: dict[str, float]) -> dict[str, float]:
     return {k: v / total for k, v in kept.items()}
 
 
-def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedReference:
-    from bisectbot.llama import forward
+def _sampling(comp: ComputedReference) -> "Sampling":
+    """The sampler chain's settings the reference is computed with (numpy or llama-server)."""
+    from bisectbot.llama.forward import Sampling
 
-    tiny = forward.load_gguf(model)
-    ids = forward.tokenize(tiny, comp.prompt)
-    sampling = forward.Sampling(
+    return Sampling(
         top_k=comp.top_k,
         top_p=comp.top_p,
         min_p=comp.min_p,
@@ -418,6 +420,14 @@ def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedRe
         repeat_penalty=comp.repeat_penalty,
         repeat_last_n=comp.repeat_last_n,
     )
+
+
+def _numpy(comp: ComputedReference, model: Path, cond: str | None) -> ResolvedReference:
+    from bisectbot.llama import forward
+
+    tiny = forward.load_gguf(model)
+    ids = forward.tokenize(tiny, comp.prompt)
+    sampling = _sampling(comp)
     if cond is None:
         return ResolvedReference(
             _support(forward.next_token_probs(model, ids, **sampling)), None, f"numpy forward pass of {model.name}"
@@ -437,17 +447,7 @@ def _server(
 ) -> ResolvedReference:
     from bisectbot.llama.server import ServerSampling, server_reference
 
-    kw = ServerSampling(
-        top_k=comp.top_k,
-        top_p=comp.top_p,
-        min_p=comp.min_p,
-        temp=comp.temp,
-        samplers=comp.samplers,
-        repeat_penalty=comp.repeat_penalty,
-        repeat_last_n=comp.repeat_last_n,
-        timeout=comp.timeout,
-        env=env,
-    )
+    kw = ServerSampling(**_sampling(comp), samplers=comp.samplers, timeout=comp.timeout, env=env)
     first = server_reference(binary, model, comp.prompt, **kw)
     source = f"llama-server at {sha[:12]} (post-sampling probabilities)"
     if cond is None:

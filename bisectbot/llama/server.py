@@ -12,9 +12,9 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TypedDict
 
 from bisectbot.errors import BisectbotError
+from bisectbot.llama.forward import Sampling
 from bisectbot.processes import localhttp
 from bisectbot.processes.procs import Server, ServerError, clean_env, free_port
 
@@ -38,16 +38,11 @@ def parse_completion_probs(body: dict) -> dict[str, float]:
     return out
 
 
-class ServerSampling(TypedDict):
-    """What `server_reference` is asked with besides the binary, model and prompt."""
+class ServerSampling(Sampling):
+    """What `server_reference` is asked with besides the binary, model and prompt: the sampler
+    chain's settings, its sampler order, a timeout and the server's environment."""
 
-    top_k: int
-    top_p: float
-    min_p: float
-    temp: float
     samplers: str
-    repeat_penalty: float
-    repeat_last_n: int
     timeout: float
     env: dict[str, str]
 
