@@ -78,7 +78,7 @@ _PLAIN_WORD = re.compile(r"[\w.,;:!|'\"()<>=+\-*/%?≥≤×→←·–—…°±
 # Plain-looking words that GitHub would still read as markup: an HTML tag or autolink (`<` before
 # a letter, `/`, `!` or `?`), a URL (scheme or www.), an issue reference by "GH-12", a commit sha
 # (7 to 40 hex digits, which GitHub links when the commit exists).
-_MARKUP_LIKE = re.compile(r"(?i)<[a-z/!?]|://|^www\.|\bgh-\d|(?<![0-9a-z])[0-9a-f]{7,40}(?![0-9a-z])")
+_MARKUP_LIKE = re.compile(r"(?i)<[a-z/!?]|://|(?<![0-9a-z])www\.|\bgh-\d|(?<![0-9a-z])[0-9a-f]{7,40}(?![0-9a-z])")
 # What would start a block at the beginning of a line: a list item, a quote, a heading underline.
 _BLOCK_START = re.compile(r"[-+=>]|\d+[.)]")
 # Emphasis marks, escaped by a backslash (which CommonMark and Python-Markdown, the HTML report's

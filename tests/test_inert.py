@@ -35,6 +35,7 @@ ATTACKS = [
     "fixes owner/repo#123 and #7 and GH-9",
     "\x1b[2J\x1b]8;;http://attacker.example\x07link\x1b]8;;\x07",
     "see http://attacker.example/x and www.attacker.example",
+    "*www.attacker.example* and (www.attacker.example) and _www.attacker.example_",
     "`` ` ``` ````",
     "**bold** _em_ [x](http://attacker.example) ![i](http://attacker.example/i.png)",
     "| a | b |",
