@@ -97,6 +97,17 @@ def test_no_color_and_dumb_terminals_get_no_colour_codes_a_terminal_does() -> No
     assert wants_color("always", False, {"NO_COLOR": "1"}) and not wants_color("never", True, {})
 
 
+def test_a_step_past_the_estimate_says_why() -> None:
+    """Issue 48: `[step 4, past the ~3 estimated]` said nothing of why; a step at a commit that
+    could not be built or run placed nothing, so it halved nothing."""
+    assert StepStarted(3, 3, SHA, 5, 6).text() == "[step 3/~3] 60488cfca65a (position 5 of 6)"
+    assert StepStarted(4, 3, SHA, 5, 6, 1).text() == (
+        "[step 4, past the ~3 estimated: 1 step at a commit that could not be built or run halved nothing] "
+        "60488cfca65a (position 5 of 6)"
+    )
+    assert StepStarted(4, 3, SHA, 5, 6).text() == "[step 4, past the ~3 estimated] 60488cfca65a (position 5 of 6)"
+
+
 def test_in_ci_and_in_pipes_no_transient_line_is_written() -> None:
     for stream, env in ((Tty(), {"CI": "1", "TERM": "xterm"}), (io.StringIO(), {"TERM": "xterm"})):
         term = Terminal(stream, environ=env)
