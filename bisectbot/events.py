@@ -148,9 +148,19 @@ class StepStarted(Event):
     sha: str
     position: int
     last: int
+    halved_nothing: int = 0  # steps so far that placed nothing (not built or run): why the estimate is passed
 
     def text(self) -> str:
-        of = f"/~{self.estimate}" if self.number <= self.estimate else f", past the ~{self.estimate} estimated"
+        if self.number <= self.estimate:
+            of = f"/~{self.estimate}"
+        else:
+            why = (
+                f": {self.halved_nothing} step{'s' if self.halved_nothing > 1 else ''} at a commit that could not "
+                "be built or run halved nothing"
+                if self.halved_nothing
+                else ""
+            )
+            of = f", past the ~{self.estimate} estimated{why}"
         return f"[step {self.number}{of}] {self.sha[:12]} (position {self.position} of {self.last})"
 
 

@@ -3,7 +3,10 @@ the report types breaks these tests instead of passing unnoticed)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bisectbot import __version__
+from bisectbot.core.diagnose import distance_along
 from bisectbot.records.commits import CommitVerdict
 from bisectbot.records.reports import (
     BisectReport,
@@ -11,6 +14,7 @@ from bisectbot.records.reports import (
     CommitReport,
     ConfigSummary,
     Environment,
+    Proved,
     ReferenceSummary,
 )
 from bisectbot.statistics.outcome import Find, Verdict
@@ -153,4 +157,49 @@ def a_test_report(v: Verdict) -> CommitReport:
         config=ConfigSummary("s", "d", "c.yaml"),
         environment=ENVIRONMENT,
         reproduce=f"bisectbot test c.yaml --commit {BAD}",
+    )
+
+
+PLACED = "5a" * 20  # a step placed beside the good end: its 13 runs alone would sit far above the tolerance
+
+
+def coherent_report() -> BisectReport:
+    """The sample bisect with what issue 48 saw in the demo: a GOOD-SIDE placement whose few runs
+    are far from the reference, the change test's rows (the good parent's few fresh runs look
+    far too), and a confidence that is 1 − 5 claims × the per-step error."""
+    base = bisect_report()
+    placed = replace(
+        verdict(PLACED, "step", Verdict.GOOD_SIDE, BAD_COUNTS),
+        reason=f"like {GOOD[:12]} (on the GOOD side): the same outcome on 13 of 13 seeds both ran (TV < 0.05 "
+        "between them); not a test against the reference",
+    )
+    change = [
+        replace(
+            verdict(sha, role, Verdict.CHANGED, BAD_COUNTS, seeds=(7001, 7013)),
+            mode="change",
+            log_e_bad=9.0,
+            log_e_good=0.0,
+            block=1,
+            reason=f"differs from {other} on fresh seeds: E_change = 8.1e+03 ≥ 1/alpha = 2e+03 after 13 + 13 runs",
+        )
+        for sha, role, other in (
+            (CULPRIT, "confirm-culprit", f"its parent {PARENT[:12]}"),
+            (PARENT, "confirm-parent", f"its child {CULPRIT[:12]}"),
+        )
+    ]
+    verdicts = [*base.verdicts[:2], placed, *base.verdicts[2:], *change]
+    positions = {BAD: 11, GOOD: 0, PLACED: 3, PARENT: 5, CULPRIT: 6}
+    ref = base.reference
+    text = (
+        f"a GOOD→BAD change at {CULPRIT[:12]}: its parent {PARENT[:12]} tests GOOD (within tolerance 0.1 from the "
+        f"reference), {CULPRIT[:12]} tests BAD (farther than eta 0.03), and their runs differ on fresh seeds; all at "
+        "confidence ≥ 99.75%"
+    )
+    proved = Proved(change="GOOD→BAD", commit=CULPRIT, parent=PARENT, first_departure=True, text=text, placed=True)
+    return replace(
+        base,
+        verdicts=verdicts,
+        confidence=1 - 5 * 5e-4,
+        along=distance_along(verdicts, positions, ref.categories, ref.category_probs),
+        proved=proved,
     )

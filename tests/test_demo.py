@@ -7,8 +7,10 @@ fixed seed range, so their chi-square p-values are deterministic, not flaky.
 from __future__ import annotations
 
 import io
+import json
 import math
 import random
+import re
 import subprocess
 import tarfile
 from collections import Counter
@@ -19,6 +21,7 @@ import pytest
 import yaml
 from scipy.stats import chisquare
 
+import coherence
 from bisectbot import demo
 from bisectbot.demo import (
     CONDITION_TOKEN,
@@ -35,7 +38,7 @@ from bisectbot.demo import (
     render_tables_h,
 )
 
-from conftest import needs, needs_toolchain
+from conftest import TOOLCHAIN, bisectbot_argv, needs, needs_toolchain, require, subprocess_env
 
 SEEDS = range(1, 2001)
 DRAFT_MAX = 3  # specdemo's --draft-max when not given (src/main.cpp), as the config runs it
@@ -316,3 +319,82 @@ def test_crash_and_hang_commits(tmp_path: Path) -> None:
     assert isinstance(binary, Path)
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run([str(binary), "--seed", "1", "--prompt", "ab", "-n", "4"], capture_output=True, timeout=1)
+
+
+# --- issue 48: what the demo prints agrees with itself ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """`bisectbot demo --commits 10` as a person runs it (80 columns, coloured) with every output
+    file: its summary (stdout), progress (stderr), Markdown, HTML page and JSON report."""
+    require(*TOOLCHAIN)
+    base = tmp_path_factory.mktemp("coherent")
+    files = {name: base / f"report.{name}" for name in ("md", "html", "json")}
+    argv = ["demo", "--commits", "10", "--dir", str(base / "demo"), "--color", "always"]
+    argv += ["--markdown", str(files["md"]), "--html", str(files["html"]), "--json", str(files["json"])]
+    env = {k: v for k, v in subprocess_env(COLUMNS="80").items() if k not in ("NO_COLOR", "CI")}
+    proc = subprocess.run(bisectbot_argv(*argv), capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"stdout": proc.stdout, "stderr": proc.stderr, **{k: p.read_text() for k, p in files.items()}}
+
+
+@pytest.mark.heavy  # a whole demo bisect, ~20 s idle (README: Tests); test_report.py: the same on sample reports
+def test_the_demos_summary_and_charts_say_nothing_against_themselves(demo_output: dict[str, str]) -> None:
+    """Issue 48's acceptance: read what the demo printed and wrote. Placements (GOOD-SIDE) are
+    not drawn as distances in any chart, and each chart says which it left out and why; the
+    parent's CHANGED says it differs from its child and is not red; each builds count is within
+    its bound or says why; every term is glossed where it is first used."""
+    summary, progress, md, page = (demo_output[k] for k in ("stdout", "stderr", "md", "html"))
+    report = json.loads(demo_output["json"])
+    placed = {a["commit"]: a["position"] for a in report["along"] if a["verdict"] in ("good-side", "bad-side")}
+    assert placed, "the demo's search placed no commit: nothing to check the charts against"
+    assert {sha[:12] for sha in placed} <= set(coherence.placement_rows(summary))
+    coherence.terminal_chart_draws_no_placement(summary, placed)
+    coherence.mermaid_chart_draws_no_placement(md, placed)
+    coherence.html_chart_draws_no_placement(page, placed)
+    assert "<script" not in page
+
+    coherence.table_words_explained(summary)
+    coherence.no_red_changed(summary, progress)
+    parent = next(v for v in report["verdicts"] if v["role"] == "confirm-parent")
+    said = f"confirm-parent {parent['sha'][:12]}: CHANGED after {parent['runs']} runs — differs from its child"
+    assert said in flat_out(progress)
+    row = next(ln for ln in md.splitlines() if "| confirm-parent |" in ln)
+    assert "differs from its child" in row and "E_bad" not in row
+
+    assert coherence.builds_within_bound_or_say_why(summary) == 2  # the figures and the planted culprit's line
+    assert coherence.builds_within_bound_or_say_why(md) == 1
+
+    coherence.terms_glossed_where_first_used(summary)
+    coherence.markdown_terms_glossed_where_first_used(md)
+    assert "servers" not in summary  # the demo has no cross-check arm: nothing started a server
+    strategy = next(ln for ln in coherence.plain(progress).splitlines() if ln.startswith("[strategy]"))
+    assert "misplaced quick step assumed" not in strategy and "quick steps, placing a commit GOOD-SIDE" in strategy
+    # the confidence is the union bound over the claims the gloss counts
+    m = re.search(
+        r"confidence ≥ ([\d.]+)%: the union bound over the (\d+) claims .*?: 1 − \2 × ([\d.e+-]+)", flat_out(summary)
+    )
+    assert m, flat_out(summary)[:2000]
+    assert abs(1 - int(m.group(2)) * float(m.group(3)) - float(m.group(1)) / 100) < 5e-5
+    assert abs(report["confidence"] - float(m.group(1)) / 100) < 5e-5
+
+
+def flat_out(text: str) -> str:
+    """A summary's lines (wrapped to the terminal) read as one, colour codes left out."""
+    return " ".join(coherence.plain(text).split())
+
+
+@pytest.mark.heavy  # the same demo bisect as above (module fixture)
+def test_the_readmes_example_glosses_are_what_the_demo_prints(demo_output: dict[str, str]) -> None:
+    """The README shows the demo's summary; its gloss lines are the ones the demo prints now."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    example = readme[readme.index("## What a run looks like") :]
+    example = example[example.index("```\n") + 4 : example.index("\n```", example.index("```\n") + 4)]
+    glosses = [ln for ln in coherence.logical_lines(example) if ln.startswith(coherence.GLOSS)]
+    assert len(glosses) >= 5
+    printed = coherence.logical_lines(demo_output["stdout"])
+    for gloss in glosses:
+        if re.match(re.escape(coherence.GLOSS) + coherence.STEPS, gloss):
+            continue  # which steps the forecast names depends on what this machine measured
+        assert gloss in printed, gloss

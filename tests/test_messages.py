@@ -231,7 +231,7 @@ def output_cases(demo: DemoHistory, tmp: Path) -> list[tuple[list[str], Path]]:
 OUTPUT_OPTIONS = {
     "bisect": ("--json", "--markdown", "--html"),
     "test": ("--json", "--markdown", "--html"),
-    "demo": ("--json", "--markdown"),
+    "demo": ("--json", "--markdown", "--html"),
     "check": ("--json",),
     "reference": ("--json",),
 }

@@ -8,12 +8,43 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from bisectbot.records.reports import SCHEMA_VERSION, BisectReport, BisectStatus, CommitReport, JobStop, load_result
+from bisectbot.github.comment import CommentContext, render_bisect
+from bisectbot.records.reports import (
+    SCHEMA_VERSION,
+    BisectReport,
+    BisectStatus,
+    CommitReport,
+    JobStop,
+    load_result,
+)
+from bisectbot.report.html import report_html
 from bisectbot.report.markdown import bisect_markdown, bound_text, fmt_e, observed_vs_reference
 from bisectbot.report.markdown import commit_markdown as markdown_of_test
 from bisectbot.report.text import bisect_text
 from bisectbot.statistics.outcome import Find, Verdict
-from sample_reports import BAD, CULPRIT, GOOD, GOOD_COUNTS, PARENT, REFERENCE, a_test_report, bisect_report, verdict
+from coherence import (
+    TERMS,
+    builds_within_bound_or_say_why,
+    html_chart_draws_no_placement,
+    markdown_terms_glossed_where_first_used,
+    mermaid_chart_draws_no_placement,
+    table_words_explained,
+    terminal_chart_draws_no_placement,
+    terms_glossed_where_first_used,
+)
+from sample_reports import (
+    BAD,
+    CULPRIT,
+    GOOD,
+    GOOD_COUNTS,
+    PARENT,
+    PLACED,
+    REFERENCE,
+    a_test_report,
+    bisect_report,
+    coherent_report,
+    verdict,
+)
 
 README = (Path(__file__).resolve().parents[1] / "docs" / "json-report.md").read_text()
 
@@ -69,7 +100,8 @@ def test_found_bisect_markdown_names_culprit_parent_and_reproduction() -> None:
     md = bisect_markdown(bisect_report())
     assert md.startswith(f"## bisectbot: first bad commit is `{CULPRIT[:12]}` — speculative: take top draft")
     assert f"First bad: `{CULPRIT}`" in md and f"Last good: `{PARENT}`" in md
-    assert "**found** · 12 commits between" in md and "**6 builds** (⌈log2 N⌉ + 3 = 7)" in md
+    assert "**found** · 12 commits between" in md and "**6 builds** (bound 7)" in md
+    assert "> *bound 7 = ⌈log2 12⌉ + 3*: the builds a bisect of 12 commits needs" in md  # glossed where first met
     assert "confidence ≥ 99.60%" in md and f"bisectbot bisect c.yaml --good {GOOD} --bad {BAD}" in md
     fixed = bisect_markdown(replace(bisect_report(), find=Find.FIXED))
     assert fixed.startswith("## bisectbot: first fixed commit is") and "Last still bad:" in fixed
@@ -191,8 +223,11 @@ def test_the_summary_says_where_the_wall_time_went() -> None:
         "running": 100.0,
         "other": 20.0,
     }
-    line = "time here: 29 min: building 27 min (93%), runs 2 min, the rest 20 s (reference, checkouts, servers)"
+    line = "time here: 29 min: building 27 min (93%), runs 2 min, the rest 20 s (reference, checkouts)"
     assert time_line(r) == line
+    # servers are named only when cross-check arms started some, and as theirs
+    armed = replace(r, verdicts=[*r.verdicts, replace(r.verdicts[-1], arm="server")])
+    assert (time_line(armed) or "").endswith("the rest 20 s (reference, checkouts, the cross-check arms' servers)")
     assert line[0].upper() + line[1:] in bisect_markdown(r) and line in bisect_text(r, width=200)
     assert BisectReport.from_json(r.to_json()).cost == r.cost  # kept in the JSON report
     # on a cluster the workers run the program: building and the wall time only
@@ -286,3 +321,83 @@ def test_a_found_commit_says_what_it_proved_and_where_an_earlier_departure_could
     assert "Not proved" not in bisect_markdown(whole) and "--scan" not in bisect_markdown(whole)
     assert BisectReport.from_json(json.loads(json.dumps(found.to_json()))) == found
     assert "Proved" not in bisect_markdown(bisect_report())  # a report stored before `proved` reads as before
+
+
+# -- issue 48: an output that agrees with itself ------------------------------------------------
+def test_placements_are_not_drawn_as_distances_in_any_chart() -> None:
+    """Issue 48: the demo's chart drew GOOD-SIDE commits at 0.124, above the tolerance line, as if
+    measured; their runs were the good end's, seed for seed. A placement has no distance of its
+    own: every chart leaves it out and says which and why (the JSON's `along` keeps it)."""
+
+    r = coherent_report()
+    row = next(a for a in r.along if a["commit"] == PLACED)
+    assert row["verdict"] == "good-side" and row["tv"] > (r.tolerance or 1)  # kept, and far above the line
+    placed = {PLACED: 3}
+    terminal_chart_draws_no_placement(bisect_text(r, 80), placed)
+    mermaid_chart_draws_no_placement(bisect_markdown(r), placed)
+    html_chart_draws_no_placement(report_html(r), placed)
+    assert "placed beside a tested commit (the same outcomes seed for seed)" in bisect_text(r, 200)
+    # a commit with a test against the reference is charted by it, not by a change test's few runs
+    assert {a["commit"]: a["verdict"] for a in r.along}[PARENT] == "good"
+
+
+def test_a_parents_changed_says_it_differs_from_its_child() -> None:
+    """Issue 48: the good parent read `confirm-parent … CHANGED` with observed/reference far off
+    after a few runs, as a defect. The change test found the two commits differ, which is the
+    point: each side says what it differs from, and its runs are that test's sample."""
+
+    r = coherent_report()
+    table_words_explained(bisect_text(r, 80))
+    md = bisect_markdown(r)
+    parent_row = next(ln for ln in md.splitlines() if "| confirm-parent |" in ln)
+    assert "E_change 8.1e+03: differs from its child on fresh seeds (change test, not vs the reference)" in parent_row
+    assert "E_bad" not in parent_row
+    comment = render_bisect(r, CommentContext(repo="o/r")).fit()
+    assert "differs from its child" in comment and "differs from its parent" in comment
+
+
+def test_every_term_is_glossed_where_it_is_first_used() -> None:
+    """Issue 48: a bound, per-step errors, the confidence, eta and the tolerance, reference and
+    plain steps, P(condition) were printed with no word on what they are. Each is glossed beside
+    its first use, on the terminal and in the Markdown; the confidence is the union bound."""
+    cost = {
+        "unit": {"build_seconds": 0.4, "run_seconds": 0.002},
+        "actual": {"builds": 6, "runs": 1460, "seconds": 5.3},
+        "estimate": {"strategy": "reference", "builds": 5.0, "runs": 6779, "seconds": 16.0},
+        "alternatives": [{"strategy": "plain", "builds": 6.0, "runs": 8000, "seconds": 19.0}],
+    }
+    r = replace(coherent_report(), cost=cost)
+    for width in (80, 200):
+        terms_glossed_where_first_used(bisect_text(r, width))
+    markdown_terms_glossed_where_first_used(bisect_markdown(r))
+    text = " ".join(bisect_text(r, 200).split())
+    assert (
+        "confidence ≥ 99.75%: the union bound over the 5 claims the answer rests on (4 tests against the "
+        "reference, 1 change test), each wrong with probability ≤ 5.0e-04 (the per-step error): 1 − 5 × 5.0e-04"
+    ) in text
+    assert "bound 7 = ⌈log2 12⌉ + 3: the builds a bisect of 12 commits needs" in text
+    # a report whose claims do not add up to its confidence gets no formula that contradicts it
+    odd = replace(r, confidence=0.996)
+    assert "1 − 5 ×" not in bisect_text(odd, 200) and "1 − the error levels of the claims" in bisect_text(odd, 200)
+    # the checks can fail: a term used with no gloss after it
+    bare = bisect_text(r, 200).replace("  · bound", "  bound")
+    try:
+        terms_glossed_where_first_used(bare, [t for t in TERMS if t[1] == r"bound "])
+    except AssertionError:
+        pass
+    else:
+        raise AssertionError("an unglossed bound passed")
+
+
+def test_builds_past_their_bound_always_say_why_in_every_summary() -> None:
+    """Issue 48: `7 builds (bound 6)` with no word on why it was passed. Every builds count
+    printed is within its bound or says by how much and why, on the terminal and in the Markdown."""
+    r = replace(coherent_report(), builds=9, builds_bound=7)  # no build_stages: told from the verdicts alone
+    for rendered in (bisect_text(r, 80), bisect_markdown(r)):
+        assert builds_within_bound_or_say_why(rendered) == 1
+    try:
+        builds_within_bound_or_say_why("· 9 builds (bound 7) · 1 run")
+    except AssertionError:
+        pass
+    else:
+        raise AssertionError("a bound passed without a word passed")

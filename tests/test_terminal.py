@@ -26,7 +26,8 @@ from bisectbot.events import BuildPhase, Built, RunsProgress, StepStarted, Verdi
 from bisectbot.report.text import bisect_text, commit_text, replayed_line, shell_lines, state_line
 from bisectbot.statistics.outcome import Verdict
 from bisectbot.statistics.stats import MISSED, OTHER
-from sample_reports import BAD_COUNTS, a_test_report, bisect_report, verdict
+from coherence import no_red_changed
+from sample_reports import BAD_COUNTS, CULPRIT, PARENT, a_test_report, bisect_report, coherent_report, verdict
 
 from conftest import bisectbot_argv, needs
 
@@ -95,6 +96,36 @@ def test_no_color_and_dumb_terminals_get_no_colour_codes_a_terminal_does() -> No
     assert term.live and "1 of at most 10 runs" in live.getvalue() and not SGR.search(live.getvalue())
     assert wants_color("auto", True, {"NO_COLOR": ""})  # empty means unset (no-color.org)
     assert wants_color("always", False, {"NO_COLOR": "1"}) and not wants_color("never", True, {})
+
+
+def test_changed_is_never_coloured_as_a_defect() -> None:
+    """Issue 48: the good parent's `confirm-parent … CHANGED` was red, a defect's colour. CHANGED
+    says the change test found the named commit and its parent differ (on the parent's row: it
+    differs from its child), which confirms the answer: neither the progress line nor the summary
+    paints it red; BAD stays red."""
+    report = coherent_report()
+    summary = io.StringIO()
+    print_summary(bisect_text(report, 80), "always", summary)
+    progress = Tty()
+    term = Terminal(progress, environ={"COLUMNS": "80", "TERM": "xterm", "CI": "1"})
+    for v in report.verdicts:
+        term(VerdictReached(v))
+    term.close()
+    no_red_changed(summary.getvalue(), progress.getvalue())
+    assert "\x1b[31mBAD" in summary.getvalue() and "\x1b[31mBAD" in progress.getvalue()
+    said = " ".join(SGR.sub("", progress.getvalue()).split())  # wrapped to 80 columns: read as one
+    assert f"confirm-parent {PARENT[:12]}: CHANGED after 13 runs — differs from its child {CULPRIT[:12]}" in said
+
+
+def test_a_step_past_the_estimate_says_why() -> None:
+    """Issue 48: `[step 4, past the ~3 estimated]` said nothing of why; a step at a commit that
+    could not be built or run placed nothing, so it halved nothing."""
+    assert StepStarted(3, 3, SHA, 5, 6).text() == "[step 3/~3] 60488cfca65a (position 5 of 6)"
+    assert StepStarted(4, 3, SHA, 5, 6, 1).text() == (
+        "[step 4, past the ~3 estimated: 1 step at a commit that could not be built or run halved nothing] "
+        "60488cfca65a (position 5 of 6)"
+    )
+    assert StepStarted(4, 3, SHA, 5, 6).text() == "[step 4, past the ~3 estimated] 60488cfca65a (position 5 of 6)"
 
 
 def test_in_ci_and_in_pipes_no_transient_line_is_written() -> None:

@@ -143,7 +143,8 @@ def search(b: Bisection, strategy: str, model: CommitVerdict | None, lo: int, hi
 
     def oracle(i: int) -> tuple[Verdict, str]:
         pos = lo + i
-        b.events.emit(StepStarted(len(asked) + 1, steps, plan.line[pos], pos, plan.n - 1))
+        idle = sum(1 for a in answers if not a.informative)
+        b.events.emit(StepStarted(len(asked) + 1, steps, plan.line[pos], pos, plan.n - 1, idle))
         # a broken end tested last: BAD tests lean toward the latest commit found BAD
         q_now = q_bad if q_bad is not None else b.q_bad(model)
         v = b.test(pos, plan.ask("step", mode=mode, q_bad=q_now, budget=budget, alike=b.alike_table()))

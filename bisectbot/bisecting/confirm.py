@@ -245,7 +245,7 @@ def _change_verdicts(
         ),
         sides["parent"].feed.verdict(
             verdict,
-            reason.format(other=f"the commit {pair.culprit[:12]}"),
+            reason.format(other=f"its child {pair.culprit[:12]}"),
             ask=Ask(role="confirm-parent", alpha=level, beta=level, mode="change", block=1),
             tally=p_tally,
             evidence=(ev.log_e_bad, 0.0),

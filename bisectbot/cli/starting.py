@@ -10,9 +10,9 @@ import click
 
 from bisectbot import doctor
 from bisectbot.cli.guard import EXIT_INPUT, EXIT_OK, EXIT_UNDECIDED, OneLineGroup, guard
-from bisectbot.cli.options import color_option, json_option, markdown_option, quiet_option
+from bisectbot.cli.options import color_option, html_option, json_option, markdown_option, quiet_option
 from bisectbot.cli.terminal import Terminal, summary_width
-from bisectbot.cli.wiring import announce_state, one_stdout, state_of, write_json, write_summary
+from bisectbot.cli.wiring import announce_state, one_stdout, state_of, write_outputs
 from bisectbot.config import load_config
 from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.errors import BisectbotError
@@ -47,6 +47,7 @@ from bisectbot.report.text import shell_lines, wrap
 )
 @json_option
 @markdown_option
+@html_option
 @quiet_option
 @color_option
 def demo(
@@ -56,6 +57,7 @@ def demo(
     workdir: str | None,
     json_path: str | None,
     md_path: str | None,
+    html_path: str | None,
     quiet: bool,
     color: str,
 ) -> None:
@@ -63,6 +65,7 @@ def demo(
     import tempfile
 
     from bisectbot.demo import generate_demo
+    from bisectbot.report.html import report_html
     from bisectbot.report.markdown import bisect_markdown
     from bisectbot.report.text import bisect_text
 
@@ -87,17 +90,24 @@ def demo(
             f"{'found' if found else 'NOT found'} with {count_of(report.builds, 'build')} "
             f"({bound_text(report)}) and {count_of(report.runs, 'run')}"
         )
+        write_outputs(
+            terminal,
+            bisect_text(report, summary_width()),
+            bisect_markdown(report),
+            report.to_json(),
+            json_path,
+            md_path,
+            color,
+            html_path,
+            lambda: report_html(report),
+        )
         if json_path != "-":
-            write_summary(terminal, bisect_text(report, summary_width()), bisect_markdown(report), md_path, color)
             click.echo("\n".join(wrap(outcome, summary_width(), "    ")))
             click.echo(
                 "every commit it tested:\n" + "\n".join(shell_lines(f"bisectbot log {history.config}", summary_width()))
             )
         else:  # stdout is the JSON's alone
-            if md_path:
-                Path(md_path).write_text(bisect_markdown(report))
             terminal.line(outcome)
-        write_json(json_path, report.to_json())
         return EXIT_OK if found else EXIT_UNDECIDED
 
     guard(body)

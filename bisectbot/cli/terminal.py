@@ -38,7 +38,9 @@ VERDICT_STYLES = {
     "BAD": "red",
     "SKIP": "yellow",
     "INCONCLUSIVE": "yellow",
-    "CHANGED": "red",
+    # the change test's word: the named commit and its parent differ (on a parent's row: it differs
+    # from its child), which confirms an answer; no defect's red
+    "CHANGED": "blue",
 }
 # the longer words first, and never a GOOD inside GOOD-SIDE
 _VERDICT_WORD = re.compile(r"(?<![\w-])(" + "|".join(VERDICT_STYLES) + r")(?![\w-])")

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 
 from bisectbot.records.commits import CommitVerdict
 from bisectbot.records.reports import AlongRow
+from bisectbot.statistics.outcome import Verdict
 from bisectbot.statistics.stats import FAILED, MISSED, OTHER
 
 OTHER_LABEL = "other"  # how OTHER is written in reports
@@ -69,12 +70,20 @@ def tv_from_reference(counts: Mapping[str, int], categories: Sequence[str], prob
 def distance_along(
     verdicts: Sequence[CommitVerdict], positions: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]
 ) -> list[AlongRow]:
-    """Where the distribution moved: each tested commit on the line once (its longest main-arm
-    test), in history order, with its TV from the reference and its verdict — the series the
-    distance charts draw, kept in the report so renderers only read it."""
+    """Where the distribution moved: each tested commit on the line once, in history order, with
+    its TV from the reference and its verdict — the series the distance charts draw, kept in the
+    report so renderers only read it. A commit's row is its longest main-arm test against the
+    reference (GOOD, BAD); without one, its longest other sample (an undecided test, then the
+    change test's), and only then a placement (GOOD-SIDE, BAD-SIDE: no distance of its own, which
+    renderers leave out of the chart)."""
     best: dict[str, CommitVerdict] = {}
     for v in verdicts:
-        if v.arm == "main" and v.sha in positions and v.counts and v.runs >= best.get(v.sha, v).runs:
+        if (
+            v.arm == "main"
+            and v.sha in positions
+            and v.counts
+            and distance_rank(v) <= distance_rank(best.get(v.sha, v))
+        ):
             best[v.sha] = v
     out = []
     for sha, v in best.items():
@@ -82,6 +91,18 @@ def distance_along(
         if tv is not None:
             out.append(AlongRow(commit=sha, position=positions[sha], tv=round(tv, 4), verdict=v.verdict.value))
     return sorted(out, key=lambda row: row["position"])
+
+
+def distance_rank(v: CommitVerdict) -> tuple[int, int]:
+    """Which of a commit's verdicts stands for its distance from the reference (its row in the
+    distance charts, its observed-vs-reference chart): the lowest rank, then the most runs."""
+    if v.verdict.tested:
+        kind = 0
+    elif v.verdict in (Verdict.GOOD_SIDE, Verdict.BAD_SIDE):
+        kind = 3
+    else:
+        kind = 2 if v.mode == "change" else 1
+    return kind, -v.runs
 
 
 def observed_pairs(counts: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]) -> str:

@@ -10,7 +10,7 @@ those questions from them alone; testing a commit is the business of whoever hol
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from bisectbot.core import policy
 from bisectbot.core.plan import BisectPlan
@@ -188,11 +188,7 @@ class Ledger:
         """Every claim an answer can rest on: each GOOD or BAD a test against the reference gave
         (the ends, reference steps, the BAD of quick steps, probes, re-tests on fresh seeds), and
         each change test that found a change."""
-        return [
-            v
-            for v in self.verdicts
-            if claims(v) and (v.verdict.tested or (v.role == "confirm-culprit" and v.verdict is Verdict.CHANGED))
-        ]
+        return decisive(self.verdicts)
 
     def doubt(self) -> float:
         """The union bound on a wrong answer so far: the claims' error levels."""
@@ -204,6 +200,16 @@ def placed(verdict: Verdict) -> Verdict:
     GOOD within its budget is not GOOD, so it goes on the side of the commits that are not
     (BAD-SIDE, a placement); a skip or anything else stays as it is."""
     return Verdict.BAD_SIDE if verdict is Verdict.INCONCLUSIVE else verdict
+
+
+def decisive(verdicts: Sequence[CommitVerdict]) -> list[CommitVerdict]:
+    """Every claim an answer can rest on, of these verdicts (`Ledger.decisive`): what the union
+    bound adds up, and what a report says its confidence counted."""
+    return [
+        v
+        for v in verdicts
+        if claims(v) and (v.verdict.tested or (v.role == "confirm-culprit" and v.verdict is Verdict.CHANGED))
+    ]
 
 
 def claims(v: CommitVerdict) -> bool:

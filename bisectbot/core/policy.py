@@ -43,6 +43,17 @@ DEFAULT_RUN_SECONDS = 0.04
 # A build at least this long makes the broken end worth testing last (`broken_end_last`).
 BROKEN_LAST_MIN_BUILD_SECONDS = 20.0
 CHANGE_PENALTY_NATS = 3.0  # what the change test's mixtures cost, in nats, on top of log(1/alpha)
+# What each strategy's steps are, in a clause: said where a forecast names them (Choice.text, reports)
+STEP_WORDS = {
+    "reference": "each a GOOD or BAD test against the reference",
+    "plain": "quick steps, placing a commit GOOD-SIDE (no test against the reference) once it is shown "
+    "unlike the bad end",
+    "sticky": "a Bayesian bisection, placing commits by its posterior",
+}
+# What a misplaced quick step is, and what it costs
+MISPLACED = (
+    "a milder defect, unlike the bad end yet not the reference, misplaces a quick step and the search walks back"
+)
 
 
 @dataclass(frozen=True)
@@ -124,26 +135,32 @@ class Choice:
         return next((f for f in self.forecasts if f.strategy == name), None)
 
     def text(self) -> str:
-        """'reference steps: ~11 builds + ~3,900 runs ≈ 15 min (plain: … ≈ 19 min, a misplaced
-        quick step assumed in 1 of 2 ranges); a build ~75 s, a run ~0.024 s (measured …)'."""
+        """'reference steps (each a test against the reference …): ~11 builds + ~3,900 runs ≈ 15
+        min (plain: quick steps, …: … ≈ 19 min, assuming 50% of ranges where a milder defect …);
+        a build ~75 s, a run ~0.024 s (measured …)': each strategy's steps said in a clause."""
         chosen = self.forecast()
         if chosen is None:
             return f"{self.strategy} steps ({self.why}); {self.costs.text()}"
-        others = "; ".join(f"{f.strategy}: {f.text()}" for f in self.forecasts if f.strategy != self.strategy)
+        others = "; ".join(
+            f"{f.strategy}: {STEP_WORDS.get(f.strategy, 'its steps')}: {f.text()}"
+            for f in self.forecasts
+            if f.strategy != self.strategy
+        )
         why = f", {self.why}" if self.why else ""
         third = self.situation.third
         assumed = (
-            f", a misplaced quick step assumed in {third:.0%} of ranges"
+            f", assuming {third:.0%} of ranges where {MISPLACED}"
             if 0 < third < 1
-            else ", a distribution quick steps misplace was found"
+            else f", as a confirmation here found: {MISPLACED}"
             if third >= 1
             else ""
         )
+        words = f" ({STEP_WORDS[self.strategy]})" if self.strategy in STEP_WORDS else ""
         return (
-            f"{self.strategy} steps{why}: {chosen.text()}"
+            f"{self.strategy} steps{words}{why}: {chosen.text()}"
             + (f" ({others}{assumed})" if others else "")
-            + f"; {self.costs.text()}; GOOD ~{self.situation.good_runs:,.0f} runs, "
-            f"BAD ~{self.situation.bad_runs:,.0f}"
+            + f"; {self.costs.text()}; a GOOD ~{self.situation.good_runs:,.0f} runs, "
+            f"a BAD ~{self.situation.bad_runs:,.0f}"
         )
 
 

@@ -32,12 +32,14 @@ from bisectbot.report.markdown import (
     change_point_lines,
     count_of,
     distance_chart,
+    glossary,
     observed_vs_reference,
     proved_text,
     reference_line,
     skip_block_lines,
     verdict_table,
 )
+from bisectbot.report.terms import bound_gloss, condition_gloss, confidence_gloss, zone_gloss
 from bisectbot.statistics.outcome import Find, Verdict
 from bisectbot.statistics.stats import MISSED
 
@@ -302,6 +304,7 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
             f"confidence ≥ {report.confidence:.2%}",
             f"Reference: {reference_line(report.reference)}",
             verdict_table(report.verdicts, report.reference, ctx.link, report.find),
+            how_to_read(report),
             *_era_notes(report),
             *chart,
             *(
@@ -312,6 +315,19 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
             reproduction_footer(report, ctx, range_text),
         )
     )
+
+
+def how_to_read(report: BisectReport) -> Collapsed:
+    """The terms the comment uses, in the words of the summaries (`report.terms`): eta and the
+    tolerance, the confidence, the builds bound, P(condition), then the table's words."""
+    said = [
+        zone_gloss(report),
+        confidence_gloss(report),
+        bound_gloss(report),
+        condition_gloss(report.reference, code),
+        *glossary(report.eta, report.tolerance, report.verdicts, missed=report.reference.condition_prob is not None),
+    ]
+    return Collapsed("How to read this", ("\n".join(f"- {line}" for line in said if line),))
 
 
 def _era_notes(report: BisectReport) -> tuple[str, ...]:

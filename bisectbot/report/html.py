@@ -16,9 +16,10 @@ from typing import Sequence
 
 import markdown
 
-from bisectbot.core.diagnose import observed_cells
+from bisectbot.core.diagnose import distance_rank, observed_cells
 from bisectbot.records.reports import BisectReport, CommitReport
 from bisectbot.report.markdown import bisect_markdown, commit_markdown, distance_rows
+from bisectbot.report.terms import placements_note
 
 WIDTH, HEIGHT, PAD = 640, 240, 40
 STYLE = """
@@ -70,8 +71,9 @@ def _figure(svg: str, caption: str) -> str:
 
 def charts(r: BisectReport | CommitReport) -> list[str]:
     """The report's charts as SVG figures: distance along the history (a bisect with two or
-    more placed commits), then observed vs reference for the culprit and its parent (or the
-    tested commit)."""
+    more commits tested against the reference; placements left out, the caption says which),
+    then observed vs reference for the culprit and its parent (each by its longest test against
+    the reference), or the tested commit."""
     out = []
     if isinstance(r, BisectReport) and len(rows := distance_rows(r)) >= 2:
         top = max(0.2, min(1.0, max(tv for _, _, tv, _ in rows) * 1.1))
@@ -83,9 +85,15 @@ def charts(r: BisectReport | CommitReport) -> list[str]:
             levels,
             top,
         )
-        out.append(_figure(svg, "Each tested commit's total variation from the reference, in history order."))
+        note = placements_note(r)
+        caption = "Each tested commit's total variation from the reference, in history order." + (
+            f" {note[0].upper()}{note[1:]}." if note else ""
+        )
+        out.append(_figure(svg, caption))
     if isinstance(r, BisectReport):
         shown = [v for v in r.verdicts if v.arm == "main" and v.counts and v.sha in (r.first_bad, r.last_good)]
+        culprit = r.first_bad
+        shown.sort(key=lambda v: (v.sha != culprit, distance_rank(v)))  # the culprit first, each by its best test
     else:
         shown = [r.detail] if r.detail.counts else []
     seen: set[str] = set()

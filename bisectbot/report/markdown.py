@@ -24,6 +24,17 @@ from bisectbot.records.reports import (
     Stretch,
     output_side,
 )
+from bisectbot.report.terms import (
+    PLACEMENTS,
+    bound_gloss,
+    condition_gloss,
+    confidence_gloss,
+    placements_note,
+    strategy_gloss,
+    table_terms,
+    verdict_note,
+    zone_gloss,
+)
 from bisectbot.statistics.outcome import Find, Verdict
 from bisectbot.statistics.stats import FAILED, MISSED, OTHER
 
@@ -49,7 +60,9 @@ def bound_text(r: BisectReport) -> str:
         *([f"{count_of(skipped, 'commit')} that could not be built or run (each costs a build)"] if skipped else []),
         *([f"{count_of(walked, 'walk-back')} past a boundary whose parent departs"] if walked else []),
     ]
-    return f"bound {r.builds_bound}, exceeded: " + ("; ".join(why) or "re-tests of commits around the culprit")
+    return f"bound {r.builds_bound}, exceeded by {r.builds - r.builds_bound}: " + (
+        "; ".join(why) or "re-tests of commits around the culprit"
+    )
 
 
 def fmt_e(log_e: float) -> str:
@@ -80,6 +93,9 @@ def evidence_cell(v: CommitVerdict) -> str:
         return prose(v.reason, table=True, limit=120)
     if v.mode == "bad-model":  # no test: the broken end measured further (its verdict is its earlier row's)
         return "measured, not tested"
+    if (note := verdict_note(v)) is not None:  # a placement, or one side of the change test
+        change = f"E_change {fmt_e(v.log_e_bad)}: " if v.mode == "change" else ""
+        return change + prose(note, table=True, limit=160)
     return f"E_bad {fmt_e(v.log_e_bad)}, E_good {fmt_e(v.log_e_good)}"
 
 
@@ -113,6 +129,7 @@ def glossary(
         + ".",
         "runs: seeds run for that verdict; commits share their first seeds (compared run by run), "
         "re-tests on fresh seeds take new ones.",
+        *table_terms(verdicts),
     ]
     return lines
 
@@ -254,9 +271,10 @@ def time_line(r: BisectReport) -> str | None:
     wall = spent["wall"]
     parts = [f"building {_duration(spent['building'])} ({spent['building'] / wall:.0%})"]
     if "running" in spent:
+        servers = ", the cross-check arms' servers" if any(v.arm != "main" for v in r.verdicts) else ""
         parts += [
             f"runs {_duration(spent['running'])}",
-            f"the rest {_duration(spent['other'])} (reference, checkouts, servers)",
+            f"the rest {_duration(spent['other'])} (reference, checkouts{servers})",
         ]
     return f"time here: {_duration(wall)}: " + ", ".join(parts)
 
@@ -375,8 +393,11 @@ def proved_text(r: BisectReport, quote: Callable[[str], str] = str) -> tuple[str
 
 def distance_rows(r: BisectReport) -> list[tuple[int, str, float, Verdict]]:
     """(position on the line, sha, TV from the reference, verdict) of every tested commit on the
-    line, in history order (the report's `along`): where the distribution moved."""
-    return [(int(a["position"]), str(a["commit"]), float(a["tv"]), Verdict(a["verdict"])) for a in r.along]
+    line, in history order (the report's `along`): where the distribution moved. Placements
+    (GOOD-SIDE, BAD-SIDE) are left out: they have no distance of their own (`placements_note`
+    says which and why)."""
+    rows = [(int(a["position"]), str(a["commit"]), float(a["tv"]), Verdict(a["verdict"])) for a in r.along]
+    return [row for row in rows if row[3] not in PLACEMENTS]
 
 
 def distance_chart(r: BisectReport) -> tuple[str, str] | None:
@@ -400,6 +421,8 @@ def distance_chart(r: BisectReport) -> tuple[str, str] | None:
         if level is not None:
             lines.append(f"    line [{', '.join(f'{level:g}' for _ in rows)}]")
             legend += f"; line: {name} {level:g}"
+    if (note := placements_note(r)) is not None:
+        legend += f"; {note}"
     return f"Chart: distance from the reference along the history ({legend})", "\n".join(lines)
 
 
@@ -416,15 +439,34 @@ def _glossary_block(lines: list[str]) -> list[str]:
     return ["<details><summary>How to read this</summary>", "", *[f"- {line}" for line in lines], "", "</details>"]
 
 
+def gloss_block(glosses: Sequence[str | None]) -> list[str]:
+    """Terms glossed where they are first met (`report.terms`): a quote under the paragraph
+    that uses them, each 'term: meaning' with its term in italics; nothing when none applies."""
+    out: list[str] = []
+    for text in (g for g in glosses if g):
+        term, _, meaning = text.partition(": ")
+        out += [">", f"> *{term}*: {meaning}"]
+    return ["", *out[1:]] if out else []
+
+
+def figures_glosses(r: BisectReport) -> list[str | None]:
+    """What the figures line needs glossed: the bound, and the confidence when no Proved line
+    (which glosses it) came before."""
+    return [bound_gloss(r), confidence_gloss(r) if proved_text(r) is None else None]
+
+
 def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
     """The human summary of a bisect: the answer, the figures and the table, then the notes on
-    what was skipped and crossed, what the confidence rests on, and how to reproduce it."""
-    lines = [*_answer_lines(r), "", _figures_line(r)]
-    lines += [*(["", line[0].upper() + line[1:]] if (line := cost_line(r)) else [])]
+    what was skipped and crossed, what the confidence rests on, and how to reproduce it. Each
+    term is glossed where it is first met (`report.terms`)."""
+    lines = [*_answer_lines(r), "", _figures_line(r), *gloss_block(figures_glosses(r))]
+    if line := cost_line(r):
+        lines += ["", line[0].upper() + line[1:], *gloss_block([strategy_gloss(r)])]
     lines += [*(["", line[0].upper() + line[1:]] if (line := time_line(r)) else [])]
     lines += [
         "",
         f"Reference: {reference_line(r.reference)}",
+        *gloss_block([condition_gloss(r.reference, code)]),
         "",
         verdict_table(r.verdicts, r.reference, link, r.find),
         "",
@@ -460,7 +502,8 @@ def _answer_lines(r: BisectReport) -> list[str]:
         lines.append(f"Last {'good' if r.find is Find.BAD else 'still bad'}: `{r.last_good}`")
         if (said := proved_text(r, lambda sha: f"`{sha}`")) is not None:
             proved, not_proved, command = said
-            lines += ["", f"**{proved.replace(': ', ':** ', 1)}", "", f"**{not_proved.replace(': ', ':** ', 1)}"]
+            lines += ["", f"**{proved.replace(': ', ':** ', 1)}", *gloss_block([zone_gloss(r), confidence_gloss(r)])]
+            lines += ["", f"**{not_proved.replace(': ', ':** ', 1)}"]
             lines += [block(command)] if command else []
     else:
         lines.append(prose(r.message))
@@ -474,8 +517,7 @@ def _figures_line(r: BisectReport) -> str:
     return (
         f"**{r.status.value}** · {r.commits} commits between `{r.good[:12]}` ({code(r.good_ref)}) and "
         f"`{r.bad[:12]}` ({code(r.bad_ref)}){searched_text(r)} · **{count_of(r.builds, 'build')}** "
-        f"(⌈log2 N{chr(39) if r.skipped_equivalent else ''}⌉ + 3 = {bound_text(r).removeprefix('bound ')}) · "
-        f"**{count_of(r.runs, 'run')}** "
+        f"({bound_text(r)}) · **{count_of(r.runs, 'run')}** "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
         f"(per-step error ≤ {r.step_alpha:.1e})"
     )

@@ -29,11 +29,21 @@ from bisectbot.report.markdown import (
     cost_line,
     count_of,
     distance_rows,
+    figures_glosses,
     glossary,
     proved_text,
     reference_line,
     role_label,
     time_line,
+)
+from bisectbot.report.terms import (
+    condition_gloss,
+    confidence_gloss,
+    placed_beside,
+    placements_note,
+    strategy_gloss,
+    verdict_note,
+    zone_gloss,
 )
 from bisectbot.statistics.outcome import Find
 
@@ -79,6 +89,34 @@ def short_observed(counts: dict[str, int], reference: ReferenceSummary) -> str:
     return observed_pairs(counts, reference.categories, reference.category_probs)
 
 
+GLOSS = "  · "  # how a gloss line starts: a term's meaning, under the line that first uses it
+
+
+def gloss_lines(glosses: Sequence[str | None], width: int) -> list[str]:
+    """Terms glossed where they are first met (`report.terms`), one indented item each."""
+    out = []
+    for text in (g for g in glosses if g):
+        first, *rest = wrap(text, width - len(GLOSS))
+        out += [GLOSS + first, *(INDENT + line for line in rest)]
+    return out
+
+
+def row_details(v: CommitVerdict, reference: ReferenceSummary) -> list[str]:
+    """What goes under a verdict row: why it was skipped; for a placement, what placed it (beside
+    a tested commit, its runs are that commit's: no shares of its own); for the change test's
+    rows, which commit it differs from, then its sample beside the reference; else its observed
+    shares beside the reference."""
+    if not v.counts or v.verdict.value == "skip":
+        return [v.reason] if v.reason else []
+    note = verdict_note(v)
+    if placed_beside(v):  # its runs are the tested commit's, seed for seed
+        return [note or v.reason]
+    pairs = short_observed(v.counts, reference)
+    if note is not None:
+        return [note, f"{'change-test runs' if v.mode == 'change' else 'observed'}/reference: {pairs}"]
+    return [f"observed/reference: {pairs}"]
+
+
 def _ref(sha: str, ref: str) -> str:
     """'d48abffb1f06 (main)', or the sha alone when the ref was (a prefix of) it."""
     return sha[:12] if sha.startswith(ref) else f"{sha[:12]} ({ref})"
@@ -101,12 +139,7 @@ def verdict_rows(
         lines.append(
             left + cut(v.subject, max(8, width - len(left))) if len(left) < width - 8 else cut(left + v.subject, width)
         )
-        if v.counts and v.verdict.value != "skip":
-            detail = f"observed/reference: {short_observed(v.counts, reference)}"
-        else:
-            detail = v.reason
-        if detail:
-            lines.append(INDENT + cut(detail, width - len(INDENT)))
+        lines += [INDENT + cut(detail, width - len(INDENT)) for detail in row_details(v, reference)]
     return lines
 
 
@@ -141,12 +174,14 @@ def distance_bars(r: BisectReport, width: int) -> list[str]:
         n = round(tv * scale)
         bar = "".join("█" if i < n else marks.get(i, " ") for i in range(max(n, max(marks, default=0) + 1)))
         out.append(cut(f"{pos:>5} {sha[:12]} {bar} {tv:.3f} {verdict.value.upper()}", width))
+    if (note := placements_note(r)) is not None:
+        out += wrap(note, width, INDENT)
     return out
 
 
-def bisect_text(r: BisectReport, width: int = 80) -> str:
-    """The terminal summary of a bisect: every line at most `width` (≥ 50) characters."""
-    width = max(MIN_WIDTH, width)
+def answer_text(r: BisectReport, width: int) -> list[str]:
+    """The headline, the commit named with what it proves (eta, the tolerance and the
+    confidence glossed where the Proved line first uses them), or why none was named."""
     what = r.find.what
     lines = [*wrap(bisect_headline(r), width, INDENT), ""]
     if r.status is BisectStatus.FOUND:
@@ -157,14 +192,21 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
             lines += [one] if len(one) <= width else [f"{label}:", f"  {sha}"]
         if (said := proved_text(r)) is not None:
             proved, not_proved, command = said
-            lines += ["", *wrap(proved, width, INDENT), *wrap(not_proved, width, INDENT)]
+            lines += ["", *wrap(proved, width, INDENT), *gloss_lines([zone_gloss(r), confidence_gloss(r)], width)]
+            lines += wrap(not_proved, width, INDENT)
             lines += shell_lines(command, width) if command else []
     else:
         lines += wrap(r.message, width)
         if r.candidates:
             lines += wrap("candidates: " + " ".join(c[:12] for c in r.candidates), width, INDENT)
+    return lines
+
+
+def figures_text(r: BisectReport, width: int) -> list[str]:
+    """Status, range, builds against their bound, runs and confidence; what it cost and the
+    reference: each term glossed where first met."""
     searched = f" ({r.searched} can change the binary)" if r.skipped_equivalent else ""
-    lines += [""] + wrap(
+    lines = wrap(
         f"{r.status.value.upper()} · {r.commits} commits {_ref(r.good, r.good_ref)} .. {_ref(r.bad, r.bad_ref)}"
         f"{searched} · {count_of(r.builds, 'build')} ({bound_text(r)}) · {count_of(r.runs, 'run')} "
         f"({r.retried} reruns of incomplete output) · confidence ≥ {r.confidence:.2%} "
@@ -172,11 +214,19 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
         width,
         INDENT,
     )
+    lines += gloss_lines(figures_glosses(r), width)
     if (cost := cost_line(r)) is not None:
-        lines += wrap(cost, width, INDENT)
+        lines += [*wrap(cost, width, INDENT), *gloss_lines([strategy_gloss(r)], width)]
     if (spent := time_line(r)) is not None:
         lines += wrap(spent, width, INDENT)
     lines += wrap(f"reference: {reference_line(r.reference, markdown=False)}", width, INDENT)
+    return lines + gloss_lines([condition_gloss(r.reference)], width)
+
+
+def bisect_text(r: BisectReport, width: int = 80) -> str:
+    """The terminal summary of a bisect: every line at most `width` (≥ 50) characters."""
+    width = max(MIN_WIDTH, width)
+    lines = [*answer_text(r, width), "", *figures_text(r, width)]
     lines += ["", *verdict_rows(r.verdicts, r.reference, width, r.find)]
     lines += glossary_text(
         glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None), width
