@@ -387,7 +387,10 @@ def test_a_log_file_the_runs_append_to_is_not_an_input_a_restart_reruns_nothing(
     first, again = reports
     assert first["first_bad"] == again["first_bad"] == small_demo.culprit
     assert first["runs_executed"] > 100 and again["runs_executed"] == 0, (first["runs_executed"], again)
-    assert len(log.read_text().splitlines()) == first["runs_executed"]  # the wrapper did write it
+    # the wrapper did write it, once per run executed (a run killed before its wrapper wrote, on a
+    # loaded machine a timeout, counts as executed and failed)
+    failed = sum(sum(v["failures"].values()) for v in first["verdicts"])
+    assert first["runs_executed"] - failed <= len(log.read_text().splitlines()) <= first["runs_executed"]
 
 
 @pytest.mark.heavy  # three bisects of the demo, about 45 s: after the default suite (README: Tests)
