@@ -35,7 +35,9 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
     out = []
     if pairs := observed_pairs(v.counts, reference.names, reference.probs):
         out.append(f"observed/reference {pairs}")
-    causes = likely_causes(v.counts, v.failures, v.others, reference)
+    causes = likely_causes(
+        v.counts, v.failures, v.others, reference, last_unreadable=v.last_unreadable, last_failed=v.last_failed
+    )
     if v.sha in b.plan.line and v.sha != b.plan.line[b.plan.working_pos]:
         _working_end_for(b)
         # did the share of runs meeting the condition change between the working end and this one?

@@ -9,7 +9,8 @@ runs look like a config problem rather than a real departure, says which key to 
 * outcomes the reference does not list (with the reference name each one is close to);
 * a condition met far less often than the reference says (or, without `condition_prob`, far
   less often than at another commit: statistics.condition);
-* runs that mostly could not be read (the parse section);
+* runs whose output the parse could not read (the parse section), apart from runs that failed
+  (the program itself);
 * an undecided test: whether more runs can decide it, and about how many.
 """
 
@@ -19,6 +20,7 @@ import difflib
 import math
 from typing import Mapping
 
+from bisectbot.records.commits import UNREADABLE
 from bisectbot.statistics.stats import MISSED, OTHER, Reference
 
 OTHER_SHARE = 0.05  # outcomes the reference lacks: worth a word from this share of the runs on
@@ -31,9 +33,13 @@ def likely_causes(
     failures: Mapping[str, int],
     others: Mapping[str, int],
     reference: Reference,
+    *,
+    last_unreadable: str = "",
+    last_failed: str = "",
 ) -> list[str]:
     """Config mistakes the runs point at, each one sentence (none: the runs look like a real
-    departure). `others` counts the outcomes that fell in OTHER, by their text."""
+    departure). `others` counts the outcomes that fell in OTHER, by their text; `last_unreadable`
+    and `last_failed` say what the last run of each kind showed (CommitVerdict)."""
     causes: list[str] = []
     prob_of = dict(zip(reference.names, reference.probs))
     support = [n for n in reference.names if n not in (OTHER, MISSED)]
@@ -60,13 +66,32 @@ def likely_causes(
             )
     if reference.failed is not None:  # failed runs are an outcome: a crash rate is data, not a config mistake
         return causes
-    failed = sum(failures.values())
-    runs = failed + met + counts.get(MISSED, 0)
-    if runs and failed / runs >= FAILED_SHARE:
-        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(failures.items(), key=lambda kv: -kv[1]))
+    return causes + _failure_causes(failures, met + counts.get(MISSED, 0), last_unreadable, last_failed)
+
+
+def _failure_causes(failures: Mapping[str, int], read: int, last_unreadable: str, last_failed: str) -> list[str]:
+    """Runs whose output the parse could not read, and runs that failed, each kind a cause of
+    its own from FAILED_SHARE of the runs on (`read`: the runs that were read)."""
+    unread = {k: n for k, n in failures.items() if k in UNREADABLE}
+    failed = {k: n for k, n in failures.items() if k not in UNREADABLE}
+    runs = read + sum(failures.values())
+    causes = []
+    for kinds, what, last, fix in (
+        (
+            unread,
+            "do not match parse",
+            last_unreadable,
+            "check the parse: section (prefix, split, expect_tokens) against it, or run `bisectbot init` "
+            "again to propose one",
+        ),
+        (failed, "failed", last_failed, "the program itself fails there: run it on one seed to see why"),
+    ):
+        n = sum(kinds.values())
+        if not runs or n / runs < FAILED_SHARE:
+            continue
+        how = ", ".join(f"{kind} {k}" for kind, k in sorted(kinds.items(), key=lambda kv: -kv[1]))
         causes.append(
-            f"{failed} of {runs} runs ({failed / runs:.0%}) failed or could not be read ({kinds}): "
-            "check the parse: section (prefix, split, expect_tokens) against one run's output"
+            f"{n} of {runs} runs ({n / runs:.0%}) {what} ({how})" + (f"; the last: {last}" if last else "") + f": {fix}"
         )
     return causes
 
