@@ -20,6 +20,7 @@ import difflib
 import math
 from typing import Mapping
 
+from bisectbot.core.diagnose import band_knobs
 from bisectbot.records.commits import UNREADABLE
 from bisectbot.statistics.stats import MISSED, OTHER, Reference
 
@@ -142,15 +143,14 @@ def undecided_hint(
     tv = max(0.0, 0.5 * sum(abs(a - b) for a, b in zip(q, p)) - noise)
     k = sum(1 for b in p if b > 0)
 
-    def raise_to(n: int, what: str) -> str:
+    def raise_to(n: int, what: str, knobs: str) -> str:
         n = max(
             math.ceil(n * slower), math.ceil(1.5 * total)
         )  # the plug-in rate says "decided by now": noise; half again
         n = math.ceil(n / met)  # runs in all, of which a share `met` meet the condition and count
         if n > cap:
             return (
-                f"{what} would need about {n:,} runs, more than run.max_runs can be ({cap:,}, one seed "
-                "block): loosen test.alpha/test.beta or widen test.tolerance"
+                f"{what} would need about {n:,} runs, more than run.max_runs can be ({cap:,}, one seed block): {knobs}"
             )
         return f"{what} needs about {n:,} runs: raise run.max_runs to {min(cap, math.ceil(n * 1.25)):,}"
 
@@ -158,16 +158,18 @@ def undecided_hint(
         kl = sum(a * math.log(a / b) for a, b in zip(q, p) if a > 0 and b > 0)
         rate = 2 * (tv - eta) ** 2 if eta > 0 else kl
         if rate > 0:
+            # BAD comes sooner the farther the runs are beyond eta (which follows the tolerance)
+            knobs = "loosen test.alpha, or lower test.eta (or test.tolerance, which sets its default)"
+            band = (
+                f"it is between test.eta {eta:g} and test.tolerance {tolerance:g}, where it may be called either "
+                f"way: {band_knobs()}; or make this commit the reference"
+            )
+            knobs = band if tv < tolerance else knobs
             said = f"observed TV {tv:.3f} from the reference: BAD " + raise_to(
-                _mixture_runs(rate, math.log(1 / alpha), k, total), "x"
+                _mixture_runs(rate, math.log(1 / alpha), k, total), "x", knobs
             ).removeprefix("x ")
-            if tv < tolerance:
-                said += (
-                    f" (it is between test.eta {eta:g} and test.tolerance {tolerance:g}, where either verdict "
-                    "is allowed: raise test.eta if this much is expected, or make this commit the reference)"
-                )
-            return said
+            return said if knobs != band or said.endswith(band) else f"{said} ({band})"
     gap = max(tolerance - tv, 1e-9)  # GOOD's null is TV ≥ tolerance: at least 2·gap² nats per run
     return f"observed TV {tv:.3f} from the reference: GOOD " + raise_to(
-        _mixture_runs(2 * gap * gap, math.log(1 / beta), k, total), "x"
+        _mixture_runs(2 * gap * gap, math.log(1 / beta), k, total), "x", "loosen test.beta or widen test.tolerance"
     ).removeprefix("x ")

@@ -100,7 +100,8 @@ def glossary(
         "probability at most alpha.",
         f"GOOD: within the tolerance{tol_s} in TV, said when E_good reaches 1/beta"
         f"{f' = {1 / beta:,.0f}' if beta else ''}: a commit farther than the tolerance is called GOOD "
-        "with probability at most beta. Between eta and the tolerance either verdict may come.",
+        "with probability at most beta. Between eta and the tolerance either verdict may come: the tolerance "
+        "is the smallest change that matters (test.tolerance, or bisectbot init --tolerance).",
         "observed/reference: each outcome's share of the runs that met the condition, then the reference's"
         + ("; other = outcomes the reference does not list" if any(v.counts.get(OTHER) for v in verdicts) else "")
         + (
@@ -189,7 +190,8 @@ def assumption_lines(r: BisectReport) -> list[str]:
     zone = (
         (
             f"- BAD means farther than eta {r.eta:g} from the reference, GOOD within tolerance "
-            f"{r.tolerance:g} (total variation)"
+            f"{r.tolerance:g} (total variation); a change in between may be called either way (test.eta, "
+            "test.tolerance)"
         )
         if r.eta is not None and r.tolerance is not None
         else None
