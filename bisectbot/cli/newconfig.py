@@ -5,7 +5,8 @@ splits into tokens and where the outcome sits — and the first mistake surfaces
 `init` finds out instead: it configures the good commit to list its cmake targets (an unknown
 target is refused with the list), builds the target there through the same builder as every
 bisect, runs the command on a few seeds and proposes `parse` and `statistic` from what the
-program printed, takes the exact reference the user gives or else a measured one (a control
+program printed (cli/proposal.py: a word, a number, a line, a JSON field; characters only for a
+token stream), writes the test's tolerance and eta with what they mean, takes the exact reference the user gives or else a measured one (a control
 sample of the good commit, grown while tests need it), writes the config and validates it:
 the good commit must test GOOD with it. Nothing here is guessed silently: the sample outputs
 and the outcomes seen are written into the config's header.
