@@ -35,6 +35,16 @@ class Syncing(Event):
 
 
 @dataclass(frozen=True)
+class Note(Event):
+    """A line a command says as it goes, e.g. what `init` proposes and the defaults it keeps."""
+
+    line: str
+
+    def text(self) -> str:
+        return self.line
+
+
+@dataclass(frozen=True)
 class CommitTestStarted(Event):
     ref: str
     sha: str

@@ -46,8 +46,30 @@ def test_a_rare_condition_and_unreadable_runs_are_named() -> None:
         "the condition was met in 10% of runs, the reference says 82%: check statistic.condition "
         "(token, position) and reference.condition_prob"
     ]
-    causes = likely_causes({"e": 10, "g": 10, "h": 5}, {"unparsable": 70, "crash": 5}, {}, REF)
-    assert causes and "75 of 100 runs (75%) failed or could not be read (unparsable 70, crash 5)" in causes[0]
+    said = "'pick: yellow' does not match parse (expect_tokens 3: got 1 token)"
+    causes = likely_causes({"e": 10, "g": 10, "h": 5}, {"unparsable": 70, "crash": 5}, {}, REF, last_unreadable=said)
+    assert causes == [
+        f"70 of 100 runs (70%) do not match parse (unparsable 70); the last: {said}: check the parse: section "
+        "(prefix, split, expect_tokens) against it, or run `bisectbot init` again to propose one"
+    ]  # 5% crashed: below FAILED_SHARE, not a cause
+
+
+def test_runs_that_fail_are_a_cause_apart_from_runs_the_parse_cannot_read() -> None:
+    """A program that crashes is not told to fix its parse section: its runs failed, and the
+    last one says how (its exit status or signal, its last error line)."""
+    crash = "exit status 3: error: cannot open table.txt"
+    causes = likely_causes(
+        {"e": 10, "g": 10, "h": 5},
+        {"crash": 40, "timeout": 5, "incomplete": 30},
+        {},
+        REF,
+        last_unreadable="'pick: ' does not match parse (expect_tokens 1: got 0 tokens)",
+        last_failed=crash,
+    )
+    assert [c.split(" (")[0] for c in causes] == ["30 of 100 runs", "45 of 100 runs"]
+    assert "do not match parse (incomplete 30)" in causes[0] and "parse: section" in causes[0]
+    assert causes[1].startswith(f"45 of 100 runs (45%) failed (crash 40, timeout 5); the last: {crash}: ")
+    assert "parse" not in causes[1]
 
 
 def hint(counts: dict[str, int], **kw: float) -> str:

@@ -20,7 +20,7 @@ from bisectbot.records.reports import (
 from bisectbot.report.html import report_html
 from bisectbot.report.markdown import bisect_markdown, bound_text, fmt_e, observed_vs_reference
 from bisectbot.report.markdown import commit_markdown as markdown_of_test
-from bisectbot.report.text import bisect_text
+from bisectbot.report.text import bisect_text, commit_text
 from bisectbot.statistics.outcome import Find, Verdict
 from coherence import (
     TERMS,
@@ -401,3 +401,23 @@ def test_builds_past_their_bound_always_say_why_in_every_summary() -> None:
         pass
     else:
         raise AssertionError("a bound passed without a word passed")
+
+
+def test_runs_the_parse_cannot_read_are_listed_apart_from_runs_that_failed() -> None:
+    """A test's summary lists the runs that failed and those whose output did not match parse on
+    lines of their own, each with its last run (the output quoted, inert in Markdown)."""
+    said = "'pick: <b>yellow</b>' does not match parse (expect_tokens 3: got 1 token)"
+    base = a_test_report(Verdict.SKIP)
+    detail = replace(
+        base.detail,
+        failures={"unparsable": 7, "crash": 2},
+        last_unreadable=said,
+        last_failed="killed by SIGSEGV: error: bad table",
+    )
+    text = " ".join(commit_text(replace(base, detail=detail), width=200).split())
+    assert "failed runs: crash 2 (last: killed by SIGSEGV: error: bad table)" in text
+    assert f"runs that do not match parse: unparsable 7 (last: {said})" in text
+    md = markdown_of_test(replace(base, detail=detail))
+    assert "Failed runs: crash 2 (last: killed by SIGSEGV: error: bad table)" in md
+    assert "Runs that do not match parse: unparsable 7 (last: 'pick: `<b>yellow</b>'` does not match parse" in md
+    assert md.count("<b>") == 1  # inert: in a code span, where GitHub parses no HTML

@@ -17,7 +17,7 @@ from bisectbot.report.markdown import bisect_markdown, bound_text
 from bisectbot.report.text import bisect_text
 
 SHAPES = {case["shape"]: case for case in sc.shape_cases(0.1)}
-ZONE_BLAME = ("may sit between eta", "between eta and tolerance from the reference may be named", "undecided: a commit")
+ZONE_BLAME = ("may sit between eta", "may be called either way", "undecided: a change")
 
 
 def flat(text: str) -> str:
@@ -134,3 +134,31 @@ def test_a_crash_rate_regression_is_bisected_like_any_other(rep: int) -> None:
     culprit = next(v for v in report.verdicts if v.role == "confirm-culprit")
     assert culprit.verdict.value == "changed" and culprit.counts["<failed>"] > 0
     assert report.confidence >= 0.99 and report.proved["change"] == "GOOD→BAD"
+
+
+EITHER_WAY = (
+    "may be called either way: if a change this small matters, lower test.tolerance to it (bisectbot init --tolerance)"
+)
+
+
+@pytest.mark.parametrize(
+    ("costs", "salt", "how"),
+    [("demo", 0, "is inconclusive"), ("demo", 9, "tests GOOD"), ("llama", 0, "unconfirmed")],
+    ids=["bad-end-undecided", "bad-end-good", "culprit-undecided"],
+)
+def test_a_change_inside_the_band_is_said_to_go_either_way_and_the_knob_named(costs: str, salt: int, how: str) -> None:
+    """Issue 48: a change of TV 0.06 (eta 0.03, tolerance 0.1: the defaults) may be called either
+    way. Whichever way it goes — the broken end, tested first, undecided or GOOD; or, tested
+    last, the named commit undecided on fresh seeds — what stops the bisect says so, and names
+    test.tolerance (init --tolerance) and test.eta; it is never silent."""
+    hist = sb.History(32, {0: sb.reference_joint(), 20: sb.joint(list(sc.shifted(0.06)))}, salt=salt)
+    try:
+        report = sb.run_report(sb.sim_config(), hist, "auto", costs)
+    except EndpointError as stop:
+        said = str(stop)
+        assert said.startswith("bad ref bad") and how in said.split(":")[0], said
+    else:
+        assert report.status.value == how and report.first_bad is None, report.message
+        said = report.message
+        assert flat(said) in flat(bisect_text(report, width=120))
+    assert EITHER_WAY in said and "raise test.eta above it" in said, said

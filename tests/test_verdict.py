@@ -14,7 +14,7 @@ from bisectbot.demo import DemoHistory
 from bisectbot.events import Building, Cancelled, Event, Events, VerdictReached
 from bisectbot.jobs.lifecycle import Session
 from bisectbot.judge.verdict import Untestable, judge
-from bisectbot.records.commits import Ask
+from bisectbot.records.commits import Ask, BuildRecord, CommitVerdict, RunRecord, Tally
 from bisectbot.state.statedir import StateDir
 from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Verdict
@@ -162,6 +162,36 @@ def test_with_failures_an_outcome_a_commit_whose_runs_all_fail_is_bad_not_skippe
     assert skipped.verdict is Verdict.SKIP and "runs mostly fail" in skipped.reason  # the default rule
     bad = sim_verdict("outcome", 1.0)
     assert bad.verdict is Verdict.BAD and bad.counts[stats.FAILED] == bad.runs
+
+
+def test_runs_the_parse_cannot_read_are_told_apart_from_runs_that_fail() -> None:
+    """Issue 48: output the parse rejects is "does not match parse" with the output quoted, never
+    "failed"; a run that fails says its exit status and error line; both kinds, each its last."""
+    said = "'pick: yellow' does not match parse (expect_tokens 3: got 1 token)"
+    unread = Tally(("red", "blue"))
+    unread.add(RunRecord(1, "ok", ("red",), 0, 0.1), 0)
+    unread.add(RunRecord(2, "unparsable", None, 0, 0.1, detail=said.replace("yellow", "green")), None)
+    unread.add(RunRecord(3, "incomplete", None, 0, 0.1, attempts=4, detail=said), None)
+    assert unread.failure_reason(0) == (
+        f"runs mostly do not match parse (1 unparsable, 1 incomplete of 3); last: {said}; command variant 0"
+    )
+    # the signature is what commits failing alike share: the key, not the output (it differs)
+    assert unread.failure_signature(0) == "runs do not match parse (expect_tokens #: got # token), command variant #"
+    crash = "exit status 3: error: cannot open table.txt"
+    both = Tally(("red",))
+    both.add(RunRecord(1, "crash", None, 3, 0.1, detail=crash), None)
+    both.add(RunRecord(2, "unparsable", None, 0, 0.1, detail=said), None)
+    assert both.failure_reason() == (
+        f"runs mostly fail or do not match parse (1 crash, 1 unparsable of 2); last failed: {crash}; "
+        f"last unreadable: {said}"
+    )
+    v = CommitVerdict.of("a" * 40, "s", ASK, BuildRecord("a" * 40, "ok", {}, "", 0.0), both, Verdict.SKIP, "r")
+    assert (v.last_failed, v.last_unreadable) == (crash, said)
+    assert CommitVerdict.from_json(v.to_json()) == v
+    crashed = Tally(("red",))
+    crashed.add(RunRecord(1, "crash", None, -11, 0.1, detail="killed by SIGSEGV"), None)
+    assert crashed.failure_reason() == "runs mostly fail (1 crash of 1); last: killed by SIGSEGV"
+    assert crashed.failure_signature(None) == "runs crash: killed by SIGSEGV"
 
 
 def test_with_failures_an_outcome_a_commit_that_does_not_build_is_still_skipped(

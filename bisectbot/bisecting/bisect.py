@@ -43,6 +43,7 @@ from bisectbot.bisecting.endpoints import check_endpoints, endpoint_message, log
 from bisectbot.bisecting.sticky import sticky_search
 from bisectbot.core import policy, walkback
 from bisectbot.core.confirming import NO_CHANGE, Confirmation
+from bisectbot.core.diagnose import band_knobs
 from bisectbot.core.ledger import CULPRIT_BUDGET_FACTOR, PARENT_BUDGET_FACTOR, placed
 from bisectbot.core.plan import BisectPlan, Departure, Found, ReportContext, Stop, steps_estimate
 from bisectbot.core.search import SearchResult, SkipBlock, bisect_search, kary_search, scan_order, skip_blocks
@@ -483,7 +484,7 @@ def _no_change_text(b: Bisection, culprit: int, parent_sha: str, conf: Confirmat
     text = (
         f"{sha[:12]} and its parent {parent_sha[:12]} are on either side of the search's boundary, but "
         f"{seen}: both may sit between eta {cfg.test.indifference:g} and tolerance "
-        f"{cfg.test.tolerance:g} from the reference, where either verdict is allowed"
+        f"{cfg.test.tolerance:g} from the reference, where a change may be called either way: {band_knobs()}"
     )
     zone = zone_check(b)
     if zone is not None and zone.verdict is Verdict.BAD:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.config.seeds import SEED_BLOCK
-from bisectbot.core.diagnose import observed_pairs
+from bisectbot.core.diagnose import either_way, observed_pairs
 from bisectbot.errors import EndpointError
 from bisectbot.events import EndpointStarted
 from bisectbot.records.commits import CommitVerdict
@@ -35,13 +35,17 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
     out = []
     if pairs := observed_pairs(v.counts, reference.names, reference.probs):
         out.append(f"observed/reference {pairs}")
-    causes = likely_causes(v.counts, v.failures, v.others, reference)
+    causes = likely_causes(
+        v.counts, v.failures, v.others, reference, last_unreadable=v.last_unreadable, last_failed=v.last_failed
+    )
     if v.sha in b.plan.line and v.sha != b.plan.line[b.plan.working_pos]:
         _working_end_for(b)
         # did the share of runs meeting the condition change between the working end and this one?
         if (shift := b.condition_shift_text(b.plan.line.index(v.sha))) is not None:
             causes.append(shift)
     out += [f"likely cause: {cause}" for cause in causes]
+    if not causes and v.verdict is Verdict.GOOD:  # the broken end: a change it holds is within the tolerance
+        out.append(either_way(cfg.test.indifference, cfg.test.tolerance))
     if not causes and v.verdict is Verdict.INCONCLUSIVE and v.counts:
         out.append(
             undecided_hint(
@@ -169,7 +173,7 @@ def endpoint_message(
     if want is Verdict.GOOD and v.verdict is Verdict.BAD and not misspelt:
         hint = (
             "; if the reference describes this end only roughly (say a stray outcome in a few % of runs), "
-            "it sits between eta and tolerance, where either verdict is allowed: bisectbot does not guess "
+            "it sits between eta and tolerance, where it may be called either way: bisectbot does not guess "
             "there — raise test.eta, or make this commit the reference (reference.control) to find the "
             "first change from it"
         )

@@ -5,7 +5,8 @@ splits into tokens and where the outcome sits — and the first mistake surfaces
 `init` finds out instead: it configures the good commit to list its cmake targets (an unknown
 target is refused with the list), builds the target there through the same builder as every
 bisect, runs the command on a few seeds and proposes `parse` and `statistic` from what the
-program printed, takes the exact reference the user gives or else a measured one (a control
+program printed (cli/proposal.py: a word, a number, a line, a JSON field; characters only for a
+token stream), writes the test's tolerance and eta with what they mean, takes the exact reference the user gives or else a measured one (a control
 sample of the good commit, grown while tests need it), writes the config and validates it:
 the good commit must test GOOD with it. Nothing here is guessed silently: the sample outputs
 and the outcomes seen are written into the config's header.
@@ -13,10 +14,7 @@ and the outcomes seen are written into the config's header.
 
 from __future__ import annotations
 
-import os
 import tempfile
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NotRequired, Sequence, TypedDict
 
@@ -24,13 +22,15 @@ import yaml
 
 from bisectbot.building.cmake import target_names
 from bisectbot.building.workspace import Workspace
+from bisectbot.cli.proposal import ParseDraft, Proposal, StatisticDraft, propose
 from bisectbot.config import Config, load_config
-from bisectbot.config.sections import BASE_PLACEHOLDERS
+from bisectbot.config.sections import BASE_PLACEHOLDERS, StatTestConfig
 from bisectbot.errors import ConfigError
-from bisectbot.events import Events
+from bisectbot.events import Events, Note
+from bisectbot.inert import one_line
 from bisectbot.jobs import lifecycle as jobs
 from bisectbot.judge.sweep import render_argv
-from bisectbot.processes.procs import clean_env, run
+from bisectbot.processes.procs import clean_env, exit_reason, run
 from bisectbot.records.reports import CommitReport
 from bisectbot.state.statedir import StateDir
 from bisectbot.statistics.outcome import Verdict
@@ -44,20 +44,6 @@ NOT_PROGRAMS = {"all", "clean", "depend", "edit_cache", "rebuild_cache", "instal
 
 
 # The config `init` writes, as YAML: every section it fills (configs/example.yaml has them all).
-class ParseDraft(TypedDict):
-    prefix: NotRequired[str]
-    split: str  # whitespace | chars
-    expect_tokens: NotRequired[int]
-
-
-class PositionDraft(TypedDict):
-    position: int
-
-
-class StatisticDraft(TypedDict):
-    outcome: PositionDraft
-
-
 class BuildDraft(TypedDict):
     cmake_args: list[str]
     targets: list[str]
@@ -67,6 +53,11 @@ class BuildDraft(TypedDict):
 class RunDraft(TypedDict):
     argv: list[str]
     max_runs: int
+
+
+class StatTestDraft(TypedDict):
+    tolerance: float
+    eta: NotRequired[float]
 
 
 class ReferenceDraft(TypedDict, total=False):
@@ -82,48 +73,14 @@ class ConfigDraft(TypedDict):
     parse: ParseDraft
     statistic: StatisticDraft
     reference: ReferenceDraft
+    test: StatTestDraft
     storage: dict[str, str]  # {state_dir: …}
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """What the sample runs suggest: how output splits, where the outcome is, what was seen."""
-
-    parse: ParseDraft
-    statistic: StatisticDraft
-    outcomes: Counter[str] = field(default_factory=Counter)
 
 
 def programs(help_text: str) -> list[str]:
     """The targets a project defines, from cmake's target list (no object files, no cmake's own)."""
     names = target_names(help_text)
     return sorted(n for n in names if n not in NOT_PROGRAMS and not n.endswith((".o", ".i", ".s", ".obj")))
-
-
-def propose(outputs: Sequence[str], position: int = 0) -> Proposal:
-    """`parse` and `statistic` for these outputs: a prefix every output starts with (an echoed
-    prompt), then whitespace-separated tokens if every output has some, else characters; the
-    outcome is token `position`; expect_tokens the fewest any output had."""
-    texts = [o.strip("\n") for o in outputs]
-    if not texts or not any(t.strip() for t in texts):
-        raise ConfigError("init: the command printed nothing on stdout for any seed")
-    prefix = os.path.commonprefix(texts)
-    if " " in prefix:
-        prefix = prefix[: prefix.rindex(" ") + 1]  # whole words only
-    elif len(set(texts)) > 1 or not prefix:
-        prefix = ""
-    rests = [t[len(prefix) :] for t in texts]
-    words = [r.split() for r in rests]
-    split = "whitespace" if all(words) and any(len(w) > 1 for w in words) else "chars"
-    tokens = words if split == "whitespace" else [list(r.strip()) for r in rests]
-    fewest = min(len(t) for t in tokens)
-    if fewest <= position:
-        raise ConfigError(f"init: --position {position}, but some output has only {fewest} token(s): {rests!r:.200}")
-    parse: ParseDraft = {"prefix": prefix, "split": split, "expect_tokens": fewest}
-    if not prefix:
-        del parse["prefix"]
-    seen = Counter(t[position] for t in tokens)
-    return Proposal(parse, {"outcome": {"position": position}}, seen)
 
 
 def _configure_and_list(ws: Workspace, sha: str, cmake_args: Sequence[str], work: Path) -> list[str]:
@@ -152,9 +109,11 @@ def write_config(
     cmake_args: Sequence[str] = ("-DCMAKE_BUILD_TYPE=Release",),
     state_dir: Path | None = None,
     events: Events | None = None,
+    band: StatTestDraft | None = None,
 ) -> tuple[Path, CommitReport]:
-    """Find, build, sample, propose, write, validate (see the module's docstring). Returns the
-    config written and the good commit's test report (GOOD, or ConfigError says what it was)."""
+    """Find, build, sample, propose, write, validate (see the module's docstring). `band`: the
+    test's tolerance and eta as given (init --tolerance, --eta; default: the config's). Returns
+    the config written and the good commit's test report (GOOD, or ConfigError says what it was)."""
     if "{seed}" not in " ".join(argv):
         raise ConfigError("init: the command needs {seed} where the seed goes (and {binary} for the program)")
     if not argv or "{binary}" not in argv[0]:
@@ -188,6 +147,7 @@ def write_config(
         "parse": {"split": "chars"},
         "statistic": {"outcome": {"position": 0}},
         "reference": {"probs": probs} if probs else {"control": {"commit": sha}},
+        "test": band or {"tolerance": StatTestConfig().tolerance},
         "storage": {"state_dir": str(state_dir) if state_dir else f"./{name}-state"},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -202,14 +162,7 @@ def write_config(
         outputs = _sample(cfg, build.binaries, session.workspace.checkout(sha))
     proposal = propose(outputs, position)
     data["parse"], data["statistic"] = proposal.parse, proposal.statistic
-    seen = ", ".join(f"{o!r} ×{n}" for o, n in proposal.outcomes.most_common())
-    header = [
-        f"# bisectbot config written by `bisectbot init` for {target} at {sha[:12]}.",
-        f"# {len(outputs)} sample runs; outcome at token {position}: {seen}.",
-        f"# First outputs: {' | '.join(o.strip() for o in outputs[:3])[:200]}",
-        "# Every key: configs/example.yaml in bisectbot's repository.",
-    ]
-    out.write_text("\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False))
+    out.write_text(_config_text(data, _header(target, sha, outputs, proposal), events, given=band is not None))
     cfg = load_config(out)
     with StateDir(root) as state:
         session = jobs.Session(cfg, state, events, config_path=str(out))
@@ -220,6 +173,45 @@ def write_config(
             f"{report.detail.reason}"
         )
     return out, report
+
+
+def band_text(eta: float, tolerance: float) -> str:
+    """What eta and tolerance mean, in one line (the config's comment, init's own line)."""
+    return (
+        f"a change of total variation below eta {eta:g} is never called BAD, above tolerance {tolerance:g} "
+        "never GOOD; in between either verdict is allowed"
+    )
+
+
+def _header(target: str, sha: str, outputs: Sequence[str], proposal: Proposal) -> list[str]:
+    """The config's first lines: what init ran, what it read and how (untrusted output on one
+    line each, control characters escaped: it cannot end the comment)."""
+    first = " | ".join(one_line(o) for o in outputs[:3])
+    return [
+        f"# bisectbot config written by `bisectbot init` for {target} at {sha[:12]}.",
+        f"# {len(outputs)} sample runs; outcome: {one_line(proposal.line())}.",
+        *(f"# Note: {one_line(note)}" for note in proposal.notes),
+        f"# First outputs: {one_line(first, 200)}",
+        "# Every key: configs/example.yaml in bisectbot's repository.",
+    ]
+
+
+def _config_text(data: ConfigDraft, header: list[str], events: Events, *, given: bool) -> str:
+    """The config as init writes it: the header, then the sections, `test:` with a comment that
+    says what its eta and tolerance mean. What it proposes is said on the way (events), and when
+    the band is the default's, that it is and how to change it."""
+    test = StatTestConfig.model_validate(data["test"])
+    band = band_text(test.indifference, test.tolerance)
+    for line in header[1:-2]:
+        events.emit(Note(f"init:{line[1:]}"))
+    shown = yaml.safe_dump(dict(data["parse"]), default_flow_style=True, sort_keys=False, width=10**6)
+    events.emit(Note(f"init: parse: {one_line(shown)}"))
+    how = "as given" if given else "the defaults; give init --tolerance T for the smallest change that matters"
+    events.emit(Note(f"init: test.tolerance {test.tolerance:g}, test.eta {test.indifference:g} ({how}): {band}"))
+    body = yaml.safe_dump(data, sort_keys=False)
+    eta = "" if test.eta is not None else "; eta is 0.3 × tolerance unless set"
+    comment = f"# test: the tolerance is the smallest change that matters: {band}{eta}.\n"
+    return "\n".join(header) + "\n" + body.replace("\ntest:\n", "\n" + comment + "test:\n", 1)
 
 
 def _sample(cfg: Config, binaries: dict[str, str], source: Path) -> list[str]:
@@ -234,8 +226,10 @@ def _sample(cfg: Config, binaries: dict[str, str], source: Path) -> list[str]:
                 f"init: {{{exc.args[0]}}} cannot be filled in while sampling: edit the config after"
             ) from None
         res = run(argv, env=clean_env(), timeout=cfg.run.timeout)
-        if res.returncode != 0:
-            raise ConfigError(f"init: the command failed on seed {seed} (exit {res.returncode}): {argv!r:.200}")
+        if res.returncode != 0 or res.timed_out:
+            raise ConfigError(
+                f"init: the command failed on seed {seed} ({one_line(exit_reason(res), 300)}): {argv!r:.200}"
+            )
         outputs.append(res.stdout)
     return outputs
 

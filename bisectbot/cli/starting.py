@@ -5,6 +5,7 @@ defect, bisected end to end), `doctor` (what this machine lacks for a build) and
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,9 @@ from bisectbot.events import Events
 from bisectbot.jobs import lifecycle as jobs
 from bisectbot.report.markdown import bound_text, count_of
 from bisectbot.report.text import shell_lines, wrap
+
+if TYPE_CHECKING:
+    from bisectbot.cli.newconfig import StatTestDraft
 
 
 @click.command()
@@ -212,6 +216,18 @@ def tiny_llama(out_dir: str, seed: int) -> None:
     "--probs",
     help="The exact reference as OUTCOME=P,… (e.g. a=0.3,b=0.7); without it, a measured one: runs of --good.",
 )
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="The smallest change that matters, in total variation: a commit this far from the reference or "
+    "farther is never called GOOD (test.tolerance) [default: 0.1].",
+)
+@click.option(
+    "--eta",
+    type=click.FloatRange(0, 1, max_open=True),
+    help="A change below this (total variation) is never called BAD (test.eta); between eta and the "
+    "tolerance either verdict is allowed [default: 0.3 × tolerance].",
+)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where to write it [default: NAME.yaml].")
 @quiet_option
 def init(
@@ -227,6 +243,8 @@ def init(
     program_defaults: bool,
     reference_how: str,
     probs: str | None,
+    tolerance: float | None,
+    eta: float | None,
     output: str | None,
     quiet: bool,
 ) -> None:
@@ -237,11 +255,15 @@ def init(
     With --llama PROGRAM: start from the preset for that llama.cpp program instead, customised by
     --prompt, --condition, --position, --reference and the sampling arguments ARGV (for
     llama-server, the request's sampling fields as KEY=VALUE), then build and test it at --good
-    the way every bisect will."""
-    from bisectbot.cli.newconfig import write_config
+    the way every bisect will.
+
+    --tolerance is the smallest change that matters: a commit within eta of the reference is
+    never called BAD, one beyond the tolerance never GOOD, and in between either verdict is
+    allowed (so a change smaller than the tolerance may be missed)."""
 
     def body() -> int:
         terminal = Terminal(quiet=quiet)
+        band = _band(tolerance, eta, llama=program is not None)
         if program is not None:
             return _init_llama(
                 terminal,
@@ -260,29 +282,45 @@ def init(
         for flag, given in (("--condition", condition), ("--prompt", prompt), ("--program-defaults", program_defaults)):
             if given:
                 raise click.UsageError(f"{flag} goes with --llama PROGRAM")
-        if not argv:
-            raise click.UsageError(
-                "give the command after -- ({binary} the program, {seed} the seed), or --llama PROGRAM"
-            )
-        table = _probs(probs) if probs else None
-        out = Path(output or f"{name or 'project'}.yaml")
-        path, report = write_config(
-            repo,
-            good,
-            list(argv),
-            out=out,
-            target=target,
-            name=name or "project",
-            probs=table,
-            position=position or 0,
-            events=Events(terminal),
-        )
-        terminal.close()
-        click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")
-        click.echo(f"next: bisectbot bisect {path} --good {good} --bad BAD")
-        return EXIT_OK
+        return _init_project(terminal, repo, good, argv, target, name, position, probs, output, band)
 
     guard(body)
+
+
+def _init_project(
+    terminal: Terminal,
+    repo: str,
+    good: str,
+    argv: tuple[str, ...],
+    target: str | None,
+    name: str | None,
+    position: int | None,
+    probs: str | None,
+    output: str | None,
+    band: StatTestDraft | None,
+) -> int:
+    """`init REPO -- ARGV`: a config proposed from the program's sample runs, written, and tested at --good."""
+    from bisectbot.cli.newconfig import write_config
+
+    if not argv:
+        raise click.UsageError("give the command after -- ({binary} the program, {seed} the seed), or --llama PROGRAM")
+    out = Path(output or f"{name or 'project'}.yaml")
+    path, report = write_config(
+        repo,
+        good,
+        list(argv),
+        out=out,
+        target=target,
+        name=name or "project",
+        probs=_probs(probs) if probs else None,
+        position=position or 0,
+        events=Events(terminal),
+        band=band,
+    )
+    terminal.close()
+    click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")
+    click.echo(f"next: bisectbot bisect {path} --good {good} --bad BAD")
+    return EXIT_OK
 
 
 def _init_llama(
@@ -321,6 +359,23 @@ def _init_llama(
     click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")
     click.echo(f"next: bisectbot bisect {path} --good {good} --bad BAD")
     return EXIT_OK
+
+
+def _band(tolerance: float | None, eta: float | None, *, llama: bool) -> StatTestDraft | None:
+    """init's `test:` section from --tolerance and --eta (None: neither given, the defaults)."""
+    from bisectbot.cli.newconfig import StatTestDraft
+    from bisectbot.config.sections import StatTestConfig
+
+    if tolerance is None and eta is None:
+        return None
+    if llama:
+        raise click.UsageError("--tolerance and --eta go without --llama (the preset's test: section sets them)")
+    band = StatTestDraft(tolerance=StatTestConfig().tolerance if tolerance is None else tolerance)
+    if eta is not None:
+        if eta >= band["tolerance"]:
+            raise click.BadParameter(f"{eta:g} is not below the tolerance {band['tolerance']:g}", param_hint="--eta")
+        band["eta"] = eta
+    return band
 
 
 def _probs(text: str) -> dict[str, float]:

@@ -36,7 +36,8 @@ ADDED: tuple[tuple[str, dict[str, Any]], ...] = (
     ("test", {"broken_end": "auto"}),
     # 2026-12-04: builds that see no git repository, cut output read (issue 26); 2026-12-06:
     # output formats told by behaviour (parse.stream, extract, fullmatch), the confirmation's
-    # budget, crash rates as an outcome, llama-server as the program under test (issue 45)
+    # budget, crash rates as an outcome, llama-server as the program under test (issue 45);
+    # 2026-12-07: parse.json_field, an outcome read from JSON output (issue 48, in PARSE_ADDED)
     ("build", {"hide_git": False}),
     *((where, PARSE_ADDED) for where in _PARSES),
     ("test", {"retest_runs": None}),

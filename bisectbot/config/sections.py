@@ -234,6 +234,10 @@ class ParseConfig(Strict):
     # unparsable: what tells one output format from another, so that a command variant made for
     # another era's output gives way to the next (runner: a variant whose runs mostly fail)
     fullmatch: str | None = None
+    # the text read is this field of the output read as one JSON value (a dotted path into
+    # nested objects: `result.pick`), a string as it is, a number or true/false as JSON spells
+    # it; output that is not JSON or lacks the field is unparsable, JSON that stops short is cut
+    json_field: str | None = None
     prefix: str = ""  # the text must start with this (the echoed prompt); it is removed
     split: Literal["chars", "whitespace", "regex"] = "chars"
     pattern: str | None = None  # for split: regex, each match (group 1 if any) is a token
@@ -256,6 +260,8 @@ class ParseConfig(Strict):
                     re.compile(value)
                 except re.error as exc:
                     raise ValueError(f"{name}: not a regular expression: {exc}") from None
+        if self.json_field is not None and not all(self.json_field.split(".")):
+            raise ValueError(f"json_field {self.json_field!r}: a field name, or names joined by dots")
         if self.split == "regex" and not self.pattern:
             raise ValueError("split: regex needs a pattern")
         if self.expect_tokens is not None and self.min_tokens is not None:
@@ -279,8 +285,15 @@ class ParseConfig(Strict):
 
 
 # Keys added to `parse` after run keys and config digests were first stored, at their defaults:
-# cut_output (2026-12-04, issue 26), stream, extract and fullmatch (2026-12-06, issue 45).
-PARSE_ADDED: dict[str, Any] = {"cut_output": "rerun", "stream": "stdout", "extract": None, "fullmatch": None}
+# cut_output (2026-12-04, issue 26), stream, extract and fullmatch (2026-12-06, issue 45),
+# json_field (2026-12-07, issue 48).
+PARSE_ADDED: dict[str, Any] = {
+    "cut_output": "rerun",
+    "stream": "stdout",
+    "extract": None,
+    "fullmatch": None,
+    "json_field": None,
+}
 
 
 # No program under test prints this many tokens per seed for a statistic to read: a larger

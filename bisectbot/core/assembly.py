@@ -343,7 +343,8 @@ def assumptions(ledger: Ledger, dep: Departure, facts: Facts) -> list[str]:
         "(no commit in between returns to it): for the named commit to be the first departure; where one "
         "that came back could hide is listed in untested_before, and bisect --scan tests it",
         f"commits whose distribution is between eta {facts.eta:g} and tolerance "
-        f"{facts.tolerance:g} (total variation) from the reference may be named either way",
+        f"{facts.tolerance:g} (total variation) from the reference may be called either way (test.eta, "
+        "test.tolerance: the smallest change that matters)",
     ]
     out += _untested_ends(ledger)
     out += [

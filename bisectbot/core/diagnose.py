@@ -19,6 +19,24 @@ FAILED_LABEL = "failed"
 MISSED_LABEL = "missed"
 
 
+def either_way(eta: float | None = None, tolerance: float | None = None) -> str:
+    """The one sentence every message says of a change inside the indifference band (issue 48:
+    with the defaults a real 0.08 shift may be called either way, and nobody was told): that it
+    may be called either way, and the two knobs, each for what the user wants of such a change."""
+    band = (
+        f"eta {eta:g} and tolerance {tolerance:g}" if eta is not None and tolerance is not None else "eta and tolerance"
+    )
+    return f"a change between {band} (total variation) from the reference may be called either way: {band_knobs()}"
+
+
+def band_knobs() -> str:
+    """What to set for a change inside the band, by what the user wants of it."""
+    return (
+        "if a change this small matters, lower test.tolerance to it (bisectbot init --tolerance); if it does "
+        "not, raise test.eta above it"
+    )
+
+
 def short_p(x: float) -> str:
     """0.25 → '.25', 1.0 → '1', 0 → '0': two digits in little room."""
     if x >= 0.995:

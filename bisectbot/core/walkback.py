@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from bisectbot.core.confirming import CULPRIT_HOLDS, FOUND, NO_CHANGE, PARENT_DEPARTS, UNDECIDED, Confirmation
+from bisectbot.core.diagnose import either_way
 from bisectbot.core.plan import ChangePoint, Departure, Found
 from bisectbot.core.search import SearchResult
 from bisectbot.records.commits import CommitVerdict
@@ -158,8 +159,7 @@ def _stuck(o: Oracle, w: _Walk, found: Found) -> Departure | None:
         BisectStatus.UNCONFIRMED,
         (
             f"commit {o.sha(found.stuck)[:12]} fits neither side and its test against the reference is "
-            f"{side.value.upper()} (a distribution between eta and tolerance from the reference may be named "
-            f"either way)"
+            f"{side.value.upper()} ({either_way()})"
         ),
         found,
     )
@@ -226,6 +226,5 @@ def _unconfirmed_why(o: Oracle, pos: int, parent: str, conf: Confirmation, shift
             else ""
         )
         + why
-        + " (undecided: a commit between eta and tolerance from the reference may be named either way, "
-        "or not at all)"
+        + f" (undecided: {either_way()})"
     )

@@ -12,8 +12,10 @@ seed's complete output; `bench/bench_overhead.py --llama` counts them again); it
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from bisectbot.config.sections import ParseConfig, StatisticConfig
 
@@ -26,24 +28,59 @@ class Unparsable(ValueError):
     """The output does not have the configured shape at all (e.g. the prompt is not echoed)."""
 
 
+def mismatch(text: str, why: str, *, tail: bool = False) -> str:
+    """How every output the parse cannot read is reported: the output quoted (cut, control
+    characters escaped: it is the program's text, untrusted), "does not match parse" and the
+    key it failed, e.g. `'pick: yellow' does not match parse (expect_tokens 3: got 1 token)`."""
+    return f"{_show(text, tail=tail)} does not match parse ({why})"
+
+
 def parse_output(stdout: str, stderr: str, cfg: ParseConfig) -> tuple[str, ...]:
     """Generated tokens of one run from the stream the config reads (see `parse_tokens`)."""
     text = stderr if cfg.stream == "stderr" else stdout
     if cfg.extract is not None:
         found = re.search(cfg.extract, text)
         if found is None:
-            raise Unparsable(f"no match of parse.extract {cfg.extract!r} in {cfg.stream}: {_show(text[-60:])}")
+            raise Unparsable(mismatch(text, f"extract {cfg.extract!r}: no match in {cfg.stream}", tail=True))
         text = found.group(1) if found.re.groups else found.group(0)
+    if cfg.json_field is not None:
+        text = json_field(text, cfg.json_field)
     return parse_tokens(text, cfg)
+
+
+def json_field(text: str, path: str) -> str:
+    """The field `path` (dotted into nested objects) of `text` read as one JSON value: a string
+    as it is, a number or true/false as JSON spells it. Incomplete when the JSON stops short (a
+    cut output), Unparsable when it is not JSON or has no such field."""
+    body = text.strip()
+    why = f"json_field {path!r}"
+    if not body:
+        raise Incomplete(mismatch(text, f"{why}: no JSON"))
+    try:
+        value: Any = json.loads(body)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(body) or exc.msg.startswith("Unterminated string"):
+            raise Incomplete(mismatch(text, f"{why}: the JSON stops short")) from None
+        raise Unparsable(mismatch(text, f"{why}: not JSON ({exc.msg})")) from None
+    for name in path.split("."):
+        if not isinstance(value, dict) or name not in value:
+            raise Unparsable(mismatch(text, f"{why}: no field {name!r}"))
+        value = value[name]
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    kind = "null" if value is None else type(value).__name__.replace("dict", "object").replace("list", "array")
+    raise Unparsable(mismatch(text, f"{why}: {kind}, not a string or a number"))
 
 
 def parse_tokens(stdout: str, cfg: ParseConfig) -> tuple[str, ...]:
     """Generated tokens of one run; raises Incomplete or Unparsable (message says why)."""
     if cfg.fullmatch is not None and re.fullmatch(cfg.fullmatch, stdout) is None:
-        raise Unparsable(f"output is not of the form {cfg.fullmatch!r}: {_show(stdout)}")
+        raise Unparsable(mismatch(stdout, f"fullmatch {cfg.fullmatch!r}"))
     cut = cfg.complete_suffix is not None and not stdout.endswith(cfg.complete_suffix)
     if cut and cfg.cut_output == "rerun":
-        raise Incomplete(f"output does not end with {cfg.complete_suffix!r}: {_show(stdout)}")
+        raise Incomplete(mismatch(stdout, f"complete_suffix {cfg.complete_suffix!r}: not at its end, cut short"))
     tokens = _tokens(stdout, cfg)
     if cut:
         # the EOS as the last character is whole (one character cannot be split); any other
@@ -53,23 +90,26 @@ def parse_tokens(stdout: str, cfg: ParseConfig) -> tuple[str, ...]:
         assert cfg.min_tokens is not None  # ParseConfig: read needs it
         if len(tokens) < cfg.min_tokens and not ended:
             raise Incomplete(
-                f"output does not end with {cfg.complete_suffix!r} and shows {len(tokens)} whole tokens "
-                f"of {cfg.min_tokens}: {_show(stdout)}"
+                mismatch(
+                    stdout,
+                    f"complete_suffix {cfg.complete_suffix!r}: not at its end, and {_count(len(tokens), 'whole token')} "
+                    f"of min_tokens {cfg.min_tokens}",
+                )
             )
     return tokens
 
 
 def _tokens(stdout: str, cfg: ParseConfig) -> tuple[str, ...]:
     """The generated tokens as the output shows them (cut or not)."""
-    text = stdout.strip("\r\n")
+    text = shown = stdout.strip("\r\n")
     if cfg.prefix:
         stripped = text.lstrip()
         if not stripped:
-            raise Incomplete("empty output")
+            raise Incomplete(mismatch(stdout, f"prefix {cfg.prefix!r}: empty output"))
         if not stripped.startswith(cfg.prefix):
             if cfg.prefix.startswith(stripped):
-                raise Incomplete(f"output {stripped!r} stops inside the prompt")
-            raise Unparsable(f"output does not start with the prompt {cfg.prefix!r}: {_show(stripped)}")
+                raise Incomplete(mismatch(stripped, f"prefix {cfg.prefix!r}: it stops inside it"))
+            raise Unparsable(mismatch(stripped, f"prefix {cfg.prefix!r}"))
         text = stripped[len(cfg.prefix) :]
     if cfg.split == "chars":
         tokens = tuple(text.strip())
@@ -81,14 +121,20 @@ def _tokens(stdout: str, cfg: ParseConfig) -> tuple[str, ...]:
     ended = cfg.eos is not None and cfg.eos in tokens
     if ended:
         tokens = tokens[: tokens.index(cfg.eos) + 1]
-    want = cfg.expect_tokens or cfg.min_tokens
-    if want is not None and len(tokens) < want and not ended:
-        raise Incomplete(f"{len(tokens)} of {want} tokens: {_show(text)}")
+    got = f"got {_count(len(tokens), 'token')}"
+    if cfg.expect_tokens is not None and len(tokens) < cfg.expect_tokens and not ended:
+        raise Incomplete(mismatch(shown, f"expect_tokens {cfg.expect_tokens}: {got}"))
+    if cfg.min_tokens is not None and len(tokens) < cfg.min_tokens and not ended:
+        raise Incomplete(mismatch(shown, f"min_tokens {cfg.min_tokens}: {got}"))
     if cfg.expect_tokens is not None and len(tokens) > cfg.expect_tokens:
-        raise Unparsable(f"{len(tokens)} tokens, expected {cfg.expect_tokens}: {_show(text)}")
+        raise Unparsable(mismatch(shown, f"expect_tokens {cfg.expect_tokens}: {got}"))
     if not tokens:
-        raise Incomplete("no generated tokens")
+        raise Incomplete(mismatch(shown, f"split {cfg.split}: no tokens"))
     return tokens
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 @dataclass(frozen=True)
@@ -108,5 +154,12 @@ def observe(tokens: tuple[str, ...], stat: StatisticConfig) -> Observation:
     return Observation(True, tokens[pos] if len(tokens) > pos else None)
 
 
-def _show(text: str, limit: int = 60) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "…")
+def _show(text: str, limit: int = 60, *, tail: bool = False) -> str:
+    """An output quoted: its repr (control and invisible characters escaped), its first `limit`
+    characters (its last with `tail`: where a log ends), "an empty output" for none."""
+    text = text.strip("\r\n")
+    if not text.strip():
+        return "an empty output"
+    if len(text) > limit:
+        text = "…" + text[-limit:] if tail else text[:limit] + "…"
+    return repr(text)

@@ -33,7 +33,7 @@ from bisectbot.events import ControlStarted, RunsProgress
 from bisectbot.judge.parse import observe
 from bisectbot.judge.runner import CommitRunner, Prepared
 from bisectbot.processes.procs import clean_env
-from bisectbot.records.commits import Ask, CommitVerdict, Tally
+from bisectbot.records.commits import UNREADABLE, Ask, CommitVerdict, Tally
 from bisectbot.records.keys import json_key
 from bisectbot.records.reports import Condition, OutcomeAt, ReferenceSummary
 from bisectbot.state.files import file_sha256
@@ -201,15 +201,17 @@ def _control_runs(
 
 
 def _failing(tally: Tally, prepared: Prepared, sha: str) -> str:
-    """One line on runs that fail: how many and how, the last one's reason, which command."""
-    failed = sum(tally.failures.values())
-    kinds = ", ".join(f"{n} {status}" for status, n in tally.failures.most_common())
-    last = tally.last_failure
-    detail = (last.detail or last.status) if last is not None else "none"
-    return (
-        f"{failed} of {tally.consumed} runs at {sha[:12]} failed ({kinds}; last: {detail}) "
-        f"with command variant {prepared.variant}"
-    )
+    """One line on runs that fail or whose output the parse cannot read, each kind apart: how
+    many and how, which command, the last one's reason (its exit status or signal and error
+    line; or its output quoted and the parse key it fails)."""
+    unread = sum(n for status, n in tally.failures.items() if status in UNREADABLE)
+    failed = sum(tally.failures.values()) - unread
+    kinds = ", ".join(f"{n} {status}" for status, n in tally.failures.most_common() if status not in UNREADABLE)
+    where = f"{tally.consumed} runs at {sha[:12]}"
+    said = [f"{failed} of {where} failed ({kinds})"] if failed else []
+    if unread:
+        said.append(f"{unread} do not match parse" if said else f"{unread} of {where} do not match parse")
+    return f"{' and '.join(said) or f'none of {where} failed'} with command variant {prepared.variant}; {tally.last_reasons()}"
 
 
 def control_cap(cfg: Config) -> int:

@@ -36,6 +36,13 @@ class BuildRecord:
         return self.status == "ok"
 
 
+# The statuses of runs that ran to the end but whose output the parse could not read (after
+# their reruns, for output cut short): told apart from runs that failed (crash, timeout,
+# output-too-large) wherever runs are counted or reported, as they call for another fix (the
+# parse section, not the program).
+UNREADABLE = frozenset({"unparsable", "incomplete"})
+
+
 @dataclass(frozen=True)
 class RunRecord:
     seed: int
@@ -51,6 +58,11 @@ class RunRecord:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def unreadable(self) -> bool:
+        """It ran to the end, but the parse could not read its output (UNREADABLE)."""
+        return self.status in UNREADABLE
+
 
 @dataclass
 class Tally:
@@ -65,6 +77,8 @@ class Tally:
     last: int | None = None
     last_category: int | None = None  # category of the last run (None: failed or not counted)
     last_failure: RunRecord | None = None
+    last_unreadable: RunRecord | None = None  # the last run whose output the parse could not read
+    last_failed: RunRecord | None = None  # the last run that failed (crash, timeout, output-too-large)
     others: Counter[str] = field(default_factory=Counter)  # outcomes the reference lacks, by their text
 
     def __post_init__(self) -> None:
@@ -83,6 +97,10 @@ class Tally:
         if not rec.ok:
             self.failures[rec.status] += 1
             self.last_failure = rec
+            if rec.unreadable:
+                self.last_unreadable = rec
+            else:
+                self.last_failed = rec
         if category is not None:
             self.counts[category] += 1
             if rec.ok and outcome is not None and self.names[category] == OTHER:
@@ -101,21 +119,39 @@ class Tally:
         return failed > 0 and skips.mostly_failing(failed, self.consumed - failed)
 
     def failure_signature(self, variant: int | None) -> str:
-        """What the failures look like, the same at every commit that fails the same way."""
-        last = self.last_failure
+        """What the failures look like, the same at every commit that fails the same way: for
+        output the parse cannot read, the key it fails (not the output, which differs from
+        commit to commit); for failed runs, how the last one ended."""
         status = self.failures.most_common(1)[0][0] if self.failures else "none"
-        detail = (last.detail or last.status) if last is not None else ""
         which = f", command variant {variant}" if variant is not None else ""
+        if status in UNREADABLE and (last := self.last_unreadable) is not None:
+            _, said, why = last.detail.partition(" does not match parse ")
+            return masked(f"runs do not match parse {why if said else '(' + (last.detail or status) + ')'}{which}")
+        last = self.last_failure
+        detail = (last.detail or last.status) if last is not None else ""
         return masked(f"runs {status}: {detail}{which}")
 
     def failure_reason(self, variant: int | None = None) -> str:
-        """One line: how many runs failed and how, the last one's reason (its signal or exit
-        status and the program's error line), and with `variant` the command variant they ran."""
+        """One line: how many runs failed or could not be read and how (by status), and the
+        last one's reason of each kind: for a failed run its signal or exit status and the
+        program's error line; for a run the parse could not read, its output quoted and the key
+        it fails. With `variant`, the command variant they ran."""
+        unread = sum(n for status, n in self.failures.items() if status in UNREADABLE)
+        failed = sum(self.failures.values()) - unread
+        what = " or ".join(w for w, n in (("fail", failed), ("do not match parse", unread)) if n) or "fail"
         parts = ", ".join(f"{n} {status}" for status, n in self.failures.most_common())
-        last = self.last_failure
-        detail = (last.detail or last.status) if last is not None else "none"
         which = f"; command variant {variant}" if variant is not None else ""
-        return f"runs mostly fail ({parts} of {self.consumed}); last: {detail}{which}"
+        return f"runs mostly {what} ({parts} of {self.consumed}); {self.last_reasons()}{which}"
+
+    def last_reasons(self) -> str:
+        """'last: …' (one kind of failure), or 'last failed: …; last unreadable: …' (both)."""
+        lasts = [
+            (f"last {kind}", rec) for kind, rec in (("failed", self.last_failed), ("unreadable", self.last_unreadable))
+        ]
+        shown = [(label, rec.detail or rec.status) for label, rec in lasts if rec is not None]
+        if len(shown) == 1:
+            return f"last: {shown[0][1]}"
+        return "; ".join(f"{label}: {detail}" for label, detail in shown) or "last: none"
 
     def by_name(self) -> dict[str, int]:
         return dict(zip(self.names, self.counts))
@@ -184,6 +220,10 @@ class CommitVerdict:
     build_variant: int | None = None  # which build.variants entry was built
     build_notes: str = ""  # e.g. built in a clean directory after the reused one failed
     signature: str = ""  # skips: what the failure looks like (the same at commits failing alike)
+    # the last run whose output the parse could not read (its output quoted, the key it fails),
+    # and the last run that failed (its signal or exit status, its error line); "" none
+    last_unreadable: str = ""
+    last_failed: str = ""
     others: dict[str, int] = field(default_factory=dict)  # the most frequent outcomes the reference lacks
     # what identifies the program it ran (judge.runner.program_identity: the run key and
     # self-contained binaries): two commits with the same one run the same program ("" unknown)
@@ -235,6 +275,8 @@ class CommitVerdict:
             build_notes=build.notes,
             signature=signature,
             others=dict(tally.others.most_common(5)) if tally else {},
+            last_unreadable=_detail(tally.last_unreadable) if tally else "",
+            last_failed=_detail(tally.last_failed) if tally else "",
             program=program,
         )
 
@@ -262,6 +304,10 @@ class CommitVerdict:
         values["verdict"] = Verdict(values["verdict"])
         values["seeds"] = tuple(values["seeds"]) if values.get("seeds") else None
         return cls(**values)
+
+
+def _detail(rec: RunRecord | None) -> str:
+    return (rec.detail or rec.status)[:300] if rec is not None else ""
 
 
 def distinct_runs(verdicts: Sequence[CommitVerdict]) -> int:

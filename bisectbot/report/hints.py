@@ -9,7 +9,8 @@ runs look like a config problem rather than a real departure, says which key to 
 * outcomes the reference does not list (with the reference name each one is close to);
 * a condition met far less often than the reference says (or, without `condition_prob`, far
   less often than at another commit: statistics.condition);
-* runs that mostly could not be read (the parse section);
+* runs whose output the parse could not read (the parse section), apart from runs that failed
+  (the program itself);
 * an undecided test: whether more runs can decide it, and about how many.
 """
 
@@ -19,6 +20,8 @@ import difflib
 import math
 from typing import Mapping
 
+from bisectbot.core.diagnose import band_knobs
+from bisectbot.records.commits import UNREADABLE
 from bisectbot.statistics.stats import MISSED, OTHER, Reference
 
 OTHER_SHARE = 0.05  # outcomes the reference lacks: worth a word from this share of the runs on
@@ -31,9 +34,13 @@ def likely_causes(
     failures: Mapping[str, int],
     others: Mapping[str, int],
     reference: Reference,
+    *,
+    last_unreadable: str = "",
+    last_failed: str = "",
 ) -> list[str]:
     """Config mistakes the runs point at, each one sentence (none: the runs look like a real
-    departure). `others` counts the outcomes that fell in OTHER, by their text."""
+    departure). `others` counts the outcomes that fell in OTHER, by their text; `last_unreadable`
+    and `last_failed` say what the last run of each kind showed (CommitVerdict)."""
     causes: list[str] = []
     prob_of = dict(zip(reference.names, reference.probs))
     support = [n for n in reference.names if n not in (OTHER, MISSED)]
@@ -60,13 +67,32 @@ def likely_causes(
             )
     if reference.failed is not None:  # failed runs are an outcome: a crash rate is data, not a config mistake
         return causes
-    failed = sum(failures.values())
-    runs = failed + met + counts.get(MISSED, 0)
-    if runs and failed / runs >= FAILED_SHARE:
-        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(failures.items(), key=lambda kv: -kv[1]))
+    return causes + _failure_causes(failures, met + counts.get(MISSED, 0), last_unreadable, last_failed)
+
+
+def _failure_causes(failures: Mapping[str, int], read: int, last_unreadable: str, last_failed: str) -> list[str]:
+    """Runs whose output the parse could not read, and runs that failed, each kind a cause of
+    its own from FAILED_SHARE of the runs on (`read`: the runs that were read)."""
+    unread = {k: n for k, n in failures.items() if k in UNREADABLE}
+    failed = {k: n for k, n in failures.items() if k not in UNREADABLE}
+    runs = read + sum(failures.values())
+    causes = []
+    for kinds, what, last, fix in (
+        (
+            unread,
+            "do not match parse",
+            last_unreadable,
+            "check the parse: section (prefix, split, expect_tokens) against it, or run `bisectbot init` "
+            "again to propose one",
+        ),
+        (failed, "failed", last_failed, "the program itself fails there: run it on one seed to see why"),
+    ):
+        n = sum(kinds.values())
+        if not runs or n / runs < FAILED_SHARE:
+            continue
+        how = ", ".join(f"{kind} {k}" for kind, k in sorted(kinds.items(), key=lambda kv: -kv[1]))
         causes.append(
-            f"{failed} of {runs} runs ({failed / runs:.0%}) failed or could not be read ({kinds}): "
-            "check the parse: section (prefix, split, expect_tokens) against one run's output"
+            f"{n} of {runs} runs ({n / runs:.0%}) {what} ({how})" + (f"; the last: {last}" if last else "") + f": {fix}"
         )
     return causes
 
@@ -117,15 +143,14 @@ def undecided_hint(
     tv = max(0.0, 0.5 * sum(abs(a - b) for a, b in zip(q, p)) - noise)
     k = sum(1 for b in p if b > 0)
 
-    def raise_to(n: int, what: str) -> str:
+    def raise_to(n: int, what: str, knobs: str) -> str:
         n = max(
             math.ceil(n * slower), math.ceil(1.5 * total)
         )  # the plug-in rate says "decided by now": noise; half again
         n = math.ceil(n / met)  # runs in all, of which a share `met` meet the condition and count
         if n > cap:
             return (
-                f"{what} would need about {n:,} runs, more than run.max_runs can be ({cap:,}, one seed "
-                "block): loosen test.alpha/test.beta or widen test.tolerance"
+                f"{what} would need about {n:,} runs, more than run.max_runs can be ({cap:,}, one seed block): {knobs}"
             )
         return f"{what} needs about {n:,} runs: raise run.max_runs to {min(cap, math.ceil(n * 1.25)):,}"
 
@@ -133,16 +158,18 @@ def undecided_hint(
         kl = sum(a * math.log(a / b) for a, b in zip(q, p) if a > 0 and b > 0)
         rate = 2 * (tv - eta) ** 2 if eta > 0 else kl
         if rate > 0:
+            # BAD comes sooner the farther the runs are beyond eta (which follows the tolerance)
+            knobs = "loosen test.alpha, or lower test.eta (or test.tolerance, which sets its default)"
+            band = (
+                f"it is between test.eta {eta:g} and test.tolerance {tolerance:g}, where it may be called either "
+                f"way: {band_knobs()}; or make this commit the reference"
+            )
+            knobs = band if tv < tolerance else knobs
             said = f"observed TV {tv:.3f} from the reference: BAD " + raise_to(
-                _mixture_runs(rate, math.log(1 / alpha), k, total), "x"
+                _mixture_runs(rate, math.log(1 / alpha), k, total), "x", knobs
             ).removeprefix("x ")
-            if tv < tolerance:
-                said += (
-                    f" (it is between test.eta {eta:g} and test.tolerance {tolerance:g}, where either verdict "
-                    "is allowed: raise test.eta if this much is expected, or make this commit the reference)"
-                )
-            return said
+            return said if knobs != band or said.endswith(band) else f"{said} ({band})"
     gap = max(tolerance - tv, 1e-9)  # GOOD's null is TV ≥ tolerance: at least 2·gap² nats per run
     return f"observed TV {tv:.3f} from the reference: GOOD " + raise_to(
-        _mixture_runs(2 * gap * gap, math.log(1 / beta), k, total), "x"
+        _mixture_runs(2 * gap * gap, math.log(1 / beta), k, total), "x", "loosen test.beta or widen test.tolerance"
     ).removeprefix("x ")

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from bisectbot.core.builds import BuildStage, over_bound_text
 from bisectbot.core.diagnose import LABELS, observed_cells
 from bisectbot.inert import block, code, prose
-from bisectbot.records.commits import CommitVerdict
+from bisectbot.records.commits import UNREADABLE, CommitVerdict
 from bisectbot.records.reports import (
     BisectReport,
     BisectStatus,
@@ -116,11 +116,12 @@ def glossary(
         "probability at most alpha.",
         f"GOOD: within the tolerance{tol_s} in TV, said when E_good reaches 1/beta"
         f"{f' = {1 / beta:,.0f}' if beta else ''}: a commit farther than the tolerance is called GOOD "
-        "with probability at most beta. Between eta and the tolerance either verdict may come.",
+        "with probability at most beta. Between eta and the tolerance either verdict may come: the tolerance "
+        "is the smallest change that matters (test.tolerance, or bisectbot init --tolerance).",
         "observed/reference: each outcome's share of the runs that met the condition, then the reference's"
         + ("; other = outcomes the reference does not list" if any(v.counts.get(OTHER) for v in verdicts) else "")
         + (
-            "; failed = runs that failed (crash, timeout, nonzero exit, unreadable output), counted as an "
+            "; failed = runs that failed (crash, timeout, nonzero exit, output the parse cannot read), counted as an "
             "outcome the reference never gives (statistic.failures: outcome)"
             if any(v.counts.get(FAILED) for v in verdicts)
             else ""
@@ -206,7 +207,8 @@ def assumption_lines(r: BisectReport) -> list[str]:
     zone = (
         (
             f"- BAD means farther than eta {r.eta:g} from the reference, GOOD within tolerance "
-            f"{r.tolerance:g} (total variation)"
+            f"{r.tolerance:g} (total variation); a change in between may be called either way (test.eta, "
+            "test.tolerance)"
         )
         if r.eta is not None and r.tolerance is not None
         else None
@@ -553,6 +555,20 @@ def _skip_lines(r: BisectReport) -> list[str]:
     return lines
 
 
+def failure_lines(v: CommitVerdict) -> list[tuple[str, str]]:
+    """The runs that failed and the runs whose output the parse could not read, apart (they call
+    for different fixes), by status, each with its last run's reason: (label, plain text that
+    the renderer makes inert)."""
+    out = []
+    for label, last, kinds in (
+        ("failed runs", v.last_failed, {k: n for k, n in v.failures.items() if k not in UNREADABLE}),
+        ("runs that do not match parse", v.last_unreadable, {k: n for k, n in v.failures.items() if k in UNREADABLE}),
+    ):
+        if kinds:
+            out.append((label, ", ".join(f"{k} {n}" for k, n in kinds.items()) + (f" (last: {last})" if last else "")))
+    return out
+
+
 def commit_markdown(r: CommitReport) -> str:
     """The human summary of `bisectbot test` (one commit's verdict)."""
     v = r.detail
@@ -578,8 +594,7 @@ def commit_markdown(r: CommitReport) -> str:
             "",
             verdict_table([av], r.reference),
         ]
-    if v.failures:
-        lines.append("Failed runs: " + ", ".join(f"{prose(k)} {n}" for k, n in v.failures.items()))
+    lines += [f"{label.capitalize()}: {prose(said)}" for label, said in failure_lines(v)]
     if v.retried:
         lines.append(f"Reruns of incomplete output: {v.retried}")
     if notes := build_and_run_notes([v]):

@@ -29,6 +29,7 @@ from bisectbot.report.markdown import (
     cost_line,
     count_of,
     distance_rows,
+    failure_lines,
     figures_glosses,
     glossary,
     proved_text,
@@ -295,8 +296,8 @@ def commit_text(r: CommitReport, width: int = 80) -> str:
     lines += glossary_text(
         glossary(r.eta, r.tolerance, [v, *r.arms.values()], missed=r.reference.condition_prob is not None), width
     )
-    if v.failures:
-        lines += wrap("failed runs: " + ", ".join(f"{k} {n}" for k, n in v.failures.items()), width, INDENT)
+    for label, said in failure_lines(v):
+        lines += wrap(f"{label}: {said}", width, INDENT)
     lines += ["", "reproduce:", *shell_lines(r.reproduce, width), "", *environment_text(r.environment, width)]
     return "\n".join(lines) + "\n"
 
