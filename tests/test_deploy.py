@@ -602,3 +602,30 @@ def test_the_pages_serve_steps_answer_a_signed_delivery(
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+@pytest.mark.heavy  # after the default suite (README: Tests)
+def test_this_repositorys_own_watch_uses_the_action_from_its_root_and_runs_dry_without_the_secret(
+    tmp_path: Path, action_dir: Path
+) -> None:
+    """.github/workflows/ of this repository use `uses: ./`. Without the BISECTBOT_TOKEN secret the
+    token is empty and the bot runs dry: it reads and posts nothing, and says so."""
+    require(*TOOLCHAIN, "ccache")
+    origin = tmp_path / "bisectbot"
+    subprocess.run(["cp", "-r", str(action_dir), str(origin)], check=True)
+    git = ["git", "-C", str(origin), "-c", "user.name=Maintainer", "-c", "user.email=m@example.org"]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "this repository"]):
+        subprocess.run([*git, *args], check=True)
+    (tmp_path / "home").mkdir()
+    runner = Runner(
+        tmp_path / "runner",
+        repository=f"{HOST}/bisectbot",
+        origin=origin,
+        python=getattr(sys, "_base_executable", sys.executable),
+        base_env=runner_env(tmp_path / "home"),
+        secrets={"GITHUB_TOKEN": ACTIONS_TOKEN},  # BISECTBOT_TOKEN is not set
+    )
+    job = runner.run(origin / ".github" / "workflows" / "bisectbot-watch.yml", "workflow_dispatch", {"inputs": {}})
+    assert job.status == "success", job.log()
+    assert f"bisectbot, version {__version__}" in job.steps[3].log
+    assert "dry run, nothing will be posted" in job.steps[3].log, job.log()

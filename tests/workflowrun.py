@@ -880,12 +880,13 @@ class Runner:
             raise ValueError(f"{ref}: inputs {sorted(unknown)} are not simulated")
 
     def _checkout(self, job: _Job, given: dict[str, Any]) -> StepResult:
-        """actions/checkout: the origin's default branch, its whole history when fetch-depth is 0."""
+        """actions/checkout: the origin's default branch, with `fetch-depth` commits (1 by
+        default; 0: the whole history)."""
         self._only(given, "actions/checkout@v4", {"fetch-depth"})
-        if str(given.get("fetch-depth", "1")) != "0":
-            raise ValueError("actions/checkout@v4: only fetch-depth: 0 (the whole history) is simulated")
+        depth = int(given.get("fetch-depth", 1))
+        shallow = ["--depth", str(depth)] if depth > 0 else []
         proc = subprocess.run(
-            ["git", "clone", "--quiet", "--no-hardlinks", str(self.origin), str(job.workspace)],
+            ["git", "clone", "--quiet", "--no-hardlinks", *shallow, self.origin.as_uri(), str(job.workspace)],
             capture_output=True,
             text=True,
         )
