@@ -139,13 +139,17 @@ def test_imports_follow_the_layers_and_form_no_cycle() -> None:
             visit(m, [])
 
 
+# this repository's own workflows and the ones a project copies (docs/deploy.md)
+WORKFLOWS = sorted([*(ROOT / ".github" / "workflows").glob("*.yml"), *(ROOT / "examples").glob("*.yml")])
+
+
 def _workflows() -> dict[str, dict]:
     import yaml
 
-    return {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / ".github" / "workflows").glob("*.yml"))}
+    return {str(p.relative_to(ROOT)): yaml.safe_load(p.read_text()) for p in WORKFLOWS}
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / ".github" / "workflows").glob("*.yml")))
+@pytest.mark.parametrize("name", [str(p.relative_to(ROOT)) for p in WORKFLOWS])
 def test_workflows_save_the_state_and_ccache_even_when_the_job_fails(name: str) -> None:
     """`check` exits non-zero exactly when the state matters (alarm, inconclusive): actions/cache
     would then save nothing. Caches are immutable, so each run saves under its own key and the
