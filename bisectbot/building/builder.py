@@ -48,7 +48,6 @@ import platform
 import shlex
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -56,13 +55,13 @@ from bisectbot.building.buildkeys import Placeholders, build_dir_key, build_key,
 from bisectbot.building.cmake import (
     ccache_args,
     configured_elsewhere,
-    first_error,
     target_listing,
     target_names,
     unused_defines,
 )
 from bisectbot.building.keep import intact, keep_binaries, touch, written_since
 from bisectbot.building.linkgraph import scanned_inputs, target_inputs
+from bisectbot.building.steps import Attempt, Budget, note, step
 from bisectbot.building.workspace import Export, Workspace
 from bisectbot.config.sections import BuildConfig, BuildVariant
 from bisectbot.doctor import generator_args
@@ -225,27 +224,6 @@ class Builder:
         return self.state.build_dir(build_dir_key(_with_generator(cfg, args), untrusted=self.sandbox is not None))
 
 
-@dataclass(frozen=True)
-class _Attempt:
-    status: str  # ok | unsupported | failed | timeout | no-binary | scanned | unscanned
-    reason: str
-    seconds: float
-    binaries: dict[str, str]
-    inputs: tuple[str, ...] | None = None
-    hashes: dict[str, str] = field(default_factory=dict)
-
-
-class _Budget:
-    """What is left of the build timeout, across variants and retries."""
-
-    def __init__(self, total: float):
-        self.total, self.used = total, 0.0
-
-    @property
-    def left(self) -> float:
-        return self.total - self.used
-
-
 def build_commit(
     cfg: BuildConfig,
     sha: str,
@@ -273,7 +251,7 @@ def build_commit(
     try:
         return _build_commit(cfg, sha, source, state, key, log, expand, progress, secrets, sandbox, scan, inputs, box)
     except BoxRefused as exc:
-        _note(log, f"# {exc}")
+        note(log, f"# {exc}")
         return BuildRecord(sha, "failed", {}, str(log), 0.0, str(exc), host=platform.node())
 
 
@@ -293,7 +271,7 @@ def _build_commit(
     box: Box | None,
 ) -> BuildRecord:
     log.write_text("")
-    budget = _Budget(cfg.timeout)
+    budget = Budget(cfg.timeout)
     not_fitting: list[str] = []
     stale = [c for v in cfg.choices for cands in v.binaries.values() for c in cands]
     kept = state.kept_dir(key, sha)
@@ -337,7 +315,7 @@ def _attempt_variant(
     state: StateDir,
     kept: Path,
     log: Path,
-    budget: "_Budget",
+    budget: "Budget",
     stale: list[str],
     expand: Callable[[str], str],
     progress: Callable[[str], None],
@@ -346,7 +324,7 @@ def _attempt_variant(
     scan: bool,
     inputs: bool,
     box: Box | None,
-) -> tuple["_Attempt", str]:
+) -> tuple["Attempt", str]:
     """One build variant in its build directory (held exclusively), started afresh when another
     tree or writer left it, and again in a clean one when the reused directory fails. Returns
     the attempt and a note on how it was built."""
@@ -357,7 +335,7 @@ def _attempt_variant(
         if why is None and sandbox is None:
             why = written_since(build_dir, state.store.build_dir_written(build_dir))
         if why:
-            _note(log, f"# starting {build_dir} afresh: {why}")
+            note(log, f"# starting {build_dir} afresh: {why}")
             _remove(build_dir, box)
         reused = build_dir.exists()
         attempt_here = functools.partial(
@@ -381,7 +359,7 @@ def _attempt_variant(
         attempt = attempt_here(scan=scan)
         notes = ""
         if attempt.status == "failed" and reused and not scan:
-            _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
+            note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
             _remove(build_dir, box)
             first = attempt.reason
             attempt = attempt_here()
@@ -411,10 +389,10 @@ def _configure(
     env: dict[str, str],
     launcher: list[str],
     log: Path,
-    budget: _Budget,
+    budget: Budget,
     hold: int,
     sandbox: Sandbox | None,
-) -> _Attempt | None:
+) -> Attempt | None:
     """cmake configure of one variant, then whether the tree fits it: cmake uses every -D it
     names and lists every target it builds. None when it fits; else why not (failed or
     unsupported)."""
@@ -422,16 +400,16 @@ def _configure(
     configure = ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *forget, *args]
     start = log.stat().st_size
     if sandbox is not None:
-        _note(log, f"# untrusted code, in the sandbox: {sandbox.text()}")
-    res = _step(configure, build_dir, env, log, budget, hold, sandbox)
+        note(log, f"# untrusted code, in the sandbox: {sandbox.text()}")
+    res = step(configure, build_dir, env, log, budget, hold, sandbox)
     if res is not None:
-        return _Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
+        return Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
     unused = unused_defines(log, start)
     if rejected := [n for n in variant.defines if n in unused]:
-        return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
+        return Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
     listed = run(target_listing(build_dir), cwd=build_dir, env=env, timeout=120, pass_fds=(hold,), sandbox=sandbox)
     if missing := [t for t in variant.targets if t not in target_names(listed.stdout)]:
-        return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
+        return Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
     return None
 
 
@@ -452,7 +430,7 @@ def _build_variant(
     build_dir: Path,
     kept: Path,
     log: Path,
-    budget: _Budget,
+    budget: Budget,
     stale: list[str],
     progress: Callable[[str], None],
     secrets: Iterable[str],
@@ -462,7 +440,7 @@ def _build_variant(
     *,
     inputs: bool = True,
     box: Box | None = None,
-) -> _Attempt:
+) -> Attempt:
     """One variant in `build_dir`; `hold` is the directory's lock, which every child inherits.
     Untrusted code gets no ccache (it must not fill the cache trusted builds read). With `scan`
     (trusted only), the inputs without a build: `linkgraph.scanned_inputs`."""
@@ -482,12 +460,12 @@ def _build_variant(
         scanned = scanned_inputs(build_dir, variant.targets, source, env, cfg.jobs or os.cpu_count() or 1, budget.left)
         budget.used += time.monotonic() - started
         if scanned is None:
-            return _Attempt("unscanned", "the inputs could not be scanned", budget.used, {})
-        return _Attempt("scanned", "", budget.used, {}, tuple(scanned))
+            return Attempt("unscanned", "the inputs could not be scanned", budget.used, {})
+        return Attempt("scanned", "", budget.used, {}, tuple(scanned))
     _remove_stale(build_dir, stale, box)
     progress("build")
     jobs = str(cfg.jobs or os.cpu_count() or 1)
-    res = _step(
+    res = step(
         ["cmake", "--build", str(build_dir), "--target", *variant.targets, "-j", jobs],
         build_dir,
         env,
@@ -497,10 +475,10 @@ def _build_variant(
         sandbox,
     )
     if res is not None:
-        return _Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
+        return Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
     binaries, hashes, missing_name = keep_binaries(cfg, variant, build_dir, kept, box)
     if missing_name:
-        return _Attempt(
+        return Attempt(
             "no-binary",
             f"build left no binary for {{{missing_name}}} "
             f"(looked for {', '.join(variant.binaries[missing_name])}; a link out of the "
@@ -510,39 +488,9 @@ def _build_variant(
         )
     # untrusted: its dependency files are not read (they could name any file of the bot's)
     found = target_inputs(build_dir, variant.targets, source, env) if sandbox is None and inputs else None
-    return _Attempt("ok", "", budget.used, binaries, tuple(found) if found is not None else None, hashes)
-
-
-def _step(
-    argv: list[str],
-    cwd: Path,
-    env: dict[str, str],
-    log: Path,
-    budget: _Budget,
-    hold: int,
-    sandbox: Sandbox | None = None,
-) -> tuple[str, str] | None:
-    """Run one cmake step into the log; None when it succeeded, else (status, why)."""
-    _note(log, f"$ {' '.join(argv)}")
-    if budget.left <= 0:
-        return "timeout", f"did not start: the build timeout of {budget.total:g} s was used up"
-    start = log.stat().st_size
-    res = run(argv, cwd=cwd, env=env, timeout=budget.left, log=log, pass_fds=(hold,), sandbox=sandbox)
-    budget.used += res.seconds
-    if res.timed_out:
-        return "timeout", f"exceeded the build timeout of {budget.total:g} s"
-    if res.stopped:
-        return "failed", f"{res.stopped}: {first_error(log, start)}"
-    if res.returncode != 0:
-        return "failed", f"failed (exit {res.returncode}): {first_error(log, start)}"
-    return None
+    return Attempt("ok", "", budget.used, binaries, tuple(found) if found is not None else None, hashes)
 
 
 def _with_generator(cfg: BuildConfig, args: list[str]) -> list[str]:
     """The cmake arguments with build.generator's `-G` first (no -G: cmake's default)."""
     return [*generator_args(cfg.generator, args), *args]
-
-
-def _note(log: Path, line: str) -> None:
-    with open(log, "a") as fh:
-        fh.write(line + "\n")
