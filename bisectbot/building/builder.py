@@ -1,4 +1,6 @@
-"""Build stage: cmake configure + build of the targets a commit's tree has, incremental across commits.
+"""Build stage: cmake configure + build of the targets a commit's tree has, incremental across
+commits; or the project's own build command (build.kind command: `building.command`); or no
+build, the commit's kept tree being what runs (build.kind none: `building.trees`).
 
 One build directory per cmake arguments is reused across commits (a commit that differs in one
 file rebuilds in seconds), with ccache when it is installed. After a successful build the
@@ -34,7 +36,9 @@ Why each step:
 
 The pieces: `build.buildkeys` (keys, the toolchain), `build.cmake` (what cmake says),
 `build.keep` (binaries kept and checked, build directories trusted), `build.linkgraph`
-(the files the targets were compiled from).
+(the files the targets were compiled from), `build.steps` (a step within the timeout, into the
+log), `build.command` (a build command's attempt), `build.trees` (a commit's own tree, kept for
+the runs that name `{source}`, and build.kind none's "build").
 
 A failed or timed-out build, one that leaves no binary, a tree no variant fits, or a commit
 that cannot be checked out is a *skip* for the bisect (like `git bisect skip`), with its reason.
@@ -59,9 +63,11 @@ from bisectbot.building.cmake import (
     target_names,
     unused_defines,
 )
+from bisectbot.building.command import attempt_command, command_argv, missing_needs
 from bisectbot.building.keep import intact, keep_binaries, touch, written_since
 from bisectbot.building.linkgraph import scanned_inputs, target_inputs
 from bisectbot.building.steps import Attempt, Budget, note, step
+from bisectbot.building.trees import KeptTree, keep_tree, kept_tree
 from bisectbot.building.workspace import Export, Workspace
 from bisectbot.config.sections import BuildConfig, BuildVariant
 from bisectbot.doctor import generator_args
@@ -77,6 +83,8 @@ from bisectbot.state.statedir import StateDir
 
 # How long a build waits for its directory's lock (held by an orphaned build no record named).
 BUILD_DIR_WAIT = 60.0
+# What a commit's kept tree is stored as: the "build" of build.kind none.
+NO_BUILD = BuildConfig(kind="none")
 
 
 class Builder:
@@ -128,6 +136,8 @@ class Builder:
         `inputs`: record the files its targets were compiled from (`linkgraph.target_inputs`, a
         quarter second on llama.cpp), which only the narrowing reads, at the ends; a build made
         without them has `inputs` None, and the narrowing scans such an end instead."""
+        if cfg.kind == "none":  # nothing to build: the commit's kept tree is what runs
+            return self._tree(sha)[0]
         key = self.key(cfg)
         store = self.state.store
         rec = store.build(key, sha)
@@ -140,10 +150,13 @@ class Builder:
             self.guard()
         if rec is not None:
             store.forget_build(key, sha)
-        self.events.emit(Building(sha, tuple(cfg.choices[0].targets)))
+        what = cfg.choices[0].targets or [f"with {' '.join(command_argv(cfg, 0, Path('{source}'), self.expand))}"]
+        self.events.emit(Building(sha, tuple(what)))
         log = self.state.log_path(f"build-{key}-{sha}.log")
+        # a build command's outputs stay in the clone for the next build only when asked
+        pristine = cfg.kind == "cmake" or not cfg.incremental
         try:
-            source = self.workspace.checkout(sha)
+            source = self.workspace.checkout(sha, clean=pristine)
         except GitError as exc:  # not stored: the next run may well check it out
             rec = BuildRecord(sha, "checkout-failed", {}, "", 0.0, str(exc))
             self.events.emit(Built(sha, rec.status, 0.0, rec.reason))
@@ -160,6 +173,7 @@ class Builder:
             secrets=self.secrets,
             sandbox=self.sandbox,
             inputs=inputs,
+            fresh=None if pristine or self.sandbox is not None else lambda: self.workspace.checkout(sha),
         )
         store.put_build(key, rec)
         self.built.append(sha)
@@ -178,6 +192,39 @@ class Builder:
         )
         return rec
 
+    def tree(self, sha: str) -> KeptTree:
+        """The commit's own tree for its runs (`{source}`), kept (building.trees): exported now
+        when it is not kept, or no longer as exported. GitError when it cannot be exported."""
+        rec, found = self._tree(sha)
+        if found is None:
+            raise GitError(rec.reason)
+        return found
+
+    def _tree(self, sha: str) -> tuple[BuildRecord, KeptTree | None]:
+        """The kept tree of `sha` and its record (stored under the key of build.kind none: it is
+        that kind's build), exporting it when needed; a record `checkout-failed` when it cannot
+        be exported (not stored: the next run may well export it)."""
+        key = self.key(NO_BUILD)
+        kept = self.state.kept_dir(key, sha)
+        store = self.state.store
+        rec = store.build(key, sha)
+        if rec is not None and rec.ok:
+            found = kept_tree(kept, self._box)
+            if found is not None and rec.hashes.get(str(found.manifest)) == found.digest:
+                if self._box is None:
+                    touch(kept)  # used: `bisectbot gc` removes the least recently used first
+                return rec, found
+            store.forget_build(key, sha)
+        started = time.monotonic()
+        try:
+            found = keep_tree(self.workspace.export, sha, kept, self._box)
+        except (GitError, BoxRefused) as exc:
+            return BuildRecord(sha, "checkout-failed", {}, "", 0.0, f"cannot export its tree: {exc}"), None
+        seconds = time.monotonic() - started
+        rec = BuildRecord(sha, "ok", {}, "", seconds, host=platform.node(), hashes={str(found.manifest): found.digest})
+        store.put_build(key, rec)
+        return rec, found
+
     def scan_inputs(self, sha: str, cfg: BuildConfig) -> list[str] | None:
         """The files the commit's targets would be compiled from, without building it: its stored
         build's inputs when there is one, else configured and preprocessed only
@@ -185,6 +232,8 @@ class Builder:
         no binary. None when unknown (untrusted code, another generator, any failure): the
         caller builds instead."""
         if self.sandbox is not None:  # its dependency files are not read (they could name any file)
+            return None
+        if cfg.kind != "cmake":  # no dependency files: cmake's alone are read
             return None
         rec = self.stored(sha, cfg)
         if rec is not None and rec.inputs is not None:
@@ -219,7 +268,10 @@ class Builder:
         return arg.format_map(Placeholders(self.values)) if "{" in arg else arg
 
     def build_dir(self, cfg: BuildConfig, variant: int) -> Path:
-        """The build directory a variant of `cfg` is built in."""
+        """The build directory a variant of `cfg` is built in (a build command: the tree it runs
+        in, the clone or untrusted code's export)."""
+        if cfg.kind != "cmake":
+            return self.workspace.root
         args = [self.expand(a) for a in (*cfg.cmake_args, *cfg.choices[variant].cmake_args)]
         return self.state.build_dir(build_dir_key(_with_generator(cfg, args), untrusted=self.sandbox is not None))
 
@@ -238,10 +290,13 @@ def build_commit(
     sandbox: Sandbox | None = None,
     scan: bool = False,
     inputs: bool = True,
+    fresh: Callable[[], Path] | None = None,
 ) -> BuildRecord:
     """Build `source` (already checked out at `sha`) with the first variant its tree supports;
     with `sandbox`, every cmake step (and so every compiler) runs in it. With `scan`, configure
-    only and preprocess (status `scanned` with the inputs, or `unscanned`; nothing kept).
+    only and preprocess (status `scanned` with the inputs, or `unscanned`; nothing kept). A
+    build command runs in `source` itself; `fresh` makes it pristine again (build.incremental:
+    the build on earlier outputs failed, `building.command`).
 
     With `sandbox` the state is a box untrusted code writes to: every step the bot takes there
     itself (removing or making a build directory, reading its CMakeCache.txt, keeping the
@@ -249,7 +304,9 @@ def build_commit(
     saying so."""
     box = state.fs if sandbox is not None and isinstance(state, BoxState) else None
     try:
-        return _build_commit(cfg, sha, source, state, key, log, expand, progress, secrets, sandbox, scan, inputs, box)
+        return _build_commit(
+            cfg, sha, source, state, key, log, expand, progress, secrets, sandbox, scan, inputs, box, fresh
+        )
     except BoxRefused as exc:
         note(log, f"# {exc}")
         return BuildRecord(sha, "failed", {}, str(log), 0.0, str(exc), host=platform.node())
@@ -269,6 +326,7 @@ def _build_commit(
     scan: bool,
     inputs: bool,
     box: Box | None,
+    fresh: Callable[[], Path] | None,
 ) -> BuildRecord:
     log.write_text("")
     budget = Budget(cfg.timeout)
@@ -276,9 +334,30 @@ def _build_commit(
     stale = [c for v in cfg.choices for cands in v.binaries.values() for c in cands]
     kept = state.kept_dir(key, sha)
     for index, variant in enumerate(cfg.choices):
-        attempt, notes = _attempt_variant(
-            cfg, variant, source, state, kept, log, budget, stale, expand, progress, secrets, sandbox, scan, inputs, box
-        )
+        if cfg.kind == "command":
+            attempt, notes = attempt_command(
+                cfg, index, source, kept, log, budget, stale, expand, secrets, sandbox, box, fresh
+            )
+        elif missing := missing_needs(variant, source):
+            attempt, notes = Attempt("unsupported", "the tree has no " + ", ".join(missing), budget.used, {}), ""
+        else:
+            attempt, notes = _attempt_variant(
+                cfg,
+                variant,
+                source,
+                state,
+                kept,
+                log,
+                budget,
+                stale,
+                expand,
+                progress,
+                secrets,
+                sandbox,
+                scan,
+                inputs,
+                box,
+            )
         if attempt.status == "unsupported":
             not_fitting.append(f"variant {index}: {attempt.reason}")
             continue
@@ -408,7 +487,7 @@ def _configure(
     if rejected := [n for n in variant.defines if n in unused]:
         return Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
     listed = run(target_listing(build_dir), cwd=build_dir, env=env, timeout=120, pass_fds=(hold,), sandbox=sandbox)
-    if missing := [t for t in variant.targets if t not in target_names(listed.stdout)]:
+    if missing := [t for t in variant.targets or () if t not in target_names(listed.stdout)]:
         return Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
     return None
 
@@ -455,9 +534,10 @@ def _build_variant(
     progress("configure")
     if (refused := _configure(variant, args, source, build_dir, env, launcher, log, budget, hold, sandbox)) is not None:
         return refused
+    targets = variant.targets or []  # build.kind cmake: always some (config.sections)
     if scan:
         started = time.monotonic()
-        scanned = scanned_inputs(build_dir, variant.targets, source, env, cfg.jobs or os.cpu_count() or 1, budget.left)
+        scanned = scanned_inputs(build_dir, targets, source, env, cfg.jobs or os.cpu_count() or 1, budget.left)
         budget.used += time.monotonic() - started
         if scanned is None:
             return Attempt("unscanned", "the inputs could not be scanned", budget.used, {})
@@ -466,7 +546,7 @@ def _build_variant(
     progress("build")
     jobs = str(cfg.jobs or os.cpu_count() or 1)
     res = step(
-        ["cmake", "--build", str(build_dir), "--target", *variant.targets, "-j", jobs],
+        ["cmake", "--build", str(build_dir), "--target", *targets, "-j", jobs],
         build_dir,
         env,
         log,
@@ -487,7 +567,7 @@ def _build_variant(
             {},
         )
     # untrusted: its dependency files are not read (they could name any file of the bot's)
-    found = target_inputs(build_dir, variant.targets, source, env) if sandbox is None and inputs else None
+    found = target_inputs(build_dir, targets, source, env) if sandbox is None and inputs else None
     return Attempt("ok", "", budget.used, binaries, tuple(found) if found is not None else None, hashes)
 
 

@@ -1,9 +1,9 @@
 """One build's steps: each a process whose output goes to the build's log, within what is left
 of the build's timeout, and what an attempt at one variant came to.
 
-Why apart: every kind of build takes its steps the same way: one timeout across configure, build
-and a retry; the first error of a failed step as its reason; the build directory's lock held by
-every child.
+Why apart: a cmake build (`building.builder`) and a build command (`building.command`) take the
+same steps the same way: one timeout across configure, build and a retry; the first error of a
+failed step as its reason; the build directory's lock held by every child.
 """
 
 from __future__ import annotations

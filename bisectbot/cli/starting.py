@@ -114,14 +114,15 @@ def doctor_command(config: str | None, repo: str | None) -> None:
     """Check that this machine has what bisectbot needs: cmake, make, compilers, git, ccache.
 
     One line per check; a missing piece names the Debian/Ubuntu package to install. With CONFIG:
-    its cmake generator (make or ninja) and its local repository are checked too. Exit 0 when
+    what its build needs (cmake's generator, make or ninja; a build command's program; nothing
+    for build.kind none) and its local repository are checked too. Exit 0 when
     everything required is there, 2 otherwise (optional pieces only warn).
     """
 
     def body() -> int:
         cfg = load_config(config) if config else None
         where = Path(repo) if repo else (Path(cfg.repo_source) if cfg and cfg.repo.path else None)
-        results = doctor.checks(doctor.cmake_args_of(cfg.build) if cfg else (), where)
+        results = doctor.checks(doctor.config_tools(cfg.build if cfg else None), where)
         click.echo(doctor.platform_line())
         for check in results:
             click.echo(check.line())
