@@ -24,6 +24,7 @@ import yaml
 
 from bisectbot.building.cmake import target_names
 from bisectbot.building.workspace import Workspace
+from bisectbot.cli.detect import BuildWish, build_command, choose_kind, find_binary
 from bisectbot.config import Config, load_config
 from bisectbot.config.sections import BASE_PLACEHOLDERS
 from bisectbot.errors import ConfigError
@@ -58,9 +59,11 @@ class StatisticDraft(TypedDict):
     outcome: PositionDraft
 
 
-class BuildDraft(TypedDict):
+class BuildDraft(TypedDict, total=False):
+    kind: str  # command | none (cmake: left out, the default)
     cmake_args: list[str]
     targets: list[str]
+    command: list[str]
     binaries: dict[str, list[str]]
 
 
@@ -126,10 +129,9 @@ def propose(outputs: Sequence[str], position: int = 0) -> Proposal:
     return Proposal(parse, {"outcome": {"position": position}}, seen)
 
 
-def _configure_and_list(ws: Workspace, sha: str, cmake_args: Sequence[str], work: Path) -> list[str]:
-    """Configure the commit once in a scratch build directory and list its programs."""
-    source = work / "src"
-    ws.export(sha, source)
+def _configure_and_list(source: Path, sha: str, cmake_args: Sequence[str], work: Path) -> list[str]:
+    """Configure the commit's tree (exported to `source`) once in a scratch build directory and
+    list its programs."""
     build = work / "build"
     env = clean_env()
     res = run(["cmake", "-S", str(source), "-B", str(build), *cmake_args], env=env, timeout=600)
@@ -152,13 +154,13 @@ def write_config(
     cmake_args: Sequence[str] = ("-DCMAKE_BUILD_TYPE=Release",),
     state_dir: Path | None = None,
     events: Events | None = None,
+    wish: BuildWish = BuildWish(),
 ) -> tuple[Path, CommitReport]:
     """Find, build, sample, propose, write, validate (see the module's docstring). Returns the
-    config written and the good commit's test report (GOOD, or ConfigError says what it was)."""
+    config written and the good commit's test report (GOOD, or ConfigError says what it was).
+    `wish`: what the user said of the build (cli.detect; unsaid, it is detected)."""
     if "{seed}" not in " ".join(argv):
         raise ConfigError("init: the command needs {seed} where the seed goes (and {binary} for the program)")
-    if not argv or "{binary}" not in argv[0]:
-        raise ConfigError("init: the command starts with {binary} (the program the target builds)")
     unknown = [a for a in argv if "{" in a and not any(f"{{{p}}}" in a for p in (*BASE_PLACEHOLDERS, "binary"))]
     if unknown:
         raise ConfigError(
@@ -170,20 +172,11 @@ def write_config(
         work = Path(tmp)
         ws = Workspace(repo_path, work / "clone")
         sha = ws.resolve(good)
-        known = _configure_and_list(ws, sha, cmake_args, work)
-        if target is None and len(known) == 1:
-            target = known[0]  # the project's one program
-        if target is None or target not in known:
-            what = "give --target" if target is None else f"no target {target!r} at {sha[:12]}"
-            raise ConfigError(f"init: {what}: the programs cmake lists are {', '.join(known) or 'none'}")
+        draft, target = _detect_build(ws.export(sha, work / "src"), sha, argv, target, cmake_args, wish, work)
     data: ConfigDraft = {
         "name": name,
         "repo": {"path": repo_path},
-        "build": {
-            "cmake_args": list(cmake_args),
-            "targets": [target],
-            "binaries": {"binary": [f"bin/{target}", target, f"bin/Release/{target}", f"Release/{target}"]},
-        },
+        "build": draft,
         "run": {"argv": list(argv), "max_runs": 16384},
         "parse": {"split": "chars"},
         "statistic": {"outcome": {"position": 0}},
@@ -220,6 +213,37 @@ def write_config(
             f"{report.detail.reason}"
         )
     return out, report
+
+
+def _detect_build(
+    source: Path,
+    sha: str,
+    argv: Sequence[str],
+    target: str | None,
+    cmake_args: Sequence[str],
+    wish: BuildWish,
+    work: Path,
+) -> tuple[BuildDraft, str]:
+    """The config's build section for the good commit's tree (exported to `source`), and what
+    it builds in words: cmake's one program or --target, a build command's binary (found by
+    building once, cli.detect), or nothing (build.kind none)."""
+    kind = choose_kind(source, argv, wish, sha)
+    if kind != "cmake" and target is not None:
+        raise ConfigError(f"init: --target names a cmake target, but {sha[:12]} is built by build kind {kind}")
+    if kind == "none":
+        return {"kind": "none"}, "a program run from its tree"
+    if kind == "command":
+        command = build_command(source, wish, sha)
+        binary = find_binary(source, command, wish.binary, sha)
+        return {"kind": "command", "command": command, "binaries": {"binary": [binary]}}, binary
+    known = _configure_and_list(source, sha, cmake_args, work)
+    if target is None and len(known) == 1:
+        target = known[0]  # the project's one program
+    if target is None or target not in known:
+        what = "give --target" if target is None else f"no target {target!r} at {sha[:12]}"
+        raise ConfigError(f"init: {what}: the programs cmake lists are {', '.join(known) or 'none'}")
+    binaries = [f"bin/{target}", target, f"bin/Release/{target}", f"Release/{target}"]
+    return {"cmake_args": list(cmake_args), "targets": [target], "binaries": {"binary": binaries}}, target
 
 
 def _sample(cfg: Config, binaries: dict[str, str], source: Path) -> list[str]:

@@ -181,6 +181,24 @@ def tiny_llama(out_dir: str, seed: int) -> None:
     "(for llama-server: request fields as KEY=VALUE, e.g. top_k=40).",
 )
 @click.option("--target", help="The cmake target that builds the program (without it: the list of targets).")
+@click.option(
+    "--build-kind",
+    type=click.Choice(["cmake", "command", "none"]),
+    help="How a commit is built [default: detected: a command without {binary} builds nothing (none), "
+    "a CMakeLists.txt is cmake, a Makefile `make -j{jobs}` (command)].",
+)
+@click.option(
+    "--build-command",
+    metavar="COMMAND",
+    help="The build command run in each commit's tree, split as a shell would (never run by one), "
+    "e.g. 'cargo build --release'; placeholders {jobs}, {source}.",
+)
+@click.option(
+    "--binary",
+    metavar="PATH",
+    help="With a build command: the file {binary} stands for, relative to the tree [default: the one "
+    "executable the build makes].",
+)
 @click.option("--name", help="The config's name (reports, state directory) [default: project, or the preset's].")
 @click.option("--position", type=int, help="Which output token is the outcome [default: 0, or the preset's].")
 @click.option("--condition", metavar="TOKEN|none", help="--llama: count only runs whose first token is TOKEN.")
@@ -211,6 +229,9 @@ def init(
     good: str,
     program: str | None,
     target: str | None,
+    build_kind: str | None,
+    build_command: str | None,
+    binary: str | None,
     name: str | None,
     position: int | None,
     condition: str | None,
@@ -222,18 +243,25 @@ def init(
     quiet: bool,
 ) -> None:
     """Write a working config for REPO from the command line ARGV (after `--`; {binary} is the
-    program, {seed} the seed): list the cmake targets, build --target at --good, run it on a few
-    seeds to propose how its output is read, and test --good GOOD with the config.
+    program, {seed} the seed, {source} the commit's own tree): find how the project is built
+    (cmake: list its targets and build --target; a Makefile or --build-command: build once and
+    take the executable it makes; a command without {binary}: nothing to build), build it at
+    --good, run it on a few seeds to propose how its output is read, and test --good GOOD with
+    the config.
 
     With --llama PROGRAM: start from the preset for that llama.cpp program instead, customised by
     --prompt, --condition, --position, --reference and the sampling arguments ARGV (for
     llama-server, the request's sampling fields as KEY=VALUE), then build and test it at --good
     the way every bisect will."""
+    from bisectbot.cli.detect import BuildWish
     from bisectbot.cli.newconfig import write_config
 
     def body() -> int:
         terminal = Terminal(quiet=quiet)
         if program is not None:
+            for flag, said in (("--build-kind", build_kind), ("--build-command", build_command), ("--binary", binary)):
+                if said:
+                    raise click.UsageError(f"{flag}: a preset (--llama) says how llama.cpp is built")
             return _init_llama(
                 terminal,
                 program,
@@ -251,6 +279,7 @@ def init(
         for flag, given in (("--condition", condition), ("--prompt", prompt), ("--program-defaults", program_defaults)):
             if given:
                 raise click.UsageError(f"{flag} goes with --llama PROGRAM")
+        wish = BuildWish.of(build_kind, build_command, binary)
         if not argv:
             raise click.UsageError(
                 "give the command after -- ({binary} the program, {seed} the seed), or --llama PROGRAM"
@@ -267,6 +296,7 @@ def init(
             probs=table,
             position=position or 0,
             events=Events(terminal),
+            wish=wish,
         )
         terminal.close()
         click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")
