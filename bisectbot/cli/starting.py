@@ -184,8 +184,9 @@ def tiny_llama(out_dir: str, seed: int) -> None:
 @click.option(
     "--build-kind",
     type=click.Choice(["cmake", "command", "none"]),
-    help="How a commit is built [default: detected: a command without {binary} builds nothing (none), "
-    "a CMakeLists.txt is cmake, a Makefile `make -j{jobs}` (command)].",
+    metavar="KIND",
+    help="How a commit is built: cmake, command or none [default: detected: a command without "
+    "{binary} builds nothing (none), a CMakeLists.txt is cmake, a Makefile `make -j{jobs}` (command)].",
 )
 @click.option(
     "--build-command",
