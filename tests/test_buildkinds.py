@@ -219,6 +219,10 @@ def test_a_make_project_is_built_by_its_own_command_in_a_pristine_tree(make_hist
         (ws.root / "stray.o").write_text("an output a build left")
         assert builder.ensure(make_hist.commits[1], incremental).ok
         assert (ws.root / "stray.o").exists()  # incremental: outputs stay for the next build
+        (ws.root / "pick").unlink()
+        (ws.root / "pick").mkdir()  # an output in the way: the build on top of it fails, then a pristine one
+        rec = builder.ensure(make_hist.commits[2], incremental)
+        assert rec.ok and rec.notes.startswith("built in a pristine tree after the build on earlier outputs failed")
 
 
 @needs("git", "make", "cc")

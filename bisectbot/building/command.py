@@ -11,8 +11,9 @@ Why each step:
   no headers cannot link a stale object. ccache's compiler links go first on PATH where they
   are installed, so the C and C++ compiles of unchanged files are cache hits. With
   `build.incremental` the outputs stay for the next commit (only the files that changed are
-  rewritten, so the build system's own rules decide what to rebuild); a build that fails on
-  top of them is tried once more in a pristine tree, as cmake's is in a clean directory.
+  rewritten, so the build system's own rules decide what to rebuild); a build that fails, or
+  leaves no binary, on top of them is tried once more in a pristine tree, as cmake's is in a
+  clean directory.
 * **Provenance.** Every candidate path of every variant's binaries is deleted before building:
   the binary kept is one this build made.
 * **Variants fit by files.** A variant whose `needs` the tree lacks does not fit and the next
@@ -68,14 +69,15 @@ def attempt_command(
     fresh: Callable[[], Path] | None,
 ) -> tuple[Attempt, str]:
     """Build variant `index` with its command in `source` (held exclusively); with `fresh` (the
-    outputs of earlier builds were left in the tree), a failure is retried once in the pristine
-    tree `fresh` makes. Returns the attempt and a note on how it was built."""
+    outputs of earlier builds were left in the tree), a failure, or a build that left no binary
+    (an output in the way can make a build system think it has nothing to do), is retried once
+    in the pristine tree `fresh` makes. Returns the attempt and a note on how it was built."""
     variant = cfg.choices[index]
     if missing := missing_needs(variant, source):
         return Attempt("unsupported", "the tree has no " + ", ".join(missing), budget.used, {}), ""
     with dirlock.exclusive(source, wait=TREE_WAIT) as hold:
         attempt = _build(cfg, index, source, kept, log, budget, stale, expand, secrets, sandbox, box, hold)
-        if attempt.status != "failed" or fresh is None:
+        if attempt.status not in ("failed", "no-binary") or fresh is None:
             return attempt, ""
         note(log, f"# the build on the outputs of earlier builds failed ({attempt.reason}); trying a pristine tree")
         first = attempt.reason
