@@ -178,19 +178,16 @@ class Builder:
         store.put_build(key, rec)
         self.built.append(sha)
         touch(self.build_dir(cfg, rec.variant))  # used (gc: least recently used first)
-        failed = not rec.ok and bool(rec.log)
-        self.events.emit(
-            Built(
-                sha,
-                rec.status,
-                rec.seconds,
-                rec.reason,
-                rec.variant,
-                rec.notes,
-                log_command=self.log_command(sha) if failed else "",
-            )
-        )
+        self._said_built(sha, rec)
         return rec
+
+    def _said_built(self, sha: str, rec: BuildRecord) -> None:
+        """The build's end, to observers (a failure with the command that prints its whole log)."""
+        failed = not rec.ok and bool(rec.log)
+        log_command = self.log_command(sha) if failed else ""
+        self.events.emit(
+            Built(sha, rec.status, rec.seconds, rec.reason, rec.variant, rec.notes, log_command=log_command)
+        )
 
     def tree(self, sha: str) -> KeptTree:
         """The commit's own tree for its runs (`{source}`), kept (building.trees): exported now
@@ -334,12 +331,13 @@ def _build_commit(
     stale = [c for v in cfg.choices for cands in v.binaries.values() for c in cands]
     kept = state.kept_dir(key, sha)
     for index, variant in enumerate(cfg.choices):
+        if missing := missing_needs(variant, source):
+            not_fitting.append(f"variant {index}: the tree has no {', '.join(missing)}")
+            continue
         if cfg.kind == "command":
             attempt, notes = attempt_command(
                 cfg, index, source, kept, log, budget, stale, expand, secrets, sandbox, box, fresh
             )
-        elif missing := missing_needs(variant, source):
-            attempt, notes = Attempt("unsupported", "the tree has no " + ", ".join(missing), budget.used, {}), ""
         else:
             attempt, notes = _attempt_variant(
                 cfg,
@@ -361,21 +359,7 @@ def _build_commit(
         if attempt.status == "unsupported":
             not_fitting.append(f"variant {index}: {attempt.reason}")
             continue
-        reason = redact(attempt.reason) if sandbox is not None else attempt.reason
-        return BuildRecord(
-            sha,
-            attempt.status,
-            attempt.binaries,
-            str(log),
-            budget.used,
-            reason,
-            variant=index,
-            notes=notes,
-            inputs=attempt.inputs,
-            host=platform.node(),
-            compiler=toolchain_identity(),
-            hashes=attempt.hashes,
-        )
+        return _record(sha, attempt, index, notes, log, budget.used, sandbox)
     return BuildRecord(
         sha,
         "unsupported",
@@ -384,6 +368,27 @@ def _build_commit(
         budget.used,
         "no build variant fits this tree: " + "; ".join(not_fitting),
         variant=len(cfg.choices) - 1,
+    )
+
+
+def _record(
+    sha: str, attempt: Attempt, variant: int, notes: str, log: Path, seconds: float, sandbox: Sandbox | None
+) -> BuildRecord:
+    """The build record of the attempt at the variant that fit, `seconds` into the build (untrusted
+    code's reason redacted)."""
+    return BuildRecord(
+        sha,
+        attempt.status,
+        attempt.binaries,
+        str(log),
+        seconds,
+        redact(attempt.reason) if sandbox is not None else attempt.reason,
+        variant=variant,
+        notes=notes,
+        inputs=attempt.inputs,
+        host=platform.node(),
+        compiler=toolchain_identity(),
+        hashes=attempt.hashes,
     )
 
 

@@ -68,13 +68,11 @@ def attempt_command(
     box: Box | None,
     fresh: Callable[[], Path] | None,
 ) -> tuple[Attempt, str]:
-    """Build variant `index` with its command in `source` (held exclusively); with `fresh` (the
+    """Build variant `index` (one that fits: `missing_needs`) with its command in `source`
+    (held exclusively); with `fresh` (the
     outputs of earlier builds were left in the tree), a failure, or a build that left no binary
     (an output in the way can make a build system think it has nothing to do), is retried once
     in the pristine tree `fresh` makes. Returns the attempt and a note on how it was built."""
-    variant = cfg.choices[index]
-    if missing := missing_needs(variant, source):
-        return Attempt("unsupported", "the tree has no " + ", ".join(missing), budget.used, {}), ""
     with dirlock.exclusive(source, wait=TREE_WAIT) as hold:
         attempt = _build(cfg, index, source, kept, log, budget, stale, expand, secrets, sandbox, box, hold)
         if attempt.status not in ("failed", "no-binary") or fresh is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from bisectbot import doctor
+from bisectbot.cli.detect import BuildWish
 from bisectbot.cli.guard import EXIT_INPUT, EXIT_OK, EXIT_UNDECIDED, OneLineGroup, guard
 from bisectbot.cli.options import color_option, json_option, markdown_option, quiet_option
 from bisectbot.cli.terminal import Terminal, summary_width
@@ -254,15 +255,17 @@ def init(
     --prompt, --condition, --position, --reference and the sampling arguments ARGV (for
     llama-server, the request's sampling fields as KEY=VALUE), then build and test it at --good
     the way every bisect will."""
-    from bisectbot.cli.detect import BuildWish
-    from bisectbot.cli.newconfig import write_config
 
     def body() -> int:
         terminal = Terminal(quiet=quiet)
+        llama_only = {"--condition": condition, "--prompt": prompt, "--program-defaults": program_defaults}
+        build = {"--build-kind": build_kind, "--build-command": build_command, "--binary": binary}
+        if wrong := [flag for flag, said in (build if program is not None else llama_only).items() if said]:
+            why = (
+                "a preset (--llama) says how llama.cpp is built" if program is not None else "goes with --llama PROGRAM"
+            )
+            raise click.UsageError(f"{wrong[0]}: {why}" if program is not None else f"{wrong[0]} {why}")
         if program is not None:
-            for flag, said in (("--build-kind", build_kind), ("--build-command", build_command), ("--binary", binary)):
-                if said:
-                    raise click.UsageError(f"{flag}: a preset (--llama) says how llama.cpp is built")
             return _init_llama(
                 terminal,
                 program,
@@ -277,34 +280,47 @@ def init(
                 reference_how,
                 output,
             )
-        for flag, given in (("--condition", condition), ("--prompt", prompt), ("--program-defaults", program_defaults)):
-            if given:
-                raise click.UsageError(f"{flag} goes with --llama PROGRAM")
         wish = BuildWish.of(build_kind, build_command, binary)
-        if not argv:
-            raise click.UsageError(
-                "give the command after -- ({binary} the program, {seed} the seed), or --llama PROGRAM"
-            )
-        table = _probs(probs) if probs else None
-        out = Path(output or f"{name or 'project'}.yaml")
-        path, report = write_config(
-            repo,
-            good,
-            list(argv),
-            out=out,
-            target=target,
-            name=name or "project",
-            probs=table,
-            position=position or 0,
-            events=Events(terminal),
-            wish=wish,
-        )
-        terminal.close()
-        click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")
-        click.echo(f"next: bisectbot bisect {path} --good {good} --bad BAD")
-        return EXIT_OK
+        return _init_project(terminal, repo, good, argv, target, wish, name, position, probs, output)
 
     guard(body)
+
+
+def _init_project(
+    terminal: Terminal,
+    repo: str,
+    good: str,
+    argv: tuple[str, ...],
+    target: str | None,
+    wish: BuildWish,
+    name: str | None,
+    position: int | None,
+    probs: str | None,
+    output: str | None,
+) -> int:
+    """`init` for a project of one's own: its build found, sampled, written, tested at --good."""
+    from bisectbot.cli.newconfig import write_config
+
+    if not argv:
+        raise click.UsageError("give the command after -- ({binary} the program, {seed} the seed), or --llama PROGRAM")
+    table = _probs(probs) if probs else None
+    out = Path(output or f"{name or 'project'}.yaml")
+    path, report = write_config(
+        repo,
+        good,
+        list(argv),
+        out=out,
+        target=target,
+        name=name or "project",
+        probs=table,
+        position=position or 0,
+        events=Events(terminal),
+        wish=wish,
+    )
+    terminal.close()
+    click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")
+    click.echo(f"next: bisectbot bisect {path} --good {good} --bad BAD")
+    return EXIT_OK
 
 
 def _init_llama(

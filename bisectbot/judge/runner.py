@@ -68,6 +68,7 @@ class Prepared:
     program: str = ""  # what identifies the program it runs across commits (program_identity)
     # what prints the program's help (to choose a command variant): its binary, or for a build
     # that leaves none (build.kind none) the first variant's command up to its first option
+    # (empty for a cross-check arm: its binary)
     help_command: tuple[str, ...] = field(default=(), repr=False)
 
 
@@ -185,12 +186,9 @@ class CommitRunner:
         build = self.builder.ensure(sha, cfg.build, inputs=False)  # the narrowing built the ends already
         if not build.ok:
             return Prepared(sha, build, None, build.reason)
-        tree: KeptTree | None = None
-        if self._uses_tree:
-            try:
-                tree = self.builder.tree(sha)
-            except GitError as exc:
-                return Prepared(sha, build, None, str(exc))
+        tree, why = self._tree_of(sha)
+        if why:
+            return Prepared(sha, build, None, why)
         env = self.run_env(build)
         variants = cfg.run.templates
         values = {
@@ -236,6 +234,16 @@ class CommitRunner:
             program=program_identity(stored_as, build, variant.argv, cfg) if trusted_here else "",
             help_command=tuple(helper),
         )
+
+    def _tree_of(self, sha: str) -> tuple[KeptTree | None, str]:
+        """The commit's kept tree when its runs reach into it (`{source}`; build.kind none), or
+        why it cannot be had (its export failed)."""
+        if not self._uses_tree:
+            return None, ""
+        try:
+            return self.builder.tree(sha), ""
+        except GitError as exc:
+            return None, str(exc)
 
     def _program_key(
         self,
@@ -384,15 +392,7 @@ class CommitRunner:
             sha, identity, helper, env, spec.serve_choices, spec.help_args or ["--help"], spec.serve_variants is None
         )
         if choice.index is None:
-            return Prepared(
-                sha,
-                build,
-                None,
-                f"not applicable here: {choice.why}",
-                applicable=False,
-                choice=key,
-                help_command=tuple(helper),
-            )
+            return Prepared(sha, build, None, f"not applicable here: {choice.why}", applicable=False, choice=key)
         serve = spec.serve_choices[choice.index]
         port = free_port()
         values = {**build.binaries, "port": str(port), **self.values}
@@ -425,7 +425,6 @@ class CommitRunner:
             choice.index,
             spec.jobs,
             choice=key,
-            help_command=tuple(helper),
         )
 
     def variant_failed(self, prepared: Prepared, reason: str, arm: str | None = None) -> Prepared | None:
@@ -440,7 +439,8 @@ class CommitRunner:
         failed[prepared.variant] = reason
         variants = self.cfg.run.templates if arm is None else self.cfg.arms[arm].serve_choices
         help_args = self.cfg.run.help_args if arm is None else (self.cfg.arms[arm].help_args or ["--help"])
-        help_text = self._help(list(prepared.help_command), help_args, self.run_env(prepared.build))
+        helper = list(prepared.help_command) or [next(iter(prepared.build.binaries.values()))]  # an arm's: its binary
+        help_text = self._help(helper, help_args, self.run_env(prepared.build))
         index, why = pick_variant(help_text, variants, failed)
         store.put_variant(binary, spec, VariantChoice(index, why, tuple(sorted(failed.items()))))
         self.events.emit(VariantFailed(prepared.sha, prepared.variant, reason, index))
