@@ -31,6 +31,9 @@ from bisectbot.events import Events
 from bisectbot.judge.runner import CommitRunner
 from bisectbot.processes.procs import stop_drivers
 from bisectbot.processes.sandbox import BoxState, Scratch, sandbox
+from bisectbot.records.reports import Environment
+from bisectbot.report.markdown import environment_lines
+from bisectbot.report.text import environment_text
 from bisectbot.state.statedir import StateDir
 from bisectbot.statistics.outcome import Verdict
 
@@ -518,3 +521,13 @@ def test_untrusted_code_with_no_build_runs_its_tree_from_its_box(py_hist: PickHi
         finally:
             stop_drivers(jail)
             box.close()
+
+
+def test_reports_say_what_built_the_commits_when_it_was_not_cmake() -> None:
+    made = Environment("cc 12", "cmake 3.25", [], "host", "Linux", "3.11", "0.2.0", build="command: make -j{jobs}")
+    assert "build: command: make -j{jobs}" in environment_text(made, 100) and "- build: command: make -j{jobs}" in (
+        environment_lines(made)
+    )
+    assert not any("cmake" in line for line in [*environment_text(made, 100), *environment_lines(made)])
+    old = Environment.from_json({"compiler": "cc", "cmake": "cmake 3.25", "cmake_args": ["-DX=1"]})  # before kinds
+    assert old.build == "" and environment_text(old, 100)[1] == "cmake: cmake 3.25; arguments: -DX=1"
