@@ -383,6 +383,8 @@ def test_init_tells_the_build_kind_from_the_tree_and_the_command_line(tmp_path: 
         assert str(info.value).startswith(error) and "\n" not in str(info.value), info.value
     with pytest.raises(ConfigError, match="--build-command 'make \"pick': No closing quotation"):
         BuildWish.of(None, 'make "pick', None)
+    with pytest.raises(ConfigError, match=r"init: --build-command\[1\]: unknown placeholder \{job\} \(known: "):
+        BuildWish.of(None, "make -j{job}", None)
 
 
 @needs("make", "cc")

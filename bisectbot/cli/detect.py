@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from bisectbot.building.buildkeys import Placeholders
+from bisectbot.config.sections import COMMAND_PLACEHOLDERS, check_placeholders
 from bisectbot.errors import ConfigError
 from bisectbot.processes.procs import clean_env, run
 
@@ -55,6 +57,10 @@ class BuildWish:
             raise ConfigError(f"init: --build-command {command!r}: {exc}") from None
         if words is not None and not words:
             raise ConfigError("init: --build-command is empty")
+        try:
+            check_placeholders(words or (), "--build-command", COMMAND_PLACEHOLDERS)
+        except ValueError as exc:
+            raise ConfigError(f"init: {exc}") from None
         return cls(kind, words, binary)
 
 
@@ -114,8 +120,8 @@ def find_binary(tree: Path, command: Sequence[str], binary: str | None, sha: str
     program it made: `binary` when given (it must be there, executable), else the one
     executable, not a library, that is new or written anew."""
     before = _executables(tree)
-    values = {"jobs": str(os.cpu_count() or 1), "source": str(tree), "config_dir": str(tree), "fixtures": ""}
-    argv = [a.format_map(values) if "{" in a else a for a in command]
+    values = {"jobs": str(os.cpu_count() or 1), "source": str(tree)}  # {config_dir}, {fixtures}: as written
+    argv = [a.format_map(Placeholders(values)) if "{" in a else a for a in command]
     shown = " ".join(command)
     res = run(argv, cwd=tree, env=clean_env(), timeout=BUILD_TIMEOUT)  # a program not found: exit 127
     if res.timed_out:
