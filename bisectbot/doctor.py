@@ -122,6 +122,22 @@ def cmake_args_of(build: BuildConfig) -> list[str]:
     return [*generator_args(build.generator, args), *args]
 
 
+def config_tools(build: BuildConfig | None) -> list[Tool]:
+    """The programs a config's builds cannot do without: cmake's (build.kind cmake, or no
+    config), git and the program of each build command (command), git alone (none: nothing is
+    built, the commit's tree is exported)."""
+    if build is None or build.kind == "cmake":
+        return build_tools(cmake_args_of(build) if build is not None else ())
+    programs = [argv[0] for argv in build.commands if "/" not in argv[0] and "{" not in argv[0]]
+    return [GIT, *dict.fromkeys(command_tool(p) for p in programs)]
+
+
+def command_tool(program: str) -> Tool:
+    """A build command's program as a tool (its package named as Debian names it, when known)."""
+    known = {t.commands[0]: t for t in (MAKE, NINJA, CMAKE)}
+    return known.get(program) or Tool(program, (program,), program, True, "the build command runs it")
+
+
 def find(tool: Tool, environ: Mapping[str, str] | None = None) -> str | None:
     """Where `tool` is: its CC/CXX-style variable's program when set (cmake uses that one, so a
     wrong one is missing even if g++ is installed), else the first of its commands on PATH."""
@@ -149,9 +165,10 @@ def missing_line(missing: Sequence[Tool], environ: Mapping[str, str]) -> str:
     )
 
 
-def preflight(cmake_args: Iterable[str] = ()) -> None:
-    """ToolError naming every required program that is not on PATH (a `shutil.which` each)."""
-    missing = [t for t in build_tools(cmake_args) if find(t) is None]
+def preflight(tools: Sequence[Tool] | None = None) -> None:
+    """ToolError naming every required program of `tools` (default: a cmake build's) that is
+    not on PATH (a `shutil.which` each)."""
+    missing = [t for t in (build_tools() if tools is None else tools) if find(t) is None]
     if missing:
         raise ToolError(missing_line(missing, os.environ))
 
@@ -246,12 +263,12 @@ def sandbox_check() -> Check:
     return Check(name, "ok", "bubblewrap: new user, mount, PID, IPC, UTS and network namespaces")
 
 
-def checks(cmake_args: Iterable[str] = (), repo: Path | None = None) -> list[Check]:
-    """Everything `bisectbot doctor` looks at, in the order it prints them."""
-    args = list(cmake_args)
-    tools = build_tools(args)
+def checks(tools: Sequence[Tool] | None = None, repo: Path | None = None) -> list[Check]:
+    """Everything `bisectbot doctor` looks at, in the order it prints them; `tools` are the
+    required programs (`config_tools`; default: a cmake build's)."""
+    tools = build_tools() if tools is None else list(tools)
     out = [tool_check(t) for t in tools]
-    out += [tool_check(NINJA_FASTER)] if NINJA not in tools else []
+    out += [tool_check(NINJA_FASTER)] if CMAKE in tools and NINJA not in tools else []
     out += [tool_check(CCACHE), tool_check(BWRAP), tool_check(PRLIMIT), sandbox_check()]
     out += [package_check(*p) for p in PACKAGES]
     if repo is not None:

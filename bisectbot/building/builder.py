@@ -1,4 +1,6 @@
-"""Build stage: cmake configure + build of the targets a commit's tree has, incremental across commits.
+"""Build stage: cmake configure + build of the targets a commit's tree has, incremental across
+commits; or the project's own build command (build.kind command: `building.command`); or no
+build, the commit's kept tree being what runs (build.kind none: `building.trees`).
 
 One build directory per cmake arguments is reused across commits (a commit that differs in one
 file rebuilds in seconds), with ccache when it is installed. After a successful build the
@@ -34,7 +36,9 @@ Why each step:
 
 The pieces: `build.buildkeys` (keys, the toolchain), `build.cmake` (what cmake says),
 `build.keep` (binaries kept and checked, build directories trusted), `build.linkgraph`
-(the files the targets were compiled from).
+(the files the targets were compiled from), `build.steps` (a step within the timeout, into the
+log), `build.command` (a build command's attempt), `build.trees` (a commit's own tree, kept for
+the runs that name `{source}`, and build.kind none's "build").
 
 A failed or timed-out build, one that leaves no binary, a tree no variant fits, or a commit
 that cannot be checked out is a *skip* for the bisect (like `git bisect skip`), with its reason.
@@ -48,7 +52,6 @@ import platform
 import shlex
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -56,13 +59,15 @@ from bisectbot.building.buildkeys import Placeholders, build_dir_key, build_key,
 from bisectbot.building.cmake import (
     ccache_args,
     configured_elsewhere,
-    first_error,
     target_listing,
     target_names,
     unused_defines,
 )
+from bisectbot.building.command import attempt_command, command_argv, missing_needs
 from bisectbot.building.keep import intact, keep_binaries, touch, written_since
 from bisectbot.building.linkgraph import scanned_inputs, target_inputs
+from bisectbot.building.steps import Attempt, Budget, note, step
+from bisectbot.building.trees import KeptTree, keep_tree, kept_tree
 from bisectbot.building.workspace import Export, Workspace
 from bisectbot.config.sections import BuildConfig, BuildVariant
 from bisectbot.doctor import generator_args
@@ -78,6 +83,8 @@ from bisectbot.state.statedir import StateDir
 
 # How long a build waits for its directory's lock (held by an orphaned build no record named).
 BUILD_DIR_WAIT = 60.0
+# What a commit's kept tree is stored as: the "build" of build.kind none.
+NO_BUILD = BuildConfig(kind="none")
 
 
 class Builder:
@@ -129,6 +136,8 @@ class Builder:
         `inputs`: record the files its targets were compiled from (`linkgraph.target_inputs`, a
         quarter second on llama.cpp), which only the narrowing reads, at the ends; a build made
         without them has `inputs` None, and the narrowing scans such an end instead."""
+        if cfg.kind == "none":  # nothing to build: the commit's kept tree is what runs
+            return self._tree(sha)[0]
         key = self.key(cfg)
         store = self.state.store
         rec = store.build(key, sha)
@@ -141,10 +150,13 @@ class Builder:
             self.guard()
         if rec is not None:
             store.forget_build(key, sha)
-        self.events.emit(Building(sha, tuple(cfg.choices[0].targets)))
+        what = cfg.choices[0].targets or [f"with {' '.join(command_argv(cfg, 0, Path('{source}'), self.expand))}"]
+        self.events.emit(Building(sha, tuple(what)))
         log = self.state.log_path(f"build-{key}-{sha}.log")
+        # a build command's outputs stay in the clone for the next build only when asked
+        pristine = cfg.kind == "cmake" or not cfg.incremental
         try:
-            source = self.workspace.checkout(sha)
+            source = self.workspace.checkout(sha, clean=pristine)
         except GitError as exc:  # not stored: the next run may well check it out
             rec = BuildRecord(sha, "checkout-failed", {}, "", 0.0, str(exc))
             self.events.emit(Built(sha, rec.status, 0.0, rec.reason))
@@ -161,23 +173,54 @@ class Builder:
             secrets=self.secrets,
             sandbox=self.sandbox,
             inputs=inputs,
+            fresh=None if pristine or self.sandbox is not None else lambda: self.workspace.checkout(sha),
         )
         store.put_build(key, rec)
         self.built.append(sha)
         touch(self.build_dir(cfg, rec.variant))  # used (gc: least recently used first)
-        failed = not rec.ok and bool(rec.log)
-        self.events.emit(
-            Built(
-                sha,
-                rec.status,
-                rec.seconds,
-                rec.reason,
-                rec.variant,
-                rec.notes,
-                log_command=self.log_command(sha) if failed else "",
-            )
-        )
+        self._said_built(sha, rec)
         return rec
+
+    def _said_built(self, sha: str, rec: BuildRecord) -> None:
+        """The build's end, to observers (a failure with the command that prints its whole log)."""
+        failed = not rec.ok and bool(rec.log)
+        log_command = self.log_command(sha) if failed else ""
+        self.events.emit(
+            Built(sha, rec.status, rec.seconds, rec.reason, rec.variant, rec.notes, log_command=log_command)
+        )
+
+    def tree(self, sha: str) -> KeptTree:
+        """The commit's own tree for its runs (`{source}`), kept (building.trees): exported now
+        when it is not kept, or no longer as exported. GitError when it cannot be exported."""
+        rec, found = self._tree(sha)
+        if found is None:
+            raise GitError(rec.reason)
+        return found
+
+    def _tree(self, sha: str) -> tuple[BuildRecord, KeptTree | None]:
+        """The kept tree of `sha` and its record (stored under the key of build.kind none: it is
+        that kind's build), exporting it when needed; a record `checkout-failed` when it cannot
+        be exported (not stored: the next run may well export it)."""
+        key = self.key(NO_BUILD)
+        kept = self.state.kept_dir(key, sha)
+        store = self.state.store
+        rec = store.build(key, sha)
+        if rec is not None and rec.ok:
+            found = kept_tree(kept, self._box)
+            if found is not None and rec.hashes.get(str(found.manifest)) == found.digest:
+                if self._box is None:
+                    touch(kept)  # used: `bisectbot gc` removes the least recently used first
+                return rec, found
+            store.forget_build(key, sha)
+        started = time.monotonic()
+        try:
+            found = keep_tree(self.workspace.export, sha, kept, self._box)
+        except (GitError, BoxRefused) as exc:
+            return BuildRecord(sha, "checkout-failed", {}, "", 0.0, f"cannot export its tree: {exc}"), None
+        seconds = time.monotonic() - started
+        rec = BuildRecord(sha, "ok", {}, "", seconds, host=platform.node(), hashes={str(found.manifest): found.digest})
+        store.put_build(key, rec)
+        return rec, found
 
     def scan_inputs(self, sha: str, cfg: BuildConfig) -> list[str] | None:
         """The files the commit's targets would be compiled from, without building it: its stored
@@ -186,6 +229,8 @@ class Builder:
         no binary. None when unknown (untrusted code, another generator, any failure): the
         caller builds instead."""
         if self.sandbox is not None:  # its dependency files are not read (they could name any file)
+            return None
+        if cfg.kind != "cmake":  # no dependency files: cmake's alone are read
             return None
         rec = self.stored(sha, cfg)
         if rec is not None and rec.inputs is not None:
@@ -220,30 +265,12 @@ class Builder:
         return arg.format_map(Placeholders(self.values)) if "{" in arg else arg
 
     def build_dir(self, cfg: BuildConfig, variant: int) -> Path:
-        """The build directory a variant of `cfg` is built in."""
+        """The build directory a variant of `cfg` is built in (a build command: the tree it runs
+        in, the clone or untrusted code's export)."""
+        if cfg.kind != "cmake":
+            return self.workspace.root
         args = [self.expand(a) for a in (*cfg.cmake_args, *cfg.choices[variant].cmake_args)]
         return self.state.build_dir(build_dir_key(_with_generator(cfg, args), untrusted=self.sandbox is not None))
-
-
-@dataclass(frozen=True)
-class _Attempt:
-    status: str  # ok | unsupported | failed | timeout | no-binary | scanned | unscanned
-    reason: str
-    seconds: float
-    binaries: dict[str, str]
-    inputs: tuple[str, ...] | None = None
-    hashes: dict[str, str] = field(default_factory=dict)
-
-
-class _Budget:
-    """What is left of the build timeout, across variants and retries."""
-
-    def __init__(self, total: float):
-        self.total, self.used = total, 0.0
-
-    @property
-    def left(self) -> float:
-        return self.total - self.used
 
 
 def build_commit(
@@ -260,10 +287,13 @@ def build_commit(
     sandbox: Sandbox | None = None,
     scan: bool = False,
     inputs: bool = True,
+    fresh: Callable[[], Path] | None = None,
 ) -> BuildRecord:
     """Build `source` (already checked out at `sha`) with the first variant its tree supports;
     with `sandbox`, every cmake step (and so every compiler) runs in it. With `scan`, configure
-    only and preprocess (status `scanned` with the inputs, or `unscanned`; nothing kept).
+    only and preprocess (status `scanned` with the inputs, or `unscanned`; nothing kept). A
+    build command runs in `source` itself; `fresh` makes it pristine again (build.incremental:
+    the build on earlier outputs failed, `building.command`).
 
     With `sandbox` the state is a box untrusted code writes to: every step the bot takes there
     itself (removing or making a build directory, reading its CMakeCache.txt, keeping the
@@ -271,9 +301,11 @@ def build_commit(
     saying so."""
     box = state.fs if sandbox is not None and isinstance(state, BoxState) else None
     try:
-        return _build_commit(cfg, sha, source, state, key, log, expand, progress, secrets, sandbox, scan, inputs, box)
+        return _build_commit(
+            cfg, sha, source, state, key, log, expand, progress, secrets, sandbox, scan, inputs, box, fresh
+        )
     except BoxRefused as exc:
-        _note(log, f"# {exc}")
+        note(log, f"# {exc}")
         return BuildRecord(sha, "failed", {}, str(log), 0.0, str(exc), host=platform.node())
 
 
@@ -291,34 +323,43 @@ def _build_commit(
     scan: bool,
     inputs: bool,
     box: Box | None,
+    fresh: Callable[[], Path] | None,
 ) -> BuildRecord:
     log.write_text("")
-    budget = _Budget(cfg.timeout)
+    budget = Budget(cfg.timeout)
     not_fitting: list[str] = []
     stale = [c for v in cfg.choices for cands in v.binaries.values() for c in cands]
     kept = state.kept_dir(key, sha)
     for index, variant in enumerate(cfg.choices):
-        attempt, notes = _attempt_variant(
-            cfg, variant, source, state, kept, log, budget, stale, expand, progress, secrets, sandbox, scan, inputs, box
-        )
+        if missing := missing_needs(variant, source):
+            not_fitting.append(f"variant {index}: the tree has no {', '.join(missing)}")
+            continue
+        if cfg.kind == "command":
+            attempt, notes = attempt_command(
+                cfg, index, source, kept, log, budget, stale, expand, secrets, sandbox, box, fresh
+            )
+        else:
+            attempt, notes = _attempt_variant(
+                cfg,
+                variant,
+                source,
+                state,
+                kept,
+                log,
+                budget,
+                stale,
+                expand,
+                progress,
+                secrets,
+                sandbox,
+                scan,
+                inputs,
+                box,
+            )
         if attempt.status == "unsupported":
             not_fitting.append(f"variant {index}: {attempt.reason}")
             continue
-        reason = redact(attempt.reason) if sandbox is not None else attempt.reason
-        return BuildRecord(
-            sha,
-            attempt.status,
-            attempt.binaries,
-            str(log),
-            budget.used,
-            reason,
-            variant=index,
-            notes=notes,
-            inputs=attempt.inputs,
-            host=platform.node(),
-            compiler=toolchain_identity(),
-            hashes=attempt.hashes,
-        )
+        return _record(sha, attempt, index, notes, log, budget.used, sandbox)
     return BuildRecord(
         sha,
         "unsupported",
@@ -330,6 +371,27 @@ def _build_commit(
     )
 
 
+def _record(
+    sha: str, attempt: Attempt, variant: int, notes: str, log: Path, seconds: float, sandbox: Sandbox | None
+) -> BuildRecord:
+    """The build record of the attempt at the variant that fit, `seconds` into the build (untrusted
+    code's reason redacted)."""
+    return BuildRecord(
+        sha,
+        attempt.status,
+        attempt.binaries,
+        str(log),
+        seconds,
+        redact(attempt.reason) if sandbox is not None else attempt.reason,
+        variant=variant,
+        notes=notes,
+        inputs=attempt.inputs,
+        host=platform.node(),
+        compiler=toolchain_identity(),
+        hashes=attempt.hashes,
+    )
+
+
 def _attempt_variant(
     cfg: BuildConfig,
     variant: BuildVariant,
@@ -337,7 +399,7 @@ def _attempt_variant(
     state: StateDir,
     kept: Path,
     log: Path,
-    budget: "_Budget",
+    budget: "Budget",
     stale: list[str],
     expand: Callable[[str], str],
     progress: Callable[[str], None],
@@ -346,7 +408,7 @@ def _attempt_variant(
     scan: bool,
     inputs: bool,
     box: Box | None,
-) -> tuple["_Attempt", str]:
+) -> tuple["Attempt", str]:
     """One build variant in its build directory (held exclusively), started afresh when another
     tree or writer left it, and again in a clean one when the reused directory fails. Returns
     the attempt and a note on how it was built."""
@@ -357,7 +419,7 @@ def _attempt_variant(
         if why is None and sandbox is None:
             why = written_since(build_dir, state.store.build_dir_written(build_dir))
         if why:
-            _note(log, f"# starting {build_dir} afresh: {why}")
+            note(log, f"# starting {build_dir} afresh: {why}")
             _remove(build_dir, box)
         reused = build_dir.exists()
         attempt_here = functools.partial(
@@ -381,7 +443,7 @@ def _attempt_variant(
         attempt = attempt_here(scan=scan)
         notes = ""
         if attempt.status == "failed" and reused and not scan:
-            _note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
+            note(log, f"# the reused build directory failed ({attempt.reason}); trying a clean one")
             _remove(build_dir, box)
             first = attempt.reason
             attempt = attempt_here()
@@ -411,10 +473,10 @@ def _configure(
     env: dict[str, str],
     launcher: list[str],
     log: Path,
-    budget: _Budget,
+    budget: Budget,
     hold: int,
     sandbox: Sandbox | None,
-) -> _Attempt | None:
+) -> Attempt | None:
     """cmake configure of one variant, then whether the tree fits it: cmake uses every -D it
     names and lists every target it builds. None when it fits; else why not (failed or
     unsupported)."""
@@ -422,16 +484,16 @@ def _configure(
     configure = ["cmake", "-S", str(source), "-B", str(build_dir), *launcher, *forget, *args]
     start = log.stat().st_size
     if sandbox is not None:
-        _note(log, f"# untrusted code, in the sandbox: {sandbox.text()}")
-    res = _step(configure, build_dir, env, log, budget, hold, sandbox)
+        note(log, f"# untrusted code, in the sandbox: {sandbox.text()}")
+    res = step(configure, build_dir, env, log, budget, hold, sandbox)
     if res is not None:
-        return _Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
+        return Attempt(res[0], f"cmake configure {res[1]}", budget.used, {})
     unused = unused_defines(log, start)
     if rejected := [n for n in variant.defines if n in unused]:
-        return _Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
+        return Attempt("unsupported", "cmake does not use " + ", ".join(f"-D{n}" for n in rejected), budget.used, {})
     listed = run(target_listing(build_dir), cwd=build_dir, env=env, timeout=120, pass_fds=(hold,), sandbox=sandbox)
-    if missing := [t for t in variant.targets if t not in target_names(listed.stdout)]:
-        return _Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
+    if missing := [t for t in variant.targets or () if t not in target_names(listed.stdout)]:
+        return Attempt("unsupported", "the tree has no target " + ", ".join(missing), budget.used, {})
     return None
 
 
@@ -452,7 +514,7 @@ def _build_variant(
     build_dir: Path,
     kept: Path,
     log: Path,
-    budget: _Budget,
+    budget: Budget,
     stale: list[str],
     progress: Callable[[str], None],
     secrets: Iterable[str],
@@ -462,7 +524,7 @@ def _build_variant(
     *,
     inputs: bool = True,
     box: Box | None = None,
-) -> _Attempt:
+) -> Attempt:
     """One variant in `build_dir`; `hold` is the directory's lock, which every child inherits.
     Untrusted code gets no ccache (it must not fill the cache trusted builds read). With `scan`
     (trusted only), the inputs without a build: `linkgraph.scanned_inputs`."""
@@ -477,18 +539,19 @@ def _build_variant(
     progress("configure")
     if (refused := _configure(variant, args, source, build_dir, env, launcher, log, budget, hold, sandbox)) is not None:
         return refused
+    targets = variant.targets or []  # build.kind cmake: always some (config.sections)
     if scan:
         started = time.monotonic()
-        scanned = scanned_inputs(build_dir, variant.targets, source, env, cfg.jobs or os.cpu_count() or 1, budget.left)
+        scanned = scanned_inputs(build_dir, targets, source, env, cfg.jobs or os.cpu_count() or 1, budget.left)
         budget.used += time.monotonic() - started
         if scanned is None:
-            return _Attempt("unscanned", "the inputs could not be scanned", budget.used, {})
-        return _Attempt("scanned", "", budget.used, {}, tuple(scanned))
+            return Attempt("unscanned", "the inputs could not be scanned", budget.used, {})
+        return Attempt("scanned", "", budget.used, {}, tuple(scanned))
     _remove_stale(build_dir, stale, box)
     progress("build")
     jobs = str(cfg.jobs or os.cpu_count() or 1)
-    res = _step(
-        ["cmake", "--build", str(build_dir), "--target", *variant.targets, "-j", jobs],
+    res = step(
+        ["cmake", "--build", str(build_dir), "--target", *targets, "-j", jobs],
         build_dir,
         env,
         log,
@@ -497,10 +560,10 @@ def _build_variant(
         sandbox,
     )
     if res is not None:
-        return _Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
+        return Attempt(res[0], f"cmake build {res[1]}", budget.used, {})
     binaries, hashes, missing_name = keep_binaries(cfg, variant, build_dir, kept, box)
     if missing_name:
-        return _Attempt(
+        return Attempt(
             "no-binary",
             f"build left no binary for {{{missing_name}}} "
             f"(looked for {', '.join(variant.binaries[missing_name])}; a link out of the "
@@ -509,40 +572,10 @@ def _build_variant(
             {},
         )
     # untrusted: its dependency files are not read (they could name any file of the bot's)
-    found = target_inputs(build_dir, variant.targets, source, env) if sandbox is None and inputs else None
-    return _Attempt("ok", "", budget.used, binaries, tuple(found) if found is not None else None, hashes)
-
-
-def _step(
-    argv: list[str],
-    cwd: Path,
-    env: dict[str, str],
-    log: Path,
-    budget: _Budget,
-    hold: int,
-    sandbox: Sandbox | None = None,
-) -> tuple[str, str] | None:
-    """Run one cmake step into the log; None when it succeeded, else (status, why)."""
-    _note(log, f"$ {' '.join(argv)}")
-    if budget.left <= 0:
-        return "timeout", f"did not start: the build timeout of {budget.total:g} s was used up"
-    start = log.stat().st_size
-    res = run(argv, cwd=cwd, env=env, timeout=budget.left, log=log, pass_fds=(hold,), sandbox=sandbox)
-    budget.used += res.seconds
-    if res.timed_out:
-        return "timeout", f"exceeded the build timeout of {budget.total:g} s"
-    if res.stopped:
-        return "failed", f"{res.stopped}: {first_error(log, start)}"
-    if res.returncode != 0:
-        return "failed", f"failed (exit {res.returncode}): {first_error(log, start)}"
-    return None
+    found = target_inputs(build_dir, targets, source, env) if sandbox is None and inputs else None
+    return Attempt("ok", "", budget.used, binaries, tuple(found) if found is not None else None, hashes)
 
 
 def _with_generator(cfg: BuildConfig, args: list[str]) -> list[str]:
     """The cmake arguments with build.generator's `-G` first (no -G: cmake's default)."""
     return [*generator_args(cfg.generator, args), *args]
-
-
-def _note(log: Path, line: str) -> None:
-    with open(log, "a") as fh:
-        fh.write(line + "\n")

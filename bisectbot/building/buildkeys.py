@@ -27,16 +27,21 @@ UNTRUSTED_DIR = "#untrusted"
 
 
 def build_key(cfg: BuildConfig, values: Mapping[str, str] | None = None) -> str:
-    """Identifies builds that are interchangeable: the cmake arguments and variants, the contents
-    of the files they name, the kept globs, and the toolchain that compiles them."""
-    args = [*cfg.cmake_args, *(a for v in cfg.choices for a in v.cmake_args)]
-    data = {
+    """Identifies builds that are interchangeable: the cmake arguments and variants (a build
+    command and its variants), the contents of the files they name, the kept globs, and the
+    toolchain that compiles them. With build.kind none, the kept tree of a commit: one key."""
+    if cfg.kind == "none":
+        return json_key({"kind": "none"}, 12)
+    args = [*cfg.cmake_args, *(a for v in cfg.choices for a in v.cmake_args), *(a for c in cfg.commands for a in c)]
+    data: dict[str, object] = {
         "args": cfg.cmake_args,
-        "variants": [v.model_dump(mode="json") for v in cfg.choices],
+        "variants": [v.key() for v in cfg.choices],
         "keep": cfg.keep,
         "files": named_files(args, values or {}),
         "toolchain": toolchain_identity(),
     }
+    if cfg.kind != "cmake":  # only then: cmake's keys stay as they were stored
+        data.update(kind=cfg.kind, command=cfg.command)
     if cfg.hide_git:  # only when set: keys stored before it existed stay the same
         data["hide_git"] = True
     return json_key(data, 12)
@@ -103,4 +108,14 @@ def toolchain(cfg: BuildConfig) -> Environment:
         platform=platform.platform(),
         python=platform.python_version(),
         bisectbot=__version__,
+        build=build_text(cfg),
     )
+
+
+def build_text(cfg: BuildConfig) -> str:
+    """What builds a commit, for reports, when it is not cmake ("" for cmake: its own line)."""
+    if cfg.kind == "command":
+        return "command: " + " | ".join(" ".join(c) for c in dict.fromkeys(tuple(c) for c in cfg.commands))
+    if cfg.kind == "none":
+        return "none: each commit's own tree is run (build.kind none)"
+    return ""

@@ -1,5 +1,6 @@
 """What cmake says, read: which -D options and targets a tree has, why a step failed, and whether
-a build directory's cache belongs to another place; and the ccache launcher flags.
+a build directory's cache belongs to another place; and the ccache launcher flags (and, for a
+build command, ccache's compiler links).
 
 Why apart from the builder: these are the ways a llama.cpp tree of one era differs from another
 (options and targets get renamed, retired) and the ways cmake reports it, each read from its
@@ -31,6 +32,19 @@ def ccache_args(source: Path, build_dir: Path) -> tuple[list[str], dict[str, str
         ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"],
         {"CCACHE_BASEDIR": base, "CCACHE_NOHASHDIR": "1"},
     )
+
+
+# Where distributions install ccache's compiler links (`cc` → ccache …): Debian and Ubuntu,
+# Fedora, a source install, Homebrew.
+CCACHE_LINKS = ("/usr/lib/ccache", "/usr/lib64/ccache", "/usr/local/lib/ccache", "/opt/homebrew/opt/ccache/libexec")
+
+
+def ccache_path() -> str | None:
+    """The directory of ccache's compiler links, put first on a build command's PATH so that
+    whatever compiler it calls by name goes through ccache (None: ccache or its links missing)."""
+    if shutil.which("ccache") is None:
+        return None
+    return next((d for d in CCACHE_LINKS if os.path.isfile(os.path.join(d, "cc"))), None)
 
 
 def configured_elsewhere(build_dir: Path, source: Path, box: Box | None = None) -> str | None:

@@ -20,6 +20,11 @@ Files generated in the build directory (e.g. llama.cpp's build-info.cpp, which e
 commit hash) are not inputs: they are made from the build files, which are. A build without
 dependency files (another generator, an old cmake) leaves the inputs unknown, and then no
 commit is skipped.
+
+A build command (build.kind command) leaves no dependency files to read, and a program run from
+its tree (build.kind none) may read any file of it (a module it imports, a table it loads):
+there every file of the tree is an input (`InputRule.whole_tree`), and only a commit that
+changes no file at all (its tree is its parent's) is skipped.
 """
 
 from __future__ import annotations
@@ -115,6 +120,8 @@ class InputRule:
 
     inputs: frozenset[str]
     also: tuple[str, ...] = ()
+    # no dependency information (a build command, or no build): every file of the tree counts
+    whole_tree: bool = False
     dirs: frozenset[str] = field(init=False)
     suffixes: frozenset[str] = field(init=False)
 
@@ -125,6 +132,8 @@ class InputRule:
     def why(self, change: Change) -> str | None:
         """Why this change can change the binary, or None when it cannot."""
         path = change.path
+        if self.whole_tree:
+            return "a file of the tree (no dependency information)"
         if change.gitlink:
             return "a submodule"
         if path in self.inputs:

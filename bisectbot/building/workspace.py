@@ -332,13 +332,16 @@ class Workspace:
         )
 
     # -- checkout -----------------------------------------------------------------------------
-    def checkout(self, sha: str) -> Path:
-        """Put the bot's work tree at `sha` (only changed files are rewritten: builds stay incremental)."""
+    def checkout(self, sha: str, *, clean: bool = True) -> Path:
+        """Put the bot's work tree at `sha` (only changed files are rewritten: builds stay
+        incremental). `clean`: every file git does not track (a build command's outputs) is
+        removed too; without it they stay for the next build."""
         if not _SHA.match(sha):
             raise RefError(f"checkout wants a full sha, got {sha!r}")
         try:
             self.repo.git.checkout("--force", "--detach", "--quiet", sha)
-            self.repo.git.clean("-ffdxq")
+            if clean:
+                self.repo.git.clean("-ffdxq")
         except git.GitCommandError as exc:
             raise GitError(f"cannot check out {sha[:12]} in {self.root}: {_git_message(exc)}") from None
         return self.root
@@ -395,10 +398,15 @@ class Export:
     ):
         self.clone, self.root, self.after, self.budget = clone, root, after, budget
 
-    def checkout(self, sha: str) -> Path:
+    def checkout(self, sha: str, *, clean: bool = True) -> Path:
+        """A fresh export of `sha` (so clean whatever `clean` says: nothing of another build stays)."""
         tree = self.clone.export(sha, self.root, self.budget)
         self.after(tree)  # e.g. handed over to the sandbox's uid
         return tree
+
+    def export(self, sha: str, dest: Path) -> Path:
+        """The tree of `sha` in `dest`, within the budget (kept as exported: not handed over)."""
+        return self.clone.export(sha, dest, self.budget)
 
     def info(self, sha: str) -> CommitInfo:
         return self.clone.info(sha)

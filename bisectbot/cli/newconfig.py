@@ -1,4 +1,4 @@
-"""`bisectbot init`: a working config from a repository, a cmake target and a command line.
+"""`bisectbot init`: a working config from a repository and a command line.
 
 Why: writing a config by hand means knowing the target's binary path, how the program's output
 splits into tokens and where the outcome sits — and the first mistake surfaces as a verdict.
@@ -22,6 +22,7 @@ import yaml
 
 from bisectbot.building.cmake import target_names
 from bisectbot.building.workspace import Workspace
+from bisectbot.cli.detect import BuildWish, build_command, choose_kind, find_binary
 from bisectbot.cli.proposal import ParseDraft, Proposal, StatisticDraft, propose
 from bisectbot.config import Config, load_config
 from bisectbot.config.sections import BASE_PLACEHOLDERS, StatTestConfig
@@ -44,9 +45,11 @@ NOT_PROGRAMS = {"all", "clean", "depend", "edit_cache", "rebuild_cache", "instal
 
 
 # The config `init` writes, as YAML: every section it fills (configs/example.yaml has them all).
-class BuildDraft(TypedDict):
+class BuildDraft(TypedDict, total=False):
+    kind: str  # command | none (cmake: left out, the default)
     cmake_args: list[str]
     targets: list[str]
+    command: list[str]
     binaries: dict[str, list[str]]
 
 
@@ -83,10 +86,9 @@ def programs(help_text: str) -> list[str]:
     return sorted(n for n in names if n not in NOT_PROGRAMS and not n.endswith((".o", ".i", ".s", ".obj")))
 
 
-def _configure_and_list(ws: Workspace, sha: str, cmake_args: Sequence[str], work: Path) -> list[str]:
-    """Configure the commit once in a scratch build directory and list its programs."""
-    source = work / "src"
-    ws.export(sha, source)
+def _configure_and_list(source: Path, sha: str, cmake_args: Sequence[str], work: Path) -> list[str]:
+    """Configure the commit's tree (exported to `source`) once in a scratch build directory and
+    list its programs."""
     build = work / "build"
     env = clean_env()
     res = run(["cmake", "-S", str(source), "-B", str(build), *cmake_args], env=env, timeout=600)
@@ -110,14 +112,14 @@ def write_config(
     state_dir: Path | None = None,
     events: Events | None = None,
     band: StatTestDraft | None = None,
+    wish: BuildWish = BuildWish(),
 ) -> tuple[Path, CommitReport]:
     """Find, build, sample, propose, write, validate (see the module's docstring). `band`: the
-    test's tolerance and eta as given (init --tolerance, --eta; default: the config's). Returns
-    the config written and the good commit's test report (GOOD, or ConfigError says what it was)."""
+    test's tolerance and eta as given (init --tolerance, --eta; default: the config's). `wish`:
+    what the user said of the build (cli.detect; unsaid, it is detected). Returns the config
+    written and the good commit's test report (GOOD, or ConfigError says what it was)."""
     if "{seed}" not in " ".join(argv):
         raise ConfigError("init: the command needs {seed} where the seed goes (and {binary} for the program)")
-    if not argv or "{binary}" not in argv[0]:
-        raise ConfigError("init: the command starts with {binary} (the program the target builds)")
     unknown = [a for a in argv if "{" in a and not any(f"{{{p}}}" in a for p in (*BASE_PLACEHOLDERS, "binary"))]
     if unknown:
         raise ConfigError(
@@ -129,20 +131,11 @@ def write_config(
         work = Path(tmp)
         ws = Workspace(repo_path, work / "clone")
         sha = ws.resolve(good)
-        known = _configure_and_list(ws, sha, cmake_args, work)
-        if target is None and len(known) == 1:
-            target = known[0]  # the project's one program
-        if target is None or target not in known:
-            what = "give --target" if target is None else f"no target {target!r} at {sha[:12]}"
-            raise ConfigError(f"init: {what}: the programs cmake lists are {', '.join(known) or 'none'}")
+        draft, target = _detect_build(ws.export(sha, work / "src"), sha, argv, target, cmake_args, wish, work)
     data: ConfigDraft = {
         "name": name,
         "repo": {"path": repo_path},
-        "build": {
-            "cmake_args": list(cmake_args),
-            "targets": [target],
-            "binaries": {"binary": [f"bin/{target}", target, f"bin/Release/{target}", f"Release/{target}"]},
-        },
+        "build": draft,
         "run": {"argv": list(argv), "max_runs": 16384},
         "parse": {"split": "chars"},
         "statistic": {"outcome": {"position": 0}},
@@ -212,6 +205,37 @@ def _config_text(data: ConfigDraft, header: list[str], events: Events, *, given:
     eta = "" if test.eta is not None else "; eta is 0.3 × tolerance unless set"
     comment = f"# test: the tolerance is the smallest change that matters: {band}{eta}.\n"
     return "\n".join(header) + "\n" + body.replace("\ntest:\n", "\n" + comment + "test:\n", 1)
+
+
+def _detect_build(
+    source: Path,
+    sha: str,
+    argv: Sequence[str],
+    target: str | None,
+    cmake_args: Sequence[str],
+    wish: BuildWish,
+    work: Path,
+) -> tuple[BuildDraft, str]:
+    """The config's build section for the good commit's tree (exported to `source`), and what
+    it builds in words: cmake's one program or --target, a build command's binary (found by
+    building once, cli.detect), or nothing (build.kind none)."""
+    kind = choose_kind(source, argv, wish, sha)
+    if kind != "cmake" and target is not None:
+        raise ConfigError(f"init: --target names a cmake target, but {sha[:12]} is built by build kind {kind}")
+    if kind == "none":
+        return {"kind": "none"}, "a program run from its tree"
+    if kind == "command":
+        command = build_command(source, wish, sha)
+        binary = find_binary(source, command, wish.binary, sha)
+        return {"kind": "command", "command": command, "binaries": {"binary": [binary]}}, binary
+    known = _configure_and_list(source, sha, cmake_args, work)
+    if target is None and len(known) == 1:
+        target = known[0]  # the project's one program
+    if target is None or target not in known:
+        what = "give --target" if target is None else f"no target {target!r} at {sha[:12]}"
+        raise ConfigError(f"init: {what}: the programs cmake lists are {', '.join(known) or 'none'}")
+    binaries = [f"bin/{target}", target, f"bin/Release/{target}", f"Release/{target}"]
+    return {"cmake_args": list(cmake_args), "targets": [target], "binaries": {"binary": binaries}}, target
 
 
 def _sample(cfg: Config, binaries: dict[str, str], source: Path) -> list[str]:

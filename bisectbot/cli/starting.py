@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bisectbot import doctor
+from bisectbot.cli.detect import BuildWish
 from bisectbot.cli.guard import EXIT_INPUT, EXIT_OK, EXIT_UNDECIDED, OneLineGroup, guard
 from bisectbot.cli.options import color_option, html_option, json_option, markdown_option, quiet_option
 from bisectbot.cli.terminal import Terminal, summary_width
@@ -128,14 +129,15 @@ def doctor_command(config: str | None, repo: str | None) -> None:
     """Check that this machine has what bisectbot needs: cmake, make, compilers, git, ccache.
 
     One line per check; a missing piece names the Debian/Ubuntu package to install. With CONFIG:
-    its cmake generator (make or ninja) and its local repository are checked too. Exit 0 when
+    what its build needs (cmake's generator, make or ninja; a build command's program; nothing
+    for build.kind none) and its local repository are checked too. Exit 0 when
     everything required is there, 2 otherwise (optional pieces only warn).
     """
 
     def body() -> int:
         cfg = load_config(config) if config else None
         where = Path(repo) if repo else (Path(cfg.repo_source) if cfg and cfg.repo.path else None)
-        results = doctor.checks(doctor.cmake_args_of(cfg.build) if cfg else (), where)
+        results = doctor.checks(doctor.config_tools(cfg.build if cfg else None), where)
         click.echo(doctor.platform_line())
         for check in results:
             click.echo(check.line())
@@ -194,6 +196,25 @@ def tiny_llama(out_dir: str, seed: int) -> None:
     "(for llama-server: request fields as KEY=VALUE, e.g. top_k=40).",
 )
 @click.option("--target", help="The cmake target that builds the program (without it: the list of targets).")
+@click.option(
+    "--build-kind",
+    type=click.Choice(["cmake", "command", "none"]),
+    metavar="KIND",
+    help="How a commit is built: cmake, command or none [default: detected: a command without "
+    "{binary} builds nothing (none), a CMakeLists.txt is cmake, a Makefile `make -j{jobs}` (command)].",
+)
+@click.option(
+    "--build-command",
+    metavar="COMMAND",
+    help="The build command run in each commit's tree, split as a shell would (never run by one), "
+    "e.g. 'cargo build --release'; placeholders {jobs}, {source}.",
+)
+@click.option(
+    "--binary",
+    metavar="PATH",
+    help="With a build command: the file {binary} stands for, relative to the tree [default: the one "
+    "executable the build makes].",
+)
 @click.option("--name", help="The config's name (reports, state directory) [default: project, or the preset's].")
 @click.option("--position", type=int, help="Which output token is the outcome [default: 0, or the preset's].")
 @click.option("--condition", metavar="TOKEN|none", help="--llama: count only runs whose first token is TOKEN.")
@@ -236,6 +257,9 @@ def init(
     good: str,
     program: str | None,
     target: str | None,
+    build_kind: str | None,
+    build_command: str | None,
+    binary: str | None,
     name: str | None,
     position: int | None,
     condition: str | None,
@@ -249,8 +273,11 @@ def init(
     quiet: bool,
 ) -> None:
     """Write a working config for REPO from the command line ARGV (after `--`; {binary} is the
-    program, {seed} the seed): list the cmake targets, build --target at --good, run it on a few
-    seeds to propose how its output is read, and test --good GOOD with the config.
+    program, {seed} the seed, {source} the commit's own tree): find how the project is built
+    (cmake: list its targets and build --target; a Makefile or --build-command: build once and
+    take the executable it makes; a command without {binary}: nothing to build), build it at
+    --good, run it on a few seeds to propose how its output is read, and test --good GOOD with
+    the config.
 
     With --llama PROGRAM: start from the preset for that llama.cpp program instead, customised by
     --prompt, --condition, --position, --reference and the sampling arguments ARGV (for
@@ -264,6 +291,13 @@ def init(
     def body() -> int:
         terminal = Terminal(quiet=quiet)
         band = _band(tolerance, eta, llama=program is not None)
+        llama_only = {"--condition": condition, "--prompt": prompt, "--program-defaults": program_defaults}
+        build = {"--build-kind": build_kind, "--build-command": build_command, "--binary": binary}
+        if wrong := [flag for flag, said in (build if program is not None else llama_only).items() if said]:
+            why = (
+                "a preset (--llama) says how llama.cpp is built" if program is not None else "goes with --llama PROGRAM"
+            )
+            raise click.UsageError(f"{wrong[0]}: {why}" if program is not None else f"{wrong[0]} {why}")
         if program is not None:
             return _init_llama(
                 terminal,
@@ -279,10 +313,8 @@ def init(
                 reference_how,
                 output,
             )
-        for flag, given in (("--condition", condition), ("--prompt", prompt), ("--program-defaults", program_defaults)):
-            if given:
-                raise click.UsageError(f"{flag} goes with --llama PROGRAM")
-        return _init_project(terminal, repo, good, argv, target, name, position, probs, output, band)
+        wish = BuildWish.of(build_kind, build_command, binary)
+        return _init_project(terminal, repo, good, argv, target, wish, name, position, probs, output, band)
 
     guard(body)
 
@@ -293,17 +325,19 @@ def _init_project(
     good: str,
     argv: tuple[str, ...],
     target: str | None,
+    wish: BuildWish,
     name: str | None,
     position: int | None,
     probs: str | None,
     output: str | None,
     band: StatTestDraft | None,
 ) -> int:
-    """`init REPO -- ARGV`: a config proposed from the program's sample runs, written, and tested at --good."""
+    """`init` for a project of one's own: its build found, sampled, the config written, tested at --good."""
     from bisectbot.cli.newconfig import write_config
 
     if not argv:
         raise click.UsageError("give the command after -- ({binary} the program, {seed} the seed), or --llama PROGRAM")
+    table = _probs(probs) if probs else None
     out = Path(output or f"{name or 'project'}.yaml")
     path, report = write_config(
         repo,
@@ -312,10 +346,11 @@ def _init_project(
         out=out,
         target=target,
         name=name or "project",
-        probs=_probs(probs) if probs else None,
+        probs=table,
         position=position or 0,
         events=Events(terminal),
         band=band,
+        wish=wish,
     )
     terminal.close()
     click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")

@@ -46,7 +46,7 @@ def load(config: str, repo: str | None, arms: bool = True) -> Config:
 
 def preflight(cfg: Config) -> None:
     """Before a command that builds touches anything: every program it needs is on PATH."""
-    doctor.preflight(doctor.cmake_args_of(cfg.build))
+    doctor.preflight(doctor.config_tools(cfg.build))
 
 
 def warn_uncommitted(cfg: Config) -> None:

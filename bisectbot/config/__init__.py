@@ -41,6 +41,7 @@ from bisectbot.config.sections import (
     Strict,
     UntrustedConfig,
     check_placeholders,
+    placeholders_in,
 )
 from bisectbot.errors import ConfigError
 from bisectbot.records.keys import json_key
@@ -111,8 +112,24 @@ class Config(Strict):
     def _placeholders(self) -> "Config":
         known = BASE_PLACEHOLDERS | set(self.build.binary_names) | ({"port"} if self.run.serve else set())
         for v, variant in enumerate(self.run.templates):
-            check_placeholders(
-                variant.argv, "run.argv" if self.run.argv is not None else f"run.variants[{v}].argv", known
+            where = "run.argv" if self.run.argv is not None else f"run.variants[{v}].argv"
+            check_placeholders(variant.argv, where, known)
+            if self.build.kind == "none":
+                used = {name for arg in variant.argv for name in placeholders_in(arg, where)}
+                if "source" not in used:
+                    raise ValueError(
+                        f"{where}: with build.kind none the program is the commit's own tree: name it "
+                        "with {source} (e.g. python3 {source}/main.py)"
+                    )
+                if "build" in used:
+                    raise ValueError(f"{where}: build.kind none builds nothing, so there is no {{build}}")
+        return self
+
+    @model_validator(mode="after")
+    def _arms_build_with_cmake(self) -> "Config":
+        if self.arms and self.build.kind != "cmake":
+            raise ValueError(
+                f"arms: cross-check arms are cmake targets: they need build.kind cmake, not {self.build.kind}"
             )
         return self
 

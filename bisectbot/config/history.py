@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bisectbot.config.sections import MODEL_RUNS, PARSE_ADDED, SEARCH_RUNS
+from bisectbot.config.sections import MODEL_RUNS, PARSE_ADDED, SEARCH_RUNS, VARIANT_ADDED
 
 # Where a parse section is: the config's own, each command variant's, each arm's and its variants'.
 _PARSES = ("parse", "run.variants[].parse", "arms.*.parse", "arms.*.serve_variants[].parse")
@@ -43,6 +43,10 @@ ADDED: tuple[tuple[str, dict[str, Any]], ...] = (
     ("test", {"retest_runs": None}),
     ("statistic", {"failures": "skip"}),
     ("run", {"serve": None}),
+    # 2026-12-08: build kinds, a build command and no build (issue 48)
+    ("build", {"kind": "cmake", "command": None, "incremental": False}),
+    ("build.variants[]", VARIANT_ADDED),
+    ("arms.*.build_variants[]", VARIANT_ADDED),
 )
 
 # (where, {key: the value every config had}, the version that removed them, why, what to do):

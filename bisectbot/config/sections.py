@@ -57,52 +57,117 @@ MODEL_RUNS = 4000  # test.model_runs default
 SEARCH_RUNS = 40000  # test.search_runs default
 
 
-class BuildVariant(Strict):
-    """One way to build the program, for a span of the project's history: its cmake targets,
-    where their binaries land, and the cmake options only that span understands (targets and
-    options get renamed: `speculative` → `llama-speculative`, `LLAMA_NATIVE` → `GGML_NATIVE`)."""
+# What a build is: cmake's configure + build of targets (`cmake`), a command run in the commit's
+# tree that leaves the binaries there (`command`: make, meson + ninja, cargo, a script), or no
+# build at all (`none`: an interpreted program, run from the commit's own tree as `{source}`).
+BuildKind = Literal["cmake", "command", "none"]
+# Placeholders of a build command (`build.command`, a variant's `command`): the tree it runs in,
+# the parallel jobs (build.jobs, or the core count), the config's directory and the fixtures.
+COMMAND_PLACEHOLDERS = frozenset({"source", "jobs", "config_dir", "fixtures"})
 
-    targets: list[str] = Field(min_length=1)
-    # placeholder name -> candidate paths under the build dir; the first this build made is used.
+
+class BuildVariant(Strict):
+    """One way to build the program, for a span of the project's history: its cmake targets (or
+    its build command), where their binaries land, and the cmake options only that span
+    understands (targets and options get renamed: `speculative` → `llama-speculative`,
+    `LLAMA_NATIVE` → `GGML_NATIVE`)."""
+
+    targets: list[str] | None = Field(default=None, min_length=1)  # cmake: the targets built
+    # placeholder name -> candidate paths under the build dir (build.kind command: under the
+    # tree the command ran in); the first this build made is used.
     binaries: dict[str, list[str]] = Field(min_length=1)
     cmake_args: list[str] = Field(default_factory=list)  # after build.cmake_args
+    command: list[str] | None = Field(default=None, min_length=1)  # build.kind command: instead of build.command
+    # paths the tree must have for this variant to fit it (e.g. meson.build, Makefile)
+    needs: list[str] = Field(default_factory=list)
 
     _names = field_validator("binaries")(classmethod(lambda cls, v: _check_binaries(v)))
+
+    @field_validator("needs")
+    @classmethod
+    def _relative(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path or path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"{path!r} is not a path inside the tree")
+        return value
 
     @property
     def defines(self) -> list[str]:
         """The names this variant sets with -D: the tree must use every one of them."""
         return [a[2:].split("=", 1)[0].split(":", 1)[0] for a in self.cmake_args if a.startswith("-D")]
 
+    def key(self) -> dict[str, Any]:
+        """Its part of a build key: the keys added after build keys were first stored left out
+        at their defaults (`VARIANT_ADDED`), so stored builds keep their keys."""
+        dump = self.model_dump(mode="json")
+        for name, default in VARIANT_ADDED.items():
+            if dump.get(name) == default:
+                dump.pop(name)
+        return dump
+
+
+# Keys added to a build variant after build keys and config digests were first stored, at their
+# defaults: command and needs (2026-12-08, issue 48). `targets` became optional then too (a build
+# command has none): left out while None.
+VARIANT_ADDED: dict[str, Any] = {"targets": None, "command": None, "needs": []}
+
 
 def _build_choices(
-    targets: list[str] | None, binaries: dict[str, list[str]] | None, variants: list[BuildVariant] | None, *names: str
+    targets: list[str] | None,
+    binaries: dict[str, list[str]] | None,
+    variants: list[BuildVariant] | None,
+    *names: str,
+    kind: BuildKind = "cmake",
 ) -> list[BuildVariant]:
-    """The build variants of a section that gives one `targets` + `binaries` or a `variants`
-    list. With `names` (the keys as the section spells them) also checks that shape: one way,
-    not both, and the same binary placeholders in every variant."""
+    """The build variants of a section that gives one `targets` + `binaries` (a build command:
+    `binaries` alone) or a `variants` list. With `names` (the keys as the section spells them)
+    also checks that shape: one way, not both, and the same binary placeholders in every variant."""
+    if kind == "none":
+        return []
     single = targets is not None or binaries is not None
     if names:
         t, b, v = names
+        one = f"{b}" if kind == "command" else f"{t} and {b}"
         if single == (variants is not None):
-            raise ValueError(f"give {t} and {b}, or {v}")
-        if single and (targets is None or binaries is None):
+            raise ValueError(f"give {one}, or {v}")
+        if kind == "cmake" and single and (targets is None or binaries is None):
             raise ValueError(f"{t} and {b} go together")
-    choices = variants if variants is not None else [BuildVariant(targets=targets or [], binaries=binaries or {})]
-    if names and len({frozenset(c.binaries) for c in choices}) != 1:
-        raise ValueError("every build variant must name the same binaries (placeholders)")
+        if kind == "command" and targets is not None:
+            raise ValueError(f"{t} is for build.kind cmake (a build command builds what it builds)")
+    choices = variants if variants is not None else [BuildVariant(targets=targets, binaries=binaries or {})]
+    if names:
+        for i, choice in enumerate(choices):
+            if kind == "cmake" and (choice.targets is None or choice.command is not None):
+                raise ValueError(f"{v}[{i}]: build.kind cmake builds targets: give targets, not command")
+            if kind == "command" and (choice.targets is not None or choice.cmake_args):
+                raise ValueError(f"{v}[{i}]: build.kind command runs a command: no targets or cmake_args")
+        if len({frozenset(c.binaries) for c in choices}) != 1:
+            raise ValueError("every build variant must name the same binaries (placeholders)")
     return choices
 
 
 class BuildConfig(Strict):
-    """A CPU-only cmake configure + build. Give `targets` and `binaries`, or `variants`: then per
-    commit the first variant the tree supports is built (its targets exist, cmake uses its -D
-    options) and recorded."""
+    """How a commit becomes the program under test (`kind`).
 
+    `cmake` (the default): a CPU-only cmake configure + build. Give `targets` and `binaries`, or
+    `variants`: then per commit the first variant the tree supports is built (its targets exist,
+    cmake uses its -D options) and recorded. `command`: `command` (an argv, e.g. make -j{jobs})
+    run in the commit's tree, which leaves the `binaries` there (or `variants`, each with its own
+    command and the files the tree `needs` for it). `none`: nothing is built; a run's `{source}`
+    is the commit's own tree, exported once per commit and kept."""
+
+    kind: BuildKind = "cmake"
     cmake_args: list[str] = Field(default_factory=list)
     targets: list[str] | None = Field(default=None, min_length=1)
     binaries: dict[str, list[str]] | None = Field(default=None, min_length=1)
     variants: list[BuildVariant] | None = Field(default=None, min_length=1)
+    # build.kind command: the argv run in the commit's tree (placeholders COMMAND_PLACEHOLDERS)
+    command: list[str] | None = Field(default=None, min_length=1)
+    # build.kind command: the outputs of one commit's build stay for the next (only what changed
+    # is rewritten: make rebuilds what its rules say depends on it). Off: every build starts
+    # from a tree as the commit has it, all outputs removed (a Makefile that lists no headers
+    # cannot build a stale binary); ccache, where installed, keeps that cheap for C and C++.
+    incremental: bool = False
     keep: list[str] = Field(default_factory=list)  # extra globs (e.g. shared libs) kept per commit
     timeout: float = Field(default=1800, gt=0)
     jobs: int = Field(default=0, ge=0)  # 0 = number of cores
@@ -121,17 +186,73 @@ class BuildConfig(Strict):
 
     @model_validator(mode="after")
     def _one_way(self) -> "BuildConfig":
-        _build_choices(self.targets, self.binaries, self.variants, "build.targets", "build.binaries", "build.variants")
+        if self.kind == "none":
+            given = [k for k in NONE_REFUSES if getattr(self, k) != _default(k)]
+            if given:
+                raise ValueError(f"build.kind none builds nothing: remove build.{given[0]}")
+            return self
+        if self.kind == "cmake" and (self.command is not None or self.incremental):
+            what = "command" if self.command is not None else "incremental"
+            raise ValueError(f"build.{what} goes with build.kind command (cmake builds targets)")
+        if self.kind == "command":
+            if self.cmake_args or self.generator != "auto":
+                what = "cmake_args" if self.cmake_args else "generator"
+                raise ValueError(f"build.{what} is for build.kind cmake")
+            if self.command is None and (self.variants is None or any(v.command is None for v in self.variants)):
+                raise ValueError("build.kind command needs build.command (or a command in every variant)")
+        _build_choices(
+            self.targets,
+            self.binaries,
+            self.variants,
+            "build.targets",
+            "build.binaries",
+            "build.variants",
+            kind=self.kind,
+        )
+        for i, argv in enumerate(self.commands):
+            where = (
+                "build.command"
+                if self.variants is None or self.variants[i].command is None
+                else f"build.variants[{i}].command"
+            )
+            check_placeholders(argv, where, COMMAND_PLACEHOLDERS)
         return self
 
     @property
     def choices(self) -> list[BuildVariant]:
-        """The build variants in order of preference (one when targets/binaries are given)."""
-        return _build_choices(self.targets, self.binaries, self.variants)
+        """The build variants in order of preference (one when targets/binaries are given; none
+        for build.kind none)."""
+        return _build_choices(self.targets, self.binaries, self.variants, kind=self.kind)
+
+    @property
+    def commands(self) -> list[list[str]]:
+        """build.kind command: each variant's build command (its own, else build.command)."""
+        if self.kind != "command":
+            return []
+        return [list(v.command or self.command or []) for v in self.choices]
 
     @property
     def binary_names(self) -> list[str]:
-        return list(self.choices[0].binaries)
+        choices = self.choices
+        return list(choices[0].binaries) if choices else []
+
+
+def _default(key: str) -> Any:
+    return BuildConfig.model_fields[key].get_default(call_default_factory=True)
+
+
+# What build.kind none refuses: every key that says how to build.
+NONE_REFUSES = (
+    "targets",
+    "binaries",
+    "variants",
+    "command",
+    "cmake_args",
+    "keep",
+    "incremental",
+    "generator",
+    "hide_git",
+)
 
 
 class Variant(Strict):

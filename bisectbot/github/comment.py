@@ -249,8 +249,10 @@ def reproduction_footer(report: Union[BisectReport, CommitReport], ctx: CommentC
         [
             f"- repository: {ctx.repo}; range: {range_text}",
             f"- config: {cfg.name} (digest `{cfg.digest}`)",
-            f"- cmake arguments: {code(' '.join(env.cmake_args) or '(none)')}",
-            f"- compiler: {env.compiler}; {env.cmake}",
+            f"- build: {code(env.build)}"
+            if env.build
+            else f"- cmake arguments: {code(' '.join(env.cmake_args) or '(none)')}",
+            f"- compiler: {env.compiler}" if env.build else f"- compiler: {env.compiler}; {env.cmake}",
             f"- fixtures: {fixtures}",
             f"- seeds: each commit's own (first_seed {ctx.first_seed} + an offset from its sha), at most "
             f"{ctx.max_runs} runs per commit and test; " + ("; ".join(seeds) or "none"),

@@ -251,6 +251,7 @@ def config_files(cfg: Config) -> list[Path]:
     into the box for untrusted code; nothing else of that directory is)."""
     values = {"config_dir": str(cfg.config_dir), "fixtures": str(cfg.fixtures_dir or "")}
     args = [a for v in cfg.build.choices for a in (*cfg.build.cmake_args, *v.cmake_args)]
+    args += [a for command in cfg.build.commands for a in command]
     args += [a for v in cfg.run.templates for a in v.argv]
     named = [Path(a.format_map(Placeholders(values)).split("=", 1)[-1]) for a in args if "{config_dir}" in a]
     return [p for p in named if p.is_relative_to(cfg.config_dir)]

@@ -127,8 +127,15 @@ def _resolve(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
     if runner is None:
         raise BisectbotError("reference.compute.method server needs a build of llama-server")
     sha = runner.workspace.resolve(str(comp.commit))
-    build_cfg = cfg.build.model_copy(
-        update={"targets": [comp.target], "binaries": {"server": comp.binary}, "variants": None}
+    build_cfg = cfg.build.model_copy(  # llama-server is a cmake target, whatever builds the program
+        update={
+            "kind": "cmake",
+            "command": None,
+            "incremental": False,
+            "targets": [comp.target],
+            "binaries": {"server": comp.binary},
+            "variants": None,
+        }
     )
     build = runner.builder.ensure(sha, build_cfg, inputs=False)
     if not build.ok:

@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from bisectbot.building.builder import Builder
-from bisectbot.building.buildkeys import named_files, named_paths
+from bisectbot.building.buildkeys import Placeholders, named_files, named_paths
+from bisectbot.building.trees import KeptTree
 from bisectbot.building.workspace import Export, Workspace
 from bisectbot.config import Config
 from bisectbot.config.sections import BuildConfig, ParseConfig, Variant
 from bisectbot.core.policy import UnitCosts, unit_costs
+from bisectbot.errors import GitError
 from bisectbot.events import Events, VariantChosen, VariantFailed
 from bisectbot.judge.parallel import Throttle
 from bisectbot.judge.sweep import Executor, ProgramExecutor, Request, RunStream, ServerExecutor, render_argv
@@ -64,6 +66,10 @@ class Prepared:
     choice: tuple[str, str] | None = field(default=None, repr=False)  # (binary sha256, variants digest)
     throttle: Throttle | None = field(default=None, repr=False)  # adapts `jobs` to the cut rate
     program: str = ""  # what identifies the program it runs across commits (program_identity)
+    # what prints the program's help (to choose a command variant): its binary, or for a build
+    # that leaves none (build.kind none) the first variant's command up to its first option
+    # (empty for a cross-check arm: its binary)
+    help_command: tuple[str, ...] = field(default=(), repr=False)
 
 
 def program_identity(key: str, build: BuildRecord, argv: list[str], cfg: Config) -> str:
@@ -147,6 +153,10 @@ class CommitRunner:
         # untrusted code's box: the files the bot hashes there are read following no link
         self._box = state.fs if sandbox is not None and isinstance(state, BoxState) else None
         self._common: list[int] = []  # block 0's seeds, the same at every commit (seed_block)
+        # `{source}` is the commit's own kept tree (building.trees): its digest keys the runs
+        self._uses_tree = cfg.build.kind == "none" or any(
+            "{source}" in arg for variant in cfg.run.templates for arg in variant.argv
+        )
 
     # -- seeds ---------------------------------------------------------------------------------
     def seeds(self, start: int, count: int) -> list[int]:
@@ -176,22 +186,26 @@ class CommitRunner:
         build = self.builder.ensure(sha, cfg.build, inputs=False)  # the narrowing built the ends already
         if not build.ok:
             return Prepared(sha, build, None, build.reason)
+        tree, why = self._tree_of(sha)
+        if why:
+            return Prepared(sha, build, None, why)
         env = self.run_env(build)
         variants = cfg.run.templates
-        single = cfg.run.variants is None
-        choice, key = self._choice(build, env, variants, cfg.run.help_args, single)
-        if choice.index is None:
-            return Prepared(sha, build, None, choice.why, choice=key)
-        index = choice.index
-        variant, parse = variants[index], cfg.parse_for(index)
         values = {
             **build.binaries,
             **self.values,
-            "source": str(self.workspace.root),
+            "source": str(tree.path if tree is not None else self.workspace.root),
             "build": str(self.builder.build_dir(cfg.build, build.variant)),
         }
+        identity, helper = self._program(build, tree, values)
+        choice, key = self._choice(sha, identity, helper, env, variants, cfg.run.help_args, cfg.run.variants is None)
+        if choice.index is None:
+            return Prepared(sha, build, None, choice.why, choice=key, help_command=tuple(helper))
+        index = choice.index
+        variant, parse = variants[index], cfg.parse_for(index)
         if cfg.run.serve is not None:
-            return self._prepare_server(sha, build, env, index, values, choice.why, key)
+            served = self._prepare_server(sha, build, env, index, values, choice.why, key, tree)
+            return replace(served, help_command=tuple(helper))
         files, watched = self._run_files(variant.argv, values)
         executor = ProgramExecutor(
             variant.argv,
@@ -205,7 +219,7 @@ class CommitRunner:
             watched=watched,
             on_written=lambda path: self.state.store.mark_output(str(path)),
         )
-        stored_as = self._program_key(sha, build, variant.argv, files, parse)
+        stored_as = self._program_key(sha, build, variant.argv, files, parse, tree)
         trusted_here = not self.portable and self.sandbox is None
         return Prepared(
             sha,
@@ -218,16 +232,35 @@ class CommitRunner:
             choice=key,
             throttle=self.throttle,
             program=program_identity(stored_as, build, variant.argv, cfg) if trusted_here else "",
+            help_command=tuple(helper),
         )
 
+    def _tree_of(self, sha: str) -> tuple[KeptTree | None, str]:
+        """The commit's kept tree when its runs reach into it (`{source}`; build.kind none), or
+        why it cannot be had (its export failed)."""
+        if not self._uses_tree:
+            return None, ""
+        try:
+            return self.builder.tree(sha), ""
+        except GitError as exc:
+            return None, str(exc)
+
     def _program_key(
-        self, sha: str, build: BuildRecord, argv: Sequence[str], files: dict[str, str], parse: ParseConfig
+        self,
+        sha: str,
+        build: BuildRecord,
+        argv: Sequence[str],
+        files: dict[str, str],
+        parse: ParseConfig,
+        tree: KeptTree | None = None,
     ) -> str:
         """What the runs of a program are stored under: its command, binaries, input files,
-        environment and parse (and the sandbox for untrusted code). On a cluster, runs are filed
-        by the build's identity (commit, build key, which hashes the cmake arguments and the
-        compiler, build variant) rather than the binary's bytes, which embed each worker's own
-        source path: a seed run on one worker is not run on another."""
+        environment and parse (and the sandbox for untrusted code), and the digest of the
+        commit's kept tree when the command reaches into it (`{source}`: a script and every
+        module it imports). On a cluster, runs are filed by the build's identity (commit, build
+        key, which hashes the cmake arguments and the compiler, build variant) rather than the
+        binary's bytes, which embed each worker's own source path: a seed run on one worker is
+        not run on another."""
         cfg = self.cfg
         binaries = (
             {"build": self.builder.key(cfg.build), "sha": sha, "variant": build.variant}
@@ -243,6 +276,7 @@ class CommitRunner:
                 "env": cfg.run.env,
                 "parse": parse.key(),
                 **({"sandbox": self.sandbox.key()} if self.sandbox is not None else {}),
+                **({"tree": tree.digest} if tree is not None else {}),
             }
         )
 
@@ -255,6 +289,7 @@ class CommitRunner:
         values: dict[str, str],
         why: str,
         choice: tuple[str, str],
+        tree: KeptTree | None,
     ) -> Prepared:
         """The program under test is a server (run.serve): started once at the commit when a
         seed must run, asked once per seed (never for untrusted code: `prepare`)."""
@@ -284,6 +319,7 @@ class CommitRunner:
             "env": cfg.run.env,
             "request": cfg.run.serve.model_dump(mode="json", include={"path", "body", "field"}),
             "parse": parse.key(),
+            **({"tree": tree.digest} if tree is not None else {}),
         }
         stored_as = run_key(key_parts)
         return Prepared(
@@ -351,8 +387,9 @@ class CommitRunner:
         if not build.ok:
             return Prepared(sha, build, None, build.reason)
         env = self.run_env(build)
+        identity, helper = self._program(build, None, {})
         choice, key = self._choice(
-            build, env, spec.serve_choices, spec.help_args or ["--help"], spec.serve_variants is None
+            sha, identity, helper, env, spec.serve_choices, spec.help_args or ["--help"], spec.serve_variants is None
         )
         if choice.index is None:
             return Prepared(sha, build, None, f"not applicable here: {choice.why}", applicable=False, choice=key)
@@ -402,8 +439,8 @@ class CommitRunner:
         failed[prepared.variant] = reason
         variants = self.cfg.run.templates if arm is None else self.cfg.arms[arm].serve_choices
         help_args = self.cfg.run.help_args if arm is None else (self.cfg.arms[arm].help_args or ["--help"])
-        path = next(iter(prepared.build.binaries.values()))
-        help_text = self._help(path, help_args, self.run_env(prepared.build))
+        helper = list(prepared.help_command) or [next(iter(prepared.build.binaries.values()))]  # an arm's: its binary
+        help_text = self._help(helper, help_args, self.run_env(prepared.build))
         index, why = pick_variant(help_text, variants, failed)
         store.put_variant(binary, spec, VariantChoice(index, why, tuple(sorted(failed.items()))))
         self.events.emit(VariantFailed(prepared.sha, prepared.variant, reason, index))
@@ -468,31 +505,50 @@ class CommitRunner:
         return clean_env(extra, drop=self.cfg.secret_env_names)
 
     # -- command variants ----------------------------------------------------------------------
+    def _program(self, build: BuildRecord, tree: KeptTree | None, values: Mapping[str, str]) -> tuple[str, list[str]]:
+        """What a command variant is chosen for, and the command that prints its help: the
+        binary's sha256 and the binary; for a build that leaves none (build.kind none), the
+        kept tree's digest and the first command variant up to its first option (`python3
+        {source}/main.py`, to which help_args are added)."""
+        if build.binaries:
+            path = next(iter(build.binaries.values()))
+            return self._digest(path, remembered=True) or "", [path]
+        first = self.cfg.run.templates[0].argv
+        upto = next((i for i, arg in enumerate(first) if arg.startswith("-")), len(first))
+        helper = [arg.format_map(Placeholders(values)) for arg in first[: max(upto, 1)]]
+        return (tree.digest if tree is not None else ""), helper
+
     def _choice(
-        self, build: BuildRecord, env: dict[str, str], variants: list[Variant], help_args: list[str], single: bool
+        self,
+        sha: str,
+        identity: str,
+        helper: list[str],
+        env: dict[str, str],
+        variants: list[Variant],
+        help_args: list[str],
+        single: bool,
     ) -> tuple[VariantChoice, tuple[str, str]]:
-        """Which command variant this binary accepts (asked once per binary content, then
-        remembered with the variants that failed at run time)."""
-        path = next(iter(build.binaries.values()))
+        """Which command variant this program accepts (asked once per program: its binary's
+        content, or its tree's; then remembered with the variants that failed at run time)."""
         spec = run_key({"variants": [v.model_dump(mode="json") for v in variants], "help": help_args})
-        key = (self._digest(path, remembered=True) or "", spec)
+        key = (identity, spec)
         if single:
             return VariantChoice(0, "argv"), key
         store = self.state.store
         if (known := store.variant(*key)) is not None:
             return known, key
-        help_text = self._help(path, help_args, env)
+        help_text = self._help(helper, help_args, env)
         index, why = pick_variant(help_text, variants)
         if index is None and not help_text.strip():
-            why = f"`{Path(path).name} {' '.join(help_args)}` printed nothing"
+            why = f"`{' '.join([Path(helper[0]).name, *helper[1:], *help_args])}` printed nothing"
         choice = VariantChoice(index, why)
         store.put_variant(*key, choice)
         if index is not None:
-            self.events.emit(VariantChosen(build.sha, index))
+            self.events.emit(VariantChosen(sha, index))
         return choice, key
 
-    def _help(self, binary: str, help_args: list[str], env: dict[str, str]) -> str:
-        res = run([binary, *help_args], env=env, timeout=60, cwd=self.run_dir, sandbox=self.sandbox)
+    def _help(self, helper: list[str], help_args: list[str], env: dict[str, str]) -> str:
+        res = run([*helper, *help_args], env=env, timeout=60, cwd=self.run_dir, sandbox=self.sandbox)
         return res.stdout + res.stderr
 
     def _hashes(self, build: BuildRecord) -> dict[str, str]:

@@ -133,6 +133,20 @@ class Box:
                 h.update(chunk)
         return h.hexdigest()
 
+    def readlink(self, path: Path) -> str | None:
+        """Where the link `path` points (None: missing, not a link, or a link on the way)."""
+        rel = self.rel(path)
+        try:
+            parent = self.open_dir(self.root / rel.parent)
+        except (FileNotFoundError, BoxRefused):
+            return None
+        try:
+            return os.readlink(rel.name, dir_fd=parent)
+        except OSError:
+            return None
+        finally:
+            os.close(parent)
+
     def read_head(self, path: Path, limit: int) -> str | None:
         """At most `limit` bytes of the regular file `path`, as text (None: not a regular file)."""
         fd = self.open_file(path)

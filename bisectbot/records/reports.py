@@ -234,11 +234,15 @@ class Environment:
     platform: str
     python: str
     bisectbot: str
+    # what builds a commit when it is not cmake: "command: make -j{jobs}" or "none: …"
+    # ("": cmake, as in every report before build kinds)
+    build: str = ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Environment":
         values = {f.name: data.get(f.name, "unknown") for f in fields(cls)}
         values["cmake_args"] = list(data.get("cmake_args", []))
+        values["build"] = str(data.get("build", ""))
         return cls(**values)
 
 

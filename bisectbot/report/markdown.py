@@ -232,7 +232,9 @@ def reference_line(reference: ReferenceSummary, *, markdown: bool = True) -> str
 def environment_lines(env: Environment) -> list[str]:
     return [
         f"- compiler: {env.compiler}",
-        f"- cmake: {env.cmake}; arguments: `{' '.join(env.cmake_args) or '(none)'}`",
+        f"- build: {env.build}"
+        if env.build
+        else f"- cmake: {env.cmake}; arguments: `{' '.join(env.cmake_args) or '(none)'}`",
         f"- host: {env.host} ({env.platform}), Python {env.python}, bisectbot {env.bisectbot}",
     ]
 

@@ -147,7 +147,12 @@ def verdict_rows(
 def environment_text(env: Environment, width: int) -> list[str]:
     return [
         cut(f"compiler: {env.compiler}", width),
-        cut(f"cmake: {env.cmake}; arguments: {' '.join(env.cmake_args) or '(none)'}", width),
+        cut(
+            f"build: {env.build}"
+            if env.build
+            else f"cmake: {env.cmake}; arguments: {' '.join(env.cmake_args) or '(none)'}",
+            width,
+        ),
         cut(f"host: {env.host} ({env.platform}), Python {env.python}, bisectbot {env.bisectbot}", width),
     ]
 
