@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.pickprojects import PickHistory, write_pick_history
+
 from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
 
 
@@ -35,7 +36,7 @@ def init_then_bisect(hist: PickHistory, work: Path) -> tuple[subprocess.Complete
     return done, report
 
 
-@pytest.mark.heavy  # three 40-commit bisects with builds: about a minute each (README: Tests)
+@pytest.mark.heavy  # 40-commit bisects via the CLI: ~10 s (cmake, make), 2-3 min (python) (README: Tests)
 @needs(*TOOLCHAIN, "make")
 @pytest.mark.parametrize("kind", ["cmake", "make", "python"])
 def test_init_then_bisect_names_the_planted_commit(kind: str, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -418,19 +417,8 @@ def test_init_finds_the_one_program_a_build_command_makes(tmp_path: Path) -> Non
         find_binary(broken, ["make"], None, "a" * 40)
 
 
-def _words(outputs: Any, position: int = 0) -> newconfig.Proposal:
-    """`init`'s proposal for these one-word outputs as branch initparse is to make it (until it
-    lands, its `propose` reads `pick: red` as characters, which this test is not about)."""
-    return newconfig.Proposal(
-        {"prefix": "pick: ", "split": "whitespace"}, {"outcome": {"position": position}}, Counter()
-    )
-
-
 @needs("git", "make", "cc")
-def test_init_writes_a_working_config_for_a_make_project(
-    make_hist: PickHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(newconfig, "propose", _words)
+def test_init_writes_a_working_config_for_a_make_project(make_hist: PickHistory, tmp_path: Path) -> None:
     out, report = newconfig.write_config(
         str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "mk.yaml", target=None, name="mk",
         probs=REFERENCE, position=0, state_dir=tmp_path / "st",
@@ -438,15 +426,38 @@ def test_init_writes_a_working_config_for_a_make_project(
     assert report.verdict is Verdict.GOOD
     written = yaml.safe_load(out.read_text())
     assert written["build"] == {"kind": "command", "command": ["make", "-j{jobs}"], "binaries": {"binary": ["pick"]}}
+    assert written["parse"]["split"] == "whitespace" and written["parse"]["prefix"] == "pick: "
     assert "for pick at" in out.read_text().splitlines()[0]
+
+
+@needs("git", "make", "cc")
+def test_init_gives_a_second_project_of_the_same_name_its_own_state_directory(
+    make_hist: PickHistory, tmp_path: Path
+) -> None:
+    """Two projects named alike, configs in one folder: the second's state directory is not the
+    first's clone (which would fail at its first checkout), and bisect there says why if forced."""
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", str(make_hist.repo), str(other)], check=True)
+    subprocess.run(
+        ["git", "-C", str(other), "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q",
+         "--allow-empty", "-m", "a commit of its own"], check=True,
+    )  # fmt: skip
+    common = {"target": None, "name": "mk", "probs": REFERENCE, "position": 0}
+    first, _ = newconfig.write_config(str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "a.yaml", **common)
+    again, _ = newconfig.write_config(str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "b.yaml", **common)
+    second, report = newconfig.write_config(str(other), "v1.0", make_hist.command, out=tmp_path / "c.yaml", **common)
+    dirs = [yaml.safe_load(p.read_text())["storage"]["state_dir"] for p in (first, again, second)]
+    assert dirs == ["./mk-state", "./mk-state", "./mk-state-2"] and report.verdict is Verdict.GOOD
+    forced = tmp_path / "d.yaml"
+    forced.write_text(second.read_text().replace("./mk-state-2", "./mk-state"))
+    proc = cli("bisect", str(forced), "--good", "v1.0", "--bad", "HEAD", "-q", cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"is a clone of {make_hist.repo}, not of {other}" in proc.stderr and "storage.state_dir" in proc.stderr
 
 
 @pytest.mark.heavy  # python's start-up, a GOOD test's ~500 runs (README: Tests)
 @needs("git")
-def test_init_writes_a_working_config_for_a_python_script(
-    py_hist: PickHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(newconfig, "propose", _words)
+def test_init_writes_a_working_config_for_a_python_script(py_hist: PickHistory, tmp_path: Path) -> None:
     out, report = newconfig.write_config(
         str(py_hist.repo), "v1.0", FAST_PY, out=tmp_path / "py.yaml", target=None, name="py",
         probs=REFERENCE, position=0, state_dir=tmp_path / "st",

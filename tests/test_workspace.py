@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bisectbot.building.workspace import Workspace
-from bisectbot.errors import RefError
+from bisectbot.errors import GitError, RefError
 
 from conftest import needs
 
@@ -48,6 +48,21 @@ def test_resolve_and_line(upstream: Path, tmp_path: Path) -> None:
     line = ws.first_parent_line(good, bad)
     subjects = [ws.info(s).subject for s in line]
     assert subjects == ["c0", "c1", "c2", "c3", "c4", "merge side"]
+
+
+def test_a_clone_of_another_project_is_refused_by_name(upstream: Path, tmp_path: Path) -> None:
+    """Two configs with one state directory (same name, same folder): the second is told so,
+    with the knob, instead of git's "reference is not a tree" at its first checkout."""
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", str(upstream), str(other)], check=True)
+    git(other, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")
+    Workspace(str(upstream), tmp_path / "state" / "src").sync()
+    Workspace(str(upstream) + "/", tmp_path / "state" / "src").sync()  # the same repository, spelt otherwise
+    with pytest.raises(GitError) as err:
+        Workspace(str(other), tmp_path / "state" / "src").sync()
+    message = str(err.value)
+    assert "\n" not in message and f"is a clone of {upstream}, not of {other}" in message
+    assert "storage.state_dir" in message
 
 
 def test_user_tree_is_untouched(upstream: Path, tmp_path: Path) -> None:

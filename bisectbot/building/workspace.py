@@ -94,6 +94,7 @@ class Workspace:
                 self.root.parent.mkdir(parents=True, exist_ok=True)
                 git.Repo.clone_from(self.source, self.root, no_checkout=True, env=SAFE_GIT_ENV)
             repo = open_repo(self.root)
+            self._check_origin()
             for lock in (self.root / ".git").glob("*.lock"):
                 lock.unlink()  # we hold the state-dir lock: no other git process is ours
             repo.git.fetch(
@@ -113,6 +114,17 @@ class Workspace:
                 f"cannot clone or fetch {self.source} into {self.root}: {what}{exc.strerror or exc}"
             ) from None
         self._repo = repo
+
+    def _check_origin(self) -> None:
+        """Refuse a clone of another project: two configs sharing a state directory (the same
+        `name` in one folder) would otherwise fail later with git's "reference is not a tree"."""
+        origin = clone_of(self.root)
+        if origin is None or same_source(origin, self.source):
+            return  # no origin recorded: the fetch below says what is wrong
+        raise GitError(
+            f"{self.root} is a clone of {origin}, not of {self.source}: its state directory belongs to another "
+            f"project; give this config its own storage.state_dir (or --state-dir), or remove {self.root}"
+        )
 
     # -- refs ---------------------------------------------------------------------------------
     def resolve(self, ref: str) -> str:
@@ -515,6 +527,29 @@ def uncommitted_changes(source: str) -> list[str]:
         if "R" in entry[:2] or "C" in entry[:2]:
             next(entries, None)  # a rename's or copy's source path follows: one change
     return paths
+
+
+def clone_of(root: Path) -> str | None:
+    """The repository a clone at `root` was made from (its origin), or None."""
+    if not (root / ".git").exists():
+        return None
+    try:
+        return str(open_repo(root).git.config("--get", "remote.origin.url"))
+    except (git.GitCommandError, git.InvalidGitRepositoryError):
+        return None
+
+
+def same_source(a: str, b: str) -> bool:
+    """Whether two spellings name one repository: a local path by where it really is, a URL
+    without a trailing slash or `.git`."""
+
+    def norm(s: str) -> str:
+        if os.path.isabs(s):
+            return os.path.realpath(s)
+        s = s.rstrip("/")
+        return s[: -len(".git")] if s.endswith(".git") else s
+
+    return norm(a) == norm(b)
 
 
 def _local_problem(source: str) -> str | None:

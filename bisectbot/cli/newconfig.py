@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, NotRequired, Sequence, TypedDict
 import yaml
 
 from bisectbot.building.cmake import target_names
-from bisectbot.building.workspace import Workspace
+from bisectbot.building.workspace import Workspace, clone_of, same_source
 from bisectbot.cli.detect import BuildWish, build_command, choose_kind, find_binary
 from bisectbot.cli.proposal import ParseDraft, Proposal, StatisticDraft, propose
 from bisectbot.config import Config, load_config
@@ -141,7 +141,7 @@ def write_config(
         "statistic": {"outcome": {"position": 0}},
         "reference": {"probs": probs} if probs else {"control": {"commit": sha}},
         "test": band or {"tolerance": StatTestConfig().tolerance},
-        "storage": {"state_dir": str(state_dir) if state_dir else f"./{name}-state"},
+        "storage": {"state_dir": str(state_dir) if state_dir else _free_state_dir(out.parent, name, repo_path)},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -166,6 +166,17 @@ def write_config(
             f"{report.detail.reason}"
         )
     return out, report
+
+
+def _free_state_dir(where: Path, name: str, repo: str) -> str:
+    """`./NAME-state`, unless that holds another project's clone (another config of the same
+    name in this folder): then the first `./NAME-state-K` that is free or this project's."""
+    for k in range(1, 100):
+        rel = f"./{name}-state" + (f"-{k}" if k > 1 else "")
+        origin = clone_of(where / rel / "src")
+        if origin is None or same_source(origin, repo):
+            return rel
+    raise ConfigError(f"init: {where}/{name}-state … -99 all hold other projects' clones: give another --name")
 
 
 def band_text(eta: float, tolerance: float) -> str:
