@@ -80,6 +80,21 @@ def test_several_words_after_the_common_start_are_one_outcome_the_rest_of_the_li
     assert pairs.outcomes == {"3": 3, "5": 2, "4": 1, "6": 1}
 
 
+def test_a_program_that_prints_its_text_on_stderr_is_read_there() -> None:
+    """Stdout empty on every seed (llama-simple's 2024 era, a logger's only stream): the proposal
+    comes from stderr and says so; text on stdout wins over anything on stderr."""
+    errors = [f"build: 1234\nresult: {w}\n" for w in PICKS]
+    there = propose(["\n"] * len(PICKS), errors=errors)
+    assert there.parse == {
+        "stream": "stderr", "extract": r"(?m)^[ \t]*result:[ \t]*(.*)$", "split": "whitespace", "expect_tokens": 1
+    }  # fmt: skip
+    assert there.line().startswith("the word after 'result:' on its line (the other lines ignored) on stderr")
+    assert ParseConfig.model_validate(there.parse).stream == "stderr"
+    assert "stream" not in propose([f"pick: {w}\n" for w in PICKS], errors=errors).parse
+    with pytest.raises(ConfigError, match="nothing on stdout or stderr"):
+        propose(["", "\n"], errors=["", " "])
+
+
 def test_the_labelled_line_among_log_lines_is_the_outcome() -> None:
     """A program that logs around its answer: the line whose label every output prints once with
     a value that varies (the fewest values: the answer, not the timing), read with extract."""
@@ -311,3 +326,27 @@ def test_init_says_how_the_command_failed(tmp_path: Path) -> None:
     assert proc.stderr.startswith(
         "bisectbot: error: init: the command failed on seed 1 (exit status 3: error: cannot open table.txt): "
     ), proc.stderr
+
+
+def test_init_reads_a_program_whose_text_is_on_stderr(tmp_path: Path) -> None:
+    """A script with no build that logs its answer to stderr (stdout empty): init reads it there,
+    writes `stream: stderr`, shows stderr's lines in the header, and the good commit tests GOOD."""
+    require("git")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pick.sh").write_text(
+        'set -- red green red blue yellow red green blue\nshift $(( $SEED % 8 ))\necho "loading" >&2\n'
+        'echo "result: $1" >&2\n'
+    )
+    env = _git_env()
+    who = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    _git(repo, "init", "-q", "--template=", "-b", "main", env=env)
+    _git(repo, "add", "--all", ".", env=env)
+    _git(repo, "commit", "-q", "--no-verify", "-m", "first", env={**env, **who})
+    command = ["env", "SEED={seed}", "sh", "{source}/pick.sh"]
+    proc = run_cli(tmp_path, "init", str(repo), "--good", "main", "--name", "st", "-o", "st.yaml", "--", *command)
+    assert proc.returncode == 0, proc.stderr
+    cfg = load_config(tmp_path / "st.yaml")
+    assert cfg.parse.stream == "stderr" and cfg.parse.extract is not None
+    assert "outcome: the word after 'result:' on its line (the other lines ignored) on stderr" in proc.stderr
+    assert "# First outputs: loading result: " in (tmp_path / "st.yaml").read_text()

@@ -92,6 +92,20 @@ def test_the_exact_reference_only_where_it_models_the_command() -> None:
         customise(data, path, Customisation(reference="exact"))
 
 
+def test_the_smallest_change_that_matters_is_the_user_s_with_a_preset_too() -> None:
+    """init --llama --tolerance / --eta: the preset's alpha and beta stay, its eta goes with its
+    tolerance (0.3 × the new one), and an eta at or above the tolerance is refused by the config."""
+    preset = _cli()
+    finer = _cli(tolerance=0.05)
+    assert finer.test.tolerance == 0.05 and finer.test.indifference == pytest.approx(0.015)
+    assert (finer.test.alpha, finer.test.beta) == (preset.test.alpha, preset.test.beta)
+    both = _cli(tolerance=0.2, eta=0.1)
+    assert (both.test.tolerance, both.test.indifference) == (0.2, 0.1)
+    assert _cli(eta=0.05).test.tolerance == preset.test.tolerance  # eta alone keeps the preset's tolerance
+    with pytest.raises(ValueError, match="must be below tolerance"):
+        _cli(eta=0.2)
+
+
 def test_an_outcome_before_its_condition_is_refused() -> None:
     with pytest.raises(ConfigError, match="must come after the condition"):
         _cli(position=0)

@@ -152,10 +152,11 @@ def write_config(
         build = session.runner.builder.ensure(sha, cfg.build)
         if not build.ok:
             raise ConfigError(f"init: cannot build {target} at {sha[:12]}: {build.reason}")
-        outputs = _sample(cfg, build.binaries, session.workspace.checkout(sha))
-    proposal = propose(outputs, position)
+        outputs, errors = _sample(cfg, build.binaries, session.workspace.checkout(sha))
+    proposal = propose(outputs, position, errors)
     data["parse"], data["statistic"] = proposal.parse, proposal.statistic
-    out.write_text(_config_text(data, _header(target, sha, outputs, proposal), events, given=band is not None))
+    shown = errors if proposal.parse.get("stream") == "stderr" else outputs
+    out.write_text(_config_text(data, _header(target, sha, shown, proposal), events, given=band is not None))
     cfg = load_config(out)
     with StateDir(root) as state:
         session = jobs.Session(cfg, state, events, config_path=str(out))
@@ -249,10 +250,10 @@ def _detect_build(
     return {"cmake_args": list(cmake_args), "targets": [target], "binaries": {"binary": binaries}}, target
 
 
-def _sample(cfg: Config, binaries: dict[str, str], source: Path) -> list[str]:
-    """The command's stdout for the first SAMPLE_SEEDS seeds."""
+def _sample(cfg: Config, binaries: dict[str, str], source: Path) -> tuple[list[str], list[str]]:
+    """The command's stdout and stderr for the first SAMPLE_SEEDS seeds."""
     values = {**binaries, "config_dir": str(cfg.config_dir), "source": str(source)}
-    outputs = []
+    outputs, errors = [], []
     for seed in range(cfg.run.first_seed, cfg.run.first_seed + SAMPLE_SEEDS):
         try:
             argv = render_argv(list(cfg.run.templates[0].argv), {**values, "seed": str(seed)})
@@ -266,7 +267,8 @@ def _sample(cfg: Config, binaries: dict[str, str], source: Path) -> list[str]:
                 f"init: the command failed on seed {seed} ({one_line(exit_reason(res), 300)}): {argv!r:.200}"
             )
         outputs.append(res.stdout)
-    return outputs
+        errors.append(res.stderr)
+    return outputs, errors
 
 
 def write_llama_config(
@@ -291,6 +293,8 @@ def write_llama_config(
         f"# bisectbot config written by `bisectbot init --llama {program}` from {path.name}",
         "# (bisectbot's configs/llama/: the comments there say what each variant is for).",
     ]
+    test = StatTestConfig.model_validate(config.get("test") or {})
+    header.append(f"# test: {band_text(test.indifference, test.tolerance)} (init --tolerance, --eta).")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(header) + "\n" + yaml.safe_dump(config, sort_keys=False, width=100))
     cfg = load_config(out)

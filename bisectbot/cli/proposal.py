@@ -24,7 +24,7 @@ import json
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NotRequired, Sequence, TypedDict
 
 from bisectbot.config.sections import ParseConfig
@@ -43,6 +43,7 @@ LABELLED = re.compile(r"^([^\s:=][^:=]{0,40}?[:=])[ \t]*(\S.*)$")
 class ParseDraft(TypedDict):
     """The `parse` section init writes (config.sections.ParseConfig)."""
 
+    stream: NotRequired[str]  # stderr, when the text is there
     extract: NotRequired[str]
     json_field: NotRequired[str]
     prefix: NotRequired[str]
@@ -94,13 +95,18 @@ def shown(outcome: str) -> str:
     return outcome if re.fullmatch(r"[\w.+\-]+", outcome) else repr(outcome)
 
 
-def propose(outputs: Sequence[str], position: int = 0) -> Proposal:
-    """`parse` and `statistic` for these outputs, outcome `position` of what is read (see the
-    module's docstring); ConfigError when no output shows anything or some output has fewer
-    than position + 1 tokens."""
+def propose(outputs: Sequence[str], position: int = 0, errors: Sequence[str] = ()) -> Proposal:
+    """`parse` and `statistic` for these outputs (stdout), outcome `position` of what is read
+    (see the module's docstring); from `errors` (stderr, `stream: stderr`) when every stdout is
+    empty, as with a program that prints its text there. ConfigError when no output shows
+    anything or some output has fewer than position + 1 tokens."""
     texts = [o.strip() for o in outputs]
+    if not any(texts) and any(e.strip() for e in errors):
+        got = propose(errors, position)
+        parse: ParseDraft = {"stream": "stderr", **got.parse}
+        return replace(got, parse=parse, what=f"{got.what} on stderr (stdout was empty)")
     if not texts or not any(texts):
-        raise ConfigError("init: the command printed nothing on stdout for any seed")
+        raise ConfigError("init: the command printed nothing on stdout or stderr for any seed")
     one_line_each = all(sum(1 for ln in t.splitlines() if ln.strip()) <= 1 for t in texts)
     parse, what = (
         _json_shape(texts, position)

@@ -290,7 +290,7 @@ def init(
 
     def body() -> int:
         terminal = Terminal(quiet=quiet)
-        band = _band(tolerance, eta, llama=program is not None)
+        band = _band(tolerance, eta)
         llama_only = {"--condition": condition, "--prompt": prompt, "--program-defaults": program_defaults}
         build = {"--build-kind": build_kind, "--build-command": build_command, "--binary": binary}
         if wrong := [flag for flag, said in (build if program is not None else llama_only).items() if said]:
@@ -312,6 +312,7 @@ def init(
                 program_defaults,
                 reference_how,
                 output,
+                (tolerance, eta),
             )
         wish = BuildWish.of(build_kind, build_command, binary)
         return _init_project(terminal, repo, good, argv, target, wish, name, position, probs, output, band)
@@ -371,8 +372,10 @@ def _init_llama(
     program_defaults: bool,
     reference_how: str,
     output: str | None,
+    band: tuple[float | None, float | None],
 ) -> int:
-    """`init --llama PROGRAM`: the preset customised, written, and tested at --good."""
+    """`init --llama PROGRAM`: the preset customised, written, and tested at --good; `band`:
+    --tolerance and --eta as given (unset: the preset's)."""
     from bisectbot.cli.newconfig import write_llama_config
     from bisectbot.cli.wiring import default_state_dir
     from bisectbot.llama.presets import Customisation
@@ -387,6 +390,8 @@ def _init_llama(
         condition=condition,
         position=position,
         reference=reference_how,
+        tolerance=band[0],
+        eta=band[1],
     )
     out = Path(output or f"{name or program}.yaml")
     path, report = write_llama_config(program, good, how, out=out, state_for=default_state_dir, events=Events(terminal))
@@ -396,15 +401,13 @@ def _init_llama(
     return EXIT_OK
 
 
-def _band(tolerance: float | None, eta: float | None, *, llama: bool) -> StatTestDraft | None:
+def _band(tolerance: float | None, eta: float | None) -> StatTestDraft | None:
     """init's `test:` section from --tolerance and --eta (None: neither given, the defaults)."""
     from bisectbot.cli.newconfig import StatTestDraft
     from bisectbot.config.sections import StatTestConfig
 
     if tolerance is None and eta is None:
         return None
-    if llama:
-        raise click.UsageError("--tolerance and --eta go without --llama (the preset's test: section sets them)")
     band = StatTestDraft(tolerance=StatTestConfig().tolerance if tolerance is None else tolerance)
     if eta is not None:
         if eta >= band["tolerance"]:

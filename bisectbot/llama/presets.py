@@ -89,6 +89,8 @@ class Customisation:
     condition: str | None = None  # a token, or "none"
     position: int | None = None  # the outcome's position
     reference: str = "good"  # good | exact | a ref
+    tolerance: float | None = None  # test.tolerance: the smallest change that matters
+    eta: float | None = None  # test.eta (unset with a new tolerance: 0.3 × it)
 
 
 def customise(data: dict[str, Any], path: Path, how: Customisation) -> dict[str, Any]:
@@ -124,6 +126,14 @@ def customise(data: dict[str, Any], path: Path, how: Customisation) -> dict[str,
         out["parse"] = _parse_with(out["parse"], old_prompt, prompt)
     out["statistic"] = _statistic(out["statistic"], how)
     out["reference"] = _reference(out.get("reference"), how, prompt, old_prompt, path)
+    if how.tolerance is not None or how.eta is not None:
+        test = dict(out.get("test") or {})
+        if how.tolerance is not None:
+            test["tolerance"] = how.tolerance
+            test.pop("eta", None)  # the preset's eta was for its tolerance
+        if how.eta is not None:
+            test["eta"] = how.eta
+        out["test"] = test
     return out
 
 
