@@ -299,7 +299,7 @@ def test_log_lists_each_job_with_its_commits(history: DemoHistory, plain: tuple[
         f"bisect {history.commits[4][:12]}..{history.bad[:12]} (find bad) · done: found {history.culprit[:12]}",
     ]
     culprit_rows = [line for line in lines if line.startswith(f"  {history.culprit[:12]}  CHANGED")]
-    assert len(culprit_rows) == 2
+    assert len(culprit_rows) == 2 and all("(differs from its parent) " in row for row in culprit_rows)
     as_json = json.loads(cli("log", str(history.config), "--state", str(state), "--json", "-").stdout)
     jobs = as_json["jobs"]
     assert [j["job"] for j in jobs] == [first["job"], replayed["job"]]

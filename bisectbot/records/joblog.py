@@ -16,7 +16,7 @@ from typing import Sequence, TypedDict
 from bisectbot.records.commits import CommitVerdict, distinct_runs
 from bisectbot.records.jobargs import BisectArgs, BisectArgsJson, JobArgs, TestArgsJson
 from bisectbot.records.reports import BisectReport, CommitReport, JobResult, JobStop
-from bisectbot.statistics.outcome import Find
+from bisectbot.statistics.outcome import Find, Verdict
 
 
 class LoggedCommitJson(TypedDict):
@@ -26,6 +26,7 @@ class LoggedCommitJson(TypedDict):
     runs: int
     roles: list[str]
     when: str
+    note: str
 
 
 class LoggedJobJson(TypedDict):
@@ -50,6 +51,7 @@ class LoggedCommit:
     runs: int
     roles: tuple[str, ...]
     when: float  # Unix time of its last verdict
+    note: str = ""  # what the verdict is against when not the reference: "differs from its child"
 
     def to_json(self) -> LoggedCommitJson:
         return {
@@ -59,6 +61,7 @@ class LoggedCommit:
             "runs": self.runs,
             "roles": list(self.roles),
             "when": _iso(self.when),
+            "note": self.note,
         }
 
 
@@ -136,9 +139,8 @@ def logged_job(
     for sha, seen in by_sha.items():
         last, when = seen[-1]
         roles = tuple(dict.fromkeys(find.role_label(v.role) for v, _ in seen))
-        commits.append(
-            LoggedCommit(sha, last.subject, last.verdict.value, distinct_runs([v for v, _ in seen]), roles, when)
-        )
+        runs = distinct_runs([v for v, _ in seen])
+        commits.append(LoggedCommit(sha, last.subject, last.verdict.value, runs, roles, when, _against(last)))
     return LoggedJob(job_id, status, args, result, created, updated, tuple(commits))
 
 
@@ -153,11 +155,21 @@ def log_text(jobs: Sequence[LoggedJob], width: int = 80, where: str = "") -> str
         runs_w = max([4, *(len(f"{c.runs:,}") for c in job.commits)])
         for c in job.commits:
             left = f"  {c.sha[:12]}  {c.verdict.upper():<12}  {c.runs:>{runs_w},}  {_local(c.when, '%m-%d %H:%M')}  "
-            lines.append(_cut(left + c.subject, width))
+            lines.append(_cut(left + (f"({c.note}) " if c.note else "") + c.subject, width))
         if not job.commits:
             lines.append("  (no verdict reached)")
         lines.append("")
     return "\n".join(lines)
+
+
+def _against(v: CommitVerdict) -> str:
+    """A change test's verdict is about the commit beside it, not the reference: a parent's
+    CHANGED confirms an answer (it differs from its child), it is no defect of the parent."""
+    if v.mode != "change":
+        return ""
+    other = "its child" if v.role == "confirm-parent" else "its parent"
+    said = "differs from" if v.verdict is Verdict.CHANGED else "not shown to differ from"
+    return f"{said} {other}"
 
 
 def _cut(text: str, width: int) -> str:
