@@ -35,6 +35,7 @@ from bisectbot.cli.wiring import (
     replayed_builds,
     state_of,
     warn_uncommitted,
+    write_bisect_outputs,
     write_json,
     write_outputs,
 )
@@ -191,9 +192,6 @@ def bisect(
     Both endpoints are tested first; the culprit is confirmed against its parent on fresh seeds.
     Killed or interrupted? Run the same command again: it resumes from the state database.
     """
-    from bisectbot.report.html import report_html
-    from bisectbot.report.markdown import bisect_markdown
-    from bisectbot.report.text import bisect_text
 
     started = time.monotonic()  # --deadline counts from here
 
@@ -237,17 +235,7 @@ def bisect(
                 report.runs, report.runs_executed, report.builds, replayed_builds(session, stored, tested)
             ):
                 terminal.line(line)
-        write_outputs(
-            terminal,
-            bisect_text(report, summary_width()),
-            bisect_markdown(report),
-            report.to_json(),
-            json_path,
-            md_path,
-            color,
-            html_path,
-            lambda: report_html(report),
-        )
+        write_bisect_outputs(terminal, report, json_path, md_path, color, html_path)
         if report.status is BisectStatus.STOPPED:
             click.echo(f"bisectbot: {report.message}", err=True)
         return BISECT_EXIT[report.status]

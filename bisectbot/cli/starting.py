@@ -14,7 +14,7 @@ from bisectbot.cli.detect import BuildWish
 from bisectbot.cli.guard import EXIT_INPUT, EXIT_OK, EXIT_UNDECIDED, OneLineGroup, guard
 from bisectbot.cli.options import color_option, html_option, json_option, markdown_option, quiet_option
 from bisectbot.cli.terminal import Terminal, summary_width
-from bisectbot.cli.wiring import announce_state, one_stdout, state_of, write_outputs
+from bisectbot.cli.wiring import announce_state, one_stdout, state_of, write_bisect_outputs
 from bisectbot.config import load_config
 from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.errors import BisectbotError
@@ -70,9 +70,6 @@ def demo(
     import tempfile
 
     from bisectbot.demo import generate_demo
-    from bisectbot.report.html import report_html
-    from bisectbot.report.markdown import bisect_markdown
-    from bisectbot.report.text import bisect_text
 
     def body() -> int:
         one_stdout(json_path, md_path)
@@ -95,17 +92,7 @@ def demo(
             f"{'found' if found else 'NOT found'} with {count_of(report.builds, 'build')} "
             f"({bound_text(report)}) and {count_of(report.runs, 'run')}"
         )
-        write_outputs(
-            terminal,
-            bisect_text(report, summary_width()),
-            bisect_markdown(report),
-            report.to_json(),
-            json_path,
-            md_path,
-            color,
-            html_path,
-            lambda: report_html(report),
-        )
+        write_bisect_outputs(terminal, report, json_path, md_path, color, html_path)
         if json_path != "-":
             click.echo("\n".join(wrap(outcome, summary_width(), "    ")))
             click.echo(

@@ -16,11 +16,12 @@ import click
 from bisectbot import doctor
 from bisectbot.building.workspace import uncommitted_changes
 from bisectbot.cli.options import reset_state_given
-from bisectbot.cli.terminal import Terminal, print_summary
+from bisectbot.cli.terminal import Terminal, print_summary, summary_width
 from bisectbot.config import Config, load_config
 from bisectbot.errors import StateError
 from bisectbot.inert import visible
 from bisectbot.jobs import lifecycle as jobs
+from bisectbot.records.reports import BisectReport
 from bisectbot.report.text import state_line
 from bisectbot.state.statedir import StateDir
 from bisectbot.state.storage import database_path
@@ -159,6 +160,24 @@ def write_outputs(
     write_json(json_path, data)
     if html_path:
         Path(html_path).write_text(html())
+
+
+def write_bisect_outputs(
+    terminal: Terminal,
+    report: BisectReport,
+    json_path: str | None,
+    md_path: str | None,
+    color: str,
+    html_path: str | None,
+) -> None:
+    """A bisect's report in every form asked for (write_outputs), as `bisect` and `demo` give it."""
+    from bisectbot.report.html import report_html
+    from bisectbot.report.markdown import bisect_markdown
+    from bisectbot.report.text import bisect_text
+
+    text = bisect_text(report, summary_width())
+    html = lambda: report_html(report)  # noqa: E731 — made only when --html asks for it
+    write_outputs(terminal, text, bisect_markdown(report), report.to_json(), json_path, md_path, color, html_path, html)
 
 
 def write_json(path: str | None, data: Mapping[str, object]) -> None:
