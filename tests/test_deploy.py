@@ -479,6 +479,7 @@ def test_the_command_workflow_starts_only_for_a_members_command(
         assert runner.starts(flow, "issue_comment", event) is starts, (login, body, pull)
 
 
+@pytest.mark.heavy  # installs bisectbot into the runner's venv: 13 s (README: Tests)
 def test_the_pages_steps_answer_a_check_comment(
     tmp_path: Path, github: GitHubStandIn, project: DemoHistory, action_dir: Path
 ) -> None:
