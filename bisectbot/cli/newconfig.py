@@ -177,7 +177,7 @@ def _free_state_dir(where: Path, name: str, repo: str) -> str:
         origin = clone_of(where / rel / "src")
         if origin is None or same_source(origin, repo):
             return rel
-    raise ConfigError(f"init: {where}/{name}-state … -99 all hold other projects' clones: give another --name")
+    raise ConfigError(f"init: {name}-state to {name}-state-99 in {where} all hold other projects: give another --name")
 
 
 def band_text(eta: float, tolerance: float) -> str:
