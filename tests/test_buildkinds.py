@@ -435,13 +435,20 @@ def test_init_gives_a_second_project_of_the_same_name_its_own_state_directory(
     make_hist: PickHistory, tmp_path: Path
 ) -> None:
     """Two projects named alike, configs in one folder: the second's state directory is not the
-    first's clone (which would fail at its first checkout), and bisect there says why if forced."""
+    first's clone (which would fail at its first checkout), and bisect there says why if forced.
+    The other project: the same files at v1.0, but a history of its own (no commit in common)."""
     other = tmp_path / "other"
-    subprocess.run(["git", "clone", "-q", str(make_hist.repo), str(other)], check=True)
-    subprocess.run(
-        ["git", "-C", str(other), "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q",
-         "--allow-empty", "-m", "a commit of its own"], check=True,
-    )  # fmt: skip
+    other.mkdir()
+    tree = subprocess.run(["git", "-C", str(make_hist.repo), "archive", "v1.0"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(other)], input=tree.stdout, check=True)
+    who = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for step in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        [*who, "commit", "-qm", "its own first"],
+        ["tag", "v1.0"],
+    ):
+        subprocess.run(["git", "-C", str(other), *step], check=True)
     common = {"target": None, "name": "mk", "probs": REFERENCE, "position": 0}
     first, _ = newconfig.write_config(str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "a.yaml", **common)
     again, _ = newconfig.write_config(str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "b.yaml", **common)
@@ -450,9 +457,10 @@ def test_init_gives_a_second_project_of_the_same_name_its_own_state_directory(
     assert dirs == ["./mk-state", "./mk-state", "./mk-state-2"] and report.verdict is Verdict.GOOD
     forced = tmp_path / "d.yaml"
     forced.write_text(second.read_text().replace("./mk-state-2", "./mk-state"))
-    proc = cli("bisect", str(forced), "--good", "v1.0", "--bad", "HEAD", "-q", cwd=tmp_path)
+    proc = cli("bisect", str(forced), "--good", "v1.0", "--bad", "main", "-q", cwd=tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert f"is a clone of {make_hist.repo}, not of {other}" in proc.stderr and "storage.state_dir" in proc.stderr
+    assert f"is a clone of {make_hist.repo}, which shares no commit with {other}" in proc.stderr
+    assert "storage.state_dir" in proc.stderr
 
 
 @pytest.mark.heavy  # python's start-up, a GOOD test's ~500 runs (README: Tests)

@@ -50,19 +50,35 @@ def test_resolve_and_line(upstream: Path, tmp_path: Path) -> None:
     assert subjects == ["c0", "c1", "c2", "c3", "c4", "merge side"]
 
 
-def test_a_clone_of_another_project_is_refused_by_name(upstream: Path, tmp_path: Path) -> None:
-    """Two configs with one state directory (same name, same folder): the second is told so,
-    with the knob, instead of git's "reference is not a tree" at its first checkout."""
+def test_a_moved_checkout_is_adopted_and_another_project_refused_by_name(upstream: Path, tmp_path: Path) -> None:
+    """The state's clone was made from a path the project is no longer at (a checkout moved, a CI
+    runner's new workspace, a state directory restored from a cache): fetched from where it is now.
+    A project sharing no commit with it (two configs named alike in one folder) is refused with
+    the knob, instead of git's "reference is not a tree" at its first checkout."""
+    src = tmp_path / "state" / "src"
+    Workspace(str(upstream), src).sync()
+    Workspace(str(upstream) + "/", src).sync()  # the same repository, spelt otherwise
+    moved = tmp_path / "moved"
+    subprocess.run(["git", "clone", "-q", str(upstream), str(moved)], check=True)
+    git(moved, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "new")
+    ws = Workspace(str(moved), src)
+    assert ws.resolve("main") == git(moved, "rev-parse", "main")  # fetched from where it is now
+    assert git(src, "config", "--get", "remote.origin.url") == str(moved)
     other = tmp_path / "other"
-    subprocess.run(["git", "clone", "-q", str(upstream), str(other)], check=True)
+    other.mkdir()
+    git(other, "init", "-q", "-b", "main")
     git(other, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")
-    Workspace(str(upstream), tmp_path / "state" / "src").sync()
-    Workspace(str(upstream) + "/", tmp_path / "state" / "src").sync()  # the same repository, spelt otherwise
     with pytest.raises(GitError) as err:
-        Workspace(str(other), tmp_path / "state" / "src").sync()
+        Workspace(str(other), src).sync()
     message = str(err.value)
-    assert "\n" not in message and f"is a clone of {upstream}, not of {other}" in message
+    assert "\n" not in message and f"is a clone of {moved}, which shares no commit with {other}" in message
     assert "storage.state_dir" in message
+    assert git(src, "config", "--get", "remote.origin.url") == str(moved)  # left as it was
+    with pytest.raises(GitError, match="shares no commit with file://"):  # a URL: its roots fetched to a probe
+        Workspace(f"file://{other}", src).sync()
+    assert git(src, "for-each-ref", "refs/bisectbot-probe") == ""  # and dropped
+    Workspace(f"file://{moved}", src).sync()  # the same project by URL: adopted
+    assert git(src, "config", "--get", "remote.origin.url") == f"file://{moved}"
 
 
 def test_user_tree_is_untouched(upstream: Path, tmp_path: Path) -> None:

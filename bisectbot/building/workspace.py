@@ -94,7 +94,7 @@ class Workspace:
                 self.root.parent.mkdir(parents=True, exist_ok=True)
                 git.Repo.clone_from(self.source, self.root, no_checkout=True, env=SAFE_GIT_ENV)
             repo = open_repo(self.root)
-            self._check_origin()
+            self._adopt(repo)
             for lock in (self.root / ".git").glob("*.lock"):
                 lock.unlink()  # we hold the state-dir lock: no other git process is ours
             repo.git.fetch(
@@ -115,16 +115,23 @@ class Workspace:
             ) from None
         self._repo = repo
 
-    def _check_origin(self) -> None:
-        """Refuse a clone of another project: two configs sharing a state directory (the same
+    def _adopt(self, repo: git.Repo) -> None:
+        """The clone's origin is spelt otherwise than this config's repository: the same project
+        moved (a checkout at a new path, a CI runner's new workspace, a state directory restored
+        from a cache) is adopted, and fetched from where it is now; another project (no root
+        commit in common) is refused, since two configs sharing a state directory (the same
         `name` in one folder) would otherwise fail later with git's "reference is not a tree"."""
-        origin = clone_of(self.root)
-        if origin is None or same_source(origin, self.source):
-            return  # no origin recorded: the fetch below says what is wrong
-        raise GitError(
-            f"{self.root} is a clone of {origin}, not of {self.source}: its state directory belongs to another "
-            f"project; give this config its own storage.state_dir (or --state-dir), or remove {self.root}"
-        )
+        origin = _clone_of(self.root)
+        if origin is None or _same_source(origin, self.source):
+            return
+        ours = _roots(repo, "--all")
+        if ours and not ours & _source_roots(repo, self.source):
+            raise GitError(
+                f"{self.root} is a clone of {origin}, which shares no commit with {self.source}: its state "
+                f"directory belongs to another project; give this config its own storage.state_dir (or "
+                f"--state-dir), or remove {self.root}"
+            )
+        repo.git.remote("set-url", "origin", self.source)
 
     # -- refs ---------------------------------------------------------------------------------
     def resolve(self, ref: str) -> str:
@@ -529,7 +536,7 @@ def uncommitted_changes(source: str) -> list[str]:
     return paths
 
 
-def clone_of(root: Path) -> str | None:
+def _clone_of(root: Path) -> str | None:
     """The repository a clone at `root` was made from (its origin), or None."""
     if not (root / ".git").exists():
         return None
@@ -539,7 +546,37 @@ def clone_of(root: Path) -> str | None:
         return None
 
 
-def same_source(a: str, b: str) -> bool:
+def same_project(root: Path, source: str) -> bool:
+    """Whether the clone at `root` (if any) is of the project `source` names: no clone, the same
+    spelling, or a root commit in common."""
+    origin = _clone_of(root)
+    if origin is None or _same_source(origin, source):
+        return True
+    repo = open_repo(root)
+    ours = _roots(repo, "--all")
+    return not ours or bool(ours & _source_roots(repo, source))
+
+
+def _roots(repo: git.Repo, *revs: str) -> set[str]:
+    """The root commits (no parent) reachable from `revs`."""
+    return set(str(repo.git.rev_list("--max-parents=0", *revs)).split()) if revs else set()
+
+
+def _source_roots(repo: git.Repo, source: str) -> set[str]:
+    """The root commits of `source`'s branches: read in place when it is a local repository,
+    else fetched into a probe namespace of the clone `repo` and dropped again."""
+    if Path(source).exists():
+        return _roots(open_repo(source), "--all")
+    repo.git.fetch("--quiet", "--no-tags", source, "+refs/heads/*:refs/bisectbot-probe/*")
+    probe = str(repo.git.for_each_ref("--format=%(refname)", "refs/bisectbot-probe")).split()
+    try:
+        return _roots(repo, *probe)
+    finally:
+        for ref in probe:
+            repo.git.update_ref("-d", ref)
+
+
+def _same_source(a: str, b: str) -> bool:
     """Whether two spellings name one repository: a local path by where it really is, a URL
     without a trailing slash or `.git`."""
 

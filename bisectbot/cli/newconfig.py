@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, NotRequired, Sequence, TypedDict
 import yaml
 
 from bisectbot.building.cmake import target_names
-from bisectbot.building.workspace import Workspace, clone_of, same_source
+from bisectbot.building.workspace import Workspace, same_project
 from bisectbot.cli.detect import BuildWish, build_command, choose_kind, find_binary
 from bisectbot.cli.proposal import ParseDraft, Proposal, StatisticDraft, propose
 from bisectbot.config import Config, load_config
@@ -170,12 +170,11 @@ def write_config(
 
 
 def _free_state_dir(where: Path, name: str, repo: str) -> str:
-    """`./NAME-state`, unless that holds another project's clone (another config of the same
-    name in this folder): then the first `./NAME-state-K` that is free or this project's."""
+    """`./NAME-state`, unless that holds another project's clone (another project given the
+    same name in this folder): then the first `./NAME-state-K` that is free or this project's."""
     for k in range(1, 100):
         rel = f"./{name}-state" + (f"-{k}" if k > 1 else "")
-        origin = clone_of(where / rel / "src")
-        if origin is None or same_source(origin, repo):
+        if same_project(where / rel / "src", repo):
             return rel
     raise ConfigError(f"init: {name}-state to {name}-state-99 in {where} all hold other projects: give another --name")
 
