@@ -23,7 +23,7 @@ from bisectbot.building.workspace import Export, Workspace
 from bisectbot.cli import newconfig
 from bisectbot.cli.detect import BuildWish, choose_kind, find_binary
 from bisectbot.config import Config, load_config
-from bisectbot.config.sections import BuildConfig, BuildVariant
+from bisectbot.config.sections import BuildConfig, BuildVariant, repo_entry
 from bisectbot.core.plan import Narrowing
 from bisectbot.errors import ConfigError
 from bisectbot.events import Events
@@ -428,6 +428,22 @@ def test_init_writes_a_working_config_for_a_make_project(make_hist: PickHistory,
     assert written["build"] == {"kind": "command", "command": ["make", "-j{jobs}"], "binaries": {"binary": ["pick"]}}
     assert written["parse"]["split"] == "whitespace" and written["parse"]["prefix"] == "pick: "
     assert "for pick at" in out.read_text().splitlines()[0]
+
+
+@needs("git", "make", "cc")
+def test_init_takes_a_clone_url_as_well_as_a_checkout(make_hist: PickHistory, tmp_path: Path) -> None:
+    """A maintainer may give the project's URL: it is written as repo.url (cloned into the state
+    directory), not resolved as a path under the current directory."""
+    url = f"file://{make_hist.repo}"
+    out, report = newconfig.write_config(
+        url, "v1.0", make_hist.command, out=tmp_path / "u.yaml", target=None, name="u", probs=REFERENCE, position=0
+    )
+    assert report.verdict is Verdict.GOOD and yaml.safe_load(out.read_text())["repo"] == {"url": url}
+    assert repo_entry("git@github.com:ggml-org/llama.cpp.git") == {"url": "git@github.com:ggml-org/llama.cpp.git"}
+    assert repo_entry("src/x") == {"path": str(Path("src/x").resolve())}
+    missing = cli("init", str(tmp_path / "nowhere"), "--good", "v1.0", "--", "{binary}", "--seed", "{seed}")
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "nowhere: no such directory (give a local checkout or a clone URL)" in missing.stderr
 
 
 @needs("git", "make", "cc")

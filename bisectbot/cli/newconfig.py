@@ -25,7 +25,7 @@ from bisectbot.building.workspace import Workspace, same_project
 from bisectbot.cli.detect import BuildWish, build_command, choose_kind, find_binary
 from bisectbot.cli.proposal import ParseDraft, Proposal, StatisticDraft, propose
 from bisectbot.config import Config, load_config
-from bisectbot.config.sections import BASE_PLACEHOLDERS, StatTestConfig
+from bisectbot.config.sections import BASE_PLACEHOLDERS, StatTestConfig, repo_entry
 from bisectbot.errors import ConfigError
 from bisectbot.events import Events, Note
 from bisectbot.inert import one_line
@@ -70,7 +70,7 @@ class ReferenceDraft(TypedDict, total=False):
 
 class ConfigDraft(TypedDict):
     name: str
-    repo: dict[str, str]  # {path: …}
+    repo: dict[str, str]  # {path: …} or {url: …}
     build: BuildDraft
     run: RunDraft
     parse: ParseDraft
@@ -126,7 +126,8 @@ def write_config(
             f"init: unknown placeholder in {unknown[0]!r} (known: binary, {', '.join(BASE_PLACEHOLDERS)})"
         )
     events = events or Events()
-    repo_path = str(Path(repo).resolve())
+    where = repo_entry(repo)
+    repo_path = where.get("url") or where["path"]
     with tempfile.TemporaryDirectory(prefix="bisectbot-init-") as tmp:
         work = Path(tmp)
         ws = Workspace(repo_path, work / "clone")
@@ -134,7 +135,7 @@ def write_config(
         draft, target = _detect_build(ws.export(sha, work / "src"), sha, argv, target, cmake_args, wish, work)
     data: ConfigDraft = {
         "name": name,
-        "repo": {"path": repo_path},
+        "repo": where,
         "build": draft,
         "run": {"argv": list(argv), "max_runs": 16384},
         "parse": {"split": "chars"},

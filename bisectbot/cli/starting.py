@@ -16,6 +16,7 @@ from bisectbot.cli.options import color_option, html_option, json_option, markdo
 from bisectbot.cli.terminal import Terminal, summary_width
 from bisectbot.cli.wiring import announce_state, one_stdout, state_of, write_bisect_outputs
 from bisectbot.config import load_config
+from bisectbot.config.sections import repo_entry
 from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.errors import BisectbotError
 from bisectbot.events import Events
@@ -170,7 +171,7 @@ def tiny_llama(out_dir: str, seed: int) -> None:
 
 
 @click.command()
-@click.argument("repo", type=click.Path(exists=True, file_okay=False))
+@click.argument("repo", metavar="REPO")
 @click.argument("argv", nargs=-1)
 @click.option("--good", required=True, help="A commit (ref) known to behave right: built, sampled, and tested GOOD.")
 @click.option(
@@ -259,8 +260,9 @@ def init(
     output: str | None,
     quiet: bool,
 ) -> None:
-    """Write a working config for REPO from the command line ARGV (after `--`; {binary} is the
-    program, {seed} the seed, {source} the commit's own tree): find how the project is built
+    """Write a working config for REPO (a local checkout, or a clone URL) from the command line
+    ARGV (after `--`; {binary} is the program, {seed} the seed, {source} the commit's own tree):
+    find how the project is built
     (cmake: list its targets and build --target; a Makefile or --build-command: build once and
     take the executable it makes; a command without {binary}: nothing to build), build it at
     --good, run it on a few seeds to propose how its output is read, and test --good GOOD with
@@ -276,6 +278,10 @@ def init(
     allowed (so a change smaller than the tolerance may be missed)."""
 
     def body() -> int:
+        if "url" not in repo_entry(repo) and not Path(repo).is_dir():
+            raise click.BadParameter(
+                f"{repo}: no such directory (give a local checkout or a clone URL)", param_hint="REPO"
+            )
         terminal = Terminal(quiet=quiet)
         band = _band(tolerance, eta)
         llama_only = {"--condition": condition, "--prompt": prompt, "--program-defaults": program_defaults}

@@ -42,6 +42,14 @@ class RepoConfig(Strict):
         return self
 
 
+def repo_entry(text: str) -> dict[str, str]:
+    """The `repo` section for what a user typed: a clone URL (`https://…`, `file://…`,
+    `git@host:owner/name`) as `url`, anything else as a local checkout's absolute `path`."""
+    if "://" in text or re.match(r"^[\w.-]+@[\w.-]+:", text):
+        return {"url": text}
+    return {"path": str(Path(text).resolve())}
+
+
 def _check_binaries(value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
     for name, candidates in (value or {}).items():
         if not name.isidentifier():

@@ -19,6 +19,7 @@ from typing import Any, Mapping, NotRequired, Sequence, TypedDict
 import yaml
 
 from bisectbot.config import parse_yaml, read_config_text
+from bisectbot.config.sections import repo_entry
 from bisectbot.errors import ConfigError
 
 __all__ = ["Customisation", "customise", "preset_dir", "preset_names", "load_preset"]
@@ -103,7 +104,7 @@ def customise(data: dict[str, Any], path: Path, how: Customisation) -> dict[str,
     if how.name:
         out["name"] = how.name
     if how.repo:
-        out["repo"] = {"url": how.repo} if "://" in how.repo else {"path": str(Path(how.repo).resolve())}
+        out["repo"] = repo_entry(how.repo)
     if out.get("fixtures"):
         out["fixtures"] = str((path.parent / out["fixtures"]).resolve())
     prompt = how.prompt if how.prompt is not None else old_prompt
