@@ -547,6 +547,7 @@ def test_the_pages_daily_check_reports_fixed_then_the_alarm_and_the_culprit(
     assert "Cache saved with key: bisectbot-state-1002-1" in broken.steps[5].log
 
 
+@pytest.mark.heavy  # the page's serve steps with a real server: 5 s (README: Tests)
 def test_the_pages_serve_steps_answer_a_signed_delivery(
     tmp_path: Path, github: GitHubStandIn, project: DemoHistory
 ) -> None:

@@ -204,6 +204,7 @@ def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.heavy  # a whole git bisect run of the demo: 8 s (README: Tests)
 def test_git_bisect_run_names_the_planted_culprit(history: DemoHistory, tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     assert subprocess.run(["git", "clone", "-q", str(history.repo), str(clone)], capture_output=True).returncode == 0

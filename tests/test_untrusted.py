@@ -376,6 +376,7 @@ def test_a_run_printing_gigabytes_is_stopped_at_the_output_cap() -> None:
     assert len(res.stdout) == 4 << 20 and res.seconds < 60
 
 
+@pytest.mark.heavy  # a pull request exhausting its processes: 8 s (README: Tests)
 @needs("bwrap", "prlimit", "ps")
 def test_a_fork_bomb_hits_the_process_limit_and_dies_with_its_sandbox() -> None:
     with boxed(Limits(cpu_seconds=60, memory_mb=1024, file_size_mb=16, processes=64)) as few:
