@@ -20,14 +20,14 @@ from bisectbot.building import buildkeys
 from bisectbot.building.builder import Builder
 from bisectbot.building.inputs import Change, InputRule, narrow
 from bisectbot.building.workspace import Export, Workspace
-from bisectbot.cli import newconfig
-from bisectbot.cli.detect import BuildWish, choose_kind, find_binary
 from bisectbot.config import Config, load_config
 from bisectbot.config.sections import BuildConfig, BuildVariant, repo_entry
 from bisectbot.core.plan import Narrowing
 from bisectbot.errors import ConfigError
 from bisectbot.events import Events
 from bisectbot.judge.runner import CommitRunner
+from bisectbot.newconfig import write as newconfig
+from bisectbot.newconfig.detect import BuildWish, choose_kind, find_binary
 from bisectbot.processes.procs import stop_drivers
 from bisectbot.processes.sandbox import BoxState, Scratch, sandbox
 from bisectbot.records.reports import Environment

@@ -14,13 +14,13 @@ import yaml
 
 from bench.choice import Step, write_choice_history
 from bench.pickprojects import PickHistory, write_pick_history
-from bisectbot.cli.newconfig import programs
-from bisectbot.cli.proposal import WHOLE, propose
 from bisectbot.config import load_config
 from bisectbot.config.sections import ParseConfig
 from bisectbot.demo import _git, _git_env
 from bisectbot.errors import ConfigError
 from bisectbot.judge.parse import parse_output
+from bisectbot.newconfig.proposal import WHOLE, propose
+from bisectbot.newconfig.write import programs
 
 from conftest import TOOLCHAIN, bisectbot_argv, require, subprocess_env
 

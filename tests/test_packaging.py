@@ -90,6 +90,7 @@ LAYERS = [
     ["bisectbot.jobs"],
     ["bisectbot.github"],
     ["bisectbot.bot"],
+    ["bisectbot.newconfig"],
     ["bisectbot.cli"],
 ]
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import click
 
 from bisectbot import doctor
-from bisectbot.cli.detect import BuildWish
 from bisectbot.cli.guard import EXIT_INPUT, EXIT_OK, EXIT_UNDECIDED, OneLineGroup, guard
 from bisectbot.cli.options import color_option, html_option, json_option, markdown_option, quiet_option
 from bisectbot.cli.terminal import Terminal, summary_width
@@ -21,11 +20,12 @@ from bisectbot.demo import MIN_COMMITS as DEMO_MIN_COMMITS
 from bisectbot.errors import BisectbotError
 from bisectbot.events import Events
 from bisectbot.jobs import lifecycle as jobs
+from bisectbot.newconfig.detect import BuildWish
 from bisectbot.report.markdown import bound_text, count_of
 from bisectbot.report.text import shell_lines, wrap
 
 if TYPE_CHECKING:
-    from bisectbot.cli.newconfig import StatTestDraft
+    from bisectbot.newconfig.write import StatTestDraft
 
 
 @click.command()
@@ -327,7 +327,7 @@ def _init_project(
     band: StatTestDraft | None,
 ) -> int:
     """`init` for a project of one's own: its build found, sampled, the config written, tested at --good."""
-    from bisectbot.cli.newconfig import write_config
+    from bisectbot.newconfig.write import write_config
 
     if not argv:
         raise click.UsageError("give the command after -- ({binary} the program, {seed} the seed), or --llama PROGRAM")
@@ -369,9 +369,9 @@ def _init_llama(
 ) -> int:
     """`init --llama PROGRAM`: the preset customised, written, and tested at --good; `band`:
     --tolerance and --eta as given (unset: the preset's)."""
-    from bisectbot.cli.newconfig import write_llama_config
     from bisectbot.cli.wiring import default_state_dir
     from bisectbot.llama.presets import Customisation
+    from bisectbot.newconfig.write import write_llama_config
 
     if program_defaults and argv:
         raise click.UsageError("--program-defaults drops the sampling arguments: give no ARGV with it")
@@ -396,8 +396,8 @@ def _init_llama(
 
 def _band(tolerance: float | None, eta: float | None) -> StatTestDraft | None:
     """init's `test:` section from --tolerance and --eta (None: neither given, the defaults)."""
-    from bisectbot.cli.newconfig import StatTestDraft
     from bisectbot.config.sections import StatTestConfig
+    from bisectbot.newconfig.write import StatTestDraft
 
     if tolerance is None and eta is None:
         return None

@@ -4,7 +4,7 @@ A preset is a working config for one program across llama.cpp's history (its bui
 flag spellings and output formats per era), plus a `preset:` section saying what a user may
 change: the prompt, the run of sampling arguments every command variant carries, the
 statistic and the reference. `customise` is pure: preset data in, config data out; the CLI
-(`bisectbot init --llama`) writes it and checks it at the good commit (cli.newconfig).
+(`bisectbot init --llama`) writes it and checks it at the good commit (newconfig.write).
 """
 
 from __future__ import annotations

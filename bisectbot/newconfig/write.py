@@ -5,7 +5,7 @@ splits into tokens and where the outcome sits — and the first mistake surfaces
 `init` finds out instead: it configures the good commit to list its cmake targets (an unknown
 target is refused with the list), builds the target there through the same builder as every
 bisect, runs the command on a few seeds and proposes `parse` and `statistic` from what the
-program printed (cli/proposal.py: a word, a number, a line, a JSON field; characters only for a
+program printed (newconfig/proposal.py: a word, a number, a line, a JSON field; characters only for a
 token stream), writes the test's tolerance and eta with what they mean, takes the exact reference the user gives or else a measured one (a control
 sample of the good commit, grown while tests need it), writes the config and validates it:
 the good commit must test GOOD with it. Nothing here is guessed silently: the sample outputs
@@ -22,8 +22,6 @@ import yaml
 
 from bisectbot.building.cmake import target_names
 from bisectbot.building.workspace import Workspace, same_project
-from bisectbot.cli.detect import BuildWish, build_command, choose_kind, find_binary
-from bisectbot.cli.proposal import ParseDraft, Proposal, StatisticDraft, propose
 from bisectbot.config import Config, load_config
 from bisectbot.config.sections import BASE_PLACEHOLDERS, StatTestConfig, repo_entry
 from bisectbot.errors import ConfigError
@@ -31,6 +29,8 @@ from bisectbot.events import Events, Note
 from bisectbot.inert import one_line
 from bisectbot.jobs import lifecycle as jobs
 from bisectbot.judge.sweep import render_argv
+from bisectbot.newconfig.detect import BuildWish, build_command, choose_kind, find_binary
+from bisectbot.newconfig.proposal import ParseDraft, Proposal, StatisticDraft, propose
 from bisectbot.processes.procs import clean_env, exit_reason, run
 from bisectbot.records.reports import CommitReport
 from bisectbot.state.statedir import StateDir
@@ -116,7 +116,7 @@ def write_config(
 ) -> tuple[Path, CommitReport]:
     """Find, build, sample, propose, write, validate (see the module's docstring). `band`: the
     test's tolerance and eta as given (init --tolerance, --eta; default: the config's). `wish`:
-    what the user said of the build (cli.detect; unsaid, it is detected). Returns the config
+    what the user said of the build (newconfig.detect; unsaid, it is detected). Returns the config
     written and the good commit's test report (GOOD, or ConfigError says what it was)."""
     if "{seed}" not in " ".join(argv):
         raise ConfigError("init: the command needs {seed} where the seed goes (and {binary} for the program)")
@@ -230,7 +230,7 @@ def _detect_build(
 ) -> tuple[BuildDraft, str]:
     """The config's build section for the good commit's tree (exported to `source`), and what
     it builds in words: cmake's one program or --target, a build command's binary (found by
-    building once, cli.detect), or nothing (build.kind none)."""
+    building once, newconfig.detect), or nothing (build.kind none)."""
     kind = choose_kind(source, argv, wish, sha)
     if kind != "cmake" and target is not None:
         raise ConfigError(f"init: --target names a cmake target, but {sha[:12]} is built by build kind {kind}")

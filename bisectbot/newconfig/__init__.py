@@ -1,0 +1,1 @@
+"""A new config from a repository and a command line (`bisectbot init`): which build the project has (detect.py), what its program prints and how to read it (proposal.py), the config written and checked at the good commit (write.py)."""
