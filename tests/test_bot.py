@@ -428,7 +428,7 @@ def test_check_still_fixed_then_alarm_and_culprit(
     assert len(bot_comments(gh_server)) == 3  # status, alarm, culprit
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_result_survives_github_outage_and_publish_posts_it_later(
     gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
 ) -> None:

@@ -133,7 +133,7 @@ def test_a_bisect_that_tests_the_broken_end_last_never_builds_it(tmp_path: Path)
     assert "inputs scanned without building" in err, err  # the progress says so
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 @needs(*TOOLCHAIN, "ninja")
 def test_a_culprit_at_the_broken_end_tested_last_is_tested_and_named(tmp_path: Path) -> None:
     code, report, err, shas = bisect(tmp_path, [NEW] * 6 + [Era(defect=True)])
@@ -142,7 +142,7 @@ def test_a_culprit_at_the_broken_end_tested_last_is_tested_and_named(tmp_path: P
     assert not any("end was not tested" in a for a in report["assumptions"])
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 @needs(*TOOLCHAIN, "ninja")
 def test_a_broken_end_tested_last_that_does_not_reproduce_is_refused_saying_so(tmp_path: Path) -> None:
     code, report, err, shas = bisect(tmp_path, [NEW] * 6)

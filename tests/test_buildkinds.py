@@ -316,7 +316,7 @@ def test_without_dependency_information_every_commit_that_changes_a_file_stays_o
 
 
 # -- whole bisects ---------------------------------------------------------------------------------
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 @needs("git", "make", "cc")
 def test_bisect_of_a_make_project_names_the_culprit_and_skips_the_broken_build(
     make_hist: PickHistory, tmp_path: Path

@@ -203,7 +203,7 @@ def test_test_names_a_missing_make_before_any_build(small_demo: DemoHistory, tmp
 
 
 # -- CI: a skip for a missing program is a failure there ------------------------------------------
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_a_skip_for_a_missing_program_fails_the_session_when_ci_requires_the_tools(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()

@@ -257,7 +257,7 @@ def test_gc_dry_run_removes_nothing(finished: tuple, demo: DemoHistory, state: P
     assert sorted(p for p in state.rglob("*")) == before
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_gc_keeps_the_most_recently_used_binaries_and_a_later_bisect_rebuilds(
     finished: tuple, demo: DemoHistory, state: Path
 ) -> None:
@@ -318,7 +318,7 @@ def test_gc_of_a_missing_state_directory_is_one_line(demo: DemoHistory, tmp_path
     )
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_log_finds_the_state_the_bisect_used_and_names_a_missing_one(demo: DemoHistory) -> None:
     """No --state anywhere: the config's storage.state_dir (the demo's: ./state beside the
     config) is where the bisect writes and where `log` and `build-log` read; before anything

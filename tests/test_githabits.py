@@ -135,7 +135,7 @@ def test_skip_an_unrelated_commit_still_finds_the_culprit(
     assert first["user_skipped"] == []
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_skip_the_culprit_leaves_a_range_containing_it(history: DemoHistory, tmp_path: Path) -> None:
     md = tmp_path / "r.md"
     proc, report = bisect_json(

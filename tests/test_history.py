@@ -57,7 +57,7 @@ def test_a_renamed_target_is_built_with_its_own_variant_and_never_a_stale_binary
     assert detail["build_variant"] == 1 and Path(detail["binaries"]["binary"]).name == "oldprog"
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_a_misspelt_or_retired_option_moves_on_to_the_next_variant(tmp_path: Path) -> None:
     hist = write_history(tmp_path, [OLD, NEW])
     typo = both_targets(new_option="NEW_FASST")  # cmake would ignore it in silence
@@ -89,7 +89,7 @@ def test_a_tree_no_variant_fits_is_skipped_with_every_reason(tmp_path: Path) -> 
 
 
 # -- 2: stored results never outlive their inputs ---------------------------------------------------
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_changing_a_fixture_or_a_file_named_in_cmake_args_is_never_replayed(tmp_path: Path) -> None:
     hist = write_history(tmp_path, [NEW])
     fixture = tmp_path / "model.txt"
@@ -163,7 +163,7 @@ def test_a_variant_that_crashes_at_run_time_gives_way_to_the_next(tmp_path: Path
 
 
 # -- 7: blocks of skips ----------------------------------------------------------------------------
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_a_block_of_commits_that_crash_alike_is_jumped_and_reported(tmp_path: Path) -> None:
     eras = [NEW] * 5 + [Era(crash=True)] * 14 + [NEW] * 4 + [Era(defect=True)] * 5
     hist = write_history(tmp_path, eras)
@@ -183,7 +183,7 @@ def test_a_block_of_commits_that_crash_alike_is_jumped_and_reported(tmp_path: Pa
     assert "fail the same way" in err
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_an_answer_at_a_block_names_the_block(tmp_path: Path) -> None:
     eras = [NEW] * 4 + [Era(crash=True)] * 8 + [Era(defect=True)] * 4
     hist = write_history(tmp_path, eras)
@@ -285,7 +285,7 @@ def test_a_later_gross_change_is_never_named_over_an_earlier_mild_one(tmp_path: 
     assert again["extra"]["strategies"] == ["reference"]
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_a_stray_token_on_every_commit_is_inside_the_indifference_zone(tmp_path: Path) -> None:
     """A program that prints a token outside the reference in 2% of runs, at every commit: with
     the default eta (0.3 × tolerance) a good commit is GOOD and the bisect names the culprit;

@@ -223,7 +223,7 @@ def test_row11_only_an_allow_listed_environment(attacked: Attacked) -> None:
     assert TOKEN not in attacked.check.stdout + attacked.check.stderr
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_afterwards_trusted_tests_agree_with_an_untouched_state(attacked: Attacked, tmp_path: Path) -> None:
     """The trusted tests after the attack give what a state directory the pull request never
     touched gives (sharing the same ccache directory, the attack's target), and nothing the
@@ -263,7 +263,7 @@ def test_the_same_script_as_trusted_code_lands_every_attack(attacked: Attacked, 
 
 
 # -- the trusted path, if something slipped in anyway ------------------------------------------------
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_a_hook_planted_in_the_clone_never_runs(attacked: Attacked) -> None:
     hooks = attacked.state / "src" / ".git" / "hooks"
     for name in ("post-checkout", "pre-auto-gc", "reference-transaction", "fsmonitor-watchman"):

@@ -73,7 +73,7 @@ def served_config(history: DemoHistory, tmp_path: Path, extras: list[list[str]])
     return path
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_a_server_is_tested_like_a_program_and_a_server_that_does_not_start_gives_way(
     small_demo: DemoHistory, tmp_path: Path
 ) -> None:

@@ -113,7 +113,7 @@ def test_a_re_introduced_defect_named_at_the_re_introduction_says_what_it_proved
     )
 
 
-@pytest.mark.heavy  # whole bisects or builds, 4-8 s: after the default suite (README: Tests)
+@pytest.mark.heavy  # whole bisects or builds, 3-8 s: after the default suite (README: Tests)
 def test_a_scan_of_commits_that_all_test_good_is_clean() -> None:
     """--scan over the fixed stretch (50% … 80%): every commit in it tests GOOD, the bad end
     too: status clean, the GOODs its claims."""
