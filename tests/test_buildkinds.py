@@ -26,8 +26,8 @@ from bisectbot.core.plan import Narrowing
 from bisectbot.errors import ConfigError
 from bisectbot.events import Events
 from bisectbot.judge.runner import CommitRunner
-from bisectbot.newconfig import write as newconfig
 from bisectbot.newconfig.detect import BuildWish, choose_kind, find_binary
+from bisectbot.newconfig.write import write_config
 from bisectbot.processes.procs import stop_drivers
 from bisectbot.processes.sandbox import BoxState, Scratch, sandbox
 from bisectbot.records.reports import Environment
@@ -420,7 +420,7 @@ def test_init_finds_the_one_program_a_build_command_makes(tmp_path: Path) -> Non
 
 @needs("git", "make", "cc")
 def test_init_writes_a_working_config_for_a_make_project(make_hist: PickHistory, tmp_path: Path) -> None:
-    out, report = newconfig.write_config(
+    out, report = write_config(
         str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "mk.yaml", target=None, name="mk",
         probs=REFERENCE, position=0, state_dir=tmp_path / "st",
     )  # fmt: skip
@@ -436,7 +436,7 @@ def test_init_takes_a_clone_url_as_well_as_a_checkout(make_hist: PickHistory, tm
     """A maintainer may give the project's URL: it is written as repo.url (cloned into the state
     directory), not resolved as a path under the current directory."""
     url = f"file://{make_hist.repo}"
-    out, report = newconfig.write_config(
+    out, report = write_config(
         url, "v1.0", make_hist.command, out=tmp_path / "u.yaml", target=None, name="u", probs=REFERENCE, position=0
     )
     assert report.verdict is Verdict.GOOD and yaml.safe_load(out.read_text())["repo"] == {"url": url}
@@ -467,9 +467,9 @@ def test_init_gives_a_second_project_of_the_same_name_its_own_state_directory(
     ):
         subprocess.run(["git", "-C", str(other), *step], check=True)
     common = {"target": None, "name": "mk", "probs": REFERENCE, "position": 0}
-    first, _ = newconfig.write_config(str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "a.yaml", **common)
-    again, _ = newconfig.write_config(str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "b.yaml", **common)
-    second, report = newconfig.write_config(str(other), "v1.0", make_hist.command, out=tmp_path / "c.yaml", **common)
+    first, _ = write_config(str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "a.yaml", **common)
+    again, _ = write_config(str(make_hist.repo), "v1.0", make_hist.command, out=tmp_path / "b.yaml", **common)
+    second, report = write_config(str(other), "v1.0", make_hist.command, out=tmp_path / "c.yaml", **common)
     dirs = [yaml.safe_load(p.read_text())["storage"]["state_dir"] for p in (first, again, second)]
     assert dirs == ["./mk-state", "./mk-state", "./mk-state-2"] and report.verdict is Verdict.GOOD
     forced = tmp_path / "d.yaml"
@@ -483,7 +483,7 @@ def test_init_gives_a_second_project_of_the_same_name_its_own_state_directory(
 @pytest.mark.heavy  # python's start-up, a GOOD test's ~500 runs (README: Tests)
 @needs("git")
 def test_init_writes_a_working_config_for_a_python_script(py_hist: PickHistory, tmp_path: Path) -> None:
-    out, report = newconfig.write_config(
+    out, report = write_config(
         str(py_hist.repo), "v1.0", FAST_PY, out=tmp_path / "py.yaml", target=None, name="py",
         probs=REFERENCE, position=0, state_dir=tmp_path / "st",
     )  # fmt: skip

@@ -2,7 +2,8 @@
 
 `main` is the command group (the `bisectbot` script, `python -m bisectbot.cli`); the commands live
 by who uses them: bisecting.py (bisect, test, reference), state.py (log, build-log, gc),
-starting.py (demo, init — its work is bisectbot/newconfig/ —, doctor, fixtures), serving.py (the GitHub bot's watch, serve, check, publish).
+starting.py (demo, init, doctor, fixtures; init's work is bisectbot/newconfig/),
+serving.py (the GitHub bot's watch, serve, check, publish).
 Under them: guard.py (exit codes, every error one line), options.py (the shared options) and
 wiring.py (config and state directory opened, summary and JSON written).
 
