@@ -91,6 +91,15 @@ def choose_strategy(b: Bisection, lo: int, hi: int, third: bool) -> str:
     working = ledger.end_verdict(plan.find.working_ref_name)
     assert working is not None, "the working end is always tested first"
     broken = ledger.broken_side()  # a broken end tested last: a gross defect assumed until one is seen
+    if b.tester.numbers is not None:  # numbers: every step a test against the reference
+        numeric = policy.numeric_situation(
+            hi - lo + 1, good_runs=working.runs, bad_runs=broken.runs if broken else 100, max_runs=cfg.run.max_runs
+        )
+        choice = policy.choose(numeric, costs, ("reference",), only=True)
+        choice = policy.Choice("reference", choice.forecasts, costs, numeric, "a number is tested at every step")
+        ledger.choices.append(choice)
+        b.events.emit(StrategyChosen(choice.strategy, choice.text()))
+        return choice.strategy
     here = policy.situation(
         hi - lo + 1,
         ref,
@@ -478,7 +487,7 @@ def _no_change_text(b: Bisection, culprit: int, parent_sha: str, conf: Confirmat
     sha = plan.line[culprit]
     if conf.change is not None:
         c, p = conf.change
-        seen = f"on fresh seeds their runs could not be told apart ({_short(c.counts)} against {_short(p.counts)})"
+        seen = f"on fresh seeds their runs could not be told apart ({_short(c)} against {_short(p)})"
     else:
         seen = conf.why
     text = (
@@ -525,8 +534,10 @@ def stopped(b: Bisection, stop: BudgetSpent) -> Departure:
     return Departure(BisectStatus.STOPPED, message, Found(result, plan.strategy), [], [], Stop(stop.by, str(stop)))
 
 
-def _short(counts: dict[str, int]) -> str:
-    return " ".join(f"{k}={c}" for k, c in counts.items() if c) or "no counted runs"
+def _short(v: CommitVerdict) -> str:
+    if v.values:
+        return f"mean {v.values['mean']:.4g} of {v.values['n']:.0f} runs"
+    return " ".join(f"{k}={c}" for k, c in v.counts.items() if c) or "no counted runs"
 
 
 def _unit_costs(runner: Any) -> policy.UnitCosts:

@@ -65,7 +65,10 @@ class Bisection:
         return self.ledger.passed_as(sha, wanted, self.tester.program)
 
     def q_bad(self, model: CommitVerdict | None = None) -> tuple[float, ...] | None:
-        """Ledger.q_bad over the reference's categories."""
+        """Ledger.q_bad over the reference's categories (None for a numeric statistic: its
+        tests take no distribution to lean toward)."""
+        if self.tester.numbers is not None:
+            return None
         return self.ledger.q_bad(tuple(self.tester.reference.names), model)
 
     def alike_table(self) -> tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...]:
@@ -75,6 +78,8 @@ class Bisection:
         runs (GOOD-SIDE or BAD-SIDE, two_sample.log_e_alike) instead of a whole test. Commits whose
         distributions are alike usually print the same outputs for the same seed; when they do
         not (other numerics), the step is tested against the reference as usual."""
+        if self.tester.cfg.statistic.kind == "time":  # a timing is never the same twice
+            return ()
         return tuple((side.value, sha, self.tester.observations(sha)) for sha, side in self.ledger.sides().items())
 
     def step_budget(self, factor: int = 0) -> int:

@@ -40,9 +40,9 @@ from bisectbot.core.confirming import (
     UNTESTABLE,
     Confirmation,
 )
-from bisectbot.judge.verdict import CommitTester, Feed, judge
+from bisectbot.judge.verdict import CommitTester, Feed, judge, judged_of
 from bisectbot.records.commits import Ask, CommitVerdict, Tally
-from bisectbot.statistics import stats, two_sample
+from bisectbot.statistics import means, stats, two_sample
 from bisectbot.statistics.outcome import Find, Verdict
 
 Snapshot = tuple["stats.Evidence | None", Tally]  # a side's last evidence and a copy of its tally
@@ -127,15 +127,27 @@ def confirm(
     change_evidence: list[stats.Evidence] = []
 
     def change() -> Verdict | None:
-        ev = two_sample.test_change(
-            sides["culprit"].feed.tally.counts,
-            sides["parent"].feed.tally.counts,
-            tester.reference,
-            alpha=level,
-            max_runs=max_runs,
-            centres_x=pair.centres_culprit,
-            centres_y=pair.centres_parent,
-        )
+        culprit, parent = sides["culprit"].feed, sides["parent"].feed
+        if tester.numbers is not None:  # did the mean change? (statistics.means.change_test)
+            spec = tester.numbers.spec
+            ev = means.change_test(
+                culprit.numbers_so_far(),
+                parent.numbers_so_far(),
+                spec.scale,
+                spec.floor,
+                alpha=level,
+                max_runs=max_runs,
+            )
+        else:
+            ev = two_sample.test_change(
+                culprit.tally.counts,
+                parent.tally.counts,
+                tester.reference,
+                alpha=level,
+                max_runs=max_runs,
+                centres_x=pair.centres_culprit,
+                centres_y=pair.centres_parent,
+            )
         change_evidence[:] = [ev]
         return ev.decision
 
@@ -190,6 +202,7 @@ def _recorded(
                 tally=tally,
                 evidence=(ev.log_e_bad, ev.log_e_good),
                 executed=executed(name),
+                judged=judged_of(ev),
             )
     why = _why(settled, sides, pair, change_evidence) or why
     pair_verdicts = _change_verdicts(settled, sides, pair, level, change_evidence, executed)

@@ -47,15 +47,14 @@ def facts(b: Bisection, dep: Departure, context: ReportContext) -> Facts:
     plan, tester = b.plan, b.tester
     culprit = culprit_of(plan, dep)
     named = ([culprit] if culprit else []) + [plan.line[cp.position] for cp in dep.crossed]
-    control = tester.control
     return Facts(
         eta=tester.cfg.test.indifference,
         tolerance=tester.cfg.test.tolerance,
         reference=tester.reference,
-        summary=control.grown(context.reference) if control is not None else context.reference,
+        summary=tester.grown_reference(context.reference),
         subjects={sha: tester.subject(sha) for sha in named},
         skip_blocks=skip_block_summaries(b, dep.found.result.blocks),
-        control_runs=control.extra_runs(b.ledger.verdicts) if control is not None else None,
+        control_runs=tester.control_runs(b.ledger.verdicts),
         # the culprit's and its parent's first runs (here, not on a cluster: it would build locally)
         outputs=side_by_side(tester, plan.find, b.ledger.verdicts)
         if dep.status is BisectStatus.FOUND and b.width == 1

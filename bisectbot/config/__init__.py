@@ -73,9 +73,41 @@ class Config(Strict):
     source_path: Path | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
+    def _kinds(self) -> "Config":
+        """What the statistic's kind asks of the reference and the test (`statistic.kind`)."""
+        stat, ref, test = self.statistic, self.reference, self.test
+        if not stat.numeric:
+            if ref.mean is not None:
+                raise ValueError("reference.mean is for a number (statistic.kind: mean)")
+            if test.relative:
+                raise ValueError("test.relative is for a number (statistic.kind: mean)")
+            for key, value in (("tolerance", test.tolerance), ("eta", test.indifference)):
+                if value >= 1:
+                    raise ValueError(f"test.{key}: {value:g} is a total variation here, below 1")
+            return self
+        if ref.probs is not None or ref.compute is not None:
+            raise ValueError(
+                f"statistic.kind {stat.kind} judges a number: give reference.mean, or reference: good "
+                "(like the good end), not reference.probs or reference.compute"
+            )
+        if stat.kind == "time" and ref.control is None:
+            raise ValueError(
+                "statistic.kind time judges a timing against the control's runs, interleaved with it: give "
+                "reference: good (the good end) or reference.control"
+            )
+        if "tolerance" not in test.model_fields_set:
+            units = "a fraction of the control's time, e.g. 0.05" if stat.kind == "time" else "the number's units"
+            raise ValueError(f"statistic.kind {stat.kind}: give test.tolerance ({units})")
+        if (stat.kind == "time" or test.relative) and test.tolerance >= 1:
+            raise ValueError(f"test.tolerance: {test.tolerance:g} is a fraction of the reference here, below 1")
+        if test.relative and ref.mean is not None and ref.mean == 0:
+            raise ValueError("test.relative: the reference mean is 0, so a fraction of it is nothing")
+        return self
+
+    @model_validator(mode="after")
     def _computable(self) -> "Config":
         if self.reference.compute is not None:
-            cond, out = self.statistic.condition, self.statistic.outcome.position
+            cond, out = self.statistic.condition, self.statistic.position
             if not ((cond is None and out == 0) or (cond is not None and cond.position == 0 and out == 1)):
                 raise ValueError(
                     "reference.compute needs the outcome right after the prompt "
@@ -90,7 +122,7 @@ class Config(Strict):
         states it (`-n`/`--n-predict`, or a server request's `n_predict`). Otherwise every run
         would be read as "not there" and a good commit could test BAD."""
         stat = self.statistic
-        wanted = [("statistic.outcome.position", stat.outcome.position)]
+        wanted = [] if stat.wall_time else [("statistic.outcome.position", stat.position)]
         if stat.condition is not None:
             wanted.append(("statistic.condition.position", stat.condition.position))
         for v, variant in enumerate(self.run.templates):

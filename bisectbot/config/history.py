@@ -47,6 +47,10 @@ ADDED: tuple[tuple[str, dict[str, Any]], ...] = (
     ("build", {"kind": "cmake", "command": None, "incremental": False}),
     ("build.variants[]", VARIANT_ADDED),
     ("arms.*.build_variants[]", VARIANT_ADDED),
+    # 2026-12-08: numbers and timings as statistics (issue 53)
+    ("statistic", {"kind": "categorical", "bounds": None, "warmup": 2}),
+    ("reference", {"mean": None}),
+    ("test", {"relative": False}),
 )
 
 # (where, {key: the value every config had}, the version that removed them, why, what to do):

@@ -8,6 +8,7 @@ are refused (`extra="forbid"`), so a misspelt key is an error, never a silent de
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections.abc import Sequence
@@ -439,9 +440,21 @@ class Outcome(Strict):
     position: int = Field(ge=0, le=MAX_POSITION)
 
 
+# What a run's observation is: one outcome among categories (`categorical`), a number whose mean
+# is judged (`mean`: an acceptance rate, a perplexity, a count), or a timing judged against the
+# control's runs interleaved with it (`time`: the run's wall time, or a number it prints such as
+# tokens/s).
+StatisticKind = Literal["categorical", "mean", "time"]
+
+
 class StatisticConfig(Strict):
     """Among runs meeting `condition`, the token at `outcome.position` is the observation.
 
+    `kind`: `categorical` (the default) tests the outcome's distribution; `mean` reads that token
+    as a number and tests its mean (`bounds`: the range every value lies in, when known: the
+    tests are then exact at any number of runs); `time` tests the ratio of the run's wall time
+    (or of the number at `outcome`, e.g. tokens/s) to the control's, runs of both interleaved
+    one by one, the first `warmup` pairs of each test dropped.
     `failures`: what a failed run (a crash, a timeout, a nonzero exit, output that could not be
     read or stayed cut short after its reruns) is. `skip` (the default): not an observation; a
     commit whose runs mostly fail cannot be tested and is skipped, like one that does not
@@ -449,14 +462,57 @@ class StatisticConfig(Strict):
     gives), so a crash rate that rises is a departure the tests see like any other, and a commit
     whose runs mostly fail is BAD, not skipped. A build that fails is skipped either way."""
 
+    kind: StatisticKind = "categorical"
     condition: Condition | None = None
-    outcome: Outcome
+    outcome: Outcome | None = None  # categorical: required; mean: default position 0; time: absent = wall time
     failures: Literal["skip", "outcome"] = "skip"
+    bounds: tuple[float, float] | None = None  # mean: every run's value lies in [lo, hi]
+    warmup: int = Field(default=2, ge=0, le=1000)  # time: pairs dropped at the start of each test
+
+    @model_validator(mode="after")
+    def _kind(self) -> "StatisticConfig":
+        if self.kind == "categorical":
+            if self.outcome is None:
+                raise ValueError("statistic.outcome is required (which token is the observation)")
+            if self.bounds is not None:
+                raise ValueError("statistic.bounds is for a number (statistic.kind: mean)")
+        else:
+            if self.condition is not None:
+                raise ValueError(f"statistic.condition is for categorical outcomes, not statistic.kind {self.kind}")
+            if self.failures == "outcome":
+                raise ValueError(
+                    f"statistic.failures: outcome counts failed runs as a category, and with kind {self.kind} a "
+                    "failed run has no number: bisect a crash rate with a categorical statistic"
+                )
+        if self.bounds is not None:
+            lo, hi = self.bounds
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError(f"statistic.bounds: give [lo, hi] with lo < hi, got {list(self.bounds)}")
+            if self.kind == "time":
+                raise ValueError("statistic.bounds is for kind mean (a timing is judged by its ratio to the control's)")
+        if self.kind != "time" and self.warmup != 2:
+            raise ValueError("statistic.warmup is for kind time (pairs of timed runs dropped at the start)")
+        return self
 
     @property
     def failures_counted(self) -> bool:
         """Failed runs are a category of the observation (`failures: outcome`)."""
         return self.failures == "outcome"
+
+    @property
+    def numeric(self) -> bool:
+        """The observation is a number (kind mean or time), not a category."""
+        return self.kind != "categorical"
+
+    @property
+    def position(self) -> int:
+        """Where the observation is among a run's tokens (kind mean: 0 unless `outcome` says)."""
+        return self.outcome.position if self.outcome is not None else 0
+
+    @property
+    def wall_time(self) -> bool:
+        """Kind time without an outcome: the observation is the run's wall time."""
+        return self.kind == "time" and self.outcome is None
 
 
 class ComputedReference(Strict):
@@ -516,13 +572,15 @@ class ControlReference(Strict):
 
 class ReferenceConfig(Strict):
     """The distribution a correct build produces: written (`probs`), computed (`compute`), or
-    estimated from a control sample (`control`). `reference: good` is short for a control
-    sample at the job's good end (`control: {commit: "{good}"}`): "like the good end"."""
+    estimated from a control sample (`control`); for a number, its exact `mean`. `reference:
+    good` is short for a control sample at the job's good end (`control: {commit: "{good}"}`):
+    "like the good end"."""
 
     probs: dict[str, float] | None = None
     condition_prob: float | None = Field(default=None, gt=0, le=1)
     compute: ComputedReference | None = None
     control: ControlReference | None = None
+    mean: float | None = None  # statistic.kind mean: the exact mean a correct build gives
 
     @field_validator("probs")
     @classmethod
@@ -549,8 +607,12 @@ class ReferenceConfig(Strict):
 
     @model_validator(mode="after")
     def _one_way(self) -> "ReferenceConfig":
-        if sum(x is not None for x in (self.probs, self.compute, self.control)) != 1:
-            raise ValueError("give exactly one of reference.probs, reference.compute or reference.control")
+        if sum(x is not None for x in (self.probs, self.compute, self.control, self.mean)) != 1:
+            raise ValueError(
+                "give exactly one of reference.probs, reference.compute, reference.control or reference.mean"
+            )
+        if self.mean is not None and not math.isfinite(self.mean):
+            raise ValueError(f"reference.mean must be a finite number, got {self.mean!r}")
         if self.probs is None and self.condition_prob is not None:
             raise ValueError("condition_prob goes with reference.probs only (it is computed or measured otherwise)")
         return self
@@ -562,12 +624,15 @@ class StatTestConfig(Strict):
     A commit is GOOD when its distribution is within `tolerance` (total variation) of the
     reference and BAD when it departs by more than `eta`; between the two (the indifference
     zone) either answer is allowed. `eta` defaults to 0.3 × tolerance: a program that prints a
-    stray token in 2% of runs is not BAD for it."""
+    stray token in 2% of runs is not BAD for it. For a number (statistic.kind mean) both are in
+    the number's units, or fractions of the reference's mean with `relative`; for a timing
+    (kind time) fractions always: 0.05 is "within 5% of the control's time"."""
 
     alpha: float = Field(default=5e-4, gt=0, lt=0.5)
     beta: float = Field(default=5e-4, gt=0, lt=0.5)
-    tolerance: float = Field(default=0.1, gt=0, lt=1)  # GOOD: TV below this
-    eta: float | None = Field(default=None, ge=0, lt=1)  # BAD: TV above this (default 0.3 × tolerance)
+    tolerance: float = Field(default=0.1, gt=0)  # GOOD: TV below this (a number: its distance)
+    eta: float | None = Field(default=None, ge=0)  # BAD: TV above this (default 0.3 × tolerance)
+    relative: bool = False  # kind mean: tolerance and eta as fractions of the reference's mean
     confidence: float = Field(default=0.99, gt=0.5, lt=1)  # whole-bisect target
     model_runs: int = Field(default=MODEL_RUNS, gt=0, le=SEED_BLOCK)  # the bad-model stage's budget
     search_runs: int = Field(default=SEARCH_RUNS, gt=0)  # the sticky search's budget (then: ambiguous)

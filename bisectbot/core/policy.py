@@ -194,9 +194,13 @@ def forecast(strategy: str, s: Situation, costs: UnitCosts) -> Forecast:
     return Forecast(strategy, builds, runs, costs.seconds(builds, runs))
 
 
-def choose(s: Situation, costs: UnitCosts, allowed: Sequence[str] = ("reference", "plain")) -> Choice:
-    """The strategy of least expected wall time among `allowed` (ties: reference)."""
-    forecasts = tuple(forecast(name, s, costs) for name in ("reference", "plain"))
+def choose(
+    s: Situation, costs: UnitCosts, allowed: Sequence[str] = ("reference", "plain"), *, only: bool = False
+) -> Choice:
+    """The strategy of least expected wall time among `allowed` (ties: reference); `only`:
+    forecast the allowed ones alone (the others cannot be used at all)."""
+    names = [n for n in ("reference", "plain") if not only or n in allowed]
+    forecasts = tuple(forecast(name, s, costs) for name in names)
     best = min((f for f in forecasts if f.strategy in allowed), key=lambda f: (f.seconds, f.strategy != "reference"))
     return Choice(best.strategy, forecasts, costs, s, "least expected time" if len(allowed) > 1 else "as asked")
 
@@ -234,6 +238,15 @@ def situation(
     per_seed = math.log((1 - two_sample.ALIKE_DELTA / 4) / (1 - two_sample.ALIKE_DELTA))
     alike = min(float(max_runs), math.log(1 / two_sample.STEER_LEVEL) / per_seed + 1)
     return Situation(commits, float(good_runs), float(max(bad.sum(), 1)), quick, model, change, third, alike)
+
+
+def numeric_situation(commits: int, *, good_runs: float, bad_runs: float, max_runs: int) -> Situation:
+    """The figures a choice needs for a numeric statistic: only reference steps exist (quick
+    steps compare distributions), the change test costs about two GOOD tests' runs."""
+    per_seed = math.log((1 - two_sample.ALIKE_DELTA / 4) / (1 - two_sample.ALIKE_DELTA))
+    alike = min(float(max_runs), math.log(1 / two_sample.STEER_LEVEL) / per_seed + 1)
+    change = min(2.0 * max_runs, 2.0 * max(good_runs, bad_runs))
+    return Situation(commits, float(good_runs), float(max(bad_runs, 1)), float(max_runs), 0.0, change, 0.0, alike)
 
 
 def gross_guess(ref: stats.Reference) -> list[int]:

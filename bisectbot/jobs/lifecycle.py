@@ -48,6 +48,7 @@ from bisectbot.events import (
     VerdictReached,
 )
 from bisectbot.jobs.gc import collect, storage_caps
+from bisectbot.judge.numeric import Numbers
 from bisectbot.judge.reference import GrowingControl, ResolvedReference, resolve_reference
 from bisectbot.judge.runner import CommitRunner
 from bisectbot.judge.verdict import CommitTester
@@ -121,6 +122,16 @@ class Session:
 
     @cached_property
     def tester(self) -> CommitTester:
+        if self.cfg.statistic.numeric:
+            if self.cluster is not None:
+                raise BisectbotError(
+                    f"statistic.kind {self.cfg.statistic.kind}: numbers are judged here, not on a cluster yet: "
+                    "leave out --workers and --scheduler"
+                )
+            numbers = Numbers(self.cfg, self.runner, self.reference)
+            return CommitTester(
+                self.cfg, self.test_runner, self.reference.stats_reference(), self.events, None, numbers
+            )
         if self.cluster is not None:
             if self.sandbox is not None:
                 raise BisectbotError("untrusted code is built and run here, in the sandbox, never on a cluster")
@@ -330,13 +341,13 @@ def run_test(session: Session, plan: CommitPlan) -> CommitReport:
             detail=detail,
             arms=arms,
             builds=session.builds(),
-            reference=tester.control.grown(context.reference) if tester.control else context.reference,
+            reference=tester.grown_reference(context.reference),
             config=context.config,
             environment=context.environment,
             reproduce=reproduce,
             eta=session.cfg.test.indifference,
             tolerance=session.cfg.test.tolerance,
-            control_runs=tester.control.extra_runs([detail]) if tester.control is not None else None,
+            control_runs=tester.control_runs([detail]),
         )
         ending.report = report
     return report

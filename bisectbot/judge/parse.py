@@ -150,7 +150,7 @@ def observe(tokens: tuple[str, ...], stat: StatisticConfig) -> Observation:
         pos, want = stat.condition.position, stat.condition.token
         if len(tokens) <= pos or tokens[pos] != want:
             return Observation(False, None)
-    pos = stat.outcome.position
+    pos = stat.position
     return Observation(True, tokens[pos] if len(tokens) > pos else None)
 
 

@@ -35,10 +35,10 @@ from bisectbot.judge.runner import CommitRunner, Prepared
 from bisectbot.processes.procs import clean_env
 from bisectbot.records.commits import UNREADABLE, Ask, CommitVerdict, Tally
 from bisectbot.records.keys import json_key
-from bisectbot.records.reports import Condition, OutcomeAt, ReferenceSummary
+from bisectbot.records.reports import Condition, NumericReference, OutcomeAt, ReferenceSummary
 from bisectbot.state.files import file_sha256
 from bisectbot.state.storage import Store
-from bisectbot.statistics import stats
+from bisectbot.statistics import means, stats
 from bisectbot.statistics.control_sample import PairedTest
 from bisectbot.statistics.outcome import Verdict
 
@@ -55,8 +55,14 @@ class ResolvedReference:
     # the control's outcomes in seed order, None: failed (FAILED when failures are an outcome) (GrowingControl)
     outcomes: tuple[str | None, ...] = ()
     failures: bool = False  # failed runs are a category (statistic.failures: outcome); never cached
+    numeric: bool = False  # statistic.kind mean or time: a number per run (judge.numeric); never cached
+    mean: float | None = None  # the exact mean (reference.mean), or the control's first runs' mean
 
     def stats_reference(self) -> stats.Reference:
+        """The categories the runs are counted in: for a number, every readable run is one
+        category (VALUE): its tests are judge.numeric's, on the numbers themselves."""
+        if self.numeric:
+            return stats.Reference((stats.VALUE, stats.OTHER), (1.0, 0.0))
         if self.control is not None:
             return stats.Reference.from_control(self.control, failures=self.failures)
         return stats.Reference.from_probs(self.probs, self.condition_prob, failures=self.failures)
@@ -64,6 +70,22 @@ class ResolvedReference:
     def summary(self, cfg: Config) -> ReferenceSummary:
         """The reference as reports show it: its probabilities, source, and the test's categories."""
         ref = self.stats_reference()
+        numeric = None
+        if self.numeric:
+            spec = number_spec(cfg, self)
+            b = spec.band
+            numeric = NumericReference(
+                kind=cfg.statistic.kind,
+                scale=spec.scale.kind,
+                mean=self.mean,
+                tolerance=cfg.test.tolerance,
+                eta=cfg.test.indifference,
+                relative=cfg.test.relative or cfg.statistic.kind == "time",
+                bounds=list(cfg.statistic.bounds) if cfg.statistic.bounds else None,
+                good=[b.good_lo, b.good_hi],
+                bad=[b.bad_lo, b.bad_hi],
+                exact=spec.exact,
+            )
         return ReferenceSummary(
             probs=dict(self.probs),
             condition_prob=self.condition_prob,
@@ -73,8 +95,24 @@ class ResolvedReference:
             condition=Condition(position=cfg.statistic.condition.position, token=cfg.statistic.condition.token)
             if cfg.statistic.condition
             else None,
-            outcome=OutcomeAt(position=cfg.statistic.outcome.position),
+            outcome=OutcomeAt(position=cfg.statistic.position),
+            numeric=numeric,
         )
+
+
+def number_spec(cfg: Config, resolved: ResolvedReference) -> means.Spec:
+    """The numeric test the config asks for (statistics.means.spec), the control's first runs
+    setting a relative floor."""
+    test = cfg.test
+    return means.spec(
+        cfg.statistic.kind,
+        tolerance=test.tolerance,
+        eta=test.indifference,
+        relative=test.relative,
+        value=cfg.reference.mean,
+        control_mean=resolved.mean if cfg.reference.mean is None else None,
+        bounds=cfg.statistic.bounds,
+    )
 
 
 def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> ResolvedReference:
@@ -88,6 +126,33 @@ def _resolve(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
     ref = cfg.reference
     if ref.probs is not None:
         return ResolvedReference(dict(ref.probs), ref.condition_prob, "config")
+    if ref.mean is not None:
+        return ResolvedReference({}, None, "config", numeric=True, mean=float(ref.mean))
+    if ref.control is not None and cfg.statistic.numeric:
+        if ref.control.unbound:
+            raise BisectbotError(
+                "the reference is like the good end (reference: good), and only a bisect has one: "
+                "for one commit give --reference REF (the commit to measure it at)"
+            )
+        if runner is None:
+            raise BisectbotError("reference.control needs runs of the control commit")
+        sha, outcomes = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
+        numbers = [float(o) for o in outcomes if o is not None and _is_number(o)]
+        if not numbers:
+            raise BisectbotError(
+                f"reference.control: none of the {len(outcomes)} runs at {sha[:12]} printed a number at "
+                f"statistic.outcome.position {cfg.statistic.position}"
+            )
+        mean = sum(numbers) / len(numbers)
+        return ResolvedReference(
+            {},
+            None,
+            control_source(len(numbers), sha, ref.control.good_end),
+            None,
+            tuple(outcomes),
+            numeric=True,
+            mean=mean,
+        )
     if ref.control is not None:
         if ref.control.unbound:
             raise BisectbotError(
@@ -146,6 +211,14 @@ def _resolve(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
     return _cached(store, key_parts, lambda: _server(comp, binary, model, cond, sha, env))
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def control_source(total: int, sha: str, good_end: bool, grown: bool = False) -> str:
     """How reports name a control-sample reference."""
     where = f"the good end {sha[:12]}" if good_end else sha[:12]
@@ -159,10 +232,10 @@ def control_sample(cfg: Config, runner: CommitRunner, ref: str, runs: int) -> tu
     commit is tested): their outcomes in seed order, None where a run failed (FAILED when
     failed runs are an outcome)."""
     sha = runner.workspace.resolve(ref)
-    return sha, _control_runs(cfg, runner, sha, runner.seed_block(sha, 0, runs), 0)
+    return sha, control_runs(cfg, runner, sha, runner.seed_block(sha, 0, runs), 0)
 
 
-def _control_runs(
+def control_runs(
     cfg: Config, runner: CommitRunner, sha: str, seeds: Sequence[int], start: int, fresh: bool = False
 ) -> list[str | None]:
     """The control commit's runs on `seeds` (stored like any run, so a resume replays them and a
@@ -302,7 +375,7 @@ class GrowingControl:
         if seed not in self.fresh:
             batch = [seed] + [s for s in ahead if s != seed and s not in self.fresh and s not in self.common]
             batch = batch[: self.FRESH_BATCH]
-            outcomes = _control_runs(self.cfg, self.runner, self.sha, batch, self.attempted + len(self.fresh), True)
+            outcomes = control_runs(self.cfg, self.runner, self.sha, batch, self.attempted + len(self.fresh), True)
             self.fresh.update(zip(batch, self._categories(outcomes)))
             self._recount()
         partner = self.fresh[seed]
@@ -340,7 +413,7 @@ class GrowingControl:
         size = len(self.by_index)
         target = min(self.cap, max(need, size + self.BATCH, int(size * (1 + self.GROWTH))))
         seeds = self.runner.seed_block(self.sha, 0, target)[size:]
-        outcomes = _control_runs(self.cfg, self.runner, self.sha, seeds, size)
+        outcomes = control_runs(self.cfg, self.runner, self.sha, seeds, size)
         self.by_index += self._categories(outcomes)
         self._recount()
 
@@ -406,7 +479,8 @@ def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedRefe
     if store is not None:
         # a computed reference has no control outcomes, and whether failures are a category is the
         # config's, not the reference's: the cached record keeps its old shape
-        store.put_reference(key, {k: v for k, v in asdict(resolved).items() if k not in ("outcomes", "failures")})
+        kept = {k: v for k, v in asdict(resolved).items() if k not in ("outcomes", "failures", "numeric", "mean")}
+        store.put_reference(key, kept)
     return resolved
 
 

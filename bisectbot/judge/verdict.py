@@ -11,20 +11,23 @@ independent of the verdicts that led the search there.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from bisectbot.config import Config
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core import broken_end, confirming
 from bisectbot.events import Events, RunsProgress, VerdictReached
+from bisectbot.judge.numeric import Numbers, NumberTest, reading
 from bisectbot.judge.parse import observe
 from bisectbot.judge.reference import ControlPairing, GrowingControl
 from bisectbot.judge.runner import CommitRunner, Prepared
 from bisectbot.processes.procs import ServerError
 from bisectbot.records.commits import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
+from bisectbot.records.reports import ReferenceSummary
 from bisectbot.statistics import sequential, stats, two_sample
 from bisectbot.statistics.outcome import Verdict
 
@@ -64,7 +67,7 @@ def judge(
             0.0,
             f"bad-endpoint model from {sum(counts)} counted runs",
         )
-    control = reference.control is not None
+    control = paired is not None or reference.control is not None
     if ask.mode == "quick" and not control:
         assert ask.q_bad is not None
         quick = broken_end.test_quick(
@@ -158,11 +161,30 @@ class CommitTester:
         reference: stats.Reference,
         events: Events,
         control: GrowingControl | None = None,
+        numbers: Numbers | None = None,
     ):
         self.cfg, self.runner, self.reference, self.events = cfg, runner, reference, events
         self.spent = TimeSpent()
         self.control = control  # a control-sample reference that grows while tests need it to
+        self.numbers = numbers  # a numeric statistic (kind mean or time): how runs are read and judged
         self._observed: dict[str, tuple[object, tuple[tuple[int, int], ...]]] = {}  # observations()
+
+    def control_runs(self, verdicts: Sequence[CommitVerdict]) -> int | None:
+        """Runs of the control that no verdict counts (the report's `control_runs`), or None
+        without a control."""
+        if self.control is not None:
+            return self.control.extra_runs(verdicts)
+        if self.numbers is not None and self.numbers.paired:
+            return self.numbers.extra_runs(verdicts)
+        return None
+
+    def grown_reference(self, summary: ReferenceSummary) -> ReferenceSummary:
+        """The reference's summary as the control ended (it grows while tests need it)."""
+        if self.control is not None:
+            return self.control.grown(summary)
+        if self.numbers is not None:
+            return self.numbers.grown(summary)
+        return summary
 
     def build_many(self, shas: Sequence[str]) -> list[BuildRecord]:
         """Build commits, one after the other (a cluster's tester builds them at once)."""
@@ -188,11 +210,34 @@ class CommitTester:
 
     def classify(self, rec: RunRecord) -> tuple[int | None, str | None]:
         """The run's category and its outcome text (None: no outcome token). A failed run is
-        FAILED when that is a category (`statistic.failures: outcome`), else not counted."""
+        FAILED when that is a category (`statistic.failures: outcome`), else not counted. A
+        number (a numeric statistic, read by `read`) is the one category VALUE."""
         if not rec.ok:
             return self.reference.failed, None
         obs = observe(rec.tokens or (), self.cfg.statistic)
+        if self.numbers is not None:
+            return 0, obs.outcome
         return self.reference.index(obs.outcome, obs.met_condition), obs.outcome
+
+    def read(self, rec: RunRecord) -> tuple[RunRecord, float | None]:
+        """A run and its number (a numeric statistic): one that ran but gave no readable number
+        is `unparsable`, saying why, like any output the parse cannot read."""
+        if self.numbers is None or not rec.ok:
+            return rec, None
+        value = reading(rec, self.cfg)
+        if isinstance(value, str):
+            return replace(rec, status="unparsable", tokens=None, detail=value), None
+        return rec, value
+
+    def signature(self, rec: RunRecord, category: int | None) -> int:
+        """What two commits' runs on one seed are compared by, seed for seed: the category, or
+        for a number the number itself (as a 31-bit hash); −1 for a run not counted."""
+        if category is None:
+            return -1
+        if self.numbers is None:
+            return category
+        text = repr(reading(rec, self.cfg)).encode()
+        return int.from_bytes(hashlib.sha256(text).digest()[:4], "big") >> 1
 
     def verdict(self, sha: str, ask: Ask) -> CommitVerdict:
         """The commit's answer to `ask` (on a cross-check arm when `ask.arm` names one).
@@ -235,10 +280,7 @@ class CommitTester:
         out = _Measured(Tally(self.reference.names), len(seeds))
         ends = {sha: dict(table) for _, sha, table in ask.alike}
         alike = {sha: [0, 0] for sha in ends}
-        control = self.control if ask.mode != "bad-model" else None
-        pairing = (
-            control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad, seeds) if control else None
-        )
+        pairing = self._test_for(ask, seeds)
         gate = self._gate(ask, out.budget, pairing is not None)
 
         def judged() -> stats.Evidence:
@@ -258,8 +300,9 @@ class CommitTester:
         try:
             with stream:
                 for rec in stream:
+                    rec, value = self.read(rec)
                     category, outcome = self.classify(rec)
-                    out.tally.add(rec, category, outcome)
+                    out.tally.add(rec, category, outcome, value)
                     if out.tally.mostly_failed:
                         out.failed = out.tally.failure_signature(prepared.variant)
                         break
@@ -267,8 +310,11 @@ class CommitTester:
                     for sha, table in ends.items():  # the same seed at an end: the same observation?
                         theirs = table.get(rec.seed)
                         if counted and theirs is not None:
-                            alike[sha][(-1 if category is None else category) != theirs] += 1
-                    if pairing is not None and category is not None:
+                            alike[sha][self.signature(rec, category) != theirs] += 1
+                    if isinstance(pairing, NumberTest):
+                        if value is not None:
+                            pairing.add(value, rec.seed)
+                    elif pairing is not None and category is not None:
                         pairing.add(category, rec.seed)
                         self.reference = pairing.control.reference
                     if counted:
@@ -287,6 +333,16 @@ class CommitTester:
         if out.executed:
             self.spent.running += time.monotonic() - start
         return out
+
+    def _test_for(self, ask: Ask, seeds: Sequence[int]) -> ControlPairing | NumberTest | None:
+        """The stateful test one verdict feeds run by run: a numeric test, or the two-sample test
+        against a control sample; None for a categorical test against an exact reference (its
+        counts are all it needs) and for the bad-model runs."""
+        if self.numbers is not None:
+            return self.numbers.start(ask, seeds)
+        if self.control is None or ask.mode == "bad-model":
+            return None
+        return self.control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad, seeds)
 
     def _gate(self, ask: Ask, budget: int, paired: bool) -> sequential.JudgeGate | None:
         """For a plain test against the reference (or its BAD side alone), which runs can change
@@ -325,9 +381,10 @@ class CommitTester:
         out = []
         for seed, rec in sorted(self.runner.stored_runs(prepared).items()):
             if seed in seeds:
+                rec = self.read(rec)[0]
                 category = self.category(rec)
                 if rec.ok or category is not None:
-                    out.append((seed, -1 if category is None else category))
+                    out.append((seed, self.signature(rec, category)))
         self._observed[sha] = (token, tuple(out))
         return tuple(out)
 
@@ -347,6 +404,7 @@ class CommitTester:
         evidence: tuple[float, float] = (0.0, 0.0),
         executed: int = 0,
         signature: str = "",
+        judged: tuple[float, float, float] | None = None,
     ) -> CommitVerdict:
         v = CommitVerdict.of(
             prepared.sha,
@@ -361,6 +419,7 @@ class CommitTester:
             variant=prepared.variant,
             signature=signature,
             program=prepared.program if prepared.executor is not None and self.where == "here" else "",
+            judged=judged,
         )
         self.events.emit(VerdictReached(v))
         return v
@@ -398,14 +457,29 @@ class _Measured:
                 ev.reason,
                 evidence=(ev.log_e_bad, ev.log_e_good),
                 executed=self.executed,
+                judged=judged_of(ev),
             )
         reason = f"undecided after {tally.consumed} runs (budget {self.budget})" + (
             f"; {ev.reason}" if ev is not None else "; no run met the condition"
         )
         scores = (ev.log_e_bad, ev.log_e_good) if ev is not None else (0.0, 0.0)
         return tester._reached(
-            prepared, ask, tally, Verdict.INCONCLUSIVE, reason, evidence=scores, executed=self.executed
+            prepared,
+            ask,
+            tally,
+            Verdict.INCONCLUSIVE,
+            reason,
+            evidence=scores,
+            executed=self.executed,
+            judged=judged_of(ev) if ev is not None else None,
         )
+
+
+def judged_of(ev: stats.Evidence) -> tuple[float, float, float] | None:
+    """A numeric test's estimate and interval, as a verdict keeps them (None: not numeric)."""
+    if ev.interval is None or ev.estimate is None:
+        return None
+    return (ev.estimate, *ev.interval)
 
 
 def _skip_signature(prepared: Prepared) -> str:
@@ -435,8 +509,9 @@ class Feed:
         # with a control-sample reference: the runs counted so far, paired with the control's
         # only once a test against the reference asks (the change test of a confirmation does
         # not, and the control's runs on these seeds would be spent for nothing)
-        self.pairing: ControlPairing | None = None
+        self.pairing: ControlPairing | NumberTest | None = None
         self._fed: list[tuple[int, int]] = []
+        self._fed_numbers: list[tuple[float, int]] = []  # the same, for a numeric statistic
 
     def _seeds(self) -> list[int]:
         """The rest of the commit's block: a commit next to the boundary may need more runs than
@@ -451,7 +526,8 @@ class Feed:
             if self.stream is None:
                 raise Untestable(self.prepared.why, _skip_signature(self.prepared))
             for rec in self.stream:
-                self.tally.add(rec, *self.tester.classify(rec))
+                rec, value = self.tester.read(rec)
+                self.tally.add(rec, *self.tester.classify(rec), value)
                 if self.tally.mostly_failed:
                     signature = self.tally.failure_signature(self.prepared.variant)
                     retry = runner.variant_failed(self.prepared, self.tally.failure_reason())
@@ -462,7 +538,10 @@ class Feed:
                     self.stream = runner.runs(retry, self.seeds)
                     break
                 if self.tally.last_category is not None:
-                    self._pair(self.tally.last_category, rec.seed)
+                    if value is not None:
+                        self._pair_number(value, rec.seed)
+                    else:
+                        self._pair(self.tally.last_category, rec.seed)
                     return self.tally.last_category
             else:
                 raise Untestable(f"its block of {SEED_BLOCK} seeds used up", f"block of {SEED_BLOCK} seeds used up")
@@ -475,11 +554,29 @@ class Feed:
         if self.pairing is None:
             self._fed.append((category, seed))
             return
+        assert isinstance(self.pairing, ControlPairing)
         self.pairing.add(category, seed)
         self.tester.reference = self.pairing.control.reference
 
+    def _pair_number(self, value: float, seed: int) -> None:
+        """A numeric statistic: the run's number into its test (once a test has asked)."""
+        if self.pairing is None:
+            self._fed_numbers.append((value, seed))
+            return
+        assert isinstance(self.pairing, NumberTest)
+        self.pairing.add(value, seed)
+
     def paired_evidence(self, ask: Ask, budget: int) -> stats.Evidence | None:
-        """The two-sample test's verdict on the runs fed so far (None: the reference is exact)."""
+        """The stateful test's verdict on the runs fed so far: a numeric test, or the two-sample
+        test against a control sample (None: a categorical test against an exact reference)."""
+        numbers = self.tester.numbers
+        if numbers is not None:
+            if self.pairing is None:
+                self.pairing = numbers.start(ask, self.seeds)
+                for value, seed in self._fed_numbers:
+                    self.pairing.add(value, seed)
+                self._fed_numbers.clear()
+            return self.pairing.evidence(ask, budget)
         control = self.tester.control
         if control is None:
             return None
@@ -492,6 +589,10 @@ class Feed:
             self.tester.reference = self.pairing.control.reference
         return self.pairing.evidence(ask, budget)
 
+    def numbers_so_far(self) -> list[float]:
+        """The numbers of the runs fed so far (a numeric statistic's change test)."""
+        return list(self.tally.values)
+
     def verdict(
         self,
         verdict: Verdict,
@@ -502,6 +603,7 @@ class Feed:
         tally: Tally | None = None,
         evidence: tuple[float, float] = (0.0, 0.0),
         executed: int | None = None,
+        judged: tuple[float, float, float] | None = None,
     ) -> CommitVerdict:
         """A verdict on this commit's runs (all fed so far, or the `tally` of a prefix of them);
         by default the side the sticky search put it on. `executed`: the runs this feed
@@ -518,6 +620,7 @@ class Feed:
             executed=executed,
             signature=signature,
             evidence=evidence,
+            judged=judged,
         )
 
     def close(self) -> None:

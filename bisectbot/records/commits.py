@@ -80,15 +80,19 @@ class Tally:
     last_unreadable: RunRecord | None = None  # the last run whose output the parse could not read
     last_failed: RunRecord | None = None  # the last run that failed (crash, timeout, output-too-large)
     others: Counter[str] = field(default_factory=Counter)  # outcomes the reference lacks, by their text
+    values: list[float] = field(default_factory=list)  # the runs' numbers (statistic.kind mean or time)
 
     def __post_init__(self) -> None:
         self.counts = [0] * len(self.names)
 
-    def add(self, rec: RunRecord, category: int | None, outcome: str | None = None) -> None:
+    def add(self, rec: RunRecord, category: int | None, outcome: str | None = None, value: float | None = None) -> None:
         """Count one run; `category` is its index in `names` (None: not counted, e.g. a failed
         run when failures are not an outcome); `outcome`, the run's outcome text, is kept when
-        the category is OTHER (what a misspelt reference name looks like). A failed run is
-        also counted among `failures`, by status, whether or not it is a category (FAILED)."""
+        the category is OTHER (what a misspelt reference name looks like); `value`, its number
+        for a numeric statistic. A failed run is also counted among `failures`, by status,
+        whether or not it is a category (FAILED)."""
+        if value is not None:
+            self.values.append(value)
         self.consumed += 1
         self.first = rec.seed if self.first is None else self.first
         self.last = rec.seed
@@ -157,8 +161,24 @@ class Tally:
         return dict(zip(self.names, self.counts))
 
     def short(self) -> str:
-        """'a=3 c=12': the nonzero counts, for progress lines."""
+        """'a=3 c=12': the nonzero counts, for progress lines ('mean 0.243 of 37' for numbers)."""
+        if self.values:
+            return f"mean {sum(self.values) / len(self.values):.4g} of {len(self.values)}"
         return " ".join(f"{n}={c}" for n, c in zip(self.names, self.counts) if c)
+
+    def numbers(self, judged: tuple[float, float, float] | None = None) -> dict[str, float] | None:
+        """The runs' numbers summarised for a verdict (`CommitVerdict.values`), with what its test
+        made of them (`judged`: θ's estimate and the interval its runs leave, statistics.means);
+        None when the statistic is not a number."""
+        if not self.values:
+            return None
+        v = self.values
+        mean = sum(v) / len(v)
+        sd = (sum((x - mean) ** 2 for x in v) / (len(v) - 1)) ** 0.5 if len(v) > 1 else 0.0
+        out = {"n": float(len(v)), "mean": mean, "sd": sd, "min": min(v), "max": max(v)}
+        if judged is not None:
+            out.update(zip(("estimate", "low", "high"), judged))
+        return out
 
     @property
     def seeds(self) -> tuple[int, int] | None:
@@ -228,6 +248,9 @@ class CommitVerdict:
     # what identifies the program it ran (judge.runner.program_identity: the run key and
     # self-contained binaries): two commits with the same one run the same program ("" unknown)
     program: str = ""
+    # a numeric statistic (kind mean or time): n, mean, sd, min, max of the runs' numbers, and
+    # θ's estimate with the interval its test left (low, high; statistics.means), else None
+    values: dict[str, float] | None = None
 
     @classmethod
     def of(
@@ -245,8 +268,10 @@ class CommitVerdict:
         variant: int | None = None,
         signature: str = "",
         program: str = "",
+        judged: tuple[float, float, float] | None = None,
     ) -> "CommitVerdict":
-        """The one constructor: what was asked, how the commit built, what its runs showed."""
+        """The one constructor: what was asked, how the commit built, what its runs showed
+        (`judged`: a numeric test's estimate and interval, Tally.numbers)."""
         return cls(
             sha=sha,
             subject=subject,
@@ -278,6 +303,7 @@ class CommitVerdict:
             last_unreadable=_detail(tally.last_unreadable) if tally else "",
             last_failed=_detail(tally.last_failed) if tally else "",
             program=program,
+            values=tally.numbers(judged) if tally else None,
         )
 
     @property

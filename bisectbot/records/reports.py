@@ -34,6 +34,22 @@ class OutcomeAt(TypedDict):
     position: int
 
 
+class NumericReference(TypedDict):
+    """A numeric statistic's reference as reports show it: what θ is, its value at the reference,
+    the bands of GOOD and BAD (θ's units), and how exact the tests are."""
+
+    kind: str  # mean | time
+    scale: str  # mean | difference | ratio | log-ratio (statistics.means.Scale)
+    mean: float | None  # the exact reference mean, or the control's mean over its first runs
+    tolerance: float
+    eta: float
+    relative: bool
+    bounds: list[float] | None
+    good: list[float]  # θ within (good[0], good[1]) is GOOD
+    bad: list[float]  # θ outside [bad[0], bad[1]] is BAD
+    exact: bool  # bounded values: exact at any number of runs; else a normal approximation
+
+
 class SkipBlockRow(TypedDict):
     """Consecutive commits that failed alike (tried, or presumed between two alike failures)."""
 
@@ -192,7 +208,8 @@ class ReportExtra(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class ReferenceSummary:
-    """The reference as reports show it: its probabilities, source, and the test's categories."""
+    """The reference as reports show it: its probabilities, source, and the test's categories;
+    for a number (statistic.kind mean or time), what its tests judge (`numeric`)."""
 
     probs: dict[str, float]
     condition_prob: float | None
@@ -201,6 +218,7 @@ class ReferenceSummary:
     category_probs: list[float]
     condition: Condition | None  # {"position": 0, "token": "f"} or None
     outcome: OutcomeAt  # {"position": 1}
+    numeric: NumericReference | None = None
 
     @property
     def prob_of(self) -> dict[str, float]:

@@ -48,6 +48,7 @@ from bisectbot.statistics.outcome import Verdict
 OTHER = "<other>"  # outcome not in the reference support
 FAILED = "<failed>"  # run failed: crash, timeout, nonzero exit, … (only a category with statistic.failures: outcome)
 MISSED = "<missed>"  # run did not meet the condition (only a category when condition_prob is given)
+VALUE = "<value>"  # a run that gave a number (statistic.kind mean or time: its tests are statistics.means)
 
 # Priors of the Dirichlet mixture, equal weights 1/J. ("flat", a) is a·1 on every category
 # with p_k > 0: small a puts mass near the simplex's faces, so a collapse onto one token is
@@ -210,7 +211,7 @@ def _check_names(mapping: Mapping[str, object]) -> tuple[str, ...]:
     for n in names:
         if not isinstance(n, str) or not n:
             raise ValueError(f"outcome names must be non-empty strings, got {n!r}")
-        if n in (OTHER, FAILED, MISSED):
+        if n in (OTHER, FAILED, MISSED, VALUE):
             raise ValueError(f"outcome name {n!r} is reserved")
     return names
 
@@ -229,6 +230,10 @@ class Evidence:
     log_e_bad: float  # log e-value against H0 "q = reference"
     log_e_good: float  # log e-value against H0 "TV(q, reference) ≥ tolerance" (or vs bad endpoint)
     reason: str  # one line, human readable
+    # numeric statistics (statistics.means): what the runs show of the quantity judged, and the
+    # interval of it that they do not rule out at the verdict's level
+    interval: tuple[float, float] | None = None
+    estimate: float | None = None
 
 
 @lru_cache(maxsize=64)
