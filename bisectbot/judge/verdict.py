@@ -311,12 +311,7 @@ class CommitTester:
                         theirs = table.get(rec.seed)
                         if counted and theirs is not None:
                             alike[sha][self.signature(rec, category) != theirs] += 1
-                    if isinstance(pairing, NumberTest):
-                        if value is not None:
-                            pairing.add(value, rec.seed)
-                    elif pairing is not None and category is not None:
-                        pairing.add(category, rec.seed)
-                        self.reference = pairing.control.reference
+                    self._feed(pairing, category, value, rec.seed)
                     if counted:
                         if gate is None or gate.needed(category, sum(out.tally.counts)):
                             out.evidence = judged()
@@ -333,6 +328,18 @@ class CommitTester:
         if out.executed:
             self.spent.running += time.monotonic() - start
         return out
+
+    def _feed(
+        self, test: ControlPairing | NumberTest | None, category: int | None, value: float | None, seed: int
+    ) -> None:
+        """One counted run into the verdict's stateful test (a number, or a category paired with
+        the control's run on its seed, whose growth the reference then shows)."""
+        if isinstance(test, NumberTest):
+            if value is not None:
+                test.add(value, seed)
+        elif test is not None and category is not None:
+            test.add(category, seed)
+            self.reference = test.control.reference
 
     def _test_for(self, ask: Ask, seeds: Sequence[int]) -> ControlPairing | NumberTest | None:
         """The stateful test one verdict feeds run by run: a numeric test, or the two-sample test
