@@ -411,7 +411,8 @@ def _alike(b: Bisection, sha: str, parent_sha: str) -> str | None:
     if not shared or two_sample.log_e_alike(len(shared) - differ, differ) < math.log(1 / two_sample.STEER_LEVEL):
         return None
     return (
-        f"they printed the same outcome on {len(shared) - differ} of {len(shared)} seeds both ran in the "
+        f"they printed the same {'number' if b.tester.numbers else 'outcome'} on {len(shared) - differ} of "
+        f"{len(shared)} seeds both ran in the "
         f"search (total variation below {two_sample.ALIKE_DELTA:g} between them)"
     )
 

@@ -63,6 +63,8 @@ def side_by_side(tester: CommitTester, find: Find, verdicts: list[CommitVerdict]
         rec = stored.get(seeds[i])
         category = tester.category(rec) if rec is not None else None
         text = run_text(rec, tester.cfg.parse_for(prepared.variant or 0).split)
+        if tester.numbers is not None:  # the output is the number: no category to name beside it
+            return seeds[i], text, None
         return seeds[i], text, tester.reference.names[category] if category is not None else None
 
     table = []

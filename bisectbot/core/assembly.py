@@ -127,6 +127,7 @@ def assemble(ledger: Ledger, dep: Departure, context: ReportContext, facts: Fact
             {sha: i for i, sha in enumerate(narrowed.full if narrowed is not None else plan.line)},
             facts.summary.categories,
             facts.summary.category_probs,
+            facts.summary.numeric,
         ),
         searched=plan.n,
         skipped_equivalent=plan.total - plan.n,

@@ -6,11 +6,13 @@ condition is met changed, statistics.condition.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from bisectbot.records.commits import CommitVerdict
-from bisectbot.records.reports import AlongRow
+from bisectbot.records.reports import AlongRow, NumericReference
+from bisectbot.statistics import means
 from bisectbot.statistics.outcome import Verdict
 from bisectbot.statistics.stats import FAILED, MISSED, OTHER
 
@@ -86,14 +88,19 @@ def tv_from_reference(counts: Mapping[str, int], categories: Sequence[str], prob
 
 
 def distance_along(
-    verdicts: Sequence[CommitVerdict], positions: Mapping[str, int], categories: Sequence[str], probs: Sequence[float]
+    verdicts: Sequence[CommitVerdict],
+    positions: Mapping[str, int],
+    categories: Sequence[str],
+    probs: Sequence[float],
+    numeric: NumericReference | None = None,
 ) -> list[AlongRow]:
     """Where the distribution moved: each tested commit on the line once, in history order, with
     its TV from the reference and its verdict — the series the distance charts draw, kept in the
     report so renderers only read it. A commit's row is its longest main-arm test against the
     reference (GOOD, BAD); without one, its longest other sample (an undecided test, then the
     change test's), and only then a placement (GOOD-SIDE, BAD-SIDE: no distance of its own, which
-    renderers leave out of the chart)."""
+    renderers leave out of the chart). For a number (`numeric`), the distance is its estimate's
+    (`number_distance`, in the units of the tolerance), and θ's interval comes with it."""
     best: dict[str, CommitVerdict] = {}
     for v in verdicts:
         if (
@@ -105,10 +112,62 @@ def distance_along(
             best[v.sha] = v
     out = []
     for sha, v in best.items():
+        if numeric is not None:
+            if v.values and "estimate" in v.values:
+                out.append(
+                    AlongRow(
+                        commit=sha,
+                        position=positions[sha],
+                        tv=round(number_distance(v.values["estimate"], numeric), 4),
+                        verdict=v.verdict.value,
+                        value=v.values["estimate"],
+                        low=v.values["low"],
+                        high=v.values["high"],
+                    )
+                )
+            continue
         tv = tv_from_reference(v.counts, categories, probs)
         if tv is not None:
             out.append(AlongRow(commit=sha, position=positions[sha], tv=round(tv, 4), verdict=v.verdict.value))
     return sorted(out, key=lambda row: row["position"])
+
+
+def number_distance(theta: float, numeric: NumericReference) -> float:
+    """θ's distance from the reference in the tolerance's units (statistics.means.distance)."""
+    return means.distance(numeric["scale"], theta, numeric.get("mean"), numeric.get("relative", False))
+
+
+# How θ is named, per scale; a log-ratio is shown as the ratio e^θ
+THETA_NAMES = {"mean": "mean", "difference": "− control's", "ratio": "/ control's", "log-ratio": "/ control's"}
+
+
+def theta_text(theta: float, numeric: NumericReference) -> str:
+    """θ as a person reads it: a mean or a difference as it is, a ratio as ×r."""
+    scale = numeric["scale"]
+    if scale == "log-ratio":
+        return f"×{math.exp(theta):.4f}" if math.isfinite(theta) else ("×inf" if theta > 0 else "×0")
+    if scale == "ratio":
+        return f"×{theta:.4f}"
+    return f"{theta:+.4g}" if scale == "difference" else f"{theta:.4g}"
+
+
+def observed_number(values: Mapping[str, float], numeric: NumericReference) -> str:
+    """'mean 0.4922 (sd 0.12, 90 runs); − control's −0.1479 [−0.2506, −0.0152]: 0.148 from the
+    reference': a numeric verdict's runs beside the reference, θ with the interval its test left."""
+    n = int(values.get("n", 0))
+    what = "s" if numeric["kind"] == "time" and numeric.get("scale") == "log-ratio" else ""
+    head = f"mean {values['mean']:.4g}{what} (sd {values['sd']:.3g}, {n} run{'s' if n != 1 else ''})"
+    if "estimate" not in values:
+        return head
+    est, lo, hi = values["estimate"], values["low"], values["high"]
+    name = THETA_NAMES[numeric["scale"]]
+    interval = f"[{theta_text(lo, numeric)}, {theta_text(hi, numeric)}]"
+    away = number_distance(est, numeric)
+    ref = numeric.get("mean")
+    against = f"reference {ref:.4g}" if numeric["scale"] == "mean" and ref is not None else "the reference"
+    if numeric["scale"] == "mean":
+        return f"{head}: {interval}, {away:.3g} from {against}"
+    return f"{head}; {name} {theta_text(est, numeric)} {interval}: {away:.3g} from {against}"
 
 
 def distance_rank(v: CommitVerdict) -> tuple[int, int]:

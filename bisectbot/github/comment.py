@@ -33,7 +33,7 @@ from bisectbot.report.markdown import (
     count_of,
     distance_chart,
     glossary,
-    observed_vs_reference,
+    observed_cell,
     proved_text,
     reference_line,
     skip_block_lines,
@@ -293,7 +293,7 @@ def render_bisect(report: BisectReport, ctx: CommentContext) -> Document:
         f"`{report.good[:12]}` ({code(report.good_ref)}) .. "
         f"`{report.bad[:12]}` ({code(report.bad_ref)}), {report.commits} commits"
     )
-    series = _chart_series(report)
+    series = _chart_series(report) if report.reference.numeric is None else []  # a number has no distribution chart
     chart: tuple[Block, ...] = (distribution_chart(series, report.reference),) if series else ()
     if (along := distance_chart(report)) is not None:
         chart += (Collapsed(along[0], (Code(along[1], "mermaid"),)),)
@@ -327,7 +327,13 @@ def how_to_read(report: BisectReport) -> Collapsed:
         confidence_gloss(report),
         bound_gloss(report),
         condition_gloss(report.reference, code),
-        *glossary(report.eta, report.tolerance, report.verdicts, missed=report.reference.condition_prob is not None),
+        *glossary(
+            report.eta,
+            report.tolerance,
+            report.verdicts,
+            missed=report.reference.condition_prob is not None,
+            numeric=report.reference.numeric,
+        ),
     ]
     return Collapsed("How to read this", ("\n".join(f"- {line}" for line in said if line),))
 
@@ -458,7 +464,7 @@ def _test_parts(result: CommitReport, ctx: CommentContext) -> tuple[str, Collaps
     """What a check's comment shows under its head: the counts against the reference, the
     details collapsed, and the summary's last (collapsed) unit."""
     v = result.detail
-    counts = observed_vs_reference(v.counts, result.reference) if v.counts else "–"
+    counts = observed_cell(v, result.reference)
     summary = _test_summary(result, ctx)
     return counts, Collapsed("Details", tuple(u for u in summary if not isinstance(u, Collapsed))), summary[-1]
 

@@ -85,6 +85,7 @@ class ResolvedReference:
                 good=[b.good_lo, b.good_hi],
                 bad=[b.bad_lo, b.bad_hi],
                 exact=spec.exact,
+                wall_time=cfg.statistic.wall_time,
             )
         return ReferenceSummary(
             probs=dict(self.probs),

@@ -104,10 +104,12 @@ def judge(
             0.0,
             f"not shown beyond eta after {total} runs: E_bad = {ev.log_e_bad:.3g} (log)",
         )
-    return _placed_alike(ev, ask, alike) if alike else ev
+    return _placed_alike(ev, ask, alike, "outcome" if ev.interval is None else "number") if alike else ev
 
 
-def _placed_alike(ev: stats.Evidence, ask: Ask, alike: Mapping[str, tuple[int, int]]) -> stats.Evidence:
+def _placed_alike(
+    ev: stats.Evidence, ask: Ask, alike: Mapping[str, tuple[int, int]], what: str = "outcome"
+) -> stats.Evidence:
     """A step's evidence, or — when its test has not decided (GOOD, BAD, or for a quick step
     GOOD-SIDE) — a placement beside an end the commit is shown to be like, seed for seed."""
     if ev.decision in (Verdict.GOOD, Verdict.BAD, Verdict.GOOD_SIDE):
@@ -120,7 +122,7 @@ def _placed_alike(ev: stats.Evidence, ask: Ask, alike: Mapping[str, tuple[int, i
                 ev.n,
                 ev.log_e_bad,
                 ev.log_e_good,
-                f"like {sha[:12]} (on the {side.upper()} side): the same outcome on {agree} of "
+                f"like {sha[:12]} (on the {side.upper()} side): the same {what} on {agree} of "
                 f"{agree + differ} seeds both ran (TV < {two_sample.ALIKE_DELTA:g} between them); not a "
                 f"test against the reference",
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import Any, Mapping, TypedDict, Union
+from typing import Any, Mapping, NotRequired, TypedDict, Union
 
 from bisectbot.records.commits import CommitVerdict
 from bisectbot.statistics.outcome import Find, Verdict
@@ -48,6 +48,7 @@ class NumericReference(TypedDict):
     good: list[float]  # θ within (good[0], good[1]) is GOOD
     bad: list[float]  # θ outside [bad[0], bad[1]] is BAD
     exact: bool  # bounded values: exact at any number of runs; else a normal approximation
+    wall_time: NotRequired[bool]  # kind time: the run's wall time is the number (no outcome read)
 
 
 class SkipBlockRow(TypedDict):
@@ -73,12 +74,16 @@ class ChangePointRow(TypedDict):
 
 
 class AlongRow(TypedDict):
-    """A tested commit's distance from the reference at its position (core.diagnose.distance_along)."""
+    """A tested commit's distance from the reference at its position (core.diagnose.distance_along);
+    for a number, `tv` is its distance in the tolerance's units and θ comes with its interval."""
 
     commit: str
     position: int
     tv: float
     verdict: str
+    value: NotRequired[float]  # a number: θ's estimate (statistics.means.Scale)
+    low: NotRequired[float]  # and the interval its test left
+    high: NotRequired[float]
 
 
 class Stopped(TypedDict):

@@ -19,7 +19,7 @@ import markdown
 from bisectbot.core.diagnose import distance_rank, observed_cells
 from bisectbot.records.reports import BisectReport, CommitReport
 from bisectbot.report.markdown import bisect_markdown, commit_markdown, distance_rows
-from bisectbot.report.terms import placements_note
+from bisectbot.report.terms import distance_name, placements_note
 
 WIDTH, HEIGHT, PAD = 640, 240, 40
 STYLE = """
@@ -75,21 +75,28 @@ def charts(r: BisectReport | CommitReport) -> list[str]:
     then observed vs reference for the culprit and its parent (each by its longest test against
     the reference), or the tested commit."""
     out = []
+    numeric = r.reference.numeric
+    name = distance_name(numeric)
     if isinstance(r, BisectReport) and len(rows := distance_rows(r)) >= 2:
         top = max(0.2, min(1.0, max(tv for _, _, tv, _ in rows) * 1.1))
+        if numeric is not None:  # the number's own units: room for the tolerance line and every bar
+            top = max(1.5 * (r.tolerance or 0.0), max(tv for _, _, tv, _ in rows) * 1.1, 1e-9)
         levels = [(n, v) for n, v in (("eta", r.eta), ("tolerance", r.tolerance)) if v is not None]
         svg = _svg_bars(
-            "distance from the reference (TV) by commit position",
+            f"distance from the reference ({name}) by commit position",
             [str(pos) for pos, *_ in rows],
             [tv for *_, tv, _ in rows],
             levels,
             top,
         )
         note = placements_note(r)
-        caption = "Each tested commit's total variation from the reference, in history order." + (
+        what = "total variation" if numeric is None else f"distance ({name}, its estimate)"
+        caption = f"Each tested commit's {what} from the reference, in history order." + (
             f" {note[0].upper()}{note[1:]}." if note else ""
         )
         out.append(_figure(svg, caption))
+    if numeric is not None:  # a number's runs are a line of text in the tables, not a distribution
+        return out
     if isinstance(r, BisectReport):
         shown = [v for v in r.verdicts if v.arm == "main" and v.counts and v.sha in (r.first_bad, r.last_good)]
         culprit = r.first_bad

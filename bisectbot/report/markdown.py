@@ -11,7 +11,7 @@ import math
 from typing import Callable, Sequence
 
 from bisectbot.core.builds import BuildStage, over_bound_text
-from bisectbot.core.diagnose import LABELS, observed_cells
+from bisectbot.core.diagnose import LABELS, observed_cells, observed_number
 from bisectbot.inert import block, code, prose
 from bisectbot.records.commits import UNREADABLE, CommitVerdict
 from bisectbot.records.reports import (
@@ -19,6 +19,7 @@ from bisectbot.records.reports import (
     BisectStatus,
     CommitReport,
     Environment,
+    NumericReference,
     ReferenceSummary,
     SkipBlockRow,
     Stretch,
@@ -29,6 +30,7 @@ from bisectbot.report.terms import (
     bound_gloss,
     condition_gloss,
     confidence_gloss,
+    distance_name,
     placements_note,
     strategy_gloss,
     table_terms,
@@ -87,6 +89,14 @@ def observed_vs_reference(counts: dict[str, int], reference: ReferenceSummary, *
     return " · ".join(parts)
 
 
+def observed_cell(v: CommitVerdict, reference: ReferenceSummary, *, table: bool = False) -> str:
+    """What a verdict's runs showed beside the reference: outcome counts, or for a number its
+    mean and θ with the interval its test left (core.diagnose.observed_number)."""
+    if reference.numeric is not None and v.values:
+        return observed_number(v.values, reference.numeric)
+    return observed_vs_reference(v.counts, reference, table=table) if v.counts else "–"
+
+
 def evidence_cell(v: CommitVerdict) -> str:
     """The evidence column, in Markdown for a table cell (a SKIP's reason quotes a build error)."""
     if v.verdict is Verdict.SKIP:
@@ -100,7 +110,12 @@ def evidence_cell(v: CommitVerdict) -> str:
 
 
 def glossary(
-    eta: float | None, tolerance: float | None, verdicts: Sequence[CommitVerdict], *, missed: bool = False
+    eta: float | None,
+    tolerance: float | None,
+    verdicts: Sequence[CommitVerdict],
+    *,
+    missed: bool = False,
+    numeric: NumericReference | None = None,
 ) -> list[str]:
     """What the figures beside the verdicts mean, one line each: said where they appear (the
     terminal summary and the Markdown), for a reader who has not read the design."""
@@ -108,6 +123,8 @@ def glossary(
     beta = min((v.beta for v in verdicts if v.beta), default=None)
     eta_s = f" {eta:g}" if eta is not None else ""
     tol_s = f" {tolerance:g}" if tolerance is not None else ""
+    if numeric is not None:
+        return [*number_glossary(numeric, eta_s, tol_s, alpha, beta), *table_terms(verdicts)]
     lines = [
         "TV (total variation): half the summed differences between observed and reference shares; "
         "0 = the same distribution, 1 = nothing in common.",
@@ -135,6 +152,49 @@ def glossary(
     return lines
 
 
+def number_glossary(
+    numeric: NumericReference, eta_s: str, tol_s: str, alpha: float | None, beta: float | None
+) -> list[str]:
+    """The glossary's lines for a numeric statistic (statistic.kind mean or time)."""
+    dist = distance_name(numeric)
+    exact = (
+        "exact at any number of runs, the values being bounded (statistic.bounds)"
+        if numeric["exact"]
+        else "a normal approximation, used only once it holds at the test's level (at least 100 runs, more "
+        "for skewed values); statistic.bounds makes it exact"
+    )
+    return [
+        f"distance: {dist}, in the units of test.tolerance; a test's interval is the range of it its runs do not "
+        f"rule out at its level ({exact}).",
+        f"BAD: farther than eta{eta_s} from the reference, said when the evidence E_bad reaches "
+        f"1/alpha{f' = {1 / alpha:,.0f}' if alpha else ''}: a commit within eta is called BAD with probability at "
+        "most alpha; its interval then lies beyond eta.",
+        f"GOOD: within the tolerance{tol_s}, said when E_good reaches 1/beta{f' = {1 / beta:,.0f}' if beta else ''}: "
+        "a commit farther than the tolerance is called GOOD with probability at most beta; its interval then lies "
+        "within the tolerance. Between eta and the tolerance either verdict may come (test.tolerance, test.eta).",
+        "observed/reference: the runs' mean, spread and count; then "
+        + ("the mean with its interval and its distance from the reference." if numeric["scale"] == "mean" else "")
+        + (
+            "the difference from the control's runs on the same seeds, its interval and distance."
+            if numeric["scale"] == "difference"
+            else ""
+        )
+        + (
+            "the ratio to the control's runs on the same seeds, its interval and distance."
+            if numeric["scale"] == "ratio"
+            else ""
+        )
+        + (
+            "the ratio of its time to the control's (geometric means of runs interleaved one by one), its interval "
+            "and distance."
+            if numeric["scale"] == "log-ratio"
+            else ""
+        ),
+        "runs: seeds run for that verdict; commits share their first seeds (compared run by run), "
+        "re-tests on fresh seeds take new ones.",
+    ]
+
+
 def role_label(v: CommitVerdict, find: Find = Find.BAD) -> str:
     """The role column: with --find fixed the ends are named by the option the user typed."""
     role = find.role_label(v.role)
@@ -150,7 +210,7 @@ def verdict_table(
     ]
     for v in verdicts:
         sha = f"[`{v.sha[:12]}`]({link.format(sha=v.sha)})" if link else f"`{v.sha[:12]}`"
-        observed = observed_vs_reference(v.counts, reference, table=True) if v.counts else "–"
+        observed = observed_cell(v, reference, table=True)
         runs = f"{v.runs} ({v.cut_rate:.0%} cut)" if v.retried else f"{v.runs}"
         rows.append(
             f"| {sha} | {prose(v.subject, table=True, limit=70)} | {role_label(v, find)} | "
@@ -207,8 +267,8 @@ def assumption_lines(r: BisectReport) -> list[str]:
     zone = (
         (
             f"- BAD means farther than eta {r.eta:g} from the reference, GOOD within tolerance "
-            f"{r.tolerance:g} (total variation); a change in between may be called either way (test.eta, "
-            "test.tolerance)"
+            f"{r.tolerance:g} ({distance_name(r.reference.numeric)}); a change in between may be called either way "
+            "(test.eta, test.tolerance)"
         )
         if r.eta is not None and r.tolerance is not None
         else None
@@ -220,6 +280,8 @@ def reference_line(reference: ReferenceSummary, *, markdown: bool = True) -> str
     """'token 1 given token 0 = `f`: e 0.3450, …': in Markdown (names made inert: a measured
     reference's outcomes are what a program printed), or plain for the terminal."""
     say, quote = (prose, code) if markdown else (str, lambda t: t)
+    if (numeric := reference.numeric) is not None:
+        return number_reference_line(reference, numeric, say)
     probs = ", ".join(f"{say(k)} {v:.4f}" for k, v in reference.probs.items())
     cond = reference.condition
     where = f" given token {cond['position']} = {quote(cond['token'])}" if cond else ""
@@ -227,6 +289,26 @@ def reference_line(reference: ReferenceSummary, *, markdown: bool = True) -> str
     tail = f"; P(condition) {pc:.4f}" if pc else ""
     source = f" (from {say(reference.source)})" if reference.source else ""
     return f"token {reference.outcome['position']}{where}: {probs}{tail}{source}"
+
+
+def number_reference_line(reference: ReferenceSummary, numeric: NumericReference, say: Callable[[str], str]) -> str:
+    """'the number at token 0: mean 0.64 (config); GOOD within 0.05 of it, BAD beyond 0.015
+    (|mean − reference|); exact (values in [0, 1])': what a numeric statistic is judged against."""
+    wall = numeric.get("wall_time", False)
+    what = "the run's wall time" if wall else f"the number at token {reference.outcome['position']}"
+    mean = numeric.get("mean")
+    source = say(reference.source) if reference.source else ""
+    if numeric["scale"] == "mean":
+        at = f"mean {mean:.4g}" + (f" ({source})" if source else "")
+    else:
+        at = (source or "a control's runs on the same seeds") + (f" (its mean {mean:.4g})" if mean is not None else "")
+    units = " of the reference's mean" if numeric.get("relative") else ""
+    band = f"GOOD within {numeric['tolerance']:g}{units}, BAD beyond {numeric['eta']:g}"
+    bounds = numeric.get("bounds")
+    how = (
+        f"exact (values in [{bounds[0]:g}, {bounds[1]:g}])" if numeric["exact"] and bounds else "a normal approximation"
+    )
+    return f"{what}: {at}; {band} ({distance_name(numeric)}); {how}"
 
 
 def environment_lines(env: Environment) -> list[str]:
@@ -413,14 +495,16 @@ def distance_chart(r: BisectReport) -> tuple[str, str] | None:
         return None
     labels = ", ".join(f'"{pos}"' for pos, *_ in rows)
     top = max(0.2, min(1.0, max(tv for _, _, tv, _ in rows) * 1.1))
+    name = distance_name(r.reference.numeric)
+    top = top if r.reference.numeric is None else max(top, max(tv for _, _, tv, _ in rows) * 1.1)
     lines = [
         "xychart-beta",
-        '    title "distance from the reference along the history (TV)"',
+        f'    title "distance from the reference along the history ({name})"',
         f'    x-axis "commit position" [{labels}]',
-        f'    y-axis "TV" 0 --> {top:.2f}',
+        f'    y-axis "{name}" 0 --> {top:.3g}',
         f"    bar [{', '.join(f'{tv:.3f}' for _, _, tv, _ in rows)}]",
     ]
-    legend = "bars: each tested commit's TV"
+    legend = f"bars: each tested commit's {name}"
     for name, level in (("eta", r.eta), ("tolerance", r.tolerance)):
         if level is not None:
             lines.append(f"    line [{', '.join(f'{level:g}' for _ in rows)}]")
@@ -474,7 +558,15 @@ def bisect_markdown(r: BisectReport, *, link: str | None = None) -> str:
         "",
         verdict_table(r.verdicts, r.reference, link, r.find),
         "",
-        *_glossary_block(glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None)),
+        *_glossary_block(
+            glossary(
+                r.eta,
+                r.tolerance,
+                r.verdicts,
+                missed=r.reference.condition_prob is not None,
+                numeric=r.reference.numeric,
+            )
+        ),
         *_chart_block(distance_chart(r)),
         *_skip_lines(r),
     ]
@@ -586,7 +678,13 @@ def commit_markdown(r: CommitReport) -> str:
         f"Why: {prose(v.reason)}",
         "",
         *_glossary_block(
-            glossary(r.eta, r.tolerance, [v, *r.arms.values()], missed=r.reference.condition_prob is not None)
+            glossary(
+                r.eta,
+                r.tolerance,
+                [v, *r.arms.values()],
+                missed=r.reference.condition_prob is not None,
+                numeric=r.reference.numeric,
+            )
         ),
     ]
     for name, av in r.arms.items():

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 from bisectbot.core.ledger import decisive
 from bisectbot.core.policy import MISPLACED, STEP_WORDS
 from bisectbot.records.commits import CommitVerdict
-from bisectbot.records.reports import BisectReport, BisectStatus, ReferenceSummary
+from bisectbot.records.reports import BisectReport, BisectStatus, NumericReference, ReferenceSummary
 from bisectbot.statistics.outcome import Verdict
 
 PLACEMENTS = (Verdict.GOOD_SIDE, Verdict.BAD_SIDE)
@@ -69,13 +69,38 @@ def table_terms(verdicts: Sequence[CommitVerdict]) -> list[str]:
     return lines
 
 
+def distance_name(numeric: NumericReference | None) -> str:
+    """What "distance from the reference" is, in the fewest words: TV for outcomes; for a
+    number, the quantity its tolerance bounds (statistics.means.distance)."""
+    if numeric is None:
+        return "TV"
+    scale = numeric["scale"]
+    if scale == "mean":
+        return "|mean − reference| / reference" if numeric.get("relative") else "|mean − reference|"
+    return {
+        "difference": "|mean − control's|",
+        "ratio": "|mean / control's − 1|",
+        "log-ratio": "time ratio to the control's − 1, either way",
+    }[scale]
+
+
+def change_words(numeric: NumericReference | None) -> str:
+    """'a change of total variation' / 'a change of the mean' (by how far it moved)."""
+    if numeric is None:
+        return "a change of total variation"
+    if numeric["kind"] == "time":
+        return "a slowdown or speed-up (as a fraction of the control's time)"
+    relative = numeric.get("relative")
+    return "a change of the mean" + (" (as a fraction of the reference's)" if relative else " (in its own units)")
+
+
 def zone_gloss(r: BisectReport) -> str | None:
     """eta and the tolerance, the indifference zone every GOOD and BAD is said against."""
     if r.eta is None or r.tolerance is None:
         return None
     return (
-        f"eta {r.eta:g}, tolerance {r.tolerance:g}: a change of total variation below eta is never called BAD, "
-        "above tolerance never GOOD; in between either verdict is allowed"
+        f"eta {r.eta:g}, tolerance {r.tolerance:g}: {change_words(r.reference.numeric)} below eta is never called "
+        "BAD, above tolerance never GOOD; in between either verdict is allowed"
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import textwrap
 from typing import Sequence
 
-from bisectbot.core.diagnose import LABELS, observed_pairs
+from bisectbot.core.diagnose import LABELS, observed_number, observed_pairs
 from bisectbot.records.commits import CommitVerdict
 from bisectbot.records.reports import (
     BisectReport,
@@ -40,6 +40,7 @@ from bisectbot.report.markdown import (
 from bisectbot.report.terms import (
     condition_gloss,
     confidence_gloss,
+    distance_name,
     placed_beside,
     placements_note,
     strategy_gloss,
@@ -112,7 +113,10 @@ def row_details(v: CommitVerdict, reference: ReferenceSummary) -> list[str]:
     note = verdict_note(v)
     if placed_beside(v):  # its runs are the tested commit's, seed for seed
         return [note or v.reason]
-    pairs = short_observed(v.counts, reference)
+    if reference.numeric is not None and v.values:
+        pairs = observed_number(v.values, reference.numeric)
+    else:
+        pairs = short_observed(v.counts, reference)
     if note is not None:
         return [note, f"{'change-test runs' if v.mode == 'change' else 'observed'}/reference: {pairs}"]
     return [f"observed/reference: {pairs}"]
@@ -169,13 +173,14 @@ def distance_bars(r: BisectReport, width: int) -> list[str]:
     if len(rows) < 2:
         return []
     room = max(10, min(width, 100) - 36)
-    scale = room / max(0.2, max(tv for _, _, tv, _ in rows))
+    floor = 0.2 if r.reference.numeric is None else 1.5 * (r.tolerance or 0.0)
+    scale = room / max(floor, max(tv for _, _, tv, _ in rows), 1e-12)
     levels = [
         (name, level, sym) for name, level, sym in (("eta", r.eta, "┆"), ("tolerance", r.tolerance, "│")) if level
     ]
     marks = {round(level * scale): sym for _, level, sym in levels}
     legend = ", ".join(f"{name} {level:g} {sym}" for name, level, sym in levels)
-    out = ["", f"distance from the reference along the history (TV; {legend}):"]
+    out = ["", f"distance from the reference along the history ({distance_name(r.reference.numeric)}; {legend}):"]
     for pos, sha, tv, verdict in rows:
         n = round(tv * scale)
         bar = "".join("█" if i < n else marks.get(i, " ") for i in range(max(n, max(marks, default=0) + 1)))
@@ -235,7 +240,10 @@ def bisect_text(r: BisectReport, width: int = 80) -> str:
     lines = [*answer_text(r, width), "", *figures_text(r, width)]
     lines += ["", *verdict_rows(r.verdicts, r.reference, width, r.find)]
     lines += glossary_text(
-        glossary(r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None), width
+        glossary(
+            r.eta, r.tolerance, r.verdicts, missed=r.reference.condition_prob is not None, numeric=r.reference.numeric
+        ),
+        width,
     )
     lines += distance_bars(r, width)
     if r.find is Find.FIXED:
@@ -299,7 +307,14 @@ def commit_text(r: CommitReport, width: int = 80) -> str:
     lines += wrap(f"reference: {reference_line(r.reference, markdown=False)}", width, INDENT)
     lines += ["", *verdict_rows([v, *r.arms.values()], r.reference, width)]
     lines += glossary_text(
-        glossary(r.eta, r.tolerance, [v, *r.arms.values()], missed=r.reference.condition_prob is not None), width
+        glossary(
+            r.eta,
+            r.tolerance,
+            [v, *r.arms.values()],
+            missed=r.reference.condition_prob is not None,
+            numeric=r.reference.numeric,
+        ),
+        width,
     )
     for label, said in failure_lines(v):
         lines += wrap(f"{label}: {said}", width, INDENT)

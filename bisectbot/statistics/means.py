@@ -396,3 +396,20 @@ def spec(
             tolerance * scale * FLOOR_SHARE,
         )
     return Spec(Scale("difference", bounds), Band(-tolerance, tolerance, -eta, eta), tolerance * FLOOR_SHARE)
+
+
+def distance(scale: str, theta: float, center: float | None = None, relative: bool = False) -> float:
+    """How far θ is from the reference, in the units the config's tolerance and eta are in, so
+    that GOOD is "distance < tolerance" and BAD "distance > eta" on every scale: |θ − mean|
+    (a fraction of the mean with `relative`), |θ| for a difference, |θ − 1| for a ratio,
+    e^|θ| − 1 for a log-ratio (a timing 5% slower or 1/1.05 faster is 0.05 away)."""
+    if not math.isfinite(theta):
+        return math.inf
+    if scale == "mean":
+        ref = center or 0.0
+        return abs(theta - ref) / (abs(ref) if relative and ref else 1.0)
+    if scale == "difference":
+        return abs(theta)
+    if scale == "ratio":
+        return abs(theta - 1.0)
+    return math.expm1(abs(theta))
