@@ -10,13 +10,15 @@ Cross-check arms run after the answer (bisecting.crosscheck). Kept apart from th
 
 from __future__ import annotations
 
+import math
+
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.config.seeds import SEED_BLOCK
-from bisectbot.core.diagnose import either_way, observed_pairs
+from bisectbot.core.diagnose import either_way, number_distance, observed_number, observed_pairs
 from bisectbot.errors import EndpointError
 from bisectbot.events import EndpointStarted
 from bisectbot.records.commits import CommitVerdict
-from bisectbot.report.hints import likely_causes, undecided_hint
+from bisectbot.report.hints import likely_causes, undecided_hint, undecided_number_hint
 from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find, Verdict
 
@@ -33,7 +35,10 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
     reference, the config mistakes its runs point at, or for an undecided test what to raise."""
     reference, cfg = b.tester.reference, b.tester.cfg
     out = []
-    if pairs := observed_pairs(v.counts, reference.names, reference.probs):
+    numeric = b.tester.numbers.reference() if b.tester.numbers is not None else None
+    if numeric is not None and v.values:
+        out.append(f"observed/reference {observed_number(v.values, numeric)}")
+    elif pairs := observed_pairs(v.counts, reference.names, reference.probs):
         out.append(f"observed/reference {pairs}")
     causes = likely_causes(
         v.counts, v.failures, v.others, reference, last_unreadable=v.last_unreadable, last_failed=v.last_failed
@@ -46,7 +51,17 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
     out += [f"likely cause: {cause}" for cause in causes]
     if not causes and v.verdict is Verdict.GOOD:  # the broken end: a change it holds is within the tolerance
         out.append(either_way(cfg.test.indifference, cfg.test.tolerance))
-    if not causes and v.verdict is Verdict.INCONCLUSIVE and v.counts:
+    if not causes and v.verdict is Verdict.INCONCLUSIVE and numeric is not None and v.values:
+        distance = number_distance(v.values["estimate"], numeric) if "estimate" in v.values else math.nan
+        out.append(
+            undecided_number_hint(
+                {**v.values, "distance": distance},
+                tolerance=cfg.test.tolerance,
+                eta=cfg.test.indifference,
+                cap=SEED_BLOCK,
+            )
+        )
+    elif not causes and v.verdict is Verdict.INCONCLUSIVE and v.counts:
         out.append(
             undecided_hint(
                 v.counts,

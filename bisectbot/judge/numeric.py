@@ -148,6 +148,12 @@ class Numbers:
         )
         return max(0, len(self.values) - read) + len(self.fresh)
 
+    def reference(self) -> NumericReference:
+        """What the tests judge against, as reports show it (the control's numbers so far)."""
+        numeric = self.grown(self.resolved.summary(self.cfg)).numeric
+        assert numeric is not None
+        return numeric
+
     def grown(self, summary: ReferenceSummary) -> ReferenceSummary:
         """`summary` with the control's numbers as they ended (their mean, how many)."""
         if self.sha is None or summary.numeric is None:

@@ -413,7 +413,7 @@ class CommitTester:
         evidence: tuple[float, float] = (0.0, 0.0),
         executed: int = 0,
         signature: str = "",
-        judged: tuple[float, float, float] | None = None,
+        judged: Mapping[str, float] | None = None,
     ) -> CommitVerdict:
         v = CommitVerdict.of(
             prepared.sha,
@@ -484,11 +484,12 @@ class _Measured:
         )
 
 
-def judged_of(ev: stats.Evidence) -> tuple[float, float, float] | None:
-    """A numeric test's estimate and interval, as a verdict keeps them (None: not numeric)."""
+def judged_of(ev: stats.Evidence) -> dict[str, float] | None:
+    """What a numeric test made of its runs, as a verdict keeps it: θ's estimate, its interval,
+    the runs the normal approximation waits for (None: not numeric)."""
     if ev.interval is None or ev.estimate is None:
         return None
-    return (ev.estimate, *ev.interval)
+    return {"estimate": ev.estimate, "low": ev.interval[0], "high": ev.interval[1], "waits": float(ev.waits)}
 
 
 def _skip_signature(prepared: Prepared) -> str:
@@ -612,7 +613,7 @@ class Feed:
         tally: Tally | None = None,
         evidence: tuple[float, float] = (0.0, 0.0),
         executed: int | None = None,
-        judged: tuple[float, float, float] | None = None,
+        judged: Mapping[str, float] | None = None,
     ) -> CommitVerdict:
         """A verdict on this commit's runs (all fed so far, or the `tally` of a prefix of them);
         by default the side the sticky search put it on. `executed`: the runs this feed

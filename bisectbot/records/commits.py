@@ -166,10 +166,10 @@ class Tally:
             return f"mean {sum(self.values) / len(self.values):.4g} of {len(self.values)}"
         return " ".join(f"{n}={c}" for n, c in zip(self.names, self.counts) if c)
 
-    def numbers(self, judged: tuple[float, float, float] | None = None) -> dict[str, float] | None:
+    def numbers(self, judged: Mapping[str, float] | None = None) -> dict[str, float] | None:
         """The runs' numbers summarised for a verdict (`CommitVerdict.values`), with what its test
-        made of them (`judged`: θ's estimate and the interval its runs leave, statistics.means);
-        None when the statistic is not a number."""
+        made of them (`judged`: θ's estimate, the interval its runs leave, and the runs a normal
+        approximation waits for: statistics.means); None when the statistic is not a number."""
         if not self.values:
             return None
         v = self.values
@@ -177,7 +177,7 @@ class Tally:
         sd = (sum((x - mean) ** 2 for x in v) / (len(v) - 1)) ** 0.5 if len(v) > 1 else 0.0
         out = {"n": float(len(v)), "mean": mean, "sd": sd, "min": min(v), "max": max(v)}
         if judged is not None:
-            out.update(zip(("estimate", "low", "high"), judged))
+            out.update(judged)
         return out
 
     @property
@@ -268,10 +268,10 @@ class CommitVerdict:
         variant: int | None = None,
         signature: str = "",
         program: str = "",
-        judged: tuple[float, float, float] | None = None,
+        judged: Mapping[str, float] | None = None,
     ) -> "CommitVerdict":
         """The one constructor: what was asked, how the commit built, what its runs showed
-        (`judged`: a numeric test's estimate and interval, Tally.numbers)."""
+        (`judged`: what a numeric test made of the runs, Tally.numbers)."""
         return cls(
             sha=sha,
             subject=subject,

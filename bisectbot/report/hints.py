@@ -173,3 +173,43 @@ def undecided_hint(
     return f"observed TV {tv:.3f} from the reference: GOOD " + raise_to(
         _mixture_runs(2 * gap * gap, math.log(1 / beta), k, total), "x", "loosen test.beta or widen test.tolerance"
     ).removeprefix("x ")
+
+
+def undecided_number_hint(values: Mapping[str, float], *, tolerance: float, eta: float, cap: int) -> str:
+    """What to change when a numeric test stopped undecided: from its estimate's distance and
+    its interval (CommitVerdict.values), the runs BAD or GOOD would need at the rate the
+    interval narrows (as 1/√n), or that the commit sits between eta and the tolerance; for
+    skewed unbounded values, the runs the normal approximation waits for."""
+    n = int(values.get("n", 0))
+    if not n or "estimate" not in values:
+        return "no run gave a number: see the causes above"
+    waits = int(values.get("waits", 0))
+    if waits > n:
+        return (
+            f"its values are skewed: the normal approximation decides from run {waits:,} on, after {n:,} here: raise "
+            f"run.max_runs to {min(cap, waits + waits // 4):,}, or give statistic.bounds (then the test is exact)"
+        )
+    half = abs(values["high"] - values["low"]) / 2
+    est = values["estimate"]
+    # the distance and interval are in θ's units; a ratio's distance is |θ − 1| and a mean's |θ − reference|:
+    # both move with θ one for one, which is all the runs estimate needs
+    away = values.get("distance", math.nan)
+    if not math.isfinite(away) or not math.isfinite(half) or half <= 0:
+        return "raise run.max_runs"
+
+    def needs(gap: float) -> int:
+        return max(n + 1, math.ceil(n * (half / max(gap, 1e-12)) ** 2))
+
+    if away > eta:
+        what, runs, knobs = "BAD", needs(away - eta), "loosen test.alpha, or lower test.eta"
+        if away < tolerance:
+            return (
+                f"its mean sits {away:.3g} from the reference, between test.eta {eta:g} and test.tolerance "
+                f"{tolerance:g}, where it may be called either way: {band_knobs()}"
+            )
+    else:
+        what, runs, knobs = "GOOD", needs(tolerance - away), "loosen test.beta or widen test.tolerance"
+    said = f"its mean sits {away:.3g} from the reference (estimate {est:.4g}, interval ±{half:.3g}): {what}"
+    if runs > cap:
+        return f"{said} would need about {runs:,} runs, more than run.max_runs can be ({cap:,}): {knobs}"
+    return f"{said} needs about {runs:,} runs: raise run.max_runs to {min(cap, math.ceil(runs * 1.25)):,}"

@@ -162,7 +162,7 @@ def skew_factor(level: float) -> float:
     return (2 * z * z + 1) * float(norm.pdf(z)) / (6 * level)
 
 
-def skew_runs(values: Sequence[float], level: float) -> int:
+def skew_runs(values: Sequence[float] | np.ndarray, level: float) -> int:
     """The runs the normal mixture waits for before deciding on values this skewed (see
     `skew_factor`), at least MIN_RUNS: for a report's "why undecided"."""
     v = np.asarray(values, dtype=float)
@@ -309,7 +309,18 @@ class MeanTest:
             claim = (
                 f"GOOD needs ({_num(b.good_lo)}, {_num(b.good_hi)}), BAD outside [{_num(b.bad_lo)}, {_num(b.bad_hi)}]"
             )
-        return Evidence(ev.decision, ev.n, log_bad, log_good, f"{head}: {said}; {claim}", (lo, hi), self.estimate())
+        waits = self.waits()
+        if ev.decision is None and waits > self.n:
+            claim += f"; values this skewed are judged from run {waits:,} on (statistic.bounds makes it exact)"
+        reason = f"{head}: {said}; {claim}"
+        return Evidence(ev.decision, ev.n, log_bad, log_good, reason, (lo, hi), self.estimate(), waits)
+
+    def waits(self) -> int:
+        """Runs the normal approximation waits for before it may decide (0: bounded, exact)."""
+        if self.scale.contrast_range(self.band.good_hi) is not None or not self.x:
+            return 0
+        x, y = self._arrays()
+        return skew_runs(self.scale.contrast(x, y, self.band.good_hi), self.level)
 
 
 def change_test(

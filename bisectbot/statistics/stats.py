@@ -234,6 +234,7 @@ class Evidence:
     # interval of it that they do not rule out at the verdict's level
     interval: tuple[float, float] | None = None
     estimate: float | None = None
+    waits: int = 0  # unbounded numbers: runs the normal approximation waits for before it may decide
 
 
 @lru_cache(maxsize=64)

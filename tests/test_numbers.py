@@ -1,0 +1,143 @@
+"""A number per run (statistic.kind mean) through the real CLI, on generated histories of a C
+program printing an acceptance rate (bench/numbers.py): a mean that drops past the tolerance is
+found and named, against the good end's runs or an exact value; one that never changes names
+nothing; the config mistakes of a number are one line each."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.numbers import NumberHistory, Step, write_number_history
+from bisectbot.config import load_config
+from bisectbot.errors import ConfigError
+
+from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
+
+CONFIG = """\
+name: rate
+repo: {{path: {repo}}}
+build: {{targets: [prog], binaries: {{prog: [bin/prog]}}}}
+run:
+  argv: ["{{prog}}", "{{seed}}"]
+parse: {{extract: 'accept = ([0-9.]+)', split: whitespace}}
+statistic:
+  kind: mean
+{statistic}reference: {reference}
+test:
+  tolerance: 0.05
+"""
+
+
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=timeout, env=subprocess_env(CI="1")
+    )
+
+
+def history(tmp_path: Path, *, drop: float | None = 0.50) -> NumberHistory:
+    """16 commits: the rate's mean is 0.64, then `drop` from the commit 'change' on (None: never)."""
+    steps = [Step("first", mean=0.64)] + [Step("src") for _ in range(6)]
+    steps += [Step("change", mean=drop) if drop is not None else Step("src")]
+    steps += [Step("src") for _ in range(3)] + [Step("break", broken=True), Step("repair")] + [Step("docs")] * 3
+    return write_number_history(tmp_path, steps)
+
+
+def write(
+    tmp_path: Path, hist: NumberHistory, *, statistic: str = "  bounds: [0, 1]\n", reference: str = "good"
+) -> Path:
+    path = tmp_path / "rate.yaml"
+    path.write_text(CONFIG.format(repo=hist.repo, statistic=statistic, reference=reference))
+    return path
+
+
+def bisect(config: Path, hist: NumberHistory, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+    out = tmp_path / "report.json"
+    done = cli(
+        "bisect",
+        str(config),
+        "--good",
+        hist.commits[0],
+        "--bad",
+        hist.commits[-1],
+        "--json",
+        str(out),
+        "--state",
+        str(tmp_path / "state"),
+    )
+    return done, json.loads(out.read_text()) if out.exists() else {}
+
+
+@needs(*TOOLCHAIN)
+def test_a_mean_that_drops_past_the_tolerance_is_found_against_the_good_end(tmp_path: Path) -> None:
+    """The rate's mean 0.64 → 0.50 at one commit, judged like the good end (each run paired with
+    the good end's run on its seed): that commit is named, its report gives each verdict's mean
+    and the difference's interval, and the interval of every GOOD lies within the tolerance."""
+    hist = history(tmp_path)
+    done, report = bisect(write(tmp_path, hist), hist, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report["status"] == "found" and report["first_bad"] == hist.first("change")
+    numeric = report["reference"]["numeric"]
+    assert numeric["scale"] == "difference" and numeric["exact"] and numeric["good"] == [-0.05, 0.05]
+    for v in report["verdicts"]:
+        values = v.get("values")
+        if v["verdict"] == "good" and values:
+            assert -0.05 <= values["low"] <= values["high"] <= 0.05, v
+        if v["verdict"] == "bad" and values:
+            assert values["high"] < -0.015 or values["low"] > 0.015, v
+    assert "− control's" in done.stdout and "|mean − control's|" in done.stdout
+    assert "mean 0.64" in done.stdout or "mean 0.63" in done.stdout
+
+
+@needs(*TOOLCHAIN)
+def test_a_mean_against_an_exact_value_without_bounds_is_found(tmp_path: Path) -> None:
+    """reference.mean and no bounds: the normal approximation (decisions from run 100 on) still
+    names the commit, and the report says which method judged it."""
+    hist = history(tmp_path)
+    config = write(tmp_path, hist, statistic="", reference="{mean: 0.64}")
+    done, report = bisect(config, hist, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report["first_bad"] == hist.first("change")
+    assert report["reference"]["numeric"]["exact"] is False
+    assert "a normal approximation" in done.stdout
+    tested = [v for v in report["verdicts"] if v["verdict"] in ("good", "bad") and v.get("values")]
+    assert tested and all(v["runs"] >= 100 for v in tested)
+
+
+@needs(*TOOLCHAIN)
+def test_a_mean_that_never_changes_names_nothing(tmp_path: Path) -> None:
+    """The same rate at every commit: the bad end tests GOOD, no commit is named, and the message
+    shows the bad end's mean beside the reference."""
+    hist = history(tmp_path, drop=None)
+    done, report = bisect(write(tmp_path, hist), hist, tmp_path)
+    assert done.returncode != 0
+    assert not report.get("first_bad")
+    assert "tests GOOD, expected BAD" in done.stderr
+    assert "observed/reference mean" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("statistic", "reference", "test", "said"),
+    [
+        ("kind: mean", "probs: {a: 1.0}", "tolerance: 0.05", "statistic.kind mean judges a number"),
+        ("kind: mean", "mean: 0.6", "eta: 0.01", "give test.tolerance (the number's units)"),
+        ("kind: time", "mean: 0.6", "tolerance: 0.05", "statistic.kind time judges a timing against the control"),
+        ("kind: mean\n  failures: outcome", "good", "tolerance: 0.05", "a failed run has no number"),
+        ("kind: mean\n  bounds: [1, 0]", "good", "tolerance: 0.05", "statistic.bounds: give [lo, hi] with lo < hi"),
+        ("outcome: {position: 0}", "mean: 0.6", "tolerance: 0.05", "reference.mean is for a number"),
+        ("kind: time", "good", "tolerance: 2", "is a fraction of the reference here, below 1"),
+    ],
+)
+def test_a_numbers_config_mistakes_are_one_line_each(tmp_path: Path, statistic, reference, test, said) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "name: c\nrepo: {path: .}\nbuild: {targets: [p], binaries: {p: [bin/p]}}\nrun: {argv: ['{p}', '{seed}']}\n"
+        f"statistic:\n  {statistic}\nreference:\n  {reference}\ntest:\n  {test}\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert said in message and "\n" not in message, message
