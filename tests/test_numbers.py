@@ -141,3 +141,51 @@ def test_a_numbers_config_mistakes_are_one_line_each(tmp_path: Path, statistic, 
         load_config(path)
     message = str(err.value)
     assert said in message and "\n" not in message, message
+
+
+@needs(*TOOLCHAIN)
+def test_init_proposes_a_mean_for_a_program_that_prints_a_number_and_the_bisect_finds_it(tmp_path: Path) -> None:
+    """`init` on the rate program (given only the good commit and the command line) writes
+    statistic.kind mean with bounds [0, 1] (every value a fraction in [0, 1]) and a tolerance of a
+    tenth of the samples' mean, says so in the header, and `bisect` with it names the commit."""
+    hist = history(tmp_path)
+    config = tmp_path / "rate.yaml"
+    made = cli(
+        "init",
+        str(hist.repo),
+        "--good",
+        hist.commits[0],
+        "--name",
+        "rate",
+        "-o",
+        str(config),
+        "--",
+        "{binary}",
+        "{seed}",
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    text = config.read_text()
+    assert "kind: mean" in text and "- 0.0\n  - 1.0" in text
+    assert "# statistic.kind mean, every sample printed a number" in text
+    assert "is a tenth of the samples' mean" in text and "a change of the mean (in its units)" in text
+    done, report = bisect(config, hist, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report["first_bad"] == hist.first("change")
+    asked = tmp_path / "cat.yaml"
+    made = cli(
+        "init",
+        str(hist.repo),
+        "--good",
+        hist.commits[0],
+        "--name",
+        "cat",
+        "-o",
+        str(asked),
+        "--statistic",
+        "categorical",
+        "--",
+        "{binary}",
+        "{seed}",
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert "kind: mean" not in asked.read_text()

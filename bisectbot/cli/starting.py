@@ -226,16 +226,23 @@ def tiny_llama(out_dir: str, seed: int) -> None:
     help="The exact reference as OUTCOME=P,… (e.g. a=0.3,b=0.7); without it, a measured one: runs of --good.",
 )
 @click.option(
+    "--statistic",
+    type=click.Choice(["categorical", "mean"]),
+    help="What is judged: the outcome's distribution (categorical), or the mean of a number each run "
+    "prints (mean) [default: mean when every sample prints a number that is not a small count].",
+)
+@click.option(
     "--tolerance",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    help="The smallest change that matters, in total variation: a commit this far from the reference or "
-    "farther is never called GOOD (test.tolerance) [default: 0.1].",
+    type=click.FloatRange(0, min_open=True),
+    help="The smallest change that matters, in total variation (for a mean, in the number's units): a "
+    "commit this far from the reference or farther is never called GOOD (test.tolerance) [default: 0.1; "
+    "for a mean, a tenth of the samples' mean].",
 )
 @click.option(
     "--eta",
-    type=click.FloatRange(0, 1, max_open=True),
-    help="A change below this (total variation) is never called BAD (test.eta); between eta and the "
-    "tolerance either verdict is allowed [default: 0.3 × tolerance].",
+    type=click.FloatRange(0, max_open=False),
+    help="A change below this (total variation; for a mean, its units) is never called BAD (test.eta); "
+    "between eta and the tolerance either verdict is allowed [default: 0.3 × tolerance].",
 )
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where to write it [default: NAME.yaml].")
 @quiet_option
@@ -255,6 +262,7 @@ def init(
     program_defaults: bool,
     reference_how: str,
     probs: str | None,
+    statistic: str | None,
     tolerance: float | None,
     eta: float | None,
     output: str | None,
@@ -308,7 +316,9 @@ def init(
                 (tolerance, eta),
             )
         wish = BuildWish.of(build_kind, build_command, binary)
-        return _init_project(terminal, repo, good, argv, target, wish, name, position, probs, output, band)
+        if statistic != "mean" and tolerance is not None and tolerance >= 1 and statistic is not None:
+            raise click.BadParameter(f"{tolerance:g} is a total variation here, below 1", param_hint="--tolerance")
+        return _init_project(terminal, repo, good, argv, target, wish, name, position, probs, output, band, statistic)
 
     guard(body)
 
@@ -325,6 +335,7 @@ def _init_project(
     probs: str | None,
     output: str | None,
     band: StatTestDraft | None,
+    statistic: str | None = None,
 ) -> int:
     """`init` for a project of one's own: its build found, sampled, the config written, tested at --good."""
     from bisectbot.newconfig.write import write_config
@@ -345,6 +356,7 @@ def _init_project(
         events=Events(terminal),
         band=band,
         wish=wish,
+        statistic=statistic,
     )
     terminal.close()
     click.echo(f"wrote {path}: {good} tests GOOD with it after {report.detail.runs} runs")

@@ -32,6 +32,9 @@ from bisectbot.errors import ConfigError
 from bisectbot.inert import one_line
 from bisectbot.judge.parse import Incomplete, Unparsable, parse_output
 
+# A count (whole numbers) that takes at most this many values in the samples is read as categories
+# (each value an outcome); more values, or any fraction, and the number's mean is judged.
+MAX_COUNT_VALUES = 8
 # One token from the first character that is not blank to the last: the whole text (a line, or
 # a JSON string of several words) as the outcome.
 WHOLE = r"(?s)\S(?:.*\S)?"
@@ -66,6 +69,8 @@ class PositionDraft(TypedDict):
 
 class StatisticDraft(TypedDict):
     outcome: PositionDraft
+    kind: NotRequired[str]  # mean: the outcome is a number whose mean is tested
+    bounds: NotRequired[list[float]]  # mean: the range every value lies in, when the output says it
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,32 @@ class Proposal:
     outcomes: Counter[str] = field(default_factory=Counter)
     what: str = ""
     notes: tuple[str, ...] = ()
+    numbers: tuple[float, ...] = ()  # the outcomes read as numbers, when every one is a number
+    percent: bool = False  # each number is followed by '%' in the output
+
+    @property
+    def numeric(self) -> bool:
+        """The samples print one number per run, not a few categories: judge its mean (a count
+        that takes at most MAX_COUNT_VALUES whole values stays categorical)."""
+        if not self.numbers:
+            return False
+        whole = all(float(v).is_integer() for v in self.numbers)
+        return not (whole and len(set(self.numbers)) <= MAX_COUNT_VALUES)
+
+    def as_mean(self) -> "Proposal":
+        """This reading with the outcome judged as a number: statistic.kind mean, and bounds when
+        the output shows them (a percentage: [0, 100]; values all in [0, 1] with a fraction among
+        them: a rate, [0, 1])."""
+        if not self.numbers:
+            raise ConfigError(f"init: --statistic mean, but the outcome is not a number in every sample ({self.what})")
+        stat: StatisticDraft = {"kind": "mean", "outcome": self.statistic["outcome"]}
+        lo, hi = min(self.numbers), max(self.numbers)
+        fraction = any(not float(v).is_integer() for v in self.numbers)
+        if self.percent and 0 <= lo and hi <= 100:
+            stat["bounds"] = [0.0, 100.0]
+        elif fraction and 0 <= lo and hi <= 1:
+            stat["bounds"] = [0.0, 1.0]
+        return replace(self, statistic=stat)
 
     def line(self, most: int = 8) -> str:
         """'the word after 'pick: ' — red ×9, green ×5, blue ×4, yellow ×2' (the `most` most
@@ -120,24 +151,28 @@ def _checked(outputs: Sequence[str], parse: ParseDraft, position: int, what: str
     """The proposal, its outcomes counted by reading every sample with it as runs are read."""
     cfg = ParseConfig.model_validate(parse)
     read: list[tuple[str, ...]] = []
+    texts: list[str] = []  # the outputs read, beside `read`
     unread: list[str] = []
     for out in outputs:
         try:
             read.append(parse_output(out, "", cfg))
+            texts.append(out)
         except (Incomplete, Unparsable) as exc:
             unread.append(str(exc))
     if read and min(len(t) for t in read) <= position:
         raise _too_few(position, read)
     seen = Counter(t[position] for t in read)
+    numbers = tuple(float(o) for o in seen.elements()) if seen and _numbers(list(seen)) else ()
+    percent = bool(numbers) and all(re.search(rf"{re.escape(t[position])}\s*%", out) for t, out in zip(read, texts))
     notes = []
     if unread:
         notes.append(f"{len(unread)} of {len(outputs)} sample outputs do not match it: {one_line(unread[-1], 200)}")
-    if len(seen) > 1 and len(seen) * 4 > len(outputs) * 3 and len(outputs) >= 8:
+    if len(seen) > 1 and len(seen) * 4 > len(outputs) * 3 and len(outputs) >= 8 and not numbers:
         notes.append(
             f"{len(seen)} different outcomes in {len(outputs)} runs: each value is a category of its own, "
             "and a test needs values that repeat (print fewer, e.g. rounded, or give --position)"
         )
-    return Proposal(parse, {"outcome": {"position": position}}, seen, what, tuple(notes))
+    return Proposal(parse, {"outcome": {"position": position}}, seen, what, tuple(notes), numbers, percent)
 
 
 def _json_shape(texts: Sequence[str], position: int) -> tuple[ParseDraft, str] | None:

@@ -113,11 +113,14 @@ def write_config(
     events: Events | None = None,
     band: StatTestDraft | None = None,
     wish: BuildWish = BuildWish(),
+    statistic: str | None = None,
 ) -> tuple[Path, CommitReport]:
     """Find, build, sample, propose, write, validate (see the module's docstring). `band`: the
-    test's tolerance and eta as given (init --tolerance, --eta; default: the config's). `wish`:
-    what the user said of the build (newconfig.detect; unsaid, it is detected). Returns the config
-    written and the good commit's test report (GOOD, or ConfigError says what it was)."""
+    test's tolerance and eta as given (init --tolerance, --eta; default: the config's; for a
+    number, in its units). `wish`: what the user said of the build (newconfig.detect; unsaid, it
+    is detected). `statistic`: categorical or mean (init --statistic; unsaid: mean when every
+    sample prints a number that is not a small count). Returns the config written and the good
+    commit's test report (GOOD, or ConfigError says what it was)."""
     if "{seed}" not in " ".join(argv):
         raise ConfigError("init: the command needs {seed} where the seed goes (and {binary} for the program)")
     unknown = [a for a in argv if "{" in a and not any(f"{{{p}}}" in a for p in (*BASE_PLACEHOLDERS, "binary"))]
@@ -141,7 +144,7 @@ def write_config(
         "parse": {"split": "chars"},
         "statistic": {"outcome": {"position": 0}},
         "reference": {"probs": probs} if probs else {"control": {"commit": sha}},
-        "test": band or {"tolerance": StatTestConfig().tolerance},
+        "test": {"tolerance": StatTestConfig().tolerance},  # the band given is written with the statistic
         "storage": {"state_dir": str(state_dir) if state_dir else _free_state_dir(out.parent, name, repo_path)},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -155,9 +158,19 @@ def write_config(
             raise ConfigError(f"init: cannot build {target} at {sha[:12]}: {build.reason}")
         outputs, errors = _sample(cfg, build.binaries, session.workspace.checkout(sha))
     proposal = propose(outputs, position, errors)
+    given = band is not None
+    header_notes: list[str] = []
+    if statistic == "mean" or (statistic is None and proposal.numeric and not probs):
+        if probs:
+            raise ConfigError("init: --probs is a distribution over outcomes, not for --statistic mean")
+        proposal = proposal.as_mean()
+        band, header_notes = _number_band(proposal, band, given=statistic == "mean")
     data["parse"], data["statistic"] = proposal.parse, proposal.statistic
+    data["test"] = band or data["test"]
     shown = errors if proposal.parse.get("stream") == "stderr" else outputs
-    out.write_text(_config_text(data, _header(target, sha, shown, proposal), events, given=band is not None))
+    header = _header(target, sha, shown, proposal)
+    header[-1:-1] = header_notes
+    out.write_text(_config_text(data, header, events, given=given))
     cfg = load_config(out)
     with StateDir(root) as state:
         session = jobs.Session(cfg, state, events, config_path=str(out))
@@ -180,12 +193,48 @@ def _free_state_dir(where: Path, name: str, repo: str) -> str:
     raise ConfigError(f"init: {name}-state to {name}-state-99 in {where} all hold other projects: give another --name")
 
 
-def band_text(eta: float, tolerance: float) -> str:
+def band_text(eta: float, tolerance: float, kind: str = "categorical") -> str:
     """What eta and tolerance mean, in one line (the config's comment, init's own line)."""
-    return (
-        f"a change of total variation below eta {eta:g} is never called BAD, above tolerance {tolerance:g} "
-        "never GOOD; in between either verdict is allowed"
+    change = {
+        "categorical": "a change of total variation",
+        "mean": "a change of the mean (in its units)",
+        "time": "a slowdown or speed-up (a fraction of the control's time)",
+    }[kind]
+    return f"{change} below eta {eta:g} is never called BAD, above tolerance {tolerance:g} never GOOD; in between either verdict is allowed"
+
+
+def _number_band(proposal: Proposal, band: StatTestDraft | None, *, given: bool) -> tuple[StatTestDraft, list[str]]:
+    """The test of a number: --tolerance as given (the number's units), else a tenth of the
+    samples' mean; and the header's lines saying what init read and why it judges the mean."""
+    values = proposal.numbers
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)) ** 0.5
+    why = (
+        "as asked (--statistic mean)"
+        if given
+        else "every sample printed a number (--statistic categorical reads each value as an outcome)"
     )
+    notes = [
+        f"# statistic.kind mean, {why}: the samples' mean {mean:.4g}, sd {sd:.3g}; each commit's mean is tested.",
+    ]
+    if bounds := proposal.statistic.get("bounds"):
+        what = "a percentage" if bounds[1] == 100 else "a rate"
+        notes.append(
+            f"# statistic.bounds {bounds}: every value reads as {what}, so the tests are exact at any number of runs "
+            "(a run outside them is unreadable: remove bounds if values can fall outside)."
+        )
+    else:
+        notes.append(
+            "# No statistic.bounds: the mean is judged by a normal approximation, from run 100 on (more if skewed)."
+        )
+    if band is not None:
+        return band, notes
+    tolerance = float(f"{abs(mean) * 0.1:.2g}") if mean else float(f"{max(sd, 1e-9) / 2:.2g}")
+    notes.append(
+        f"# test.tolerance {tolerance:g} is a tenth of the samples' mean: give init --tolerance T (the number's "
+        "units) for the smallest change that matters."
+    )
+    return StatTestDraft(tolerance=tolerance), notes
 
 
 def _header(target: str, sha: str, outputs: Sequence[str], proposal: Proposal) -> list[str]:
@@ -206,12 +255,13 @@ def _config_text(data: ConfigDraft, header: list[str], events: Events, *, given:
     says what its eta and tolerance mean. What it proposes is said on the way (events), and when
     the band is the default's, that it is and how to change it."""
     test = StatTestConfig.model_validate(data["test"])
-    band = band_text(test.indifference, test.tolerance)
+    band = band_text(test.indifference, test.tolerance, data["statistic"].get("kind", "categorical"))
     for line in header[1:-2]:
         events.emit(Note(f"init:{line[1:]}"))
     shown = yaml.safe_dump(dict(data["parse"]), default_flow_style=True, sort_keys=False, width=10**6)
     events.emit(Note(f"init: parse: {one_line(shown)}"))
-    how = "as given" if given else "the defaults; give init --tolerance T for the smallest change that matters"
+    proposed = "a tenth of the samples' mean" if data["statistic"].get("kind") == "mean" else "the defaults"
+    how = "as given" if given else f"{proposed}; give init --tolerance T for the smallest change that matters"
     events.emit(Note(f"init: test.tolerance {test.tolerance:g}, test.eta {test.indifference:g} ({how}): {band}"))
     body = yaml.safe_dump(data, sort_keys=False)
     eta = "" if test.eta is not None else "; eta is 0.3 × tolerance unless set"
