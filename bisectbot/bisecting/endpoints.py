@@ -59,6 +59,7 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
                 tolerance=cfg.test.tolerance,
                 eta=cfg.test.indifference,
                 cap=SEED_BLOCK,
+                timed=cfg.statistic.kind == "time",
             )
         )
     elif not causes and v.verdict is Verdict.INCONCLUSIVE and v.counts:

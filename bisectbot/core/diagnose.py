@@ -138,13 +138,13 @@ def number_distance(theta: float, numeric: NumericReference) -> float:
 
 
 # How θ is named, per scale; a log-ratio is shown as the ratio e^θ
-THETA_NAMES = {"mean": "mean", "difference": "− control's", "ratio": "/ control's", "log-ratio": "/ control's"}
+THETA_NAMES = {"mean": "mean", "difference": "− control's", "ratio": "/ control's", "median-ratio": "/ control's"}
 
 
 def theta_text(theta: float, numeric: NumericReference) -> str:
     """θ as a person reads it: a mean or a difference as it is, a ratio as ×r."""
     scale = numeric["scale"]
-    if scale == "log-ratio":
+    if scale == "median-ratio":
         return f"×{math.exp(theta):.4f}" if math.isfinite(theta) else ("×inf" if theta > 0 else "×0")
     if scale == "ratio":
         return f"×{theta:.4f}"
@@ -155,7 +155,7 @@ def observed_number(values: Mapping[str, float], numeric: NumericReference) -> s
     """'mean 0.4922 (sd 0.12, 90 runs); − control's −0.1479 [−0.2506, −0.0152]: 0.148 from the
     reference': a numeric verdict's runs beside the reference, θ with the interval its test left."""
     n = int(values.get("n", 0))
-    what = "s" if numeric["kind"] == "time" and numeric.get("scale") == "log-ratio" else ""
+    what = " s" if numeric.get("wall_time") else ""
     head = f"mean {values['mean']:.4g}{what} (sd {values['sd']:.3g}, {n} run{'s' if n != 1 else ''})"
     if "estimate" not in values:
         return head
@@ -167,7 +167,8 @@ def observed_number(values: Mapping[str, float], numeric: NumericReference) -> s
     against = f"reference {ref:.4g}" if numeric["scale"] == "mean" and ref is not None else "the reference"
     if numeric["scale"] == "mean":
         return f"{head}: {interval}, {away:.3g} from {against}"
-    return f"{head}; {name} {theta_text(est, numeric)} {interval}: {away:.3g} from {against}"
+    noise = f"; noise {values['noise']:.1%} a pair" if numeric["scale"] == "median-ratio" and "noise" in values else ""
+    return f"{head}; {name} {theta_text(est, numeric)} {interval}: {away:.3g} from {against}{noise}"
 
 
 def distance_rank(v: CommitVerdict) -> tuple[int, int]:

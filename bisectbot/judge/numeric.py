@@ -87,6 +87,9 @@ class Numbers:
         )
         self.fresh: dict[int, float | None] = {}
         self.spec = number_spec(cfg, resolved)
+        self.timed = cfg.statistic.kind == "time"
+        self.pending: dict[int, float | None] = {}  # kind time: the control's run beside the run to come
+        self.timed_control: list[float] = []  # kind time: every control number timed so far
 
     @property
     def paired(self) -> bool:
@@ -105,9 +108,20 @@ class Numbers:
         """A fresh test of one commit (its runs in `seeds` order), at the ask's levels."""
         return NumberTest(self, self.spec.test(min(ask.alpha / 2, ask.beta)), list(seeds))
 
+    def beside(self, seed: int, rec: RunRecord) -> None:
+        """Kind time: the control's run timed beside the tested run on `seed` (judge.timing)."""
+        value = reading(rec, self.cfg) if rec.ok else None
+        number = value if isinstance(value, float) else None
+        self.pending[seed] = number
+        if number is not None:
+            self.timed_control.append(number)
+
     def partner(self, seed: int, ahead: Sequence[int]) -> float | None | bool:
         """The control's number on `seed` (None: its run failed), running the control there
-        first when needed; False when the control may not grow that far (its cap)."""
+        first when needed; False when the control may not grow that far (its cap). Kind time:
+        the control's run timed beside this one."""
+        if self.timed:
+            return self.pending.pop(seed, None)
         index = self.common.get(seed)
         if index is not None:
             if index >= self.cap:
@@ -130,14 +144,16 @@ class Numbers:
         self.values += [self._number(o) for o in control_runs(self.cfg, self.runner, self.sha, seeds, size)]
 
     def control_numbers(self) -> list[float]:
-        """Every number the control gave so far (common and fresh seeds)."""
-        return [v for v in [*self.values, *self.fresh.values()] if v is not None]
+        """Every number the control gave so far (common and fresh seeds; timed beside runs)."""
+        return [v for v in [*self.values, *self.fresh.values()] if v is not None] + self.timed_control
 
     def extra_runs(self, verdicts: Sequence[CommitVerdict]) -> int:
         """Control runs no verdict counts among its own (the report's `control_runs`): all of
         them, less those the control commit's own tests on the common seeds read."""
         if self.sha is None:
             return 0
+        if self.timed:
+            return len(self.timed_control)
         read = max(
             (
                 v.runs
@@ -212,5 +228,5 @@ def what(spec: means.Spec) -> str:
         "mean": "mean",
         "difference": "mean − control's",
         "ratio": "mean / control's",
-        "log-ratio": "log(time / control's)",
+        "median-ratio": "log of a pair's time ratio, median",
     }[spec.scale.kind]

@@ -137,6 +137,10 @@ def _resolve(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
             )
         if runner is None:
             raise BisectbotError("reference.control needs runs of the control commit")
+        if cfg.statistic.kind == "time":  # timed beside each tested run, never ahead of it (judge.timing)
+            sha = runner.workspace.resolve(ref.control.commit)
+            where = f"the good end {sha[:12]}" if ref.control.good_end else sha[:12]
+            return ResolvedReference({}, None, f"runs of {where} timed beside each run", numeric=True)
         sha, outcomes = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
         numbers = [float(o) for o in outcomes if o is not None and _is_number(o)]
         if not numbers:

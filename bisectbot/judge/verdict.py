@@ -24,7 +24,10 @@ from bisectbot.events import Events, RunsProgress, VerdictReached
 from bisectbot.judge.numeric import Numbers, NumberTest, reading
 from bisectbot.judge.parse import observe
 from bisectbot.judge.reference import ControlPairing, GrowingControl
+from bisectbot.errors import BisectbotError
 from bisectbot.judge.runner import CommitRunner, Prepared
+from bisectbot.judge.sweep import RunStream
+from bisectbot.judge.timing import TimedPairs, TimedStream
 from bisectbot.processes.procs import ServerError
 from bisectbot.records.commits import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
 from bisectbot.records.reports import ReferenceSummary
@@ -297,7 +300,7 @@ class CommitTester:
                 paired=pairing.evidence(ask, out.budget) if pairing else None,
             )
 
-        stream = self.runner.runs(prepared, seeds)
+        stream = self.stream(prepared, seeds)
         start = time.monotonic()
         try:
             with stream:
@@ -330,6 +333,19 @@ class CommitTester:
         if out.executed:
             self.spent.running += time.monotonic() - start
         return out
+
+    def stream(self, prepared: Prepared, seeds: list[int]) -> RunStream | TimedStream:
+        """The commit's runs over `seeds`: stored ones replayed, missing ones made (kind time:
+        each beside a timed run of the control, judge.timing)."""
+        numbers = self.numbers
+        if numbers is None or not numbers.timed:
+            return self.runner.runs(prepared, seeds)
+        assert numbers.sha is not None, "kind time has a control (config)"
+        control = self.runner.prepare(numbers.sha)
+        if control.executor is None:
+            raise BisectbotError(f"reference.control: {numbers.sha[:12]} cannot be run for timing: {control.why}")
+        pairs = TimedPairs(self.runner, prepared, control, seeds, self.cfg.statistic.warmup)
+        return TimedStream(pairs, numbers.beside)
 
     def _feed(
         self, test: ControlPairing | NumberTest | None, category: int | None, value: float | None, seed: int
@@ -489,7 +505,10 @@ def judged_of(ev: stats.Evidence) -> dict[str, float] | None:
     the runs the normal approximation waits for (None: not numeric)."""
     if ev.interval is None or ev.estimate is None:
         return None
-    return {"estimate": ev.estimate, "low": ev.interval[0], "high": ev.interval[1], "waits": float(ev.waits)}
+    out = {"estimate": ev.estimate, "low": ev.interval[0], "high": ev.interval[1], "waits": float(ev.waits)}
+    if ev.noise is not None:
+        out["noise"] = ev.noise
+    return out
 
 
 def _skip_signature(prepared: Prepared) -> str:
@@ -514,7 +533,7 @@ class Feed:
         self.prepared = tester.runner.prepare(sha)
         self.tally = Tally(tester.reference.names)
         self.seeds = self._seeds()
-        self.stream = tester.runner.runs(self.prepared, self.seeds) if self.prepared.executor is not None else None
+        self.stream = tester.stream(self.prepared, self.seeds) if self.prepared.executor is not None else None
         self.toward = toward
         # with a control-sample reference: the runs counted so far, paired with the control's
         # only once a test against the reference asks (the change test of a confirmation does
@@ -545,7 +564,7 @@ class Feed:
                         raise Untestable(self.tally.failure_reason(), signature)
                     self.stream.close()
                     self.prepared, self.tally = retry, Tally(self.tester.reference.names)
-                    self.stream = runner.runs(retry, self.seeds)
+                    self.stream = self.tester.stream(retry, self.seeds)
                     break
                 if self.tally.last_category is not None:
                     if value is not None:

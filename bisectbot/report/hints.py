@@ -175,7 +175,9 @@ def undecided_hint(
     ).removeprefix("x ")
 
 
-def undecided_number_hint(values: Mapping[str, float], *, tolerance: float, eta: float, cap: int) -> str:
+def undecided_number_hint(
+    values: Mapping[str, float], *, tolerance: float, eta: float, cap: int, timed: bool = False
+) -> str:
     """What to change when a numeric test stopped undecided: from its estimate's distance and
     its interval (CommitVerdict.values), the runs BAD or GOOD would need at the rate the
     interval narrows (as 1/√n), or that the commit sits between eta and the tolerance; for
@@ -210,6 +212,13 @@ def undecided_number_hint(values: Mapping[str, float], *, tolerance: float, eta:
     else:
         what, runs, knobs = "GOOD", needs(tolerance - away), "loosen test.beta or widen test.tolerance"
     said = f"its mean sits {away:.3g} from the reference (estimate {est:.4g}, interval ±{half:.3g}): {what}"
+    if timed:  # the figure a timing hinges on: how much one pair varies on this machine now
+        noise = values.get("noise", math.nan)
+        said = (
+            f"its time sits {away:.1%} from the control's with a noise of {noise:.1%} a pair (sd of the log of a "
+            f"pair's time ratio, on this machine as it was): {what}"
+        )
+        knobs += "; or run where less else runs (the noise), or widen test.tolerance"
     if runs > cap:
         return f"{said} would need about {runs:,} runs, more than run.max_runs can be ({cap:,}): {knobs}"
     return f"{said} needs about {runs:,} runs: raise run.max_runs to {min(cap, math.ceil(runs * 1.25)):,}"

@@ -185,9 +185,9 @@ def number_glossary(
             else ""
         )
         + (
-            "the ratio of its time to the control's (geometric means of runs interleaved one by one), its interval "
-            "and distance."
-            if numeric["scale"] == "log-ratio"
+            "the median ratio of its time to the control's over pairs of runs made one right after the other "
+            "(robust to the odd run a busy machine delays), its interval, distance and the pairs' noise."
+            if numeric["scale"] == "median-ratio"
             else ""
         ),
         "runs: seeds run for that verdict; commits share their first seeds (compared run by run), "

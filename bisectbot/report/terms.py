@@ -80,7 +80,7 @@ def distance_name(numeric: NumericReference | None) -> str:
     return {
         "difference": "|mean − control's|",
         "ratio": "|mean / control's − 1|",
-        "log-ratio": "time ratio to the control's − 1, either way",
+        "median-ratio": "time ratio to the control's − 1, either way",
     }[scale]
 
 

@@ -21,7 +21,7 @@ from scipy.stats import norm
 from bisectbot.statistics.outcome import Verdict
 from bisectbot.statistics.stats import Evidence, check_levels, decide, fmt_e
 
-ScaleKind = Literal["mean", "difference", "ratio", "log-ratio"]
+ScaleKind = Literal["mean", "difference", "ratio", "median-ratio"]
 
 # Bounded values (declared `statistic.bounds`): betting on the contrast (Waudby-Smith & Ramdas,
 # JRSS-B 2024), half on a grid of bet sizes (fractions of the largest allowed), half on the
@@ -50,8 +50,9 @@ class Scale:
     * ``mean``: θ = E[x], w = x − θ (an exact reference value; no control);
     * ``difference``: θ = E[x] − E[y], w = x − y − θ;
     * ``ratio``: θ = E[x] / E[y], w = x − θ·y (needs E[y] > 0);
-    * ``log-ratio``: θ = E[log x − log y], w = log x − log y − θ (timings: the ratio of
-      geometric means is e^θ; needs x, y > 0).
+    * ``median-ratio``: θ = the median of d = log x − log y, w = sign(d − θ) (timings: e^θ is a
+      typical pair's time ratio; robust to the slow outliers of a busy machine; needs x, y > 0).
+      w is bounded whatever the values are, so this test is always the exact one.
 
     `bounds`: every run's value lies in [lo, hi] (declared by the config): the betting test,
     exact at any sample size; None: the normal mixture, valid as runs grow."""
@@ -71,10 +72,12 @@ class Scale:
             return x - y - theta
         if self.kind == "ratio":
             return x - theta * y
-        return np.log(x) - np.log(y) - theta
+        return np.sign(np.log(x) - np.log(y) - theta)
 
     def contrast_range(self, theta: float) -> tuple[float, float] | None:
         """Where w(θ) lies when every value is within `bounds` (None: unbounded)."""
+        if self.kind == "median-ratio":
+            return -1.0, 1.0
         if self.bounds is None:
             return None
         lo, hi = self.bounds
@@ -82,12 +85,8 @@ class Scale:
             return lo - theta, hi - theta
         if self.kind == "difference":
             return lo - hi - theta, hi - lo - theta
-        if self.kind == "ratio":
-            t = max(theta, 0.0)
-            return lo - t * hi, hi - t * lo
-        if lo <= 0:
-            return None
-        return math.log(lo) - math.log(hi) - theta, math.log(hi) - math.log(lo) - theta
+        t = max(theta, 0.0)
+        return lo - t * hi, hi - t * lo
 
 
 def one_sided(
@@ -246,7 +245,7 @@ class MeanTest:
             return float(x.mean() - y.mean())
         if self.scale.kind == "ratio":
             return float(x.mean() / y.mean()) if y.mean() != 0 else math.nan
-        return float(np.mean(np.log(x) - np.log(y)))
+        return float(np.median(np.log(x) - np.log(y)))
 
     def interval(self, level: float) -> tuple[float, float]:
         """The θ the runs so far do not rule out at `level` per side: its ends are where each
@@ -313,7 +312,20 @@ class MeanTest:
         if ev.decision is None and waits > self.n:
             claim += f"; values this skewed are judged from run {waits:,} on (statistic.bounds makes it exact)"
         reason = f"{head}: {said}; {claim}"
-        return Evidence(ev.decision, ev.n, log_bad, log_good, reason, (lo, hi), self.estimate(), waits)
+        return Evidence(ev.decision, ev.n, log_bad, log_good, reason, (lo, hi), self.estimate(), waits, self.noise())
+
+    def noise(self) -> float:
+        """The spread of one run: the sd of its contrast; for a timing, the robust spread (1.4826 ×
+        the median absolute deviation) of the log of a pair's time ratio, ~ the relative noise of
+        one pair, untouched by the odd run a busy machine delays; 0 before two runs."""
+        if self.n < 2:
+            return 0.0
+        x, y = self._arrays()
+        if self.scale.kind == "median-ratio":
+            assert y is not None
+            d = np.log(x) - np.log(y)
+            return float(1.4826 * np.median(np.abs(d - np.median(d))))
+        return float(np.std(self.scale.contrast(x, y, 0.0), ddof=1))
 
     def waits(self) -> int:
         """Runs the normal approximation waits for before it may decide (0: bounded, exact)."""
@@ -335,14 +347,16 @@ def change_test(
     n = min(len(x), len(y))
     if n == 0:
         return Evidence(None, len(x) + len(y), 0.0, 0.0, "no pair of runs yet")
-    pair_scale = Scale("log-ratio" if scale.kind == "log-ratio" else "difference", scale.bounds)
+    pair_scale = Scale("median-ratio" if scale.kind == "median-ratio" else "difference", scale.bounds)
     xa, ya = np.asarray(x[:n], dtype=float), np.asarray(y[:n], dtype=float)
     w = pair_scale.contrast(xa, ya, 0.0)
     span = pair_scale.contrast_range(0.0)
     sides = [one_sided(w, d, span, floor, alpha / 2)[-1] for d in (+1, -1)]
     log_e = float(np.logaddexp(*sides) - math.log(2))
-    what = "log-ratio" if scale.kind == "log-ratio" else "difference"
-    shown = f"{what} {_num(float(w.mean()))} over {n} pairs"
+    if scale.kind == "median-ratio":
+        shown = f"median time ratio ×{math.exp(float(np.median(np.log(xa) - np.log(ya)))):.4f} over {n} pairs"
+    else:
+        shown = f"difference {_num(float(w.mean()))} over {n} pairs"
     total = len(x) + len(y)
     if log_e >= math.log(1 / alpha):
         return Evidence(
@@ -391,10 +405,10 @@ def spec(
     """The test a config asks for. `kind` mean against an exact `value` (θ = the mean), or
     against a control (θ = the difference, or with `relative` the ratio, of the means; the
     control's first runs give `control_mean`, which sets a relative floor); `kind` time (θ =
-    the log-ratio of the run's time to the control's; tolerance and eta are fractions)."""
+    the median log-ratio of the run's time to the control's; tolerance and eta are fractions)."""
     if kind == "time":
         good, bad = math.log1p(tolerance), math.log1p(eta)
-        return Spec(Scale("log-ratio"), Band(-good, good, -bad, bad), good * FLOOR_SHARE)
+        return Spec(Scale("median-ratio"), Band(-good, good, -bad, bad), good * FLOOR_SHARE)
     if value is not None:
         size = abs(value) if relative else 1.0
         t, e = tolerance * size, eta * size
@@ -413,7 +427,7 @@ def distance(scale: str, theta: float, center: float | None = None, relative: bo
     """How far θ is from the reference, in the units the config's tolerance and eta are in, so
     that GOOD is "distance < tolerance" and BAD "distance > eta" on every scale: |θ − mean|
     (a fraction of the mean with `relative`), |θ| for a difference, |θ − 1| for a ratio,
-    e^|θ| − 1 for a log-ratio (a timing 5% slower or 1/1.05 faster is 0.05 away)."""
+    e^|θ| − 1 for a timing's median log-ratio (5% slower or 1/1.05 faster is 0.05 away)."""
     if not math.isfinite(theta):
         return math.inf
     if scale == "mean":

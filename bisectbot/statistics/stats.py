@@ -235,6 +235,7 @@ class Evidence:
     interval: tuple[float, float] | None = None
     estimate: float | None = None
     waits: int = 0  # unbounded numbers: runs the normal approximation waits for before it may decide
+    noise: float | None = None  # numbers: the spread of one run's contrast (a timing: of its log-ratio)
 
 
 @lru_cache(maxsize=64)
