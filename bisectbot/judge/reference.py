@@ -130,34 +130,7 @@ def _resolve(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
     if ref.mean is not None:
         return ResolvedReference({}, None, "config", numeric=True, mean=float(ref.mean))
     if ref.control is not None and cfg.statistic.numeric:
-        if ref.control.unbound:
-            raise BisectbotError(
-                "the reference is like the good end (reference: good), and only a bisect has one: "
-                "for one commit give --reference REF (the commit to measure it at)"
-            )
-        if runner is None:
-            raise BisectbotError("reference.control needs runs of the control commit")
-        if cfg.statistic.kind == "time":  # timed beside each tested run, never ahead of it (judge.timing)
-            sha = runner.workspace.resolve(ref.control.commit)
-            where = f"the good end {sha[:12]}" if ref.control.good_end else sha[:12]
-            return ResolvedReference({}, None, f"runs of {where} timed beside each run", numeric=True)
-        sha, outcomes = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
-        numbers = [float(o) for o in outcomes if o is not None and _is_number(o)]
-        if not numbers:
-            raise BisectbotError(
-                f"reference.control: none of the {len(outcomes)} runs at {sha[:12]} printed a number at "
-                f"statistic.outcome.position {cfg.statistic.position}"
-            )
-        mean = sum(numbers) / len(numbers)
-        return ResolvedReference(
-            {},
-            None,
-            control_source(len(numbers), sha, ref.control.good_end),
-            None,
-            tuple(outcomes),
-            numeric=True,
-            mean=mean,
-        )
+        return _number_control(cfg, runner)
     if ref.control is not None:
         if ref.control.unbound:
             raise BisectbotError(
@@ -214,6 +187,41 @@ def _resolve(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
     binary = Path(build.binaries["server"])
     env = clean_env(drop=cfg.secret_env_names)
     return _cached(store, key_parts, lambda: _server(comp, binary, model, cond, sha, env))
+
+
+def _number_control(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
+    """A numeric statistic's control: its first runs' numbers (their mean for reports); for a
+    timing none ahead, as every control run is timed beside a tested one (judge.timing)."""
+    ref = cfg.reference
+    assert ref.control is not None
+    if ref.control.unbound:
+        raise BisectbotError(
+            "the reference is like the good end (reference: good), and only a bisect has one: "
+            "for one commit give --reference REF (the commit to measure it at)"
+        )
+    if runner is None:
+        raise BisectbotError("reference.control needs runs of the control commit")
+    if cfg.statistic.kind == "time":  # timed beside each tested run, never ahead of it (judge.timing)
+        sha = runner.workspace.resolve(ref.control.commit)
+        where = f"the good end {sha[:12]}" if ref.control.good_end else sha[:12]
+        return ResolvedReference({}, None, f"runs of {where} timed beside each run", numeric=True)
+    sha, outcomes = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
+    numbers = [float(o) for o in outcomes if o is not None and _is_number(o)]
+    if not numbers:
+        raise BisectbotError(
+            f"reference.control: none of the {len(outcomes)} runs at {sha[:12]} printed a number at "
+            f"statistic.outcome.position {cfg.statistic.position}"
+        )
+    mean = sum(numbers) / len(numbers)
+    return ResolvedReference(
+        {},
+        None,
+        control_source(len(numbers), sha, ref.control.good_end),
+        None,
+        tuple(outcomes),
+        numeric=True,
+        mean=mean,
+    )
 
 
 def _is_number(text: str) -> bool:

@@ -20,11 +20,11 @@ from typing import Mapping, Sequence
 from bisectbot.config import Config
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core import broken_end, confirming
+from bisectbot.errors import BisectbotError
 from bisectbot.events import Events, RunsProgress, VerdictReached
 from bisectbot.judge.numeric import Numbers, NumberTest, reading
 from bisectbot.judge.parse import observe
 from bisectbot.judge.reference import ControlPairing, GrowingControl
-from bisectbot.errors import BisectbotError
 from bisectbot.judge.runner import CommitRunner, Prepared
 from bisectbot.judge.sweep import RunStream
 from bisectbot.judge.timing import TimedPairs, TimedStream
