@@ -1,5 +1,5 @@
 """A number per run (statistic.kind mean) through the real CLI, on generated histories of a C
-program printing an acceptance rate (bench/numbers.py): a mean that drops past the tolerance is
+program printing an acceptance rate (bench/numberhist.py): a mean that drops past the tolerance is
 found and named, against the good end's runs or an exact value; one that never changes names
 nothing; the config mistakes of a number are one line each."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.numbers import NumberHistory, Step, write_number_history
+from bench.numberhist import NumberHistory, Step, write_number_history
 from bisectbot.config import load_config
 from bisectbot.errors import ConfigError
 
@@ -23,7 +23,7 @@ repo: {{path: {repo}}}
 build: {{targets: [prog], binaries: {{prog: [bin/prog]}}}}
 run:
   argv: ["{{prog}}", "{{seed}}"]
-parse: {{extract: 'accept = ([0-9.]+)', split: whitespace}}
+parse: {{extract: 'accept = (\\S+)', split: whitespace}}
 statistic:
   kind: mean
 {statistic}reference: {reference}
@@ -38,9 +38,10 @@ def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     )
 
 
-def history(tmp_path: Path, *, drop: float | None = 0.50) -> NumberHistory:
-    """16 commits: the rate's mean is 0.64, then `drop` from the commit 'change' on (None: never)."""
-    steps = [Step("first", mean=0.64)] + [Step("src") for _ in range(6)]
+def history(tmp_path: Path, *, drop: float | None = 0.50, nan: float = 0.0) -> NumberHistory:
+    """16 commits: the rate's mean is 0.64, then `drop` from the commit 'change' on (None: never);
+    a share `nan` of seeds prints `accept = -nan` at every commit."""
+    steps = [Step("first", mean=0.64, nan=nan)] + [Step("src") for _ in range(6)]
     steps += [Step("change", mean=drop) if drop is not None else Step("src")]
     steps += [Step("src") for _ in range(3)] + [Step("break", broken=True), Step("repair")] + [Step("docs")] * 3
     return write_number_history(tmp_path, steps)
@@ -74,12 +75,17 @@ def bisect(config: Path, hist: NumberHistory, tmp_path: Path) -> tuple[subproces
 @needs(*TOOLCHAIN)
 def test_a_mean_that_drops_past_the_tolerance_is_found_against_the_good_end(tmp_path: Path) -> None:
     """The rate's mean 0.64 → 0.50 at one commit, judged like the good end (each run paired with
-    the good end's run on its seed): that commit is named, its report gives each verdict's mean
-    and the difference's interval, and the interval of every GOOD lies within the tolerance."""
-    hist = history(tmp_path)
+    the good end's run on its seed), a quarter of the seeds printing `accept = -nan` (no rate):
+    that commit is named, its report gives each verdict's mean and the difference's interval, the
+    interval of every GOOD lies within the tolerance, and the `nan` runs are no observation."""
+    hist = history(tmp_path, nan=0.25)
     done, report = bisect(write(tmp_path, hist), hist, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert report["status"] == "found" and report["first_bad"] == hist.first("change")
+    # a quarter of the runs print `-nan`: no observation, neither a failure nor a rerun
+    assert all(not v["failures"] for v in report["verdicts"])
+    assert any(v.get("values", {}).get("no_number", 0) > 0 for v in report["verdicts"] if v.get("values"))
+    assert "printed no number (nan)" in done.stdout
     numeric = report["reference"]["numeric"]
     assert numeric["scale"] == "difference" and numeric["exact"] and numeric["good"] == [-0.05, 0.05]
     for v in report["verdicts"]:
@@ -147,8 +153,9 @@ def test_a_numbers_config_mistakes_are_one_line_each(tmp_path: Path, statistic, 
 def test_init_proposes_a_mean_for_a_program_that_prints_a_number_and_the_bisect_finds_it(tmp_path: Path) -> None:
     """`init` on the rate program (given only the good commit and the command line) writes
     statistic.kind mean with bounds [0, 1] (every value a fraction in [0, 1]) and a tolerance of a
-    tenth of the samples' mean, says so in the header, and `bisect` with it names the commit."""
-    hist = history(tmp_path)
+    tenth of the samples' mean, says so in the header, and `bisect` with it names the commit; a
+    tenth of the runs print `accept = -nan` (read as no observation)."""
+    hist = history(tmp_path, nan=0.1)
     config = tmp_path / "rate.yaml"
     made = cli(
         "init",

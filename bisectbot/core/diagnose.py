@@ -156,7 +156,9 @@ def observed_number(values: Mapping[str, float], numeric: NumericReference) -> s
     reference': a numeric verdict's runs beside the reference, θ with the interval its test left."""
     n = int(values.get("n", 0))
     what = " s" if numeric.get("wall_time") else ""
-    head = f"mean {values['mean']:.4g}{what} (sd {values['sd']:.3g}, {n} run{'s' if n != 1 else ''})"
+    skipped = int(values.get("no_number", 0))
+    none = f"; {skipped} more printed no number (nan)" if skipped else ""
+    head = f"mean {values['mean']:.4g}{what} (sd {values['sd']:.3g}, {n} run{'s' if n != 1 else ''}{none})"
     if "estimate" not in values:
         return head
     est, lo, hi = values["estimate"], values["low"], values["high"]

@@ -24,10 +24,12 @@ from bisectbot.statistics import means, stats
 from bisectbot.statistics.outcome import Verdict
 
 
-def reading(rec: RunRecord, cfg: Config) -> float | str:
+def reading(rec: RunRecord, cfg: Config) -> float | str | None:
     """A run's number, or why it has none (the run's output quoted, as for any unreadable run):
     the token at the statistic's position read as a finite number, within `statistic.bounds`
-    when given; for kind time without an outcome, the run's wall time."""
+    when given; for kind time without an outcome, the run's wall time. None: the run printed
+    `nan` or `inf` there, a number it could not compute (llama-speculative's `accept = -nan%`
+    when it drafted nothing): no observation, as a run that misses a condition, not a failure."""
     stat = cfg.statistic
     if stat.wall_time:
         return rec.seconds
@@ -41,7 +43,7 @@ def reading(rec: RunRecord, cfg: Config) -> float | str:
     except ValueError:
         return mismatch(shown, f"statistic.kind {stat.kind}: {text[:40]!r} is not a number")
     if not math.isfinite(value):
-        return mismatch(shown, f"statistic.kind {stat.kind}: {text[:40]!r} is not a finite number")
+        return None
     if stat.bounds is not None and not stat.bounds[0] <= value <= stat.bounds[1]:
         lo, hi = stat.bounds
         return mismatch(shown, f"statistic.bounds [{lo:g}, {hi:g}]: {value:g} is outside")
@@ -111,7 +113,7 @@ class Numbers:
     def beside(self, seed: int, rec: RunRecord) -> None:
         """Kind time: the control's run timed beside the tested run on `seed` (judge.timing)."""
         value = reading(rec, self.cfg) if rec.ok else None
-        number = value if isinstance(value, float) else None
+        number = value if isinstance(value, float) else None  # the pair counts only with both numbers
         self.pending[seed] = number
         if number is not None:
             self.timed_control.append(number)
