@@ -196,3 +196,44 @@ def test_init_proposes_a_mean_for_a_program_that_prints_a_number_and_the_bisect_
     )
     assert made.returncode == 0, made.stderr[-3000:]
     assert "kind: mean" not in asked.read_text()
+
+
+TIME_CONFIG = """\
+name: speed
+repo: {{path: {repo}}}
+build: {{targets: [prog], binaries: {{prog: [bin/prog]}}}}
+run:
+  argv: ["{{prog}}", "{{seed}}"]
+  max_runs: 2000
+parse: {{extract: 'speed = (\\S+)', split: whitespace}}
+statistic:
+  kind: time
+{outcome}reference: good
+test:
+  tolerance: 0.05
+"""
+
+
+@pytest.mark.heavy  # a timing bisect: ~1,000 pairs of runs of ~10 ms each, one at a time (1-3 min)
+@pytest.mark.timeout(1200)  # twice, one run at a time: slow when other work shares the machine
+@needs(*TOOLCHAIN)
+@pytest.mark.parametrize("outcome", ["  outcome: {position: 0}\n", ""], ids=["tokens-per-second", "wall-time"])
+def test_a_planted_slowdown_is_found_by_timing_runs_beside_the_good_end(tmp_path: Path, outcome: str) -> None:
+    """statistic.kind time on a cmake history where one commit makes every run do 10% more work:
+    timed beside the good end's runs (the speed the program prints, or the run's wall time), that
+    commit is named, each verdict says its noise, and the timed pairs are replayed on a resume
+    (a second bisect runs nothing)."""
+    steps = [Step("first", work=6)] + [Step("src") for _ in range(4)] + [Step("change", work=7)]
+    steps += [Step("src") for _ in range(3)]
+    hist = write_number_history(tmp_path, steps, name="speed")
+    config = tmp_path / "speed.yaml"
+    config.write_text(TIME_CONFIG.format(repo=hist.repo, outcome=outcome))
+    done, report = bisect(config, hist, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report["first_bad"] == hist.first("change")
+    assert report["reference"]["numeric"]["scale"] == "median-ratio"
+    assert "a pair" in done.stdout and "noise" in done.stdout
+    assert report["control_runs"] > 0
+    again, second = bisect(config, hist, tmp_path)
+    assert again.returncode == 0 and second["first_bad"] == report["first_bad"]
+    assert sum(v["executed"] for v in second["verdicts"]) == 0
