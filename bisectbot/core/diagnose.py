@@ -137,7 +137,14 @@ def number_distance(theta: float, numeric: NumericReference) -> float:
     return means.distance(numeric["scale"], theta, numeric.get("mean"), numeric.get("relative", False))
 
 
-# How θ is named, per scale; a log-ratio is shown as the ratio e^θ
+# θ in a few words, per scale (charts, captions)
+THETA_LONG = {
+    "mean": "mean",
+    "difference": "mean − the control's mean",
+    "ratio": "mean / the control's mean",
+    "median-ratio": "median log of the time ratio to the control's",
+}
+# How θ is named beside its value, per scale; a timing's median log-ratio is shown as the ratio e^θ
 THETA_NAMES = {"mean": "mean", "difference": "− control's", "ratio": "/ control's", "median-ratio": "/ control's"}
 
 
