@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Sequence
 
 from bisectbot.config import Config
@@ -50,24 +50,6 @@ def reading(rec: RunRecord, cfg: Config) -> float | str | None:
     if stat.kind == "time" and value <= 0:
         return mismatch(shown, f"statistic.kind time: {value:g} is not a positive number")
     return value
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What a commit's numbers were: for reports (`CommitVerdict.values`)."""
-
-    n: int
-    mean: float
-    sd: float
-    low: float
-    high: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> "Summary | None":
-        if not values:
-            return None
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        return cls(len(values), statistics.fmean(values), sd, min(values), max(values))
 
 
 class Numbers:
@@ -194,7 +176,6 @@ class NumberTest:
     def __init__(self, numbers: Numbers, test: means.MeanTest, seeds: list[int]):
         self.numbers, self.test, self.seeds, self.capped = numbers, test, seeds, False
         self._at = {seed: i for i, seed in enumerate(seeds)}
-        self.unpaired = 0  # runs left out because the control's run on their seed failed
 
     def add(self, value: float, seed: int) -> None:
         if self.capped:
@@ -206,9 +187,7 @@ class NumberTest:
         partner = self.numbers.partner(seed, self.seeds[at + 1 : at + 32])
         if partner is False:
             self.capped = True
-        elif partner is None:
-            self.unpaired += 1
-        else:
+        elif partner is not None:  # a pair whose control run failed is left out
             self.test.add(value, float(partner))
 
     def evidence(self, ask: Ask, budget: int) -> stats.Evidence:
