@@ -18,12 +18,13 @@ on stderr at exit::
     n_accept  = 2
     accept    = 66.667%
 
-Prints a table of the acceptance rate (``accept``, per cent) per tree: mean, sd, min, max over
-the seeds whose line was read, with N; the pooled rate (all accepted / all drafted tokens, per
-cent), and the mean ``n_drafted`` and ``n_accept`` a run. A seed
-whose output lacks the line (the logger of trees since September 2024 sometimes loses its tail
-at exit) is rerun with the same seed, up to ``--retries`` times. ``accept = nan%`` or ``inf%``
-(nothing drafted) is counted apart and left out of the mean.
+Prints a table of the acceptance rate (``accept``, per cent) per tree: N (the seeds whose line
+holds a number), mean, sd, min and max over them, the pooled rate (all accepted / all drafted
+tokens, per cent), the mean ``n_drafted`` and ``n_accept`` a run, and the shift of the mean from
+the row above with Welch's z; then the command each tree ran. A seed whose stderr lacks the line
+(the logger of trees since September 2024 can lose its tail at exit) is rerun with the same seed,
+up to ``--retries`` times. ``accept    = -nan%`` (nothing drafted: ``n_drafted = 0``) is counted
+apart (column ``nan``) and left out of the mean; rerunning that seed prints the same.
 
 Exit 0 when every tree built and gave N readings. Nothing is written into this repository: trees,
 builds and state go under ``--work`` (default ``<cache>/acceptance``); ``--raw`` writes every
