@@ -53,9 +53,11 @@ from llama_e2e import FIXTURES, REPO_ROOT, cache_dir  # noqa: E402
 from llama_eras import build_history, upstream_commit  # noqa: E402
 
 PRESET = REPO_ROOT / "configs" / "llama" / "llama-speculative.yaml"
-# the statistics lines (LOG_TEE before the logging rewrite, LOG_INF after: stderr in both)
+# the statistics lines on stderr (LOG_TEE before the logging rewrite, LOG_INF after), from 0.3.25's
+# tree on behind a time stamp and a level ("0.00.058.752 I accept    = 16.667%"): not anchored at
+# the line's start, only after a blank (so `accept` does not match inside `n_accept`)
 STAT_LINES = {
-    name: re.compile(rf"^{name}\s*=\s*(\S+?)%?\s*$", re.MULTILINE)
+    name: re.compile(rf"(?:^|\s){name}\s*=\s*(\S+?)%?\s*$", re.MULTILINE)
     for name in ("n_draft", "n_predict", "n_drafted", "n_accept", "accept")
 }
 ACCEPT_LINE = STAT_LINES["accept"]
@@ -113,9 +115,8 @@ def run_seed(template: list[str], binary: str, seed: int, retries: int, timeout:
         stats = read_stats(err) if res.returncode == 0 else None
         if stats is not None:
             line = ACCEPT_LINE.search(err)
-            return Reading(
-                seed, stats, attempt, line.group(0).strip() if line else "", res.stdout.decode(errors="replace")
-            )
+            text = line.group(0).strip() if line else ""
+            return Reading(seed, stats, attempt, text, res.stdout.decode(errors="replace"))
     return None
 
 

@@ -156,6 +156,8 @@ PRESET_HISTORIES = {
         # `accept` line on stderr. Runs that drafted nothing print `accept    = -nan%` (27% of
         # seeds at 0.2.55, 5% at 0.2.56): the extract matches them, and `statistic: mean` must
         # count a non-finite value as no observation (a rerun prints the same), not as a failure.
+        # Not anchored at the line's start: from 0.3.25's tree on, log lines carry a time stamp and
+        # a level ("0.00.058.752 I accept    = 16.667%").
         init_args=[
             "--reference",
             "good",
@@ -164,7 +166,7 @@ PRESET_HISTORIES = {
             "--stream",
             "stderr",
             "--extract",
-            r"(?m)^accept\s*=\s*(-?nan|-?inf|[0-9.]+)%$",
+            r"(?m)(?:^|\s)accept\s*=\s*(-?nan|-?inf|[0-9.]+)%$",
         ],
         change="llama.cpp #5625 (stochastic speculative sampling), in 0.2.56's tree: mean acceptance 76% -> 36%",
         pending="init --llama has no --statistic mean / --stream / --extract yet (issue 53)",

@@ -26,6 +26,16 @@ accept    = 16.667%
 
 draft:
 """
+# 0.3.36 (from 0.3.25's tree on): every log line behind a time stamp and a level
+STDERR_0_3_36 = """
+0.00.058.688 I
+0.00.058.701 I n_draft   = 3
+0.00.058.714 I n_predict = 4
+0.00.058.726 I n_drafted = 6
+0.00.058.739 I n_accept  = 1
+0.00.058.752 I accept    = 16.667%
+0.00.058.764 I
+"""
 STDERR_0_2_55_NOTHING_DRAFTED = """
 n_draft   = 3
 n_predict = 2
@@ -36,8 +46,9 @@ accept    = -nan%
 
 
 def test_read_stats_reads_each_line():
-    stats = read_stats(STDERR_0_2_56)
-    assert stats == {"n_draft": 3, "n_predict": 4, "n_drafted": 6, "n_accept": 1, "accept": 16.667}
+    expected = {"n_draft": 3, "n_predict": 4, "n_drafted": 6, "n_accept": 1, "accept": 16.667}
+    assert read_stats(STDERR_0_2_56) == expected
+    assert read_stats(STDERR_0_3_36) == expected
 
 
 def test_read_stats_nothing_drafted_is_nan_and_a_missing_line_is_none():
@@ -51,6 +62,7 @@ def test_pending_history_extract_matches_both_kinds_of_line():
     assert spec.pending and [v for v, *_ in spec.eras] == ["0.2.53", "0.2.54", "0.2.55", "0.2.56", "0.2.57", "0.2.58"]
     pattern = spec.init_args[spec.init_args.index("--extract") + 1]
     assert re.search(pattern, STDERR_0_2_56).group(1) == "16.667"
+    assert re.search(pattern, STDERR_0_3_36).group(1) == "16.667"
     assert re.search(pattern, STDERR_0_2_55_NOTHING_DRAFTED).group(1) == "-nan"
 
 
