@@ -1,5 +1,6 @@
 """scripts/acceptance_survey.py reads llama-speculative's statistics lines as real trees print
-them, and the pending `speculative-acceptance` history's extract matches every one of them
+them, and the preset's `accept` number (what `init --llama llama-speculative --statistic mean`
+reads, as the `speculative-acceptance` history asks) matches every one of them
 (docs/acceptance-rate-notes.md). Fast: no build, no download."""
 
 import math
@@ -10,7 +11,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 from acceptance_survey import read_stats  # noqa: E402
-from llama_eras import PRESET_HISTORIES, e2e_preset  # noqa: E402
+from llama_eras import PRESET_HISTORIES  # noqa: E402
+
+from bisectbot.config import load_config  # noqa: E402
 
 # the tail of stderr of 0.2.56 (LOG_TEE) and 0.2.55 with nothing drafted, as printed (seeds
 # 1137309928 and 824515495); after the logging rewrite the lines are the same (LOG_INF)
@@ -57,15 +60,15 @@ def test_read_stats_nothing_drafted_is_nan_and_a_missing_line_is_none():
     assert read_stats(STDERR_0_2_56.split("accept    =")[0]) is None  # cut before the line: rerun
 
 
-def test_pending_history_extract_matches_both_kinds_of_line():
+def test_the_preset_number_reads_both_kinds_of_line_and_the_history_asks_for_it():
     spec = PRESET_HISTORIES["speculative-acceptance"]
-    assert spec.pending and [v for v, *_ in spec.eras] == ["0.2.53", "0.2.54", "0.2.55", "0.2.56", "0.2.57", "0.2.58"]
-    pattern = spec.init_args[spec.init_args.index("--extract") + 1]
+    assert [v for v, *_ in spec.eras] == ["0.2.53", "0.2.54", "0.2.55", "0.2.56", "0.2.57", "0.2.58"]
+    assert spec.init_args == ["--reference", "good", "--statistic", "mean"]  # the preset's first mean: accept
+    preset = load_config(REPO / "configs" / "llama" / "llama-speculative.yaml").preset
+    assert preset is not None and next(iter(preset.numbers)) == "accept"
+    pattern = preset.numbers["accept"].extract
     assert re.search(pattern, STDERR_0_2_56).group(1) == "16.667"
     assert re.search(pattern, STDERR_0_3_36).group(1) == "16.667"
     assert re.search(pattern, STDERR_0_2_55_NOTHING_DRAFTED).group(1) == "-nan"
-
-
-def test_pending_history_is_not_run(tmp_path):
-    assert e2e_preset(tmp_path / "work", "speculative-acceptance") == 2
-    assert not (tmp_path / "work").exists()
+    speed = preset.numbers["speed"].extract
+    assert re.search(speed, STDERR_0_2_56).group(1) == "3584.229"
