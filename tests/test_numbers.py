@@ -237,3 +237,20 @@ def test_a_planted_slowdown_is_found_by_timing_runs_beside_the_good_end(tmp_path
     again, second = bisect(config, hist, tmp_path)
     assert again.returncode == 0 and second["first_bad"] == report["first_bad"]
     assert sum(v["executed"] for v in second["verdicts"]) == 0
+
+
+@pytest.mark.heavy  # a timing bisect's ends: a few hundred pairs of ~10 ms runs (1-2 min)
+@pytest.mark.timeout(1200)
+@needs(*TOOLCHAIN)
+def test_a_history_whose_speed_never_changes_names_nothing(tmp_path: Path) -> None:
+    """The same history without the slowdown: the bad end's time is within the tolerance of the
+    good end's, so no commit is named (the bad end tests GOOD) and the message says its time
+    ratio beside the reference."""
+    steps = [Step("first", work=6)] + [Step("src") for _ in range(8)]
+    hist = write_number_history(tmp_path, steps, name="speed")
+    config = tmp_path / "speed.yaml"
+    config.write_text(TIME_CONFIG.format(repo=hist.repo, outcome="  outcome: {position: 0}\n"))
+    done, report = bisect(config, hist, tmp_path)
+    assert done.returncode != 0 and not report.get("first_bad")
+    assert "tests GOOD, expected BAD" in done.stderr or "nothing changed" in done.stderr
+    assert "/ control's ×" in done.stderr
