@@ -15,10 +15,11 @@ from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core.diagnose import either_way, observed_pairs
 from bisectbot.errors import EndpointError
 from bisectbot.events import EndpointStarted
-from bisectbot.records.commits import CommitVerdict
-from bisectbot.report.hints import likely_causes, undecided_hint
+from bisectbot.records.commits import UNREADABLE, CommitVerdict
+from bisectbot.report.hints import crash_rate_cause, likely_causes, undecided_hint
 from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find, Verdict
+from bisectbot.statistics.skips import failure_shift
 
 
 def log_command(b: Bisection, v: CommitVerdict) -> str:
@@ -30,14 +31,19 @@ def log_command(b: Bisection, v: CommitVerdict) -> str:
 
 def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
     """What an end that tested the wrong way showed: its observed distribution against the
-    reference, the config mistakes its runs point at, or for an undecided test what to raise."""
+    reference, the config mistakes its runs point at (or a crash rate that rose from the working
+    end), or for an undecided test what to raise."""
     reference, cfg = b.tester.reference, b.tester.cfg
     out = []
     if pairs := observed_pairs(v.counts, reference.names, reference.probs):
         out.append(f"observed/reference {pairs}")
+    crashes = _crash_rate(b, v)
+    # failed runs a rising crash rate explains are not said again as the program failing there
+    failures = v.failures if crashes is None else {k: n for k, n in v.failures.items() if k in UNREADABLE}
     causes = likely_causes(
-        v.counts, v.failures, v.others, reference, last_unreadable=v.last_unreadable, last_failed=v.last_failed
+        v.counts, failures, v.others, reference, last_unreadable=v.last_unreadable, last_failed=v.last_failed
     )
+    causes = ([crashes] if crashes else []) + causes
     if v.sha in b.plan.line and v.sha != b.plan.line[b.plan.working_pos]:
         _working_end_for(b)
         # did the share of runs meeting the condition change between the working end and this one?
@@ -65,18 +71,38 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
     return out
 
 
-def _working_end_for(b: Bisection) -> None:
+def _crash_rate(b: Bisection, v: CommitVerdict) -> str | None:
+    """When the broken end's runs fail (and failed runs are no observation): do they fail more
+    often than the working end's, on the seeds both ran (skips.failure_shift, at the bisect's
+    level)? The cause, naming `statistic.failures: outcome`, or None. The working end is tested
+    first if it is not yet (a test the bisect makes anyway)."""
+    plan = b.plan
+    failed = {k: n for k, n in v.failures.items() if k not in UNREADABLE}
+    if b.tester.reference.failed is not None or not failed or v.sha != plan.line[plan.broken_pos]:
+        return None
+    working = _working_end_for(b, needed=True)
+    if working is None:
+        return None
+    shift = failure_shift(b.tester.failed_runs(working.sha), b.tester.failed_runs(v.sha), plan.level)
+    if shift is None:
+        return None
+    return crash_rate_cause(shift, plan.find.broken_ref_name, plan.find.working_ref_name, failed, v.last_failed)
+
+
+def _working_end_for(b: Bisection, needed: bool = False) -> CommitVerdict | None:
     """Before an end that tested the wrong way is explained: test the working end first when the
     explanation may need it and it is not tested yet (serially the broken end comes first). With
     a condition but no `condition_prob` in the reference, a change in how often the condition is
     met shows only against the working end's runs on the same seeds (Bisection.condition_shift_text);
-    that end's test is one the bisect makes anyway."""
+    so does a crash rate that rose (`needed`). That end's test is one the bisect makes anyway."""
     plan, ref = b.plan, b.tester.reference
     name = plan.find.working_ref_name
-    if b.tester.cfg.statistic.condition is None or stats.MISSED in ref.names or b.ledger.end_verdict(name):
-        return
+    if (seen := b.ledger.end_verdict(name)) is not None:
+        return seen
+    if not needed and (b.tester.cfg.statistic.condition is None or stats.MISSED in ref.names):
+        return None
     b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.working_pos]))
-    b.test(plan.working_pos, plan.ask(f"{name}-endpoint"))
+    return b.test(plan.working_pos, plan.ask(f"{name}-endpoint"))
 
 
 def check_endpoints(b: Bisection) -> None:

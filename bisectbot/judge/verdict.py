@@ -331,6 +331,19 @@ class CommitTester:
         self._observed[sha] = (token, tuple(out))
         return tuple(out)
 
+    def failed_runs(self, sha: str) -> dict[int, bool]:
+        """The commit's stored runs on the common seeds (block 0): seed → whether the run failed
+        (a crash, a timeout, output past its cap; a run the parse could not read did not fail).
+        What two commits' crash rates are compared on (skips.failure_shift); nothing is built."""
+        if not self.runner.built_already(sha):
+            return {}
+        prepared = self.runner.prepare(sha)
+        if prepared.executor is None:
+            return {}
+        seeds = set(self.runner.seed_block(sha, 0, SEED_BLOCK))
+        stored = self.runner.stored_runs(prepared).items()
+        return {seed: not rec.ok and not rec.unreadable for seed, rec in stored if seed in seeds}
+
     def feed(self, sha: str, block: int = 0, start: int = 0, toward: Sequence[float] | None = None) -> "Feed":
         """The commit's runs one counted category at a time (sticky search, confirmation);
         `toward`: what a departing commit is expected to look like (a control's paired test)."""

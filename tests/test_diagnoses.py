@@ -1,0 +1,103 @@
+"""Diagnoses a user can act on (issue 53): each history of a small seeded C program (bench/choice.py,
+built for real with cmake) is bisected through the real CLI, and the one line that says what
+went wrong is checked word for word, with the exit code: a crash rate that rose while failed runs
+are no observation names `statistic.failures: outcome`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from bench.choice import ChoiceHistory, Step, write_choice_history
+from bisectbot.statistics.skips import failure_shift
+
+from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
+
+REF = (0.35, 0.45, 0.20)
+
+
+def history(dest: Path, steps: Sequence[Step], **config: Any) -> tuple[ChoiceHistory, Path]:
+    """The history of `steps` and its config: the exact reference REF (or `reference`), the
+    default test levels; other keys merged into their sections."""
+    h = write_choice_history(dest, steps)
+    data: dict[str, Any] = {
+        "name": "diag",
+        "repo": {"path": str(h.repo)},
+        "build": {
+            "cmake_args": ["-DCMAKE_BUILD_TYPE=Release"],
+            "targets": ["prog"],
+            "binaries": {"binary": ["bin/prog"]},
+            "timeout": 300,
+        },
+        "run": {"argv": ["{binary}", "{seed}"], "max_runs": 4000, "timeout": 10, "jobs": 0},
+        "parse": {"split": "chars", "expect_tokens": 1},
+        "statistic": {"outcome": {"position": 0}},
+        "reference": {"probs": dict(zip("abc", REF))},
+    }
+    for key, value in config.items():
+        data[key] = value if key == "reference" else {**data.get(key, {}), **value}
+    path = dest / "diag.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return h, path
+
+
+def bisect(config: Path, h: ChoiceHistory, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`bisectbot bisect CONFIG --good FIRST --bad LAST --json FILE`: the process and its report."""
+    out = config.parent / "report.json"
+    out.unlink(missing_ok=True)
+    state = ["--state", str(config.parent / "state")]
+    args = ["bisect", str(config), "--good", h.commits[0], "--bad", h.commits[-1], "--json", str(out), *state, *extra]
+    proc = subprocess.run(
+        bisectbot_argv(*args), capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1")
+    )
+    return proc, json.loads(out.read_text()) if out.exists() else {}
+
+
+def error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one `bisectbot: error:` line on stderr (there is exactly one)."""
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("bisectbot: error: ")]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    return lines[0].removeprefix("bisectbot: error: ")
+
+
+# -- a crash rate that rose ----------------------------------------------------------------------
+def test_a_crash_rate_is_compared_seed_for_seed() -> None:
+    """Only what the broken end fails more often counts; the seeds where both fail tell nothing."""
+    working = {s: s % 50 == 0 for s in range(400)}  # 2%
+    broken = {s: s % 50 == 0 or s % 10 == 3 for s in range(400)}  # 12%
+    shift = failure_shift(working, broken, 5e-4)
+    assert shift is not None and (shift.only_after, shift.only_before, shift.shared) == (40, 0, 400)
+    assert shift.before == 0.02 and shift.after == 0.12
+    assert failure_shift(broken, working, 5e-4) is None  # the other way round: not a rise
+    assert failure_shift(working, {s: s % 10 == 3 for s in range(40)}, 5e-4) is None  # 4 seeds: not shown
+
+
+@needs(*TOOLCHAIN)
+def test_a_crash_rate_that_rose_names_statistic_failures_outcome(tmp_path: Path) -> None:
+    """30% of seeds crash from one commit on, the outcome among the others unchanged: the bad end
+    tests GOOD, and the error says the crash rate rose and which knob bisects it (it never
+    mentioned it: 0 of 30 in the audit); with that knob the same range names the commit."""
+    steps = [Step("first", REF), *[Step("src") for _ in range(5)], Step("change", crash=0.3), Step("src")]
+    h, config = history(tmp_path, steps)
+    proc, _ = bisect(config, h)
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    said = error_line(proc)
+    assert said.startswith(f"bad ref {h.commits[-1]} ({h.commits[-1][:12]}) tests GOOD, expected BAD: "), said
+    cause = re.search(
+        r"; likely cause: the bad end's runs fail in (\d+)% of runs \(\d+ of \d+: crash \d+; the last: killed by "
+        r"SIGABRT\), the good end's in 0% \(0 of \d+; on the \d+ seeds both ran, \d+ failed at the bad end alone and "
+        r"0 at the good end alone\): failed runs are no observation \(statistic.failures: skip\), so the tests judged "
+        r"only the runs that did not fail; to bisect the crash rate, set statistic.failures: outcome$",
+        said,
+    )
+    assert cause is not None and 20 <= int(cause.group(1)) <= 40, said
+    assert "program itself fails" not in said and "lower test.tolerance" not in said  # not said twice, no band advice
+
+    _, config = history(tmp_path / "outcome", steps, statistic={"failures": "outcome"})
+    proc, report = bisect(config, h)
+    assert proc.returncode == 0 and report["first_bad"] == h.first("change"), proc.stderr[-3000:]
