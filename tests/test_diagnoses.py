@@ -101,3 +101,46 @@ def test_a_crash_rate_that_rose_names_statistic_failures_outcome(tmp_path: Path)
     _, config = history(tmp_path / "outcome", steps, statistic={"failures": "outcome"})
     proc, report = bisect(config, h)
     assert proc.returncode == 0 and report["first_bad"] == h.first("change"), proc.stderr[-3000:]
+
+
+# -- nothing changed between the ends -------------------------------------------------------------
+@needs(*TOOLCHAIN)
+def test_ends_that_print_the_same_seed_for_seed_end_clean_saying_nothing_changed(tmp_path: Path) -> None:
+    """A history where nothing changes (the bad end is GOOD like the good end, the reference
+    their own runs): not band advice (lower test.tolerance / raise test.eta, 89 of 89 in the
+    audit), but that nothing changed, with the seeds, and the exit of a clean range."""
+    h, config = history(tmp_path, [Step("first", REF), *[Step("src") for _ in range(9)]], reference="good")
+    proc, report = bisect(config, h)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # as a --scan that finds no departure (status clean)
+    good, bad = h.commits[0][:12], h.commits[-1][:12]
+    assert proc.stdout.startswith("bisectbot: nothing changed between the ends of 10 commits\n"), proc.stdout[:500]
+    assert report["status"] == "clean" and report["strategy"] == "none" and report["builds"] == 2
+    said = re.fullmatch(
+        rf"nothing changed between the ends: the bad end {bad} printed what the good end {good} printed on (\d+) of "
+        r"(\d+) seeds both ran \(total variation below 0.05 between them\), and both test GOOD against the "
+        r"reference: there is no departure to bisect; give a --bad where the bug shows, or rerun with --scan to "
+        r"test every commit between them \(a change that came and went\)",
+        report["message"],
+    )
+    assert said is not None and said.group(1) == said.group(2) and int(said.group(1)) >= 119, report["message"]
+    assert f"[answer] clean: {report['message']}" in proc.stderr and "tolerance" not in report["message"]
+    assert report["reproduce"].endswith("--strategy auto")  # a strategy the CLI takes
+
+
+@needs(*TOOLCHAIN)
+def test_ends_that_differ_within_the_band_keep_the_band_advice(tmp_path: Path) -> None:
+    """The bad end moved, but by less than the tolerance: it tests GOOD, its outputs differ from
+    the good end's on some seeds, and the error says what to set for a change that small."""
+    moved = (0.30, 0.50, 0.20)  # TV 0.05: between eta 0.03 and tolerance 0.1
+    steps = [Step("first", REF), *[Step("src") for _ in range(3)], Step("change", moved)]
+    h, config = history(tmp_path, steps, reference="good")  # 5% of seeds print another outcome there
+    proc, report = bisect(config, h)
+    assert proc.returncode == 4 and report == {}, proc.stderr[-3000:]
+    said = error_line(proc)
+    assert said.startswith(f"bad ref {h.commits[-1]} ({h.commits[-1][:12]}) tests GOOD, expected BAD: "), said
+    assert said.endswith(
+        "; a change between eta 0.03 and tolerance 0.1 (total variation) from the reference may be called either "
+        "way: if a change this small matters, lower test.tolerance to it (bisectbot init --tolerance); if it does "
+        "not, raise test.eta above it"
+    ), said
+    assert "nothing changed" not in said

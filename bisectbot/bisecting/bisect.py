@@ -32,14 +32,19 @@ is replayed from the state database on a rerun: a killed bisect resumes where it
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 from bisectbot.bisecting import confirm, summary
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.bisecting.budget import Budget, BudgetSpent
 from bisectbot.bisecting.crosscheck import cross_check
-from bisectbot.bisecting.endpoints import check_endpoints, endpoint_message, log_command, test_broken_end
+from bisectbot.bisecting.endpoints import (
+    NothingChanged,
+    check_endpoints,
+    endpoint_message,
+    log_command,
+    test_broken_end,
+)
 from bisectbot.bisecting.sticky import sticky_search
 from bisectbot.core import policy, walkback
 from bisectbot.core.confirming import NO_CHANGE, Confirmation
@@ -395,14 +400,11 @@ def _alike(b: Bisection, sha: str, parent_sha: str) -> str | None:
     outputs on the search's seeds both ran, often enough to show them alike (two_sample.log_e_alike):
     whatever their verdicts, nothing changed between them that the test could find. None
     when they differ somewhere, or did not both run there."""
-    mine = dict(b.tester.observations(sha))
-    theirs = dict(b.tester.observations(parent_sha))
-    shared = [seed for seed in mine if seed in theirs]
-    differ = sum(mine[seed] != theirs[seed] for seed in shared)
-    if not shared or two_sample.log_e_alike(len(shared) - differ, differ) < math.log(1 / two_sample.STEER_LEVEL):
+    same = two_sample.seed_for_seed(dict(b.tester.observations(sha)), dict(b.tester.observations(parent_sha)))
+    if not same.alike():
         return None
     return (
-        f"they printed the same outcome on {len(shared) - differ} of {len(shared)} seeds both ran in the "
+        f"they printed the same outcome on {same.agree} of {same.shared} seeds both ran in the "
         f"search (total variation below {two_sample.ALIKE_DELTA:g} between them)"
     )
 
@@ -419,9 +421,7 @@ def _zone_placed(b: Bisection, sha: str) -> bool:
     mine = dict(b.tester.observations(sha))
     for side, other, table in b.alike_table():
         if side == Verdict.BAD.value and other != sha and b.ledger.tested(other) is None:  # an untested (zone) target
-            shared = [(seed, cat) for seed, cat in table if seed in mine]
-            differ = sum(mine[seed] != cat for seed, cat in shared)
-            if shared and two_sample.log_e_alike(len(shared) - differ, differ) >= math.log(1 / two_sample.STEER_LEVEL):
+            if two_sample.seed_for_seed(mine, dict(table)).alike():
                 return True
     return False
 
@@ -566,5 +566,7 @@ def run_bisect(
             departure = first_departure(b)
     except BudgetSpent as stop:
         departure = stopped(b, stop)
+    except NothingChanged as clean:
+        departure = clean.departure
     cross_check(b, departure)
     return summary.report(b, departure, context)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core.diagnose import either_way, observed_pairs
+from bisectbot.core.ends import nothing_changed
+from bisectbot.core.plan import Departure
 from bisectbot.errors import EndpointError
 from bisectbot.events import EndpointStarted
 from bisectbot.records.commits import UNREADABLE, CommitVerdict
@@ -20,6 +22,7 @@ from bisectbot.report.hints import crash_rate_cause, likely_causes, undecided_hi
 from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find, Verdict
 from bisectbot.statistics.skips import failure_shift
+from bisectbot.statistics.two_sample import seed_for_seed
 
 
 def log_command(b: Bisection, v: CommitVerdict) -> str:
@@ -105,6 +108,34 @@ def _working_end_for(b: Bisection, needed: bool = False) -> CommitVerdict | None
     return b.test(plan.working_pos, plan.ask(f"{name}-endpoint"))
 
 
+class NothingChanged(Exception):
+    """The broken end tests GOOD and prints what the working end prints, seed for seed: the
+    bisect ends with `departure` (status clean: core.ends.nothing_changed), not an error."""
+
+    def __init__(self, departure: Departure):
+        super().__init__(departure.message)
+        self.departure = departure
+
+
+def _nothing_changed(b: Bisection, name: str, v: CommitVerdict) -> None:
+    """When the broken end `v` tests GOOD: test the working end if it is not yet, and when it is
+    GOOD too and the two printed the same outcome on the seeds both ran (two_sample.seed_for_seed,
+    shown alike), raise NothingChanged. Otherwise return (the endpoint error says what is wrong)."""
+    plan = b.plan
+    if name != plan.find.broken_ref_name or v.verdict is not Verdict.GOOD:
+        return
+    working = _working_end_for(b, needed=True)
+    if working is None or working.verdict is not Verdict.GOOD:
+        return
+    same = seed_for_seed(dict(b.tester.observations(v.sha)), dict(b.tester.observations(working.sha)))
+    if same.alike():
+        raise NothingChanged(
+            nothing_changed(
+                (name, v.sha), (plan.find.working_ref_name, working.sha), same, plan.broken_pos, plan.find is Find.BAD
+            )
+        )
+
+
 def check_endpoints(b: Bisection) -> None:
     """Stage 1: the broken end must test BAD and the working end GOOD against the reference
     (EndpointError otherwise, saying which --find when they are the other way round). The
@@ -125,12 +156,14 @@ def check_endpoints(b: Bisection) -> None:
         for (name, _, want), v in zip(ends, got):
             if v.verdict is not want:
                 _refuse_swapped(b, name, v, want)
+                _nothing_changed(b, name, v)
                 raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(b, v), diagnosis(b, v)))
     for name, pos, want in ends if b.width == 1 else ():
         b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
         v = b.test(pos, plan.ask(f"{name}-endpoint"))
         if v.verdict is not want:
             _refuse_swapped(b, name, v, want)
+            _nothing_changed(b, name, v)
             raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(b, v), diagnosis(b, v)))
 
 
@@ -145,6 +178,7 @@ def test_broken_end(b: Bisection, why: str) -> CommitVerdict:
     b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.broken_pos]))
     v = b.test(plan.broken_pos, plan.ask(f"{name}-endpoint"))
     if v.verdict is not Verdict.BAD:
+        _nothing_changed(b, name, v)
         message = endpoint_message(name, plan.ref(name), v, Verdict.BAD, log_command(b, v), diagnosis(b, v))
         raise EndpointError(
             f"{message} (tested last, {why}: with builds this slow the {name} end is built only when "

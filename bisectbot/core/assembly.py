@@ -431,4 +431,6 @@ def reproduce_line(plan: BisectPlan, strategy: str) -> str:
     extra += "".join(f" --also {shlex.quote(p)}" for p in how.also)
     extra += "" if how.enabled else " --all-commits"
     extra += "".join(f" --skip {sha[:12]}" for sha in plan.user_skipped)
+    # a scan, or ends that gave the answer alone, searched with no strategy: the one asked for
+    strategy = strategy if strategy in ("reference", "plain", "sticky") else plan.strategy
     return f"bisectbot bisect {plan.config_path} --good {plan.good} --bad {plan.bad}{extra} --strategy {strategy}"
