@@ -1,16 +1,20 @@
 """Diagnoses a user can act on (issue 53): each history of a small seeded C program (bench/choice.py,
-built for real with cmake) is bisected through the real CLI, and the one line that says what
-went wrong is checked word for word, with the exit code: a crash rate that rose while failed runs
-are no observation names `statistic.failures: outcome`."""
+built for real with cmake) is bisected through the real CLI, and the line that says what went
+wrong is checked word for word, with the exit code: ends that print the same seed for seed end
+clean (nothing changed); a crash rate that rose names `statistic.failures: outcome`; a program
+whose output differs on the same seed is named, places nothing by seed identity and stays within
+the builds bound + 2."""
 
 from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any, Sequence
 
+import pytest
 import yaml
 
 from bench.choice import ChoiceHistory, Step, write_choice_history
@@ -46,12 +50,13 @@ def history(dest: Path, steps: Sequence[Step], **config: Any) -> tuple[ChoiceHis
     return h, path
 
 
-def bisect(config: Path, h: ChoiceHistory, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    """`bisectbot bisect CONFIG --good FIRST --bad LAST --json FILE`: the process and its report."""
+def bisect(config: Path, h: ChoiceHistory, good: str | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`bisectbot bisect CONFIG --good FIRST --bad LAST --json FILE` (or `--good good`), in the
+    config's directory's state: the process and its report."""
     out = config.parent / "report.json"
     out.unlink(missing_ok=True)
-    state = ["--state", str(config.parent / "state")]
-    args = ["bisect", str(config), "--good", h.commits[0], "--bad", h.commits[-1], "--json", str(out), *state, *extra]
+    ends = ["--good", good or h.commits[0], "--bad", h.commits[-1]]
+    args = ["bisect", str(config), *ends, "--json", str(out), "--state", str(config.parent / "state")]
     proc = subprocess.run(
         bisectbot_argv(*args), capture_output=True, text=True, timeout=600, env=subprocess_env(CI="1")
     )
@@ -77,13 +82,15 @@ def test_a_crash_rate_is_compared_seed_for_seed() -> None:
     assert failure_shift(working, {s: s % 10 == 3 for s in range(40)}, 5e-4) is None  # 4 seeds: not shown
 
 
+CRASHING = [Step("first", REF), *[Step("src") for _ in range(5)], Step("change", crash=0.3), Step("src")]
+
+
 @needs(*TOOLCHAIN)
 def test_a_crash_rate_that_rose_names_statistic_failures_outcome(tmp_path: Path) -> None:
     """30% of seeds crash from one commit on, the outcome among the others unchanged: the bad end
     tests GOOD, and the error says the crash rate rose and which knob bisects it (it never
-    mentioned it: 0 of 30 in the audit); with that knob the same range names the commit."""
-    steps = [Step("first", REF), *[Step("src") for _ in range(5)], Step("change", crash=0.3), Step("src")]
-    h, config = history(tmp_path, steps)
+    mentioned it: 0 of 30 in the audit)."""
+    h, config = history(tmp_path, CRASHING)
     proc, _ = bisect(config, h)
     assert proc.returncode == 4, proc.stderr[-3000:]
     said = error_line(proc)
@@ -98,7 +105,11 @@ def test_a_crash_rate_that_rose_names_statistic_failures_outcome(tmp_path: Path)
     assert cause is not None and 20 <= int(cause.group(1)) <= 40, said
     assert "program itself fails" not in said and "lower test.tolerance" not in said  # not said twice, no band advice
 
-    _, config = history(tmp_path / "outcome", steps, statistic={"failures": "outcome"})
+
+@pytest.mark.heavy  # a whole bisect: ~4 s (~15 s on a busy host)
+@needs(*TOOLCHAIN)
+def test_with_the_knob_it_names_the_crash_rate_is_bisected(tmp_path: Path) -> None:
+    h, config = history(tmp_path, CRASHING, statistic={"failures": "outcome"})
     proc, report = bisect(config, h)
     assert proc.returncode == 0 and report["first_bad"] == h.first("change"), proc.stderr[-3000:]
 
@@ -144,3 +155,63 @@ def test_ends_that_differ_within_the_band_keep_the_band_advice(tmp_path: Path) -
         "not, raise test.eta above it"
     ), said
     assert "nothing changed" not in said
+
+
+# -- a program whose output differs on the same seed ---------------------------------------------
+NOISY = "the program is not deterministic per seed: "
+
+
+def noisy_said(report: dict[str, Any], text: str) -> None:
+    """The report names the program as not deterministic per seed, from the good end's reruns,
+    in its JSON, its assumptions and the summary `text`; and no commit was placed by seed identity."""
+    again = report["repeatability"]
+    assert again["commit"] == report["good"] and 60 <= again["seeds"] <= 64 and not again["deterministic"], again
+    said = (  # the seeds whose two runs both counted: 64 unless a run failed
+        f"{NOISY}{again['differ']} of {again['seeds']} seeds of the good end {report['good'][:12]} printed another outcome when run "
+        "a second time, so no commit is placed beside another for printing the same outcomes seed for seed; the "
+        "tests stay valid (two runs on one seed are then independent draws as far as the program's own noise "
+        "goes, as the tests allow) but take more runs"
+    )
+    assert said in report["assumptions"] and again["differ"] > 0
+    assert "program: " + said in " ".join(text.split())  # the summary, unwrapped
+    assert not [v for v in report["verdicts"] if v["verdict"] in ("good-side", "bad-side")]
+
+
+@needs(*TOOLCHAIN)
+def test_a_program_that_prints_otherwise_on_the_same_seed_is_named(tmp_path: Path) -> None:
+    """Half the runs mix in the clock: the good end's first seeds, run again, print otherwise on
+    some, and the bisect says so (and places nothing by seed identity) while naming the commit."""
+    steps = [Step("first", REF, noise=0.5), Step("src"), Step("change", (1.0, 0.0, 0.0)), Step("src")]
+    h, config = history(tmp_path, steps)
+    proc, report = bisect(config, h)
+    assert proc.returncode == 0 and report["first_bad"] == h.first("change"), proc.stderr[-3000:]
+    noisy_said(report, proc.stdout)
+    assert f"[reruns] {NOISY}" in proc.stderr
+    assert report["builds"] <= report["builds_bound"] + 2
+    # the second runs are stored apart from the first (a key of their own), and a resume replays them
+    db = sqlite3.connect(tmp_path / "state" / "state.sqlite3")
+    keys = db.execute("SELECT COUNT(*) FROM runs WHERE sha=? GROUP BY run_key", (report["good"],)).fetchall()
+    db.close()
+    assert sorted(n for (n,) in keys)[0] == 64 and len(keys) == 2, keys
+    again, resumed = bisect(config, h)
+    assert again.returncode == 0 and resumed["runs_executed"] == 0, again.stderr[-3000:]
+    assert resumed["repeatability"] == report["repeatability"]
+
+
+@pytest.mark.heavy  # 16 commits, the reference the good end's own runs: ~10 s (~25 s on a busy host)
+@needs(*TOOLCHAIN)
+def test_a_noisy_program_against_the_good_ends_own_runs_stays_within_the_bound(tmp_path: Path) -> None:
+    """With `reference: good` the good end's test against its own runs passed after ~120 runs on
+    no evidence, the steps' budgets followed it, undecided steps went to the bad side and the
+    search wandered (13 builds against a bound of 7 on this history, 23 against 9 in simulation):
+    its test now reads its reruns, and the bisect names the commit within the bound + 2."""
+    shifted = (0.25, 0.55, 0.20)  # TV 0.1 from REF
+    steps = [Step("first", REF, noise=0.5), *[Step("src") for _ in range(9)], Step("change", shifted)]
+    h, config = history(tmp_path, [*steps, *[Step("src") for _ in range(5)]], reference="good")
+    proc, report = bisect(config, h)
+    assert proc.returncode == 0 and report["first_bad"] == h.first("change"), proc.stderr[-3000:]
+    noisy_said(report, proc.stdout)
+    assert report["builds"] <= report["builds_bound"] + 2, (report["builds"], report["builds_bound"])
+    good = next(v for v in report["verdicts"] if v["role"] == "good-endpoint")
+    assert good["verdict"] == "good" and good["reason"].endswith("(on its seeds run a second time)")
+    assert good["runs"] > 200  # a test on evidence, not ~120 runs of its own first runs

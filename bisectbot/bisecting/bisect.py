@@ -399,7 +399,10 @@ def _alike(b: Bisection, sha: str, parent_sha: str) -> str | None:
     """Why no change test is worth running: the commit and its parent printed the same
     outputs on the search's seeds both ran, often enough to show them alike (two_sample.log_e_alike):
     whatever their verdicts, nothing changed between them that the test could find. None
-    when they differ somewhere, or did not both run there."""
+    when they differ somewhere, or did not both run there, and for a program not deterministic
+    per seed (Bisection.deterministic), whose runs on one seed need not be alike."""
+    if not b.deterministic:
+        return None
     same = two_sample.seed_for_seed(dict(b.tester.observations(sha)), dict(b.tester.observations(parent_sha)))
     if not same.alike():
         return None
@@ -500,8 +503,11 @@ def _no_change_text(b: Bisection, culprit: int, parent_sha: str, conf: Confirmat
 def zone_check(b: Bisection) -> CommitVerdict | None:
     """Does the working end depart from the reference by more than eta? Its runs (block 0)
     continued with the BAD test alone, up to run.max_runs: asked only when an answer hinges
-    on it (no builds, only runs)."""
+    on it (no builds, only runs). Not when the reference is that end's own runs (`reference:
+    good`): a commit cannot depart from itself."""
     plan = b.plan
+    if b.control_at_working_end:
+        return None
     try:
         return b.test(plan.working_pos, plan.ask("zone-check", mode="depart", q_bad=b.q_bad()))
     except BudgetSpent:

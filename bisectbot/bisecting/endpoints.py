@@ -1,11 +1,11 @@
 """Stage 1 of a bisect: the ends as given must test as given before any search starts.
 
-The broken end (bad, or the old one with find=fixed) must test BAD against the reference and the
-working one GOOD. When both test the opposite, the ends are the other way round for this --find
-(a fix, not a breakage, or the reverse) and the error says which --find to rerun with; any other
-failure says what the end did and, for a build that failed, the command that prints its log.
-Cross-check arms run after the answer (bisecting.crosscheck). Kept apart from the search
-(bisecting.bisect) because everything here is about refusing early, with a message a user can act on.
+The broken end must test BAD against the reference and the working one GOOD; an end that does
+not is one line (EndpointError) saying what it showed and what to change: the other --find when
+both test the opposite, a crash rate that rose, a build's log command. When the broken end tests
+GOOD and prints what the working end prints seed for seed, nothing changed: a clean range. The
+working end's first seeds are run twice: is the program deterministic per seed? Kept apart from
+the search (bisecting.bisect): everything here refuses early, with a message a user can act on.
 """
 
 from __future__ import annotations
@@ -16,13 +16,44 @@ from bisectbot.core.diagnose import either_way, observed_pairs
 from bisectbot.core.ends import nothing_changed
 from bisectbot.core.plan import Departure
 from bisectbot.errors import EndpointError
-from bisectbot.events import EndpointStarted
-from bisectbot.records.commits import UNREADABLE, CommitVerdict
+from bisectbot.events import EndpointStarted, Reran
+from bisectbot.records.commits import UNREADABLE, Ask, CommitVerdict
 from bisectbot.report.hints import crash_rate_cause, likely_causes, undecided_hint
 from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find, Verdict
 from bisectbot.statistics.skips import failure_shift
 from bisectbot.statistics.two_sample import seed_for_seed
+
+RERUN_SEEDS = 64  # the working end's first seeds run a second time: enough to see a noisy program
+
+
+def rerun_working_end(b: Bisection) -> None:
+    """Run the working end's first RERUN_SEEDS seeds a second time (CommitTester.reruns: stored
+    apart, replayed on a resume) and keep what they show in `b.reran`: a seed that printed
+    otherwise means the program is not deterministic per seed, and then no commit is placed by
+    seed identity (Bisection.deterministic). Once per bisect; not on a cluster."""
+    if b.reran is not None or b.width > 1:
+        return
+    plan = b.plan
+    sha = plan.line[plan.working_pos]
+    b.within_budget()
+    b.reran = b.tester.reruns(sha, RERUN_SEEDS)
+    if not b.deterministic:
+        b.events.emit(Reran(plan.find.working_ref_name, sha, b.reran.shared, b.reran.differ))
+
+
+def end_ask(b: Bisection, name: str) -> Ask:
+    """The endpoint test of the end the user named `name`. When the reference is the working
+    end's own runs (a control sample, whose first runs are made already), that end's first seeds
+    are run twice before its test (rerun_working_end; otherwise after it, check_endpoints), and
+    when the program is not deterministic per seed its test reads the reruns: against its own
+    first runs it would pass on no evidence, and the search's budgets, which follow the runs it
+    took, would be far too short for commits whose runs are independent of the control's."""
+    plan = b.plan
+    if name != plan.find.working_ref_name or not b.control_at_working_end:
+        return plan.ask(f"{name}-endpoint")
+    rerun_working_end(b)
+    return plan.ask(f"{name}-endpoint", rerun=not b.deterministic)
 
 
 def log_command(b: Bisection, v: CommitVerdict) -> str:
@@ -105,7 +136,7 @@ def _working_end_for(b: Bisection, needed: bool = False) -> CommitVerdict | None
     if not needed and (b.tester.cfg.statistic.condition is None or stats.MISSED in ref.names):
         return None
     b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.working_pos]))
-    return b.test(plan.working_pos, plan.ask(f"{name}-endpoint"))
+    return b.test(plan.working_pos, end_ask(b, name))
 
 
 class NothingChanged(Exception):
@@ -127,13 +158,20 @@ def _nothing_changed(b: Bisection, name: str, v: CommitVerdict) -> None:
     working = _working_end_for(b, needed=True)
     if working is None or working.verdict is not Verdict.GOOD:
         return
-    same = seed_for_seed(dict(b.tester.observations(v.sha)), dict(b.tester.observations(working.sha)))
+    same = seed_for_seed(_printed(b, v.sha), _printed(b, working.sha))
     if same.alike():
         raise NothingChanged(
             nothing_changed(
                 (name, v.sha), (plan.find.working_ref_name, working.sha), same, plan.broken_pos, plan.find is Find.BAD
             )
         )
+
+
+def _printed(b: Bisection, sha: str) -> dict[int, int]:
+    """What the commit printed on the common seeds: its observations (CommitTester.observations),
+    and −2 for each run that failed, so that a crash rate that changed is a difference too."""
+    failed = {seed: -2 for seed, yes in b.tester.failed_runs(sha).items() if yes}
+    return {**dict(b.tester.observations(sha)), **failed}
 
 
 def check_endpoints(b: Bisection) -> None:
@@ -152,7 +190,7 @@ def check_endpoints(b: Bisection) -> None:
     if b.width > 1:  # both at once
         for name, pos, _ in ends:
             b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
-        got = b.test_many([(plan.line[pos], plan.ask(f"{name}-endpoint")) for name, pos, _ in ends])
+        got = b.test_many([(plan.line[pos], end_ask(b, name)) for name, pos, _ in ends])
         for (name, _, want), v in zip(ends, got):
             if v.verdict is not want:
                 _refuse_swapped(b, name, v, want)
@@ -160,11 +198,12 @@ def check_endpoints(b: Bisection) -> None:
                 raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(b, v), diagnosis(b, v)))
     for name, pos, want in ends if b.width == 1 else ():
         b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
-        v = b.test(pos, plan.ask(f"{name}-endpoint"))
+        v = b.test(pos, end_ask(b, name))
         if v.verdict is not want:
             _refuse_swapped(b, name, v, want)
             _nothing_changed(b, name, v)
             raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(b, v), diagnosis(b, v)))
+    rerun_working_end(b)  # its first runs are its test's: only the second runs are made here
 
 
 def test_broken_end(b: Bisection, why: str) -> CommitVerdict:
@@ -176,7 +215,7 @@ def test_broken_end(b: Bisection, why: str) -> CommitVerdict:
     if (seen := b.ledger.end_verdict(name)) is not None:
         return seen
     b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.broken_pos]))
-    v = b.test(plan.broken_pos, plan.ask(f"{name}-endpoint"))
+    v = b.test(plan.broken_pos, end_ask(b, name))
     if v.verdict is not Verdict.BAD:
         _nothing_changed(b, name, v)
         message = endpoint_message(name, plan.ref(name), v, Verdict.BAD, log_command(b, v), diagnosis(b, v))
@@ -201,7 +240,7 @@ def _refuse_swapped(b: Bisection, name: str, v: CommitVerdict, want: Verdict) ->
     seen = next((x for x in b.ledger.verdicts if x.arm == "main" and x.role == f"{other}-endpoint"), None)
     if seen is None:  # the other end is not tested yet (serially, the broken end comes first)
         b.events.emit(EndpointStarted(other, plan.ref(other), plan.line[pos]))
-        seen = b.test(pos, plan.ask(f"{other}-endpoint"))
+        seen = b.test(pos, end_ask(b, other))
     if seen.verdict is not other_want.flipped():
         return
     good_v, bad_v = (v, seen) if name == "good" else (seen, v)

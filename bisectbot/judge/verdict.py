@@ -27,6 +27,7 @@ from bisectbot.processes.procs import ServerError
 from bisectbot.records.commits import Ask, BuildRecord, CommitVerdict, RunRecord, Tally, masked
 from bisectbot.statistics import sequential, stats, two_sample
 from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.two_sample import SeedForSeed, seed_for_seed
 
 
 def judge(
@@ -204,6 +205,8 @@ class CommitTester:
         arm = None if ask.arm == "main" else ask.arm
         prepared = runner.prepare(sha) if arm is None else runner.prepare_arm(sha, arm)
         while True:
+            if ask.rerun and prepared.executor is not None:
+                prepared = runner.rerunning(prepared)
             if prepared.executor is None:
                 if not prepared.applicable:
                     return self._reached(prepared, ask, None, Verdict.NOT_APPLICABLE, prepared.why)
@@ -331,6 +334,22 @@ class CommitTester:
         self._observed[sha] = (token, tuple(out))
         return tuple(out)
 
+    def reruns(self, sha: str, count: int) -> SeedForSeed:
+        """The commit's first `count` seeds of block 0 run a second time (CommitRunner.rerunning,
+        stored apart, so a resume replays them), compared with their first runs: the seeds both
+        runs counted, and how many gave the same observation both times. Any that did not: the
+        program is not deterministic per seed. Nothing when the commit cannot be run."""
+        prepared = self.runner.prepare(sha)
+        if prepared.executor is None:
+            return SeedForSeed(0, 0)
+        seeds = self.runner.seed_block(sha, 0, count)
+        twice = []
+        for which in (prepared, self.runner.rerunning(prepared)):
+            with self.runner.runs(which, seeds) as stream:
+                seen = {rec.seed: self.classify(rec)[0] for rec in stream}
+            twice.append({seed: c for seed, c in seen.items() if c is not None})
+        return seed_for_seed(*twice)
+
     def failed_runs(self, sha: str) -> dict[int, bool]:
         """The commit's stored runs on the common seeds (block 0): seed → whether the run failed
         (a crash, a timeout, output past its cap; a run the parse could not read did not fail).
@@ -368,7 +387,7 @@ class CommitTester:
             prepared.build,
             tally,
             verdict,
-            reason,
+            f"{reason} (on its seeds run a second time)" if ask.rerun else reason,
             evidence=evidence,
             executed=executed,
             variant=prepared.variant,
