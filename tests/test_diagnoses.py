@@ -3,7 +3,8 @@ built for real with cmake) is bisected through the real CLI, and the line that s
 wrong is checked word for word, with the exit code: ends that print the same seed for seed end
 clean (nothing changed); a crash rate that rose names `statistic.failures: outcome`; a program
 whose output differs on the same seed is named, places nothing by seed identity and stays within
-the builds bound + 2."""
+the builds bound + 2; a good end unlike the commits after it (`reference: good`) is named, with
+another --good to try."""
 
 from __future__ import annotations
 
@@ -215,3 +216,47 @@ def test_a_noisy_program_against_the_good_ends_own_runs_stays_within_the_bound(t
     good = next(v for v in report["verdicts"] if v["role"] == "good-endpoint")
     assert good["verdict"] == "good" and good["reason"].endswith("(on its seeds run a second time)")
     assert good["runs"] > 200  # a test on evidence, not ~120 runs of its own first runs
+
+
+# -- a good end unlike the commits after it --------------------------------------------------------
+ODD = (0.31, 0.45, 0.24)  # TV 0.04 from REF, which every later commit samples until the change
+UNUSUAL = [
+    Step("first", ODD),
+    Step("src", REF),
+    *[Step("src") for _ in range(11)],
+    Step("change", (1.0, 0.0, 0.0)),
+    *[Step("src") for _ in range(3)],
+]
+
+
+@needs(*TOOLCHAIN)
+def test_a_good_end_unlike_the_commits_after_it_is_named_with_another_good_to_try(tmp_path: Path) -> None:
+    """The reference is the good end's own runs, and the good end is itself unusual (TV 0.04 off
+    the commits after it, which agree with each other): every step after it is undecided against
+    it, so the search ends next to it. The bisect stops there, within the builds bound, saying the
+    good end is the problem and which --good to try (never said in the audit: no answer in 26 of
+    30, over the bound in 14)."""
+    h, config = history(tmp_path, UNUSUAL, reference="good")
+    proc, report = bisect(config, h)
+    assert proc.returncode == 4 and report == {}, proc.stderr[-3000:]
+    good, child = h.commits[0][:12], h.commits[1][:12]
+    said = re.fullmatch(
+        rf"the good end {good} looks unlike the commits after it: {child}, the commit the search ended next to "
+        rf"it, printed another outcome than it on (\d+) of (\d+) seeds both ran, while ([0-9a-f]{{12}}(, | and ))*"
+        rf"[0-9a-f]{{12}} print what {child} prints seed for seed; the reference is the good end's own runs "
+        r"\(reference: good\), and [0-9a-f]{12}'s test against them was undecided after \d+ runs \(observed TV "
+        r"0\.0\d\d from it, between eta 0.03 and tolerance 0.1\), so no commit after it can be placed: try another "
+        rf"--good, e.g. {child} \(or, if a change this small matters, lower test.tolerance to it\)",
+        error_line(proc),
+    )
+    assert said is not None and 0 < int(said.group(1)) < int(said.group(2)), error_line(proc)
+    built = re.findall(r"^  built ([0-9a-f]{12}) in", proc.stderr, re.M)
+    assert len(built) <= 8  # the builds bound of 17 commits: ⌈log2 17⌉ + 3
+
+
+@pytest.mark.heavy  # a whole bisect: ~4 s (~15 s on a busy host)
+@needs(*TOOLCHAIN)
+def test_with_the_good_it_names_the_change_is_found(tmp_path: Path) -> None:
+    h, config = history(tmp_path, UNUSUAL, reference="good")
+    proc, report = bisect(config, h, good=h.commits[1])  # the commit the search ended next to the good end
+    assert proc.returncode == 0 and report["first_bad"] == h.first("change"), proc.stderr[-3000:]

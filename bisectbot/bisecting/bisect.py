@@ -44,6 +44,7 @@ from bisectbot.bisecting.endpoints import (
     endpoint_message,
     log_command,
     test_broken_end,
+    unusual_working_end,
 )
 from bisectbot.bisecting.sticky import sticky_search
 from bisectbot.core import policy, walkback
@@ -287,6 +288,7 @@ class _Oracle:
         return probe(self.b, pos, self.model).verdict
 
     def reached(self, result: SearchResult) -> None:
+        unusual_working_end(self.b, result)
         if self.b.plan.broken_pos in (result.first_bad, result.last_good):
             test_broken_end(self.b, "the search ended next to it")
 

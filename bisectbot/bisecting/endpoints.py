@@ -4,8 +4,9 @@ The broken end must test BAD against the reference and the working one GOOD; an 
 not is one line (EndpointError) saying what it showed and what to change: the other --find when
 both test the opposite, a crash rate that rose, a build's log command. When the broken end tests
 GOOD and prints what the working end prints seed for seed, nothing changed: a clean range. The
-working end's first seeds are run twice: is the program deterministic per seed? Kept apart from
-the search (bisecting.bisect): everything here refuses early, with a message a user can act on.
+working end's first seeds are run twice (is the program deterministic per seed?), and a working
+end unlike the commits next to it is named when the search ends beside it. Kept apart from the
+search (bisecting.bisect): everything here refuses early, with a message a user can act on.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core.diagnose import either_way, observed_pairs
-from bisectbot.core.ends import nothing_changed
+from bisectbot.core.ends import find_unusual, nothing_changed, unusual_end
 from bisectbot.core.plan import Departure
+from bisectbot.core.search import SearchResult
 from bisectbot.errors import EndpointError
 from bisectbot.events import EndpointStarted, Reran
 from bisectbot.records.commits import UNREADABLE, Ask, CommitVerdict
@@ -54,6 +56,39 @@ def end_ask(b: Bisection, name: str) -> Ask:
         return plan.ask(f"{name}-endpoint")
     rerun_working_end(b)
     return plan.ask(f"{name}-endpoint", rerun=not b.deterministic)
+
+
+def unusual_working_end(b: Bisection, result: SearchResult) -> None:
+    """When the reference is the working end's own runs (`reference: good`) and the search ended
+    next to that end: is the end itself unlike the commits next to it (core.ends.find_unusual,
+    on the runs of the commits this bisect ran on that side)? Then EndpointError, naming another
+    end to try, before a confirmation that could only wander: a commit in the band is undecided
+    against the end's runs, so every commit like it is placed on the broken side."""
+    plan, ledger = b.plan, b.ledger
+    if not (b.control_at_working_end and b.deterministic) or plan.working_pos not in (
+        result.last_good,
+        result.first_bad,
+    ):
+        return
+    after = plan.find is Find.BAD
+    pos = result.first_bad if after else result.last_good
+    where = ledger.positions()
+    side = {
+        v.sha
+        for v in ledger.verdicts
+        if v.arm == "main"
+        and v.block == 0
+        and v.sha in where
+        and (where[v.sha] >= pos if after else where[v.sha] <= pos)
+    }
+    working = plan.line[plan.working_pos]
+    seen = {sha: dict(b.tester.observations(sha)) for sha in [working, *sorted(side, key=where.__getitem__)]}
+    ref = b.tester.reference
+    name = plan.find.working_ref_name
+    found = find_unusual((name, working), plan.line[pos], ledger.verdicts, seen, (ref.names, ref.probs), after)
+    if found is not None:
+        cfg = b.tester.cfg
+        raise EndpointError(unusual_end(found, cfg.test.indifference, cfg.test.tolerance))
 
 
 def log_command(b: Bisection, v: CommitVerdict) -> str:
