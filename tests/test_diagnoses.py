@@ -19,6 +19,9 @@ import pytest
 import yaml
 
 from bench.choice import ChoiceHistory, Step, write_choice_history
+from bisectbot.core.ends import find_unusual
+from bisectbot.records.commits import CommitVerdict
+from bisectbot.statistics.outcome import Verdict
 from bisectbot.statistics.skips import failure_shift
 
 from conftest import TOOLCHAIN, bisectbot_argv, needs, subprocess_env
@@ -219,6 +222,33 @@ def test_a_noisy_program_against_the_good_ends_own_runs_stays_within_the_bound(t
 
 
 # -- a good end unlike the commits after it --------------------------------------------------------
+def step(sha: str, verdict: Verdict) -> CommitVerdict:
+    """A step's verdict against the reference on the common seeds."""
+    counts = {"a": 80, "b": 110, "c": 48}
+    return CommitVerdict(
+        sha, "", "step", verdict, 238, counts, {}, 0, 0.0, 0.0, "", "reference", 1e-3, 1e-3, None, "ok", 0.1
+    )
+
+
+def test_an_unusual_end_needs_commits_that_agree_with_each_other_and_no_departure() -> None:
+    """core.ends.find_unusual on seeds alone: the neighbour differs from the end on a few seeds and
+    prints what a later commit prints; one of them undecided. Not when the end prints like the
+    neighbour, when the neighbour stands alone, or when a commit like it departs (BAD)."""
+    end = {s: s % 3 for s in range(200)}
+    later = {s: (s + 1) % 3 if s % 25 == 0 else s % 3 for s in range(200)}  # 8 of 200 seeds differ
+    seen = {"E": end, "N": later, "X": dict(later)}
+    ref = (("a", "b", "c"), (0.35, 0.45, 0.20))
+    found = find_unusual(("good", "E"), "N", [step("X", Verdict.INCONCLUSIVE)], seen, ref)
+    assert found is not None and found.alike == ("X",) and (found.unlike.differ, found.unlike.shared) == (8, 200)
+    assert found.tested.sha == "X" and found.tv is not None
+    assert (
+        find_unusual(("good", "E"), "N", [step("X", Verdict.INCONCLUSIVE)], {**seen, "N": end, "X": end}, ref) is None
+    )
+    assert find_unusual(("good", "E"), "N", [step("N", Verdict.INCONCLUSIVE)], {"E": end, "N": later}, ref) is None
+    departs = [step("X", Verdict.INCONCLUSIVE), step("N", Verdict.BAD)]
+    assert find_unusual(("good", "E"), "N", departs, seen, ref) is None
+
+
 ODD = (0.31, 0.45, 0.24)  # TV 0.04 from REF, which every later commit samples until the change
 UNUSUAL = [
     Step("first", ODD),
@@ -244,9 +274,9 @@ def test_a_good_end_unlike_the_commits_after_it_is_named_with_another_good_to_tr
         rf"the good end {good} looks unlike the commits after it: {child}, the commit the search ended next to "
         rf"it, printed another outcome than it on (\d+) of (\d+) seeds both ran, while ([0-9a-f]{{12}}(, | and ))*"
         rf"[0-9a-f]{{12}} print what {child} prints seed for seed; the reference is the good end's own runs "
-        r"\(reference: good\), and [0-9a-f]{12}'s test against them was undecided after \d+ runs \(observed TV "
-        r"0\.0\d\d from it, between eta 0.03 and tolerance 0.1\), so no commit after it can be placed: try another "
-        rf"--good, e.g. {child} \(or, if a change this small matters, lower test.tolerance to it\)",
+        r"\(a control sample\), and [0-9a-f]{12}'s test against them was undecided after \d+ runs \(observed TV "
+        r"0\.0\d\d from it; eta 0.03, tolerance 0.1\), so no commit after it can be placed: try another --good, "
+        rf"e.g. {child} \(or, if a change this small matters, lower test.tolerance to it\)",
         error_line(proc),
     )
     assert said is not None and 0 < int(said.group(1)) < int(said.group(2)), error_line(proc)

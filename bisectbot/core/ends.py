@@ -115,13 +115,13 @@ def unusual_end(u: Unusual, eta: float, tolerance: float) -> str:
     where = "after" if u.after else "before"
     named = [sha[:12] for sha in u.alike[:3]] + ([f"{len(u.alike) - 3} more"] if len(u.alike) > 3 else [])
     others = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
-    tv = f"observed TV {u.tv:.3f} from it, " if u.tv is not None else ""
+    tv = f"observed TV {u.tv:.3f} from it; " if u.tv is not None else ""
     return (
         f"the {u.end} end {u.end_sha[:12]} looks unlike the commits {where} it: {u.neighbour[:12]}, the commit the "
         f"search ended next to it, printed another outcome than it on {u.unlike.differ} of {u.unlike.shared} seeds "
         f"both ran, while {others} print what {u.neighbour[:12]} prints seed for seed; the reference is the "
-        f"{u.end} end's own runs (reference: {u.end}), and {u.tested.sha[:12]}'s test against them was undecided "
-        f"after {u.tested.runs} runs ({tv}between eta {eta:g} and tolerance {tolerance:g}), so no commit {where} it "
-        f"can be placed: try another --{u.end}, e.g. {u.neighbour[:12]} (or, if a change this small matters, lower "
+        f"{u.end} end's own runs (a control sample), and {u.tested.sha[:12]}'s test against them was undecided "
+        f"after {u.tested.runs} runs ({tv}eta {eta:g}, tolerance {tolerance:g}), so no commit {where} it can be "
+        f"placed: try another --{u.end}, e.g. {u.neighbour[:12]} (or, if a change this small matters, lower "
         f"test.tolerance to it)"
     )
