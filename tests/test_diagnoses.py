@@ -110,6 +110,23 @@ def test_a_crash_rate_that_rose_names_statistic_failures_outcome(tmp_path: Path)
     assert "program itself fails" not in said and "lower test.tolerance" not in said  # not said twice, no band advice
 
 
+@needs(*TOOLCHAIN)
+def test_commits_skipped_for_crashing_name_statistic_failures_outcome(tmp_path: Path) -> None:
+    """80% of seeds crash from one commit on, and the bad end is tested last: every commit after
+    it is skipped (its runs mostly fail), and the ambiguous range says the knob for a crash."""
+    steps = [Step("first", REF), *[Step("src") for _ in range(3)], Step("change", crash=0.8), Step("src")]
+    h, config = history(tmp_path, [*steps, Step("src")], test={"broken_end": "last"})
+    proc, report = bisect(config, h)
+    assert proc.returncode == 3 and report["status"] == "ambiguous", proc.stderr[-3000:]
+    assert h.first("change") in report["candidates"]
+    assert re.search(
+        r": runs crash: killed by SIGABRT, command variant #; commits whose runs mostly fail are skipped, as failed "
+        r"runs are no observation \(statistic.failures: skip\): if the crash is the bug, set statistic.failures: "
+        r"outcome to bisect it$",
+        report["message"],
+    ), report["message"]
+
+
 @pytest.mark.heavy  # a whole bisect: ~4 s (~15 s on a busy host)
 @needs(*TOOLCHAIN)
 def test_with_the_knob_it_names_the_crash_rate_is_bisected(tmp_path: Path) -> None:

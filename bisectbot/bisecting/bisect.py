@@ -468,6 +468,12 @@ def _range_text(b: Bisection, result: SearchResult) -> str:
     if user := [plan.line[p][:12] for p in result.candidates if plan.line[p] in plan.user_skipped]:
         parts.append(f"skipped by the user (--skip/--exclude): {', '.join(user)}")
     why = "; ".join(parts) or "the commits between could not be decided"
+    crashed = any(blk.signature.startswith("runs ") and "match parse" not in blk.signature for blk in inside)
+    if crashed and b.tester.reference.failed is None:  # a crash rate the tests do not see
+        why += (
+            "; commits whose runs mostly fail are skipped, as failed runs are no observation (statistic.failures: "
+            "skip): if the crash is the bug, set statistic.failures: outcome to bisect it"
+        )
     return (
         f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
         f"{plan.line[result.first_bad][:12]}: {why}"
