@@ -12,7 +12,9 @@ Histories can hold commits that cannot change the binary (`History.equivalent`):
 narrowed as `bisecting.narrow` would narrow it (such a commit builds its parent's binary, so it
 has its parent's distribution), and the confirmation still builds a skipped parent. Runs can
 fail (`History.failing`: a share of seeds crash, the same seeds at every commit; `failing_at`:
-that share from each position on, a crash rate that changes at a commit).
+that share from each position on, a crash rate that changes at a commit). `History.noise` makes
+the program not deterministic per seed (a share of runs draw afresh, as threads or the clock
+would), and `sim_config(control=…)` takes a commit's own runs as the reference (a control sample).
 
 Costs are seconds: `COSTS` holds two settings, llama.cpp's measured figures and the demo's; a
 `SimRunner` states its setting to the strategy choice as a real runner states what its state
@@ -74,26 +76,31 @@ statistic:
   condition: {{position: 0, token: f}}
   outcome: {{position: 1}}
 {failures}reference:
-  probs: {{e: {e}, g: {g}, h: {h}}}
-{condition_prob}test:
+{reference}{condition_prob}test:
   tolerance: 0.1
   confidence: 0.99
 """
 
 
 def sim_config(
-    max_runs: int | None = None, *, failures: str | None = None, condition_prob: bool = True, **test: float
+    max_runs: int | None = None,
+    *,
+    failures: str | None = None,
+    condition_prob: bool = True,
+    control: str | None = None,
+    **test: float,
 ) -> Config:
     """The bench's config: the #29975 reference, the defaults otherwise (`max_runs` and `test`
     keys when given; `failures`: statistic.failures; `condition_prob` False: a reference without
-    P(condition)). Without them only keys that every version knows, so a baseline checkout
-    reads the same file."""
+    P(condition); `control`: the runs of that commit instead, a control sample). Without them
+    only keys that every version knows, so a baseline checkout reads the same file."""
     runs = "" if max_runs is None else f"  max_runs: {max_runs}\n"
+    probs = "  probs: {{e: {e}, g: {g}, h: {h}}}\n".format(**P_29975)
     text = CONFIG.format(
         max_runs=runs,
         failures="" if failures is None else f"  failures: {failures}\n",
-        condition_prob=f"  condition_prob: {CONDITION_29975}\n" if condition_prob else "",
-        **P_29975,
+        reference=probs if control is None else f"  control: {{commit: '{control}'}}\n",
+        condition_prob=f"  condition_prob: {CONDITION_29975}\n" if condition_prob and control is None else "",
     )
     text += "".join(f"  {key}: {value}\n" for key, value in test.items())
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,6 +138,7 @@ class History:
     equivalent: frozenset[int] = frozenset()
     failing: float = 0.0
     failing_at: dict[int, float] | None = None
+    noise: float = 0.0  # the share of runs that draw afresh (not deterministic per seed)
 
     def failing_share(self, pos: int) -> float:
         if self.failing_at is None:
@@ -176,10 +184,15 @@ class _Workspace:
     def info(self, sha: str) -> _Info:
         return _Info(sha)
 
+    def resolve(self, ref: str) -> str:
+        return ref  # a control sample's commit is given as its sha
+
 
 class SimStream:
     """A commit's runs over its seeds: each outcome from the commit's distribution and the
-    seed's uniform (the same uniform for every commit); a share `failing` of seeds crash."""
+    seed's uniform (the same uniform for every commit); a share `failing` of seeds crash; a
+    share `noise` of runs draw from a uniform of their own (`stream`: the commit and which run
+    of the seed, so reruns and other commits draw apart)."""
 
     def __init__(
         self,
@@ -188,10 +201,13 @@ class SimStream:
         salt: int,
         failing: float = 0.0,
         keep: dict[int, RunRecord] | None = None,
+        noise: float = 0.0,
+        stream: int = 0,
     ):
         self._cdf, self._seeds, self._salt = cdf, iter(seeds), salt
         self._failing = failing
         self._keep = keep if keep is not None else {}
+        self._noise, self._stream = noise, stream
         self.executed = 0
         self.retried = 0
 
@@ -206,11 +222,15 @@ class SimStream:
 
     def __next__(self) -> RunRecord:
         seed = next(self._seeds)
+        if self._noise and seed in self._keep:  # a noisy seed's run is the one stored (a deterministic one is the same)
+            return self._keep[seed]
         self.executed += 1
         if self._failing and uniform(self._salt + 7919, seed) < self._failing:
             rec = RunRecord(seed, "crash", None, 139, 0.0, 1, 0, "killed by SIGSEGV")
         else:
             u = uniform(self._salt, seed)
+            if self._noise and uniform(self._stream, seed) < self._noise:
+                u = uniform(self._stream + 1, seed)
             category = int(np.searchsorted(self._cdf, u, side="right"))
             rec = RunRecord(seed, "ok", TOKENS[min(category, len(TOKENS) - 1)], 0, 0.0)
         self._keep[seed] = rec
@@ -230,12 +250,14 @@ def uniform(salt: int, seed: int) -> float:
 
 
 class SimRunner:
-    """Stands where CommitRunner stands: every commit builds; its runs come from History."""
+    """Stands where CommitRunner stands: every commit builds; its runs come from History, kept
+    per run key (a seed's second runs apart from its first)."""
 
     def __init__(self, cfg: Config, history: History, costs: str = "llama"):
         self.cfg, self.history, self.costs = cfg, history, costs
-        self._kept: dict[str, dict[int, RunRecord]] = {}
+        self._kept: dict[tuple[str, str], dict[int, RunRecord]] = {}
         self.workspace = _Workspace()
+        self.events = Events()
         shas = history.shas
         self._cdf = {sha: np.cumsum(history.dist_at(i))[:-1] for i, sha in enumerate(shas)}
         self._failing = {sha: history.failing_share(i) for i, sha in enumerate(shas)}
@@ -261,17 +283,25 @@ class SimRunner:
     def variant_failed(self, *args: Any) -> None:
         return None
 
+    def rerunning(self, prepared: Prepared) -> Prepared:
+        """A seed's second runs, kept under a key of their own (as CommitRunner's)."""
+        return replace(prepared, run_key=f"{prepared.run_key}/rerun")
+
     def stored_runs(self, prepared: Prepared) -> dict[int, Any]:
         """The runs made so far at the commit (every run is drawn afresh, as if executed, and
         kept: what a commit tested on the same seeds is compared with)."""
-        return dict(self._kept.get(prepared.sha, {}))
+        return dict(self._kept.get((prepared.run_key, prepared.sha), {}))
 
     def runs_version(self, sha: str) -> int:
-        return len(self._kept.get(sha, {}))
+        return sum(len(runs) for (_, at), runs in self._kept.items() if at == sha)
 
     def runs(self, prepared: Prepared, seeds: list[int]) -> SimStream:
-        keep = self._kept.setdefault(prepared.sha, {})
-        return SimStream(self._cdf[prepared.sha], seeds, self.history.salt, self._failing[prepared.sha], keep)
+        """The commit's runs, kept per run key; with noise a seed's stored run is replayed (as a
+        state directory does) and a run key's noise draws apart from another's."""
+        keep = self._kept.setdefault((prepared.run_key, prepared.sha), {})
+        stream = int(hashlib.sha1(f"{prepared.run_key}:{prepared.sha}".encode()).hexdigest()[:8], 16)
+        cdf, failing = self._cdf[prepared.sha], self._failing[prepared.sha]
+        return SimStream(cdf, seeds, self.history.salt, failing, keep, self.history.noise, stream)
 
     def built_already(self, sha: str) -> bool:
         return True  # every commit "builds" instantly
@@ -360,8 +390,15 @@ def run_report(
     `scan`; the plan is narrowed as bisecting.narrow does when the history has equivalent commits."""
     events = Events()
     runner = SimRunner(cfg, history, costs)
-    resolved = resolve_reference(cfg)
-    tester = CommitTester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
+    if cfg.reference.control is not None:  # a control sample (only versions with one)
+        from bisectbot.judge.reference import GrowingControl
+
+        resolved = resolve_reference(cfg, runner)  # type: ignore[arg-type]
+        control = GrowingControl(cfg, runner, resolved)  # type: ignore[arg-type]
+        tester = CommitTester(cfg, runner, resolved.stats_reference(), events, control)  # type: ignore[arg-type]
+    else:
+        resolved = resolve_reference(cfg)
+        tester = CommitTester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
     bad = history.n - 1 if bad is None else bad
     narrowed = history.narrowed(good, bad) if history.equivalent else None
     line = narrowed.line if narrowed is not None else tuple(history.shas[good : bad + 1])

@@ -290,6 +290,10 @@ class ClusterTester(CommitTester):
         no commit by likeness (every step is tested; nothing is built on the coordinator)."""
         return ()
 
+    def failed_runs(self, sha: str) -> dict[int, bool]:
+        """None here either: the runs' keys live on the workers (no crash rate is compared)."""
+        return {}
+
     def feed(self, sha: str, block: int = 0, start: int = 0, toward: Sequence[float] | None = None) -> Feed:
         """The commit's runs one counted category at a time, fetched from a worker in batches
         (the confirmation's fresh seeds): built and run there, like every verdict."""

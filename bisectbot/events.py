@@ -14,7 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterator
 
+from bisectbot.core.ends import not_deterministic
 from bisectbot.records.commits import CommitVerdict
+from bisectbot.statistics.two_sample import SeedForSeed
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,19 @@ class BlockOfSkips(Event):
 
     def text(self) -> str:
         return f"[skip] {self.commits} commits {self.first[:12]} … {self.last[:12]} fail the same way: {self.signature}"
+
+
+@dataclass(frozen=True)
+class Reran(Event):
+    """The working end's first seeds, run a second time, printed otherwise on some of them."""
+
+    end: str
+    sha: str
+    seeds: int
+    differ: int
+
+    def text(self) -> str:
+        return f"[reruns] {not_deterministic(self.end, self.sha, SeedForSeed(self.seeds - self.differ, self.seeds))}"
 
 
 @dataclass(frozen=True)

@@ -32,14 +32,20 @@ is replayed from the state database on a rerun: a killed bisect resumes where it
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 from bisectbot.bisecting import confirm, summary
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.bisecting.budget import Budget, BudgetSpent
 from bisectbot.bisecting.crosscheck import cross_check
-from bisectbot.bisecting.endpoints import check_endpoints, endpoint_message, log_command, test_broken_end
+from bisectbot.bisecting.endpoints import (
+    NothingChanged,
+    check_endpoints,
+    endpoint_message,
+    log_command,
+    test_broken_end,
+    unusual_working_end,
+)
 from bisectbot.bisecting.sticky import sticky_search
 from bisectbot.core import policy, walkback
 from bisectbot.core.confirming import NO_CHANGE, Confirmation
@@ -291,6 +297,7 @@ class _Oracle:
         return probe(self.b, pos, self.model).verdict
 
     def reached(self, result: SearchResult) -> None:
+        unusual_working_end(self.b, result)
         if self.b.plan.broken_pos in (result.first_bad, result.last_good):
             test_broken_end(self.b, "the search ended next to it")
 
@@ -403,16 +410,16 @@ def _alike(b: Bisection, sha: str, parent_sha: str) -> str | None:
     """Why no change test is worth running: the commit and its parent printed the same
     outputs on the search's seeds both ran, often enough to show them alike (two_sample.log_e_alike):
     whatever their verdicts, nothing changed between them that the test could find. None
-    when they differ somewhere, or did not both run there."""
-    mine = dict(b.tester.observations(sha))
-    theirs = dict(b.tester.observations(parent_sha))
-    shared = [seed for seed in mine if seed in theirs]
-    differ = sum(mine[seed] != theirs[seed] for seed in shared)
-    if not shared or two_sample.log_e_alike(len(shared) - differ, differ) < math.log(1 / two_sample.STEER_LEVEL):
+    when they differ somewhere, or did not both run there, and for a program not deterministic
+    per seed (Bisection.deterministic), whose runs on one seed need not be alike."""
+    if not b.deterministic:
+        return None
+    same = two_sample.seed_for_seed(dict(b.tester.observations(sha)), dict(b.tester.observations(parent_sha)))
+    if not same.alike():
         return None
     return (
-        f"they printed the same {'number' if b.tester.numbers else 'outcome'} on {len(shared) - differ} of "
-        f"{len(shared)} seeds both ran in the "
+        f"they printed the same {'number' if b.tester.numbers else 'outcome'} on {same.agree} of {same.shared} seeds "
+        f"both ran in the "
         f"search (total variation below {two_sample.ALIKE_DELTA:g} between them)"
     )
 
@@ -429,9 +436,7 @@ def _zone_placed(b: Bisection, sha: str) -> bool:
     mine = dict(b.tester.observations(sha))
     for side, other, table in b.alike_table():
         if side == Verdict.BAD.value and other != sha and b.ledger.tested(other) is None:  # an untested (zone) target
-            shared = [(seed, cat) for seed, cat in table if seed in mine]
-            differ = sum(mine[seed] != cat for seed, cat in shared)
-            if shared and two_sample.log_e_alike(len(shared) - differ, differ) >= math.log(1 / two_sample.STEER_LEVEL):
+            if two_sample.seed_for_seed(mine, dict(table)).alike():
                 return True
     return False
 
@@ -473,6 +478,12 @@ def _range_text(b: Bisection, result: SearchResult) -> str:
     if user := [plan.line[p][:12] for p in result.candidates if plan.line[p] in plan.user_skipped]:
         parts.append(f"skipped by the user (--skip/--exclude): {', '.join(user)}")
     why = "; ".join(parts) or "the commits between could not be decided"
+    crashed = any(blk.signature.startswith("runs ") and "match parse" not in blk.signature for blk in inside)
+    if crashed and b.tester.reference.failed is None:  # a crash rate the tests do not see
+        why += (
+            "; commits whose runs mostly fail are skipped, as failed runs are no observation (statistic.failures: "
+            "skip): if the crash is the bug, set statistic.failures: outcome to bisect it"
+        )
     return (
         f"{len(result.candidates)} candidates between {plan.line[result.last_good][:12]} and "
         f"{plan.line[result.first_bad][:12]}: {why}"
@@ -510,8 +521,11 @@ def _no_change_text(b: Bisection, culprit: int, parent_sha: str, conf: Confirmat
 def zone_check(b: Bisection) -> CommitVerdict | None:
     """Does the working end depart from the reference by more than eta? Its runs (block 0)
     continued with the BAD test alone, up to run.max_runs: asked only when an answer hinges
-    on it (no builds, only runs)."""
+    on it (no builds, only runs). Not when the reference is that end's own runs (`reference:
+    good`): a commit cannot depart from itself."""
     plan = b.plan
+    if b.control_at_working_end:
+        return None
     try:
         return b.test(plan.working_pos, plan.ask("zone-check", mode="depart", q_bad=b.q_bad()))
     except BudgetSpent:
@@ -578,5 +592,7 @@ def run_bisect(
             departure = first_departure(b)
     except BudgetSpent as stop:
         departure = stopped(b, stop)
+    except NothingChanged as clean:
+        departure = clean.departure
     cross_check(b, departure)
     return summary.report(b, departure, context)

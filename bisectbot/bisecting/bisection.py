@@ -21,6 +21,7 @@ from bisectbot.records.commits import Ask, CommitVerdict
 from bisectbot.statistics import stats
 from bisectbot.statistics.condition import ConditionShift, condition_shift, share_change_between
 from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.two_sample import SeedForSeed
 
 
 class Bisection:
@@ -30,6 +31,27 @@ class Bisection:
         self.plan, self.tester, self.events = plan, tester, events
         self.ledger = Ledger(plan)
         self.budget = budget  # --max-builds / --deadline: checked before each verdict (and build)
+        # the working end's first seeds run a second time (bisecting.endpoints.rerun_working_end):
+        # None until then, and on a cluster (whose runs live on the workers)
+        self.reran: SeedForSeed | None = None
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether the program prints the same for a seed every time it runs it, as far as the
+        working end's reruns show (true until they are made): commits are then placed beside
+        one another by printing the same outcomes seed for seed; otherwise never. A timing
+        (statistic.kind time) never is: a time is never the same twice."""
+        if self.tester.cfg.statistic.kind == "time":
+            return False
+        return self.reran is None or self.reran.agree == self.reran.shared
+
+    @property
+    def control_at_working_end(self) -> bool:
+        """The reference is the working end's own runs (`reference: good`, a control sample; for a
+        number, the control its runs are paired with)."""
+        control, numbers = self.tester.control, self.tester.numbers
+        sha = control.sha if control is not None else numbers.sha if numbers is not None else None
+        return sha is not None and sha == self.plan.line[self.plan.working_pos]
 
     @property
     def width(self) -> int:
@@ -77,14 +99,15 @@ class Bisection:
         prints what one of them prints, seed for seed, is placed on its side after a few dozen
         runs (GOOD-SIDE or BAD-SIDE, two_sample.log_e_alike) instead of a whole test. Commits whose
         distributions are alike usually print the same outputs for the same seed; when they do
-        not (other numerics), the step is tested against the reference as usual."""
-        if self.tester.cfg.statistic.kind == "time":  # a timing is never the same twice
+        not (other numerics), the step is tested against the reference as usual. None at all for a
+        program that is not deterministic per seed (`deterministic`)."""
+        if not self.deterministic:
             return ()
         return tuple((side.value, sha, self.tester.observations(sha)) for sha, side in self.ledger.sides().items())
 
     def step_budget(self, factor: int = 0) -> int:
-        """Ledger.step_budget within run.max_runs."""
-        return self.ledger.step_budget(self.tester.cfg.run.max_runs, factor)
+        """Ledger.step_budget within run.max_runs (longer for a program not deterministic per seed)."""
+        return self.ledger.step_budget(self.tester.cfg.run.max_runs, factor, noisy=not self.deterministic)
 
     def announce_block(self, pos: int, blocks: tuple[SkipBlock, ...]) -> None:
         """Tell the observers about a block of commits that failed alike, once it spans more than one."""

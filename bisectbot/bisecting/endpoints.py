@@ -1,11 +1,12 @@
 """Stage 1 of a bisect: the ends as given must test as given before any search starts.
 
-The broken end (bad, or the old one with find=fixed) must test BAD against the reference and the
-working one GOOD. When both test the opposite, the ends are the other way round for this --find
-(a fix, not a breakage, or the reverse) and the error says which --find to rerun with; any other
-failure says what the end did and, for a build that failed, the command that prints its log.
-Cross-check arms run after the answer (bisecting.crosscheck). Kept apart from the search
-(bisecting.bisect) because everything here is about refusing early, with a message a user can act on.
+The broken end must test BAD against the reference and the working one GOOD; an end that does
+not is one line (EndpointError) saying what it showed and what to change: the other --find when
+both test the opposite, a crash rate that rose, a build's log command. When the broken end tests
+GOOD and prints what the working end prints seed for seed, nothing changed: a clean range. The
+working end's first seeds are run twice (is the program deterministic per seed?), and a working
+end unlike the commits next to it is named when the search ends beside it. Kept apart from the
+search (bisecting.bisect): everything here refuses early, with a message a user can act on.
 """
 
 from __future__ import annotations
@@ -15,12 +16,81 @@ import math
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.config.seeds import SEED_BLOCK
 from bisectbot.core.diagnose import either_way, number_distance, observed_number, observed_pairs
+from bisectbot.core.ends import find_unusual, nothing_changed, unusual_end
+from bisectbot.core.plan import Departure
+from bisectbot.core.search import SearchResult
 from bisectbot.errors import EndpointError
-from bisectbot.events import EndpointStarted
-from bisectbot.records.commits import CommitVerdict
-from bisectbot.report.hints import likely_causes, undecided_hint, undecided_number_hint
+from bisectbot.events import EndpointStarted, Reran
+from bisectbot.records.commits import UNREADABLE, Ask, CommitVerdict
+from bisectbot.report.hints import crash_rate_cause, likely_causes, undecided_hint, undecided_number_hint
 from bisectbot.statistics import stats
 from bisectbot.statistics.outcome import Find, Verdict
+from bisectbot.statistics.skips import failure_shift
+from bisectbot.statistics.two_sample import seed_for_seed
+
+RERUN_SEEDS = 64  # the working end's first seeds run a second time: enough to see a noisy program
+
+
+def rerun_working_end(b: Bisection) -> None:
+    """Run the working end's first RERUN_SEEDS seeds a second time (CommitTester.reruns: stored
+    apart, replayed on a resume) and keep what they show in `b.reran`: a seed that printed
+    otherwise means the program is not deterministic per seed, and then no commit is placed by
+    seed identity (Bisection.deterministic). Once per bisect; not on a cluster."""
+    if b.reran is not None or b.width > 1 or b.tester.cfg.statistic.kind == "time":
+        return  # done, on a cluster, or a timing (never the same twice: Bisection.deterministic)
+    plan = b.plan
+    sha = plan.line[plan.working_pos]
+    b.within_budget()
+    b.reran = b.tester.reruns(sha, RERUN_SEEDS)
+    if not b.deterministic:
+        b.events.emit(Reran(plan.find.working_ref_name, sha, b.reran.shared, b.reran.differ))
+
+
+def end_ask(b: Bisection, name: str) -> Ask:
+    """The endpoint test of the end the user named `name`. When the reference is the working
+    end's own runs (a control sample, whose first runs are made already), that end's first seeds
+    are run twice before its test (rerun_working_end; otherwise after it, check_endpoints), and
+    when the program is not deterministic per seed its test reads the reruns: against its own
+    first runs it would pass on no evidence, and the search's budgets, which follow the runs it
+    took, would be far too short for commits whose runs are independent of the control's."""
+    plan = b.plan
+    if name != plan.find.working_ref_name or not b.control_at_working_end:
+        return plan.ask(f"{name}-endpoint")
+    rerun_working_end(b)
+    return plan.ask(f"{name}-endpoint", rerun=not b.deterministic)
+
+
+def unusual_working_end(b: Bisection, result: SearchResult) -> None:
+    """When the reference is the working end's own runs (`reference: good`) and the search ended
+    next to that end: is the end itself unlike the commits next to it (core.ends.find_unusual,
+    on the runs of the commits this bisect ran on that side)? Then EndpointError, naming another
+    end to try, before a confirmation that could only wander: a commit in the band is undecided
+    against the end's runs, so every commit like it is placed on the broken side."""
+    plan, ledger = b.plan, b.ledger
+    if not (b.control_at_working_end and b.deterministic) or plan.working_pos not in (
+        result.last_good,
+        result.first_bad,
+    ):
+        return
+    after = plan.find is Find.BAD
+    pos = result.first_bad if after else result.last_good
+    where = ledger.positions()
+    side = {
+        v.sha
+        for v in ledger.verdicts
+        if v.arm == "main"
+        and v.block == 0
+        and v.sha in where
+        and (where[v.sha] >= pos if after else where[v.sha] <= pos)
+    }
+    working = plan.line[plan.working_pos]
+    seen = {sha: dict(b.tester.observations(sha)) for sha in [working, *sorted(side, key=where.__getitem__)]}
+    ref = b.tester.reference
+    name = plan.find.working_ref_name
+    found = find_unusual((name, working), plan.line[pos], ledger.verdicts, seen, (ref.names, ref.probs), after)
+    if found is not None:
+        cfg = b.tester.cfg
+        raise EndpointError(unusual_end(found, cfg.test.indifference, cfg.test.tolerance))
 
 
 def log_command(b: Bisection, v: CommitVerdict) -> str:
@@ -32,7 +102,8 @@ def log_command(b: Bisection, v: CommitVerdict) -> str:
 
 def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
     """What an end that tested the wrong way showed: its observed distribution against the
-    reference, the config mistakes its runs point at, or for an undecided test what to raise."""
+    reference, the config mistakes its runs point at (or a crash rate that rose from the working
+    end), or for an undecided test what to raise."""
     reference, cfg = b.tester.reference, b.tester.cfg
     out = []
     numeric = b.tester.numbers.reference() if b.tester.numbers is not None else None
@@ -40,9 +111,13 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
         out.append(f"observed/reference {observed_number(v.values, numeric)}")
     elif pairs := observed_pairs(v.counts, reference.names, reference.probs):
         out.append(f"observed/reference {pairs}")
+    crashes = _crash_rate(b, v)
+    # failed runs a rising crash rate explains are not said again as the program failing there
+    failures = v.failures if crashes is None else {k: n for k, n in v.failures.items() if k in UNREADABLE}
     causes = likely_causes(
-        v.counts, v.failures, v.others, reference, last_unreadable=v.last_unreadable, last_failed=v.last_failed
+        v.counts, failures, v.others, reference, last_unreadable=v.last_unreadable, last_failed=v.last_failed
     )
+    causes = ([crashes] if crashes else []) + causes
     if v.sha in b.plan.line and v.sha != b.plan.line[b.plan.working_pos]:
         _working_end_for(b)
         # did the share of runs meeting the condition change between the working end and this one?
@@ -81,18 +156,73 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
     return out
 
 
-def _working_end_for(b: Bisection) -> None:
+def _crash_rate(b: Bisection, v: CommitVerdict) -> str | None:
+    """When the broken end's runs fail (and failed runs are no observation): do they fail more
+    often than the working end's, on the seeds both ran (skips.failure_shift, at the bisect's
+    level)? The cause, naming `statistic.failures: outcome`, or None. The working end is tested
+    first if it is not yet (a test the bisect makes anyway)."""
+    plan = b.plan
+    failed = {k: n for k, n in v.failures.items() if k not in UNREADABLE}
+    if b.tester.reference.failed is not None or not failed or v.sha != plan.line[plan.broken_pos]:
+        return None
+    working = _working_end_for(b, needed=True)
+    if working is None:
+        return None
+    shift = failure_shift(b.tester.failed_runs(working.sha), b.tester.failed_runs(v.sha), plan.level)
+    if shift is None:
+        return None
+    return crash_rate_cause(shift, plan.find.broken_ref_name, plan.find.working_ref_name, failed, v.last_failed)
+
+
+def _working_end_for(b: Bisection, needed: bool = False) -> CommitVerdict | None:
     """Before an end that tested the wrong way is explained: test the working end first when the
     explanation may need it and it is not tested yet (serially the broken end comes first). With
     a condition but no `condition_prob` in the reference, a change in how often the condition is
     met shows only against the working end's runs on the same seeds (Bisection.condition_shift_text);
-    that end's test is one the bisect makes anyway."""
+    so does a crash rate that rose (`needed`). That end's test is one the bisect makes anyway."""
     plan, ref = b.plan, b.tester.reference
     name = plan.find.working_ref_name
-    if b.tester.cfg.statistic.condition is None or stats.MISSED in ref.names or b.ledger.end_verdict(name):
-        return
+    if (seen := b.ledger.end_verdict(name)) is not None:
+        return seen
+    if not needed and (b.tester.cfg.statistic.condition is None or stats.MISSED in ref.names):
+        return None
     b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.working_pos]))
-    b.test(plan.working_pos, plan.ask(f"{name}-endpoint"))
+    return b.test(plan.working_pos, end_ask(b, name))
+
+
+class NothingChanged(Exception):
+    """The broken end tests GOOD and prints what the working end prints, seed for seed: the
+    bisect ends with `departure` (status clean: core.ends.nothing_changed), not an error."""
+
+    def __init__(self, departure: Departure):
+        super().__init__(departure.message)
+        self.departure = departure
+
+
+def _nothing_changed(b: Bisection, name: str, v: CommitVerdict) -> None:
+    """When the broken end `v` tests GOOD: test the working end if it is not yet, and when it is
+    GOOD too and the two printed the same outcome on the seeds both ran (two_sample.seed_for_seed,
+    shown alike), raise NothingChanged. Otherwise return (the endpoint error says what is wrong)."""
+    plan = b.plan
+    if name != plan.find.broken_ref_name or v.verdict is not Verdict.GOOD:
+        return
+    working = _working_end_for(b, needed=True)
+    if working is None or working.verdict is not Verdict.GOOD:
+        return
+    same = seed_for_seed(_printed(b, v.sha), _printed(b, working.sha))
+    if same.alike():
+        raise NothingChanged(
+            nothing_changed(
+                (name, v.sha), (plan.find.working_ref_name, working.sha), same, plan.broken_pos, plan.find is Find.BAD
+            )
+        )
+
+
+def _printed(b: Bisection, sha: str) -> dict[int, int]:
+    """What the commit printed on the common seeds: its observations (CommitTester.observations),
+    and −2 for each run that failed, so that a crash rate that changed is a difference too."""
+    failed = {seed: -2 for seed, yes in b.tester.failed_runs(sha).items() if yes}
+    return {**dict(b.tester.observations(sha)), **failed}
 
 
 def check_endpoints(b: Bisection) -> None:
@@ -111,17 +241,20 @@ def check_endpoints(b: Bisection) -> None:
     if b.width > 1:  # both at once
         for name, pos, _ in ends:
             b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
-        got = b.test_many([(plan.line[pos], plan.ask(f"{name}-endpoint")) for name, pos, _ in ends])
+        got = b.test_many([(plan.line[pos], end_ask(b, name)) for name, pos, _ in ends])
         for (name, _, want), v in zip(ends, got):
             if v.verdict is not want:
                 _refuse_swapped(b, name, v, want)
+                _nothing_changed(b, name, v)
                 raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(b, v), diagnosis(b, v)))
     for name, pos, want in ends if b.width == 1 else ():
         b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[pos]))
-        v = b.test(pos, plan.ask(f"{name}-endpoint"))
+        v = b.test(pos, end_ask(b, name))
         if v.verdict is not want:
             _refuse_swapped(b, name, v, want)
+            _nothing_changed(b, name, v)
             raise EndpointError(endpoint_message(name, plan.ref(name), v, want, log_command(b, v), diagnosis(b, v)))
+    rerun_working_end(b)  # its first runs are its test's: only the second runs are made here
 
 
 def test_broken_end(b: Bisection, why: str) -> CommitVerdict:
@@ -133,8 +266,9 @@ def test_broken_end(b: Bisection, why: str) -> CommitVerdict:
     if (seen := b.ledger.end_verdict(name)) is not None:
         return seen
     b.events.emit(EndpointStarted(name, plan.ref(name), plan.line[plan.broken_pos]))
-    v = b.test(plan.broken_pos, plan.ask(f"{name}-endpoint"))
+    v = b.test(plan.broken_pos, end_ask(b, name))
     if v.verdict is not Verdict.BAD:
+        _nothing_changed(b, name, v)
         message = endpoint_message(name, plan.ref(name), v, Verdict.BAD, log_command(b, v), diagnosis(b, v))
         raise EndpointError(
             f"{message} (tested last, {why}: with builds this slow the {name} end is built only when "
@@ -157,7 +291,7 @@ def _refuse_swapped(b: Bisection, name: str, v: CommitVerdict, want: Verdict) ->
     seen = next((x for x in b.ledger.verdicts if x.arm == "main" and x.role == f"{other}-endpoint"), None)
     if seen is None:  # the other end is not tested yet (serially, the broken end comes first)
         b.events.emit(EndpointStarted(other, plan.ref(other), plan.line[pos]))
-        seen = b.test(pos, plan.ask(f"{other}-endpoint"))
+        seen = b.test(pos, end_ask(b, other))
     if seen.verdict is not other_want.flipped():
         return
     good_v, bad_v = (v, seen) if name == "good" else (seen, v)

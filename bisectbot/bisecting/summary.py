@@ -14,7 +14,7 @@ from bisectbot.bisecting.outputs import side_by_side
 from bisectbot.core.assembly import Facts, assemble, candidates, culprit_of, reproduce_line, scan_line, with_time
 from bisectbot.core.plan import Departure, ReportContext
 from bisectbot.core.search import SkipBlock
-from bisectbot.records.reports import BisectReport, BisectStatus, SkipBlockRow
+from bisectbot.records.reports import BisectReport, BisectStatus, Repeatability, SkipBlockRow
 
 __all__ = ["block_text", "candidates", "report", "reproduce_line", "scan_line", "skip_block_summaries", "with_time"]
 
@@ -60,6 +60,14 @@ def facts(b: Bisection, dep: Departure, context: ReportContext) -> Facts:
         if dep.status is BisectStatus.FOUND and b.width == 1
         else None,
         width=b.width,
+        repeatability=None
+        if b.reran is None
+        else Repeatability(
+            commit=plan.line[plan.working_pos],
+            seeds=b.reran.shared,
+            differ=b.reran.differ,
+            deterministic=b.deterministic,
+        ),
     )
 
 

@@ -9,7 +9,7 @@ wiring.py (config and state directory opened, summary and JSON written).
 
 Exit codes (documented in README.md, relied on by scripts):
   0  bisect: culprit found and confirmed · test: GOOD
-  1  test: BAD
+  1  test: BAD · bisect: clean (--scan found no departure, or nothing changed between the ends)
   2  bad input: config, ref, git, state directory (one line on stderr says what and where)
   3  bisect: ambiguous or unconfirmed · test: INCONCLUSIVE
   4  bisect: an endpoint does not test as given · test: SKIP (cannot build or run)

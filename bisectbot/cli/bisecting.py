@@ -190,7 +190,9 @@ def bisect(
     """Bisect the first-parent line GOOD..BAD for the first bad (or first fixed) commit.
 
     Both endpoints are tested first; the culprit is confirmed against its parent on fresh seeds.
-    Killed or interrupted? Run the same command again: it resumes from the state database.
+    When both test GOOD and print the same outcomes seed for seed, nothing changed between them:
+    the range is clean (exit 1). Killed or interrupted? Run the same command again: it resumes
+    from the state database.
     """
 
     started = time.monotonic()  # --deadline counts from here

@@ -22,6 +22,7 @@ import numpy as np
 from bisectbot.core import policy
 from bisectbot.core.builds import build_stages, builds_bound
 from bisectbot.core.diagnose import distance_along
+from bisectbot.core.ends import repeatability_text
 from bisectbot.core.ledger import Ledger
 from bisectbot.core.plan import BisectPlan, Departure, ReportContext
 from bisectbot.core.search import SearchResult, untested_stretches
@@ -36,6 +37,7 @@ from bisectbot.records.reports import (
     Outputs,
     Proved,
     ReferenceSummary,
+    Repeatability,
     SkipBlockRow,
     Stopped,
     Stretch,
@@ -60,6 +62,7 @@ class Facts:
     control_runs: int | None = None  # a control sample's runs no test of the control commit counts
     outputs: Outputs | None = None  # the culprit's and its parent's first runs (bisecting.outputs)
     width: int = 1  # commits tested at once (a cluster's workers)
+    repeatability: Repeatability | None = None  # the working end's seeds run twice (bisecting.endpoints)
 
 
 def candidates(plan: BisectPlan, result: SearchResult) -> list[str]:
@@ -143,6 +146,7 @@ def assemble(ledger: Ledger, dep: Departure, context: ReportContext, facts: Fact
         proved=what.proved,
         untested_before=what.untested_before,
         scan_command=what.scan_command,
+        repeatability=facts.repeatability,
     )
 
 
@@ -358,6 +362,8 @@ def assumptions(ledger: Ledger, dep: Departure, facts: Facts) -> list[str]:
         out.append(
             f"{len(dep.crossed)} boundary(ies) ruled out on the way (their parent departs): listed in change_points"
         )
+    if (noisy := repeatability_text(ledger.plan.find.working_ref_name, facts.repeatability)) is not None:
+        out.append(noisy)
     return out + _about_the_reference(ledger, dep, facts)
 
 
@@ -432,4 +438,6 @@ def reproduce_line(plan: BisectPlan, strategy: str) -> str:
     extra += "".join(f" --also {shlex.quote(p)}" for p in how.also)
     extra += "" if how.enabled else " --all-commits"
     extra += "".join(f" --skip {sha[:12]}" for sha in plan.user_skipped)
+    # a scan, or ends that gave the answer alone, searched with no strategy: the one asked for
+    strategy = strategy if strategy in ("reference", "plain", "sticky") else plan.strategy
     return f"bisectbot bisect {plan.config_path} --good {plan.good} --bad {plan.bad}{extra} --strategy {strategy}"

@@ -20,6 +20,10 @@ from bisectbot.statistics.outcome import Verdict
 
 # A search step's budget, relative to the runs the working end's GOOD took (see Ledger.step_budget)
 STEP_BUDGET_FACTOR = 2
+# A program not deterministic per seed: a step's runs are not the working end's own, so its GOOD
+# takes an independent number of runs: P(more than 2 × the working end's) ≈ 3.5% at the reference
+# (#29975's, 300 simulated GOOD tests), 0.4% for 3 ×, ≈ 0.002% for 4 ×
+NOISY_STEP_BUDGET_FACTOR = 4
 PARENT_BUDGET_FACTOR = 3
 CULPRIT_BUDGET_FACTOR = 2  # × run.max_runs: a commit at the tolerance's edge can need it (not one in the zone)
 STEP_BUDGET_MIN = 200
@@ -147,16 +151,17 @@ class Ledger:
                     out[v.sha] = side
         return out
 
-    def step_budget(self, max_runs: int, factor: int = 0) -> int:
+    def step_budget(self, max_runs: int, factor: int = 0, noisy: bool = False) -> int:
         """Runs a search step may take: STEP_BUDGET_FACTOR × what the working end's GOOD took
         (at least STEP_BUDGET_MIN), at most `max_runs` (run.max_runs). A commit that has not
         shown GOOD by then (nor BAD) most likely sits between eta and tolerance: the search
         places it on the bad side (`placed`), and the confirmation decides whether anything is
         named. The parent's test there gets PARENT_BUDGET_FACTOR × (the same test as the
-        working end's, whose run counts have a long tail)."""
+        working end's, whose run counts have a long tail). For a program not deterministic per
+        seed (`noisy`) a step gets NOISY_STEP_BUDGET_FACTOR ×: its runs are not the working end's."""
         working = self.end_verdict(self.plan.find.working_ref_name)
         assert working is not None, "the working end is always tested first"
-        times = factor or STEP_BUDGET_FACTOR
+        times = factor or (NOISY_STEP_BUDGET_FACTOR if noisy else STEP_BUDGET_FACTOR)
         return min(max_runs, max(STEP_BUDGET_MIN, times * working.runs))
 
     def own_block0(self, sha: str) -> CommitVerdict | None:

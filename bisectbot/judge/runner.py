@@ -125,6 +125,11 @@ def run_key(parts: Mapping[str, Any]) -> str:
     return json_key(parts, 24)
 
 
+def rerun_key(key: str) -> str:
+    """The key the second runs of a run key's seeds are stored under (CommitRunner.rerunning)."""
+    return run_key({"rerun": key})
+
+
 class CommitRunner:
     """Builds and runs commits of one config in one state directory."""
 
@@ -465,6 +470,13 @@ class CommitRunner:
         commit: a run of it stored, or a run input marked as written (which changes run keys)."""
         store = self.state.store
         return store.runs_written[sha], store.outputs_marked
+
+    def rerunning(self, prepared: Prepared) -> Prepared:
+        """The commit ready to run its seeds a second time: the same program, its runs stored
+        under a key of their own (`rerun_key`), never mistaken for the first run of a seed and
+        replayed on a resume like any run. Whether a seed prints the same twice says whether
+        the program is deterministic per seed (CommitTester.reruns)."""
+        return replace(prepared, run_key=rerun_key(prepared.run_key))
 
     def stored_runs(self, prepared: Prepared) -> dict[int, RunRecord]:
         """The commit's runs already stored, by seed (none is executed)."""

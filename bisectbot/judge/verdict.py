@@ -33,6 +33,7 @@ from bisectbot.records.commits import Ask, BuildRecord, CommitVerdict, RunRecord
 from bisectbot.records.reports import ReferenceSummary
 from bisectbot.statistics import sequential, stats, two_sample
 from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.two_sample import SeedForSeed, seed_for_seed
 
 
 def judge(
@@ -254,6 +255,8 @@ class CommitTester:
         arm = None if ask.arm == "main" else ask.arm
         prepared = runner.prepare(sha) if arm is None else runner.prepare_arm(sha, arm)
         while True:
+            if ask.rerun and prepared.executor is not None:
+                prepared = runner.rerunning(prepared)
             if prepared.executor is None:
                 if not prepared.applicable:
                     return self._reached(prepared, ask, None, Verdict.NOT_APPLICABLE, prepared.why)
@@ -414,6 +417,42 @@ class CommitTester:
         self._observed[sha] = (token, tuple(out))
         return tuple(out)
 
+    def reruns(self, sha: str, count: int) -> SeedForSeed:
+        """The commit's first `count` seeds of block 0 run a second time (CommitRunner.rerunning,
+        stored apart, so a resume replays them), compared with their first runs: the seeds both
+        runs counted, and how many gave the same observation both times. Any that did not: the
+        program is not deterministic per seed. Nothing when the commit cannot be run."""
+        prepared = self.runner.prepare(sha)
+        if prepared.executor is None:
+            return SeedForSeed(0, 0)
+        seeds = self.runner.seed_block(sha, 0, count)
+        twice = []
+        for which in (prepared, self.runner.rerunning(prepared)):
+            with self.runner.runs(which, seeds) as stream:
+                seen = {rec.seed: self._signed(rec) for rec in stream}
+            twice.append({seed: c for seed, c in seen.items() if c is not None})
+        return seed_for_seed(*twice)
+
+    def _signed(self, rec: RunRecord) -> int | None:
+        """What a run is compared by seed for seed (`signature`: a category, or for a number the
+        number itself), None for a run not counted."""
+        rec = self.read(rec)[0]
+        category = self.category(rec)
+        return None if category is None else self.signature(rec, category)
+
+    def failed_runs(self, sha: str) -> dict[int, bool]:
+        """The commit's stored runs on the common seeds (block 0): seed → whether the run failed
+        (a crash, a timeout, output past its cap; a run the parse could not read did not fail).
+        What two commits' crash rates are compared on (skips.failure_shift); nothing is built."""
+        if not self.runner.built_already(sha):
+            return {}
+        prepared = self.runner.prepare(sha)
+        if prepared.executor is None:
+            return {}
+        seeds = set(self.runner.seed_block(sha, 0, SEED_BLOCK))
+        stored = self.runner.stored_runs(prepared).items()
+        return {seed: not rec.ok and not rec.unreadable for seed, rec in stored if seed in seeds}
+
     def feed(self, sha: str, block: int = 0, start: int = 0, toward: Sequence[float] | None = None) -> "Feed":
         """The commit's runs one counted category at a time (sticky search, confirmation);
         `toward`: what a departing commit is expected to look like (a control's paired test)."""
@@ -439,7 +478,7 @@ class CommitTester:
             prepared.build,
             tally,
             verdict,
-            reason,
+            f"{reason} (on its seeds run a second time)" if ask.rerun else reason,
             evidence=evidence,
             executed=executed,
             variant=prepared.variant,

@@ -213,6 +213,9 @@ class Ask:
     # ends to compare with seed for seed: (GOOD or BAD: the side it stands for, its sha,
     # ((seed, category or −1 for an uncounted run), …)); a commit like one is placed beside it
     alike: tuple[tuple[str, str, tuple[tuple[int, int], ...]], ...] = ()
+    # read the seeds' second runs (CommitRunner.rerunning): a program not deterministic per seed
+    # tested against a control sample of its own first runs, on pairs as independent as its noise
+    rerun: bool = False
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,15 @@ class Stopped(TypedDict):
     resume: str
 
 
+class Repeatability(TypedDict):
+    """The working end's first seeds run a second time: whether the program is deterministic per seed."""
+
+    commit: str
+    seeds: int  # compared (counted both times)
+    differ: int  # of them, seeds that printed another outcome the second time
+    deterministic: bool  # none did
+
+
 class OutputRow(TypedDict):
     """Run i of the parent and of the culprit, each under its own fresh seed."""
 
@@ -332,6 +341,7 @@ class BisectReport:
     proved: Proved | None = None  # status `found`, else None
     untested_before: list[Stretch] = field(default_factory=list)  # status `found`, else empty
     scan_command: str | None = None  # one --scan over all of them (None: none, or find=fixed)
+    repeatability: Repeatability | None = None  # None: not checked (a cluster, or no end tested)
     schema_version: int = SCHEMA_VERSION
     kind: str = "bisect"
 

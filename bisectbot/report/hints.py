@@ -10,7 +10,7 @@ runs look like a config problem rather than a real departure, says which key to 
 * a condition met far less often than the reference says (or, without `condition_prob`, far
   less often than at another commit: statistics.condition);
 * runs whose output the parse could not read (the parse section), apart from runs that failed
-  (the program itself);
+  (the program itself), and a crash rate that rose while failed runs are no observation;
 * an undecided test: whether more runs can decide it, and about how many.
 """
 
@@ -22,6 +22,7 @@ from typing import Mapping
 
 from bisectbot.core.diagnose import band_knobs
 from bisectbot.records.commits import UNREADABLE
+from bisectbot.statistics.skips import FailureShift
 from bisectbot.statistics.stats import MISSED, OTHER, Reference
 
 OTHER_SHARE = 0.05  # outcomes the reference lacks: worth a word from this share of the runs on
@@ -95,6 +96,23 @@ def _failure_causes(failures: Mapping[str, int], read: int, last_unreadable: str
             f"{n} of {runs} runs ({n / runs:.0%}) {what} ({how})" + (f"; the last: {last}" if last else "") + f": {fix}"
         )
     return causes
+
+
+def crash_rate_cause(shift: FailureShift, broken: str, working: str, kinds: Mapping[str, int], last: str) -> str:
+    """A crash rate that rose from the working end to the broken one, while failed runs are no
+    observation (`statistic.failures: skip`): the tests judged only the runs that did not fail,
+    so the change they cannot see is named with the knob that makes them see it. `kinds`: the
+    broken end's failures by kind; `last`: how its last failed run ended."""
+    how = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    ended = f"; the last: {last}" if last else ""
+    return (
+        f"the {broken} end's runs fail in {shift.after:.0%} of runs ({shift.after_failed} of {shift.after_runs}: "
+        f"{how}{ended}), the {working} end's in {shift.before:.0%} ({shift.before_failed} of {shift.before_runs}; "
+        f"on the {shift.shared} seeds both ran, {shift.only_after} failed at the {broken} end alone and "
+        f"{shift.only_before} at the {working} end alone): failed runs are no observation (statistic.failures: "
+        f"skip), so the tests judged only the runs that did not fail; to bisect the crash rate, set "
+        f"statistic.failures: outcome"
+    )
 
 
 def _mixture_runs(rate: float, target: float, k: int, floor: int) -> int:

@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 
 from bisectbot.core.builds import BuildStage, over_bound_text
 from bisectbot.core.diagnose import LABELS, observed_cells, observed_number
+from bisectbot.core.ends import NO_SEARCH
 from bisectbot.inert import block, code, prose
 from bisectbot.records.commits import UNREADABLE, CommitVerdict
 from bisectbot.records.reports import (
@@ -426,6 +427,8 @@ def bisect_headline(r: BisectReport, quote: Callable[[str], str] = str, say: Cal
         return f"bisectbot: {what} commit not confirmed"
     if r.status is BisectStatus.STOPPED:
         return f"bisectbot: stopped early — {what} commit is one of {len(r.candidates)} so far"
+    if r.status is BisectStatus.CLEAN and r.strategy == NO_SEARCH:
+        return f"bisectbot: nothing changed between the ends of {r.commits} commits"
     if r.status is BisectStatus.CLEAN:
         return f"bisectbot: no departure from the reference in {r.commits} commits (--scan)"
     return f"bisectbot: {what} commit is one of {len(r.candidates)}"

@@ -13,6 +13,7 @@ import textwrap
 from typing import Sequence
 
 from bisectbot.core.diagnose import LABELS, observed_number, observed_pairs
+from bisectbot.core.ends import repeatability_text
 from bisectbot.records.commits import CommitVerdict
 from bisectbot.records.reports import (
     BisectReport,
@@ -231,7 +232,10 @@ def figures_text(r: BisectReport, width: int) -> list[str]:
     if (spent := time_line(r)) is not None:
         lines += wrap(spent, width, INDENT)
     lines += wrap(f"reference: {reference_line(r.reference, markdown=False)}", width, INDENT)
-    return lines + gloss_lines([condition_gloss(r.reference)], width)
+    lines += gloss_lines([condition_gloss(r.reference)], width)
+    if (noisy := repeatability_text(r.find.working_ref_name, r.repeatability)) is not None:
+        lines += wrap(f"program: {noisy}", width, INDENT)
+    return lines
 
 
 def bisect_text(r: BisectReport, width: int = 80) -> str:

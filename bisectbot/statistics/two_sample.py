@@ -10,7 +10,8 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.special import xlogy
@@ -39,6 +40,28 @@ def log_e_alike(agree: int, differ: int, delta: float = ALIKE_DELTA) -> float:
     numerics, a reordered random stream) never get there; they are tested as usual."""
     d1 = delta / 4
     return agree * math.log((1 - d1) / (1 - delta)) + differ * math.log(d1 / delta)
+
+
+@dataclass(frozen=True)
+class SeedForSeed:
+    """Two commits' runs on the seeds both ran: how many seeds gave the same observation."""
+
+    agree: int
+    shared: int
+
+    @property
+    def differ(self) -> int:
+        return self.shared - self.agree
+
+    def alike(self, level: float = STEER_LEVEL) -> bool:
+        """Shown alike at `level` (log_e_alike): TV below ALIKE_DELTA between them."""
+        return self.shared > 0 and log_e_alike(self.agree, self.differ) >= math.log(1 / level)
+
+
+def seed_for_seed(mine: Mapping[int, int], theirs: Mapping[int, int]) -> SeedForSeed:
+    """Compare two commits' observations (seed → category) on the seeds both ran."""
+    shared = [seed for seed in mine if seed in theirs]
+    return SeedForSeed(sum(mine[seed] == theirs[seed] for seed in shared), len(shared))
 
 
 # ---------------------------------------------------------------------------------------------
