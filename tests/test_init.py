@@ -56,16 +56,23 @@ def test_a_word_after_what_every_output_starts_with_is_the_outcome() -> None:
     assert many.parse["split"] == "whitespace" and len(many.outcomes) == 12
 
 
-def test_a_number_is_the_outcome_and_values_that_never_repeat_are_pointed_out() -> None:
+def test_a_number_is_the_outcome_a_small_count_stays_categories_and_a_measure_gets_its_mean() -> None:
+    """A count of a few whole values (17, 18, 20) is read as outcomes; a number that takes many
+    values (a score) is judged by its mean (statistic.kind mean, init writes it), with bounds
+    when the output shows them (a fraction, a percentage), and no note that values never repeat;
+    values that never repeat and are no number are still pointed out."""
     steps = propose([f"steps: {n}\n" for n in (17, 18, 17, 20, 17, 18, 18, 17)])
     assert steps.parse == {"prefix": "steps: ", "split": "whitespace", "expect_tokens": 1}
     assert steps.line() == "the number after 'steps: ' — 17 ×4, 18 ×3, 20 ×1" and not steps.notes
+    assert not steps.numeric
     scores = propose([f"score {0.1 + i / 97:.4f}\n" for i in range(20)])
     assert scores.what == "the number after 'score '" and scores.line().endswith(", 12 more")
-    assert scores.notes == (
-        "20 different outcomes in 20 runs: each value is a category of its own, and a test needs values that "
-        "repeat (print fewer, e.g. rounded, or give --position)",
-    )
+    assert scores.numeric and not scores.notes
+    assert scores.as_mean().statistic == {"kind": "mean", "outcome": {"position": 0}, "bounds": [0.0, 1.0]}
+    rates = propose([f"rate {60 + i}%\n" for i in range(20)], position=0)
+    assert rates.numeric and rates.as_mean().statistic.get("bounds") == [0.0, 100.0]
+    lines = propose([f"answer: item {'ab'[i % 2] * (i + 1)} here\n" for i in range(12)])  # never the same twice
+    assert lines.notes and lines.notes[0].startswith("12 different outcomes in 12 runs")
 
 
 def test_several_words_after_the_common_start_are_one_outcome_the_rest_of_the_line() -> None:

@@ -39,6 +39,8 @@ MAX_COUNT_VALUES = 8
 # One token from the first character that is not blank to the last: the whole text (a line, or
 # a JSON string of several words) as the outcome.
 WHOLE = r"(?s)\S(?:.*\S)?"
+# A number printed as a percentage (`76.316%`, `-nan%`): the number alone is the token.
+PERCENT = r"(-?nan|-?inf|[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)%"
 # A labelled line of a multi-line output: `result: red`, `pick = red` (the label short, no blanks
 # before its colon or equals sign).
 LABELLED = re.compile(r"^([^\s:=][^:=]{0,40}?[:=])[ \t]*(\S.*)$")
@@ -219,6 +221,8 @@ def _value_reading(values: Sequence[str], position: int) -> tuple[ParseDraft, st
     """How a value (a JSON field, a labelled line's rest) is read: one word, a number, the whole
     value when it is several words, or word `position` of it."""
     words = [v.split() for v in values]
+    if position == 0 and all(len(w) == 1 for w in words) and _percentages(values):
+        return {"split": "regex", "pattern": PERCENT, "expect_tokens": 1}, "the percentage"
     if position == 0 and all(len(w) == 1 for w in words):
         return {"split": "whitespace", "expect_tokens": 1}, "the number" if _numbers(values) else "the word"
     if position == 0:
@@ -258,6 +262,9 @@ def _words_shape(texts: Sequence[str], position: int, *, lines: bool) -> tuple[P
     prefix = _prefix_text(texts, k)
     rests = [w[k:] for w in words]
     after = f" after {prefix!r}" if prefix else ""
+    if position == 0 and all(len(r) == 1 for r in rests) and _percentages([r[0] for r in rests]):
+        draft: ParseDraft = {"split": "regex", "pattern": PERCENT, "expect_tokens": 1}
+        return _with_prefix(prefix, draft), f"the percentage{after}"
     if _char_stream(rests):
         return _chars_shape(texts, prefix, position)
     if min(len(r) for r in rests) <= position:
@@ -319,6 +326,11 @@ def _char_stream(rests: Sequence[Sequence[str]]) -> bool:
     words = [r[0] for r in rests]
     mean = sum(len(w) for w in words) / len(words)
     return mean >= 3 and len(set(words)) * 10 >= len(words) * 9 and not _numbers(words)
+
+
+def _percentages(values: Sequence[str]) -> bool:
+    """Every value a number followed by '%' (the number alone is the outcome)."""
+    return bool(values) and all(re.fullmatch(PERCENT, v) for v in values)
 
 
 def _numbers(values: Sequence[str]) -> bool:
