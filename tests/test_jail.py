@@ -284,7 +284,8 @@ def _stored(state: Path, table: str) -> dict:
     try:
         if table == "builds":
             return {r[0]: r[1] for r in con.execute("SELECT sha, created FROM builds")}
-        return {(r[0], r[1]): r[2] for r in con.execute("SELECT sha, seed, created FROM runs")}
+        # the experiment too: the working end's second runs (a rerun key of their own) are other rows
+        return {r[:3]: r[3] for r in con.execute("SELECT run_key, sha, seed, created FROM runs")}
     except sqlite3.OperationalError:  # the schema is not there yet
         return {}
     finally:

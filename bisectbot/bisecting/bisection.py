@@ -34,6 +34,7 @@ class Bisection:
         # the working end's first seeds run a second time (bisecting.endpoints.rerun_working_end):
         # None until then, and on a cluster (whose runs live on the workers)
         self.reran: SeedForSeed | None = None
+        self.reran_executed = 0  # of those second runs, how many this invocation executed (not replayed)
 
     @property
     def deterministic(self) -> bool:

@@ -41,7 +41,7 @@ def rerun_working_end(b: Bisection) -> None:
     plan = b.plan
     sha = plan.line[plan.working_pos]
     b.within_budget()
-    b.reran = b.tester.reruns(sha, RERUN_SEEDS)
+    b.reran, b.reran_executed = b.tester.reruns(sha, RERUN_SEEDS)
     if not b.deterministic:
         b.events.emit(Reran(plan.find.working_ref_name, sha, b.reran.shared, b.reran.differ))
 

@@ -67,6 +67,7 @@ def facts(b: Bisection, dep: Departure, context: ReportContext) -> Facts:
             seeds=b.reran.shared,
             differ=b.reran.differ,
             deterministic=b.deterministic,
+            runs_executed=b.reran_executed,
         ),
     )
 

@@ -233,8 +233,9 @@ def bisect(
             limits = BudgetLimits(max_builds, seconds, written, since=started)
             report = jobs.run_bisect(session, plan, limits=limits)
             tested = {v.sha for v in report.verdicts if v.arm == "main"}
+            reran = (report.repeatability or {}).get("runs_executed", 0)  # not among report.runs
             if line := replayed_line(
-                report.runs, report.runs_executed, report.builds, replayed_builds(session, stored, tested)
+                report.runs, report.runs_executed - reran, report.builds, replayed_builds(session, stored, tested)
             ):
                 terminal.line(line)
         write_bisect_outputs(terminal, report, json_path, md_path, color, html_path)

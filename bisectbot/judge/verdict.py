@@ -417,21 +417,24 @@ class CommitTester:
         self._observed[sha] = (token, tuple(out))
         return tuple(out)
 
-    def reruns(self, sha: str, count: int) -> SeedForSeed:
+    def reruns(self, sha: str, count: int) -> tuple[SeedForSeed, int]:
         """The commit's first `count` seeds of block 0 run a second time (CommitRunner.rerunning,
         stored apart, so a resume replays them), compared with their first runs: the seeds both
         runs counted, and how many gave the same observation both times. Any that did not: the
-        program is not deterministic per seed. Nothing when the commit cannot be run."""
+        program is not deterministic per seed. Nothing when the commit cannot be run. Also the
+        runs this call executed (none when every one was stored: a resume)."""
         prepared = self.runner.prepare(sha)
         if prepared.executor is None:
-            return SeedForSeed(0, 0)
+            return SeedForSeed(0, 0), 0
         seeds = self.runner.seed_block(sha, 0, count)
         twice = []
+        executed = 0
         for which in (prepared, self.runner.rerunning(prepared)):
             with self.runner.runs(which, seeds) as stream:
                 seen = {rec.seed: self._signed(rec) for rec in stream}
+            executed += stream.executed
             twice.append({seed: c for seed, c in seen.items() if c is not None})
-        return seed_for_seed(*twice)
+        return seed_for_seed(*twice), executed
 
     def _signed(self, rec: RunRecord) -> int | None:
         """What a run is compared by seed for seed (`signature`: a category, or for a number the

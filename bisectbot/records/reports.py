@@ -104,6 +104,7 @@ class Repeatability(TypedDict):
     seeds: int  # compared (counted both times)
     differ: int  # of them, seeds that printed another outcome the second time
     deterministic: bool  # none did
+    runs_executed: int  # runs this invocation executed for the check (0 when replayed; in the report's runs_executed)
 
 
 class OutputRow(TypedDict):
