@@ -544,6 +544,7 @@ def _server(
     from bisectbot.llama.server import ServerSampling, server_reference
 
     kw = ServerSampling(**_sampling(comp), samplers=comp.samplers, timeout=comp.timeout, env=env)
+    kw["n_probs"] = max(8, comp.top_k)  # every token top-k keeps (the open vocabulary's 40)
     first = server_reference(binary, model, comp.prompt, **kw)
     source = f"llama-server at {sha[:12]} (post-sampling probabilities)"
     if cond is None:
