@@ -293,7 +293,7 @@ class GrowingControl:
             self._grow(index + 1)
         partner = self.by_index[index]
         if partner is not None:
-            test.add(category, [partner])
+            test.add(category, partner)
         return True
 
     def pair_fresh(self, test: PairedTest, category: int, seed: int, ahead: Sequence[int]) -> None:
@@ -307,7 +307,7 @@ class GrowingControl:
             self._recount()
         partner = self.fresh[seed]
         if partner is not None:
-            test.add(category, [partner])
+            test.add(category, partner)
 
     def extra_runs(self, verdicts: Sequence[CommitVerdict]) -> int:
         """Control runs no verdict counts among its runs (the report's `control_runs`): all of

@@ -28,7 +28,7 @@ decision; the Dirichlet mixtures and likelihoods; KT smoothing; the error budget
 bisect (`step_level`, `scan_level`).
 
 Everything here is pure: numbers in, numbers out. No I/O, no printing, no global state other
-than small caches of subset masks. Vectorised helpers (``*_many``) take count arrays of shape
+than a small cache of Dirichlet priors. Vectorised helpers (``*_many``) take count arrays of shape
 (..., K) so the simulations in bench/ and tests/ run the *same* formulas as the pipeline.
 """
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import product
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -284,13 +283,6 @@ def log_e_bad_many(counts: np.ndarray, p: np.ndarray, a: np.ndarray) -> np.ndarr
     ll = log_lik_many(counts, p)
     with np.errstate(invalid="ignore"):
         return np.where(np.isneginf(ll), np.inf, log_mixture_many(counts, a) - ll)
-
-
-@lru_cache(maxsize=32)
-def subset_masks(k: int) -> np.ndarray:
-    """All nonempty proper subsets S of k categories as a (2^k − 2, k) 0/1 matrix (cached)."""
-    rows = [r for r in product((0.0, 1.0), repeat=k) if 0 < sum(r) < k]
-    return np.array(rows)
 
 
 # ---------------------------------------------------------------------------------------------
