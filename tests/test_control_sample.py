@@ -143,3 +143,23 @@ def test_a_commit_like_the_control_is_good_on_many_categories_too() -> None:
         tested, control = coupled_pairs(rng, p, p, budget, reshuffled)
         ev = cs.paired_evidence(tested, control, 12, alpha=5e-4, beta=5e-4, tolerance=0.1, eta=0.03, max_runs=budget)
         assert ev.decision is Verdict.GOOD, (reshuffled, ev.reason)
+
+
+@pytest.mark.parametrize("reshuffled", [0.0, 1.0], ids=["tied", "independent"])
+def test_the_gate_changes_no_decision_of_its_own_test(reshuffled: float) -> None:
+    """With `level` the least is computed only when it could reach 1/beta; at every pair the
+    verdict is GOOD exactly when the least computed then would say so, and most pairs skip."""
+    rng = np.random.default_rng(65)
+    p = np.append(np.full(11, 0.9 / 11), 0.1)
+    tested, control = coupled_pairs(rng, p, p, 3000, reshuffled)
+    test = cs.PairedTest(12, 0.1, 0.03, level=1e-3)
+    skipped = 0
+    for x, y in zip(tested, control):
+        test.add(x, y)
+        skipped += test._rise > 0
+        ev = test.evidence(alpha=1e-3, beta=1e-3, max_runs=10**6)
+        least = test._least_good()[0]  # computed now, moving nothing
+        assert (ev.decision is Verdict.GOOD) == (least >= math.log(1e3)), (test.n, least, ev)
+        if ev.decision is not None:
+            break
+    assert ev.decision is Verdict.GOOD and skipped > 0.5 * test.n, (ev, skipped, test.n)

@@ -237,7 +237,9 @@ class CommitTester:
         alike = {sha: [0, 0] for sha in ends}
         control = self.control if ask.mode != "bad-model" else None
         pairing = (
-            control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad, seeds) if control else None
+            control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad, seeds, ask.beta)
+            if control
+            else None
         )
         gate = self._gate(ask, out.budget, pairing is not None)
 
@@ -485,7 +487,7 @@ class Feed:
             return None
         if self.pairing is None:
             test = self.tester.cfg.test
-            self.pairing = control.pairing(test.tolerance, test.indifference, self.toward, self.seeds)
+            self.pairing = control.pairing(test.tolerance, test.indifference, self.toward, self.seeds, ask.beta)
             for category, seed in self._fed:
                 self.pairing.add(category, seed)
             self._fed.clear()

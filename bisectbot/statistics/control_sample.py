@@ -36,6 +36,7 @@ PRIOR_PAIRS = 20.0
 # others each go to the side that costs more, with a bound on the cut among them.
 WHOLE_NODES = 8
 SPECTRAL_NODES = 64  # the cut's eigenvalue bound up to this many categories (a dense eigensolve)
+GATE_MARGIN = 1e-6  # a bound this close to the threshold is not trusted to skip (rounding)
 
 
 def _bet(lam: np.ndarray | float, tol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,6 +76,7 @@ class PairedTest:
     eta: float
     toward: Sequence[float] | None = None  # the expected departure, if any (BAD bets half on it)
     hidden: float = 0.0  # what pooled outcomes can hide (statistics.pooling): GOOD bets at tolerance − it
+    level: float | None = None  # GOOD's beta: its least is then computed only when it could reach 1/beta
     n: int = field(init=False, default=0)
     tested: np.ndarray = field(init=False, repr=False)  # counts of the tested runs paired so far
     control: np.ndarray = field(init=False, repr=False)  # counts of their control runs
@@ -103,7 +105,9 @@ class PairedTest:
         self._plug0 = 0.0  # the plug-in's Σ f_i(0), and its sum part per category
         self._plug_b = np.zeros(self.k)
         self._worst = 0.0  # Σz² of the least wealthy set, as last computed
-        self._good = 0.0
+        self._good = 0.0  # the least, as last computed, and what it can have risen by since (the gate)
+        self._rise = 0.0
+        self._top = math.log1p(float(np.max(GOOD_GRID)) / (1 - self._tol) * (self._tol + 1))
 
     def add(self, x: int, y: int) -> None:
         """One tested run in category `x`, paired with the control's run in category `y`."""
@@ -132,7 +136,12 @@ class PairedTest:
         self.tested[x] += 1
         self.control[y] += 1
         self.n += 1
-        self._good = self._least_good()
+        # every S's wealth, a mixture, rises by at most its largest bet's best case: until that
+        # can reach 1/level the least stays below it and need not be computed (nor the bet move)
+        self._rise += max(self._top, math.log1p(lam * (self._tol + 1)))
+        if self.level is None or self._good + self._rise >= math.log(1 / self.level) - GATE_MARGIN:
+            self._good, self._worst = self._least_good()
+            self._rise = 0.0
 
     def _bet_toward(self, x: int, y: int, p: np.ndarray) -> None:
         """With `toward`: BAD's bet of the size that grows fastest if the commit looks like it."""
@@ -150,7 +159,7 @@ class PairedTest:
         self._bad_plug += math.log1p(lam * (z - self.eta))
         self._toward_z = [total + z, squares + z * z]
 
-    def _least_good(self) -> float:
+    def _least_good(self) -> tuple[float, float]:
         """min over S of the GOOD wealth's log: every S of the WHOLE_NODES categories in most
         pairs that disagree (exact when no other category is in one), each other category on
         the side that costs more given them, plus a bound on the cut among those others (so
@@ -191,8 +200,7 @@ class PairedTest:
         grid = logsumexp_last(value[:, :-1]) - math.log(len(GOOD_GRID))
         total = np.logaddexp(math.log(GOOD_PLUG_IN_WEIGHT) + value[:, -1], math.log1p(-GOOD_PLUG_IN_WEIGHT) + grid)
         least = int(total.argmin())
-        self._worst = float(squares[least])
-        return float(total[least])
+        return float(total[least]), float(squares[least])
 
     @property
     def log_e_bad(self) -> float:
@@ -204,16 +212,20 @@ class PairedTest:
 
     @property
     def log_e_good(self) -> float:
-        """log of the GOOD wealth: the least over the sets S (each a mixture over bet sizes)."""
-        return self._good
+        """log of the GOOD wealth: the least over the sets S (each a mixture over bet sizes),
+        computed now when the gate skipped it (without moving the plug-in's next bet)."""
+        return self._good if self._rise == 0 else self._least_good()[0]
 
     def evidence(self, *, alpha: float, beta: float, max_runs: int, pairing: str = "") -> Evidence:
         """The verdict so far: BAD at E_bad ≥ 1/α, GOOD at E_good ≥ 1/β, INCONCLUSIVE at the budget."""
         check_levels(alpha, beta)
+        bad = self.log_e_bad
+        # GOOD cannot have been reached while the gate skips; a decision or the budget reports it
+        final = bad >= math.log(1 / alpha) or self.n >= max_runs or self.level != beta
         return decide(
             self.n,
-            self.log_e_bad,
-            self.log_e_good,
+            bad,
+            self.log_e_good if final else self._good,
             alpha,
             beta,
             max_runs,
@@ -235,11 +247,12 @@ def paired_evidence(
     eta: float,
     max_runs: int,
     toward: Sequence[float] | None = None,
+    hidden: float = 0.0,
 ) -> Evidence:
     """The test over whole sequences (for tests and benches): run i of `tested` paired with run i
     of `control` (both drawn from one seed: the pipeline's pairing); stops at the first
-    decision, like the pipeline."""
-    test = PairedTest(k, tolerance, eta, toward)
+    decision, like the pipeline (whose GOOD least is computed only when it could reach 1/beta)."""
+    test = PairedTest(k, tolerance, eta, toward, hidden, beta)
     ev = test.evidence(alpha=alpha, beta=beta, max_runs=max_runs)
     for x, y in zip(tested, control):
         test.add(x, y)

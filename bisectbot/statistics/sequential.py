@@ -203,18 +203,20 @@ def log_e_good_many(
     min(log G_A, log G_B). (Judging A on the met runs only is valid because they are i.i.d.
     from q_cond whatever c is, and cheaper than fitting c inside A's null.)
     With η > 0 the numerator also bets on the glitch-tolerant reference (`Reference.tolerant`).
+    With pooled outcomes the outcome distribution is tested at ε − `ref.hidden`: what a bucket
+    can hide (statistics.pooling), so that GOOD still means TV < ε among the outcomes themselves.
     """
     n = np.asarray(counts, dtype=float)
     alt = np.asarray(ref.tolerant(eta)) if eta > 0 else None
     if not ref.has_condition:
-        return log_e_good_tv_many(n, ref.p, eps, prior_matrix(ref.tolerant(eta), priors), p_alt=alt)
+        return log_e_good_tv_many(n, ref.p, eps - ref.hidden, prior_matrix(ref.tolerant(eta), priors), p_alt=alt)
     assert ref.condition_prob is not None
     c = float(ref.condition_prob)
     p_cond = tuple(float(x) for x in ref.p[:-1] / c)
     met = n[..., :-1]
     alt_cond = None if alt is None else alt[:-1] / alt[:-1].sum()
     a_cond = prior_matrix(p_cond if alt_cond is None else tuple(alt_cond), priors)
-    g_a = log_e_good_tv_many(met, np.asarray(p_cond), eps, a_cond, p_alt=alt_cond)
+    g_a = log_e_good_tv_many(met, np.asarray(p_cond), eps - ref.hidden, a_cond, p_alt=alt_cond)
     bern = np.stack([met.sum(-1), n[..., -1]], axis=-1)
     p_c = (c, 1.0 - c)
     g_b = log_e_good_tv_many(bern, np.asarray(p_c), eps, prior_matrix(p_c, priors))
@@ -256,7 +258,7 @@ def headroom(counts: Sequence[int], ref: Reference, *, tolerance: float, eta: fl
     p = ref.p
     if not ref.has_condition:
         bad = _rises(p - eta) if eta > 0 else _rises(p)
-        return Headroom(bad, (null_rises(n, p, tolerance),))
+        return Headroom(bad, (null_rises(n, p, tolerance - ref.hidden),))
     assert ref.condition_prob is not None
     c = float(ref.condition_prob)
     met = n[:-1]
@@ -265,7 +267,7 @@ def headroom(counts: Sequence[int], ref: Reference, *, tolerance: float, eta: fl
     else:
         bad = _rises(p)
     # A, the conditional part, moves only on runs that met the condition; B, met or missed, on all
-    good_a = np.append(null_rises(met, p[:-1] / c, tolerance), 0.0)
+    good_a = np.append(null_rises(met, p[:-1] / c, tolerance - ref.hidden), 0.0)
     q_b = null_rises(np.array([met.sum(), n[-1]]), np.array([c, 1.0 - c]), tolerance)
     good_b = np.append(np.full(met.shape, q_b[0]), q_b[1])
     return Headroom(bad, (good_a, good_b))
@@ -343,8 +345,10 @@ def test_against_reference(
     check_levels(alpha, beta)
     if not (0.0 < tolerance < 1.0):
         raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
-    if not (0.0 <= eta < tolerance):
-        raise ValueError(f"eta (indifference) must be in [0, tolerance), got {eta!r}")
+    if not (0.0 <= eta < tolerance - ref.hidden):
+        raise ValueError(
+            f"eta (indifference) must be in [0, tolerance{' − what pooling hides' if ref.hidden else ''}), got {eta!r}"
+        )
     n = as_counts(counts, ref)
     total = int(n.sum())
     hit = zero_prob_hit(n, ref.p, ref.names) if eta <= 0 else None

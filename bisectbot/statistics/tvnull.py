@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
+from typing import Sequence
 
 import numpy as np
 from scipy.special import xlogy
@@ -94,17 +95,12 @@ def _least(r: np.ndarray, p: np.ndarray, eps: float) -> _Least:
     key = np.where(free, key, -np.inf)
     order = np.argsort(-key, axis=-1, kind="stable")
     edges = int((key > -np.inf).sum(-1).max())  # the rest are zero-length: no vertex of their own
-    ca = np.cumsum(np.take_along_axis(np.where(free, r, 0.0), order[:, :edges], -1), -1)
-    cb = np.cumsum(np.where(free, p, 0.0)[order[:, :edges]], -1)
+    zero = np.zeros((big, 1))
+    ca = np.concatenate([zero, np.cumsum(np.take_along_axis(np.where(free, r, 0.0), order[:, :edges], -1), -1)], -1)
+    cb = np.concatenate([zero, np.cumsum(np.where(free, p, 0.0)[order[:, :edges]], -1)], -1)
     keep = np.flatnonzero(every @ p[heavy] + eps <= 1.0)  # q(S) ≥ p(S) + ε > 1: empty
     a0 = r[:, heavy] @ every[keep].T  # (L, C): the heavy outcomes' share in each combination
-    b0 = every[keep] @ p[heavy]
-    av = np.concatenate([a0[:, :, None], a0[:, :, None] + ca[:, None, :]], -1).reshape(-1, edges + 1)
-    bv = np.concatenate(
-        [np.broadcast_to(b0[None, :, None], (big, keep.size, 1)), b0[None, :, None] + cb[:, None, :]], -1
-    ).reshape(-1, edges + 1)
-    value, position = _chains(av, bv, eps, keep.size)
-    value, position = value.reshape(big, keep.size), position.reshape(big, keep.size)
+    value, position = _chains(ca, cb, a0, every[keep] @ p[heavy], eps)
     best = value.argmin(-1)
     rows = np.arange(big)
     return _Least(value[rows, best], keep[best], position[rows, best], order)
@@ -185,40 +181,70 @@ def _first_one(a: float, c: float, da: float, dc: float) -> float:
     return (da * (math.log(a * (1 - c)) - math.log(c * (1 - a))) if da else 0.0) + dc * (c - a) / (c * (1 - c))
 
 
-def _chains(av: np.ndarray, bv: np.ndarray, eps: float, per_row: int) -> tuple[np.ndarray, np.ndarray]:
-    """The least kl⁺(a ‖ b + ε) on each chain of vertices (av, bv) (M, K + 1), cut at b = 1 − ε,
-    and where (a fractional vertex index); `per_row` consecutive chains belong to one row of
-    counts, and an edge whose convexity bound cannot beat its row's best vertex is not searched."""
-    m, nv = av.shape
+def _chains(
+    ca: np.ndarray, cb: np.ndarray, a0: np.ndarray, b0: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The least kl⁺(a ‖ b + ε) on the chain of each row (vertices (ca, cb), (L, E + 1), from 0)
+    offset by each combination's (a0, b0) ((L, C), (C,)), cut at b = 1 − ε, and where on it (a
+    fractional vertex index), (L, C) each. Convex along the chain, its vertices' values fall
+    then rise: a binary search finds the best in O(log E) of them; then its two edges (`_edges`)."""
+    big, nv = ca.shape
+    combos = b0.size
     lim = 1.0 - eps
-    index = np.broadcast_to(np.arange(nv, dtype=float), (m, nv))
-    over = bv > lim + 1e-15
-    if over.any():  # vertices past the cut move to where the chain crosses it
-        first = np.where(over.any(-1), over.argmax(-1), nv - 1)  # ≥ 1: every chain starts within it
-        at = np.arange(m)
-        a_lo, a_hi, b_lo, b_hi = av[at, first - 1], av[at, first], bv[at, first - 1], bv[at, first]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s = np.clip(np.where(b_hi > b_lo, (lim - b_lo) / (b_hi - b_lo), 0.0), 0.0, 1.0)
-        av = np.where(over, (a_lo + s * (a_hi - a_lo))[:, None], av)
-        bv = np.where(over, lim, bv)
-        index = np.where(over, (first - 1 + s)[:, None], index)
-    values = _kl(av, bv + eps)
-    best = values.argmin(-1)
-    at = np.arange(m)
-    out, pos = values[at, best], index[at, best]
-    a, c = av[at, best], bv[at, best] + eps
-    row_best = out.reshape(-1, per_row).min(-1).repeat(per_row)
+    rows = np.repeat(np.arange(big), combos)
+    a_off, b_off = a0.ravel(), np.tile(b0, big)
+    valid = np.stack([(cb <= lim - b + 1e-15).sum(-1) for b in b0], -1).ravel()  # vertices within the cut (≥ 1)
+    cut = valid < nv  # then the edge into vertex `valid` crosses b = 1 − ε: a last point there
+    lo_at, hi_at = np.maximum(valid - 1, 0), np.minimum(valid, nv - 1)
+    b_lo, b_hi = cb[rows, lo_at] + b_off, cb[rows, hi_at] + b_off
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s_cut = np.clip(np.where(cut & (b_hi > b_lo), (lim - b_lo) / (b_hi - b_lo), 0.0), 0.0, 1.0)
+    a_cut = ca[rows, lo_at] + s_cut * (ca[rows, hi_at] - ca[rows, lo_at]) + a_off
+    last = valid - 1 + cut  # the chain's points: its vertices 0 … valid − 1, then the cut
+
+    flat_a, flat_b, base = ca.ravel(), cb.ravel(), rows * nv
+
+    def point(j: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        j = np.clip(j, 0, last)
+        at_cut = cut & (j == valid)
+        jj = np.minimum(j, valid - 1)
+        a = np.where(at_cut, a_cut, flat_a.take(base + jj) + a_off)
+        b = np.where(at_cut, lim, flat_b.take(base + jj) + b_off)
+        return a, b, np.where(at_cut, valid - 1 + s_cut, jj)
+
+    lo, hi = np.zeros_like(last), last.copy()
+    for _ in range(int(np.ceil(np.log2(nv + 1))) + 1):
+        mid = (lo + hi) // 2
+        here, nxt = point(mid), point(mid + 1)
+        down = (_kl(nxt[0], nxt[1] + eps) < _kl(here[0], here[1] + eps)) & (lo < hi)
+        lo, hi = np.where(down, mid + 1, lo), np.where(down | (lo >= hi), hi, mid)
+    best = lo
+    a, b, pos = point(best)
+    ends = [point(best + 1), point(best - 1)]  # toward the next point, and the previous one
+    out, pos = _edges(a, b + eps, pos, ends, eps, combos)
+    return out.reshape(big, combos), pos.reshape(big, combos)
+
+
+def _edges(
+    a: np.ndarray, c: np.ndarray, pos: np.ndarray, ends: Sequence[tuple[np.ndarray, ...]], eps: float, combos: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """From each chain's best point (a, c = b + ε, pos), the least on its two edges (to `ends`),
+    where the convexity bound says an edge could beat its row's best point (`combos` chains
+    a row)."""
+    out = _kl(a, c)
+    row_best = out.reshape(-1, combos).min(-1).repeat(combos)
     live = (out > 0) & np.isfinite(out)  # a chain reaching {a ≥ c} has its least, 0, already
-    nb = np.clip(best[None, :] + np.array([[1], [-1]]), 0, nv - 1)  # toward the next vertex, the previous
-    da, dc = av[at, nb] - a, bv[at, nb] + eps - c  # (2, M)
+    da = np.stack([e[0] for e in ends]) - a
+    dc = np.stack([e[1] for e in ends]) + eps - c
+    target = np.stack([e[2] for e in ends])
     g0 = _first(np.where(live, a, 0.25), np.where(live, c, 0.5), da, dc)
     g1 = _first(np.where(live, a + da, 0.25), np.where(live, c + dc, 0.5), da, dc)
-    f1 = values[at, nb]
+    f1 = _kl(a + da, c + dc)
     # convex: the edge lies above both end tangents; where they cross bounds its least
     with np.errstate(divide="ignore", invalid="ignore"):
         cross = np.clip((out - f1 + g1) / (g1 - g0), 0.0, 1.0)
         bound = np.where(np.isfinite(g1) & (g1 > g0), out + cross * g0, out + g0)
-    search = live & (nb != best) & (g0 < 0) & (bound < row_best)
+    search = live & ((da != 0) | (dc != 0)) & (g0 < 0) & (bound < row_best)
     fwd, back = search[0], search[1] & ~search[0]
     go = np.flatnonzero(fwd | back)
     if go.size:
@@ -229,10 +255,9 @@ def _chains(av: np.ndarray, bv: np.ndarray, eps: float, per_row: int) -> tuple[n
         else:
             s = _newton(a[go], c[go], da, dc)
         edge = _kl(a[go] + s * da, c[go] + s * dc)
-        target = index[go, nb[side, go]]
         better = edge < out[go]
         out[go] = np.where(better, edge, out[go])
-        pos[go] = np.where(better, pos[go] + s * (target - pos[go]), pos[go])
+        pos[go] = np.where(better, pos[go] + s * (target[side, go] - pos[go]), pos[go])
     return out, pos
 
 
@@ -291,7 +316,7 @@ def log_sup_tv_null_many(counts: np.ndarray, p: np.ndarray, eps: float) -> np.nd
     p = np.asarray(p, dtype=float)
     flat = n.reshape(-1, n.shape[-1])
     out = np.empty(flat.shape[0])
-    rows = max(1, BLOCK // ((flat.shape[1] + 1) * _kept_whole(p.tobytes())[1].shape[0]))
+    rows = max(1, BLOCK // ((flat.shape[1] + 1) * 2))
     for start in range(0, flat.shape[0], rows):
         part = flat[start : start + rows]
         tot = part.sum(-1)
