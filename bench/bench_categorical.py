@@ -37,6 +37,7 @@ from bisectbot.statistics import control_sample, sequential  # noqa: E402
 from bisectbot.statistics import stats as S  # noqa: E402
 
 MODULES = ("outcome", "stats", "sequential", "control_sample")
+CHUNK = 10  # paths evaluated at once
 
 
 def baseline_modules(rev: str, where: Path) -> dict[str, Any]:
@@ -81,8 +82,11 @@ def exact_rows(old: dict[str, Any], paths: int, seed: int) -> list[tuple[str, ..
             out = []
             for mod, ref in ((old["sequential"], old_ref), (sequential, new_ref)):
                 t0 = time.process_time()
-                good = first_passage(mod.log_e_good_many(counts, ref, tol, eta=eta), level)
-                bad = first_passage(mod.log_e_depart_many(counts, ref, eta), level)
+                good, bad = np.empty(paths, int), np.empty(paths, int)
+                for at in range(0, paths, CHUNK):  # the power-set version holds (paths, runs, 2^K) at once
+                    part = counts[at : at + CHUNK]
+                    good[at : at + CHUNK] = first_passage(mod.log_e_good_many(part, ref, tol, eta=eta), level)
+                    bad[at : at + CHUNK] = first_passage(mod.log_e_depart_many(part, ref, eta), level)
                 seconds = time.process_time() - t0
                 won = (good >= 0) & ((bad < 0) | (good < bad))
                 runs = np.where(won, good + 1, budget)
