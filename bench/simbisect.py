@@ -74,7 +74,7 @@ statistic:
   condition: {{position: 0, token: f}}
   outcome: {{position: 1}}
 {failures}reference:
-  probs: {{e: {e}, g: {g}, h: {h}}}
+{reference}
 {condition_prob}test:
   tolerance: 0.1
   confidence: 0.99
@@ -82,18 +82,33 @@ statistic:
 
 
 def sim_config(
-    max_runs: int | None = None, *, failures: str | None = None, condition_prob: bool = True, **test: float
+    max_runs: int | None = None,
+    *,
+    failures: str | None = None,
+    condition_prob: bool = True,
+    probs: dict[str, float] | None = None,
+    control: int | None = None,
+    max_categories: int | str | None = None,
+    **test: float,
 ) -> Config:
     """The bench's config: the #29975 reference, the defaults otherwise (`max_runs` and `test`
     keys when given; `failures`: statistic.failures; `condition_prob` False: a reference without
-    P(condition)). Without them only keys that every version knows, so a baseline checkout
-    reads the same file."""
+    P(condition); `probs`: another reference; `control`: a control sample of that many first
+    runs at the good end instead (`reference: good`); `max_categories`: statistic.max_categories).
+    Without them only keys that every version knows, so a baseline checkout reads the same file."""
     runs = "" if max_runs is None else f"  max_runs: {max_runs}\n"
+    probs = P_29975 if probs is None else probs
+    if control is not None:
+        reference = f"  control: {{commit: '{{good}}', runs: {control}}}"
+    else:
+        reference = "  probs: {" + ", ".join(f"{k}: {v!r}" for k, v in probs.items()) + "}"
+    statistic = "" if failures is None else f"  failures: {failures}\n"
+    statistic += "" if max_categories is None else f"  max_categories: {max_categories}\n"
     text = CONFIG.format(
         max_runs=runs,
-        failures="" if failures is None else f"  failures: {failures}\n",
-        condition_prob=f"  condition_prob: {CONDITION_29975}\n" if condition_prob else "",
-        **P_29975,
+        failures=statistic,
+        reference=reference,
+        condition_prob=f"  condition_prob: {CONDITION_29975}\n" if condition_prob and control is None else "",
     )
     text += "".join(f"  {key}: {value}\n" for key, value in test.items())
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,13 +132,20 @@ def reference_joint(other: float = 0.0) -> np.ndarray:
 TOKENS: tuple[tuple[str, ...], ...] = (("f", "e"), ("f", "g"), ("f", "h"), ("f", "z"), ("a", "b"))
 
 
+def tokens_for(names: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """What a run of each category prints, for a reference of these outcomes (then an outcome
+    it does not list, then a run that misses the condition): `History.tokens`."""
+    return (*(("f", name) for name in names), ("f", "<unlisted>"), ("a", "b"))
+
+
 @dataclass(frozen=True)
 class History:
     """A line of `n` commits; `changes` maps a position to the distribution from there on
     (position 0 must be present). The first departure is the first change at a position > 0.
     `equivalent`: positions that cannot change the binary (never a change point); `failing`:
     the share of seeds whose run crashes (at every commit); `failing_at`, when given, maps a
-    position to that share from there on instead (position 0 must be present)."""
+    position to that share from there on instead (position 0 must be present); `tokens`: what a
+    run of each category prints (`tokens_for`; default #29975's)."""
 
     n: int
     changes: dict[int, np.ndarray]
@@ -131,6 +153,7 @@ class History:
     equivalent: frozenset[int] = frozenset()
     failing: float = 0.0
     failing_at: dict[int, float] | None = None
+    tokens: tuple[tuple[str, ...], ...] = TOKENS
 
     def failing_share(self, pos: int) -> float:
         if self.failing_at is None:
@@ -176,6 +199,9 @@ class _Workspace:
     def info(self, sha: str) -> _Info:
         return _Info(sha)
 
+    def resolve(self, ref: str) -> str:
+        return ref  # the histories' refs are their shas
+
 
 class SimStream:
     """A commit's runs over its seeds: each outcome from the commit's distribution and the
@@ -188,8 +214,9 @@ class SimStream:
         salt: int,
         failing: float = 0.0,
         keep: dict[int, RunRecord] | None = None,
+        tokens: tuple[tuple[str, ...], ...] = TOKENS,
     ):
-        self._cdf, self._seeds, self._salt = cdf, iter(seeds), salt
+        self._cdf, self._seeds, self._salt, self._tokens = cdf, iter(seeds), salt, tokens
         self._failing = failing
         self._keep = keep if keep is not None else {}
         self.executed = 0
@@ -212,7 +239,7 @@ class SimStream:
         else:
             u = uniform(self._salt, seed)
             category = int(np.searchsorted(self._cdf, u, side="right"))
-            rec = RunRecord(seed, "ok", TOKENS[min(category, len(TOKENS) - 1)], 0, 0.0)
+            rec = RunRecord(seed, "ok", self._tokens[min(category, len(self._tokens) - 1)], 0, 0.0)
         self._keep[seed] = rec
         return rec
 
@@ -236,6 +263,7 @@ class SimRunner:
         self.cfg, self.history, self.costs = cfg, history, costs
         self._kept: dict[str, dict[int, RunRecord]] = {}
         self.workspace = _Workspace()
+        self.events = Events()  # a control sample's runs report to it
         shas = history.shas
         self._cdf = {sha: np.cumsum(history.dist_at(i))[:-1] for i, sha in enumerate(shas)}
         self._failing = {sha: history.failing_share(i) for i, sha in enumerate(shas)}
@@ -271,7 +299,9 @@ class SimRunner:
 
     def runs(self, prepared: Prepared, seeds: list[int]) -> SimStream:
         keep = self._kept.setdefault(prepared.sha, {})
-        return SimStream(self._cdf[prepared.sha], seeds, self.history.salt, self._failing[prepared.sha], keep)
+        return SimStream(
+            self._cdf[prepared.sha], seeds, self.history.salt, self._failing[prepared.sha], keep, self.history.tokens
+        )
 
     def built_already(self, sha: str) -> bool:
         return True  # every commit "builds" instantly
@@ -359,9 +389,19 @@ def run_report(
     history's first commit to its last, or from position `good` to `bad`, with `--scan` when
     `scan`; the plan is narrowed as bisecting.narrow does when the history has equivalent commits."""
     events = Events()
+    control = getattr(cfg.reference, "control", None)
+    if control is not None:  # `reference: good`: the history's good end is the control
+        cfg = cfg.with_good_end(history.shas[good])
     runner = SimRunner(cfg, history, costs)
-    resolved = resolve_reference(cfg)
-    tester = CommitTester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
+    if control is not None:
+        from bisectbot.judge.reference import GrowingControl
+
+        resolved = resolve_reference(cfg, runner)  # type: ignore[arg-type]
+        growing = GrowingControl(cfg, runner, resolved)  # type: ignore[arg-type]
+        tester = CommitTester(cfg, runner, growing.reference, events, growing)  # type: ignore[arg-type]
+    else:
+        resolved = resolve_reference(cfg)
+        tester = CommitTester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
     bad = history.n - 1 if bad is None else bad
     narrowed = history.narrowed(good, bad) if history.equivalent else None
     line = narrowed.line if narrowed is not None else tuple(history.shas[good : bad + 1])
@@ -387,5 +427,6 @@ __all__ = [
     "run_one",
     "run_report",
     "sim_config",
+    "tokens_for",
     "Verdict",
 ]
