@@ -229,3 +229,30 @@ def test_the_cli_writes_either_variant_with_its_own_default_seed(tmp_path):
     assert f"{OPEN_MANIFEST['files']['target.gguf']}  {tmp_path / 'o' / 'target.gguf'}" in res.output
     res = CliRunner().invoke(main, ["fixtures", "tiny-llama", "--out", str(tmp_path / "c")])
     assert res.exit_code == 0 and MANIFEST["files"]["draft.gguf"] in res.output
+
+
+def test_the_open_vocabulary_config_s_numpy_reference_has_its_40_outcomes():
+    """reference.compute.method numpy on configs/llama-open-vocab.yaml: P(first token after bcdbc)
+    at top-k 40 over the whole vocabulary, the manifest's 40 printable tokens."""
+    from bisectbot.config import load_config
+    from bisectbot.judge.reference import resolve_reference
+
+    ref = resolve_reference(load_config(REPO / "configs" / "llama-open-vocab.yaml"))
+    want = OPEN_MANIFEST["reference"]["probs_after_bcdbc"]
+    assert ref.condition_prob is None and len(ref.probs) == 40 and set(ref.probs) <= set(fx.PRINTABLE)
+    assert max(abs(ref.probs[k] - v) for k, v in want.items()) < 1e-9
+
+
+def test_the_planted_top_k_change_moves_the_open_reference_far():
+    """fixtures/llama-cpp-top-k-halved.patch makes top-k 40 keep 20: the manifest's expected
+    distribution is numpy's at top-k 20, a total variation of 0.33 from the reference."""
+    from bisectbot.llama import forward
+
+    p = forward.next_token_probs(OPEN / "target.gguf", [1, 2, 3, 1, 2], top_k=20)
+    half = OPEN_MANIFEST["expected_with_top_k_halved"]
+    assert {k for k, v in p.items() if v > 0} == set(half["probs_after_bcdbc"])
+    ref = OPEN_MANIFEST["reference"]["probs_after_bcdbc"]
+    tv = 0.5 * sum(abs(p[k] - ref.get(k, 0.0)) for k in p)
+    assert abs(tv - half["tv_from_reference"]) < 1e-9 and tv > 0.3
+    patch = (FIXTURES / "llama-cpp-top-k-halved.patch").read_text()
+    assert "+    llama_sampler_top_k_impl(cur_p, ctx->k / 2);" in patch
