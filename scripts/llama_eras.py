@@ -76,6 +76,8 @@ class PresetHistory:
     program: str
     init_args: list[str]  # options of `init --llama` (after PROGRAM REPO --good G -o FILE)
     change: str  # what the first bad tree brings, for people
+    # why `e2e --history` cannot run it yet (e.g. init_args that `init --llama` does not take yet);
+    # "" when it runs
 
 
 PRESET_HISTORIES = {
@@ -129,6 +131,31 @@ PRESET_HISTORIES = {
         program="llama-server",
         init_args=["--prompt", "adde", "--condition", "none", "--position", "0", "--program-defaults"],
         change="the default repeat penalty 1.1 -> 1.0, in 0.2.58's tree (llama-server's /completion)",
+    ),
+    # llama.cpp #5625 "speculative : implement stochastic speculative sampling" (6d341ab6c,
+    # 2024-03-05) is in 0.2.56's tree and not in 0.2.55's: llama-speculative's acceptance rate
+    # (`accept    = NN.NNN%` on stderr at exit) goes from 76.3% to 36.2% a run (means over the
+    # runs that drafted; 1,000 hashed seeds a tree, sd 30.3 and 30.6). Greedy verification with
+    # a p_accept 0.5 cut-off on drafting becomes stochastic verification that always drafts
+    # n_draft tokens. Both trees build `speculative` with LLAMA_* options (build variant 2) and
+    # run the same command (variant 5). Measured and checked by hand in
+    # docs/acceptance-rate-notes.md (scripts/acceptance_survey.py).
+    "speculative-acceptance": PresetHistory(
+        eras=[
+            ("0.2.53", "good", ["code", "docs"]),
+            ("0.2.54", "good", ["code", "break", "repair"]),
+            ("0.2.55", "good", ["docs", "code"]),
+            ("0.2.56", "bad", ["code", "docs"]),
+            ("0.2.57", "bad", ["code"]),
+            ("0.2.58", "bad", ["docs"]),
+        ],
+        touch="examples/speculative/speculative.cpp",
+        program="llama-speculative",
+        # the mean acceptance rate against the good end's runs: the preset's number `accept`
+        # (read from its line on stderr in every era; `-nan%` when nothing was drafted, 27% of
+        # seeds at 0.2.55: no observation), no hand edits
+        init_args=["--reference", "good", "--statistic", "mean"],
+        change="llama.cpp #5625 (stochastic speculative sampling), in 0.2.56's tree: mean acceptance 76% -> 36%",
     ),
 }
 

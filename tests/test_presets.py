@@ -172,3 +172,47 @@ def test_a_server_preset_takes_the_prompt_and_sampling_fields_in_its_request() -
 def test_a_missing_preset_directory_says_how_to_point_at_one(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"no preset directory .*nope: set \$BISECTBOT_PRESETS"):
         load_preset("llama-cli", tmp_path / "nope")
+
+
+def _speculative(**how: object) -> Config:
+    data, path = load_preset("llama-speculative")
+    out = customise(data, path, Customisation(repo="/src/llama.cpp", **how))  # type: ignore[arg-type]
+    return Config.model_validate(out)
+
+
+def test_a_number_the_program_prints_is_judged_with_statistic_mean_or_time() -> None:
+    """`init --llama llama-speculative --statistic mean` judges the acceptance rate (the preset's
+    first number of that kind) like the good end, read from its `accept` line on stderr in every
+    command variant, bounded in [0, 100], tolerance 5 points; --statistic time the decoding speed;
+    an unknown --number, an exact reference or a condition are one line each."""
+    cfg = _speculative(statistic="mean")
+    assert cfg.statistic.kind == "mean" and cfg.statistic.bounds == (0.0, 100.0)
+    assert cfg.reference.control is not None and cfg.reference.control.unbound
+    assert cfg.test.tolerance == 5 and cfg.name == "llama-speculative-accept"
+    for i in range(len(cfg.run.templates)):
+        parse = cfg.parse_for(i)
+        assert parse.stream == "stderr" and parse.extract is not None and "accept" in parse.extract
+    import re
+
+    extract = cfg.parse_for(0).extract or ""
+    for line, want in (
+        ("accept    = 76.316%", "76.316"),
+        ("accept    = -nan%", "-nan"),
+        ("0.00.058.752 I accept    = 16.667%", "16.667"),
+    ):
+        found = re.search(extract, f"n_accept  = 3\n{line}\n")
+        assert found is not None and found.group(1) == want, line
+    timed = _speculative(statistic="time")
+    assert timed.statistic.kind == "time" and timed.test.tolerance == 0.1 and "speed" in (timed.parse.extract or "")
+    speed = re.search(timed.parse.extract or "", "decoded    4 tokens in    0.010 seconds, speed:  400.000 t/s")
+    assert speed is not None and speed.group(1) == "400.000"
+    with pytest.raises(
+        ConfigError, match=r"has no number 'tps' of kind mean \(it has: accept \(mean\), speed \(time\)\)"
+    ):
+        _speculative(statistic="mean", number="tps")
+    with pytest.raises(ConfigError, match="use --reference good"):
+        _speculative(statistic="mean", reference="exact")
+    with pytest.raises(ConfigError, match="not a number the program prints"):
+        _speculative(statistic="mean", condition="f")
+    with pytest.raises(ConfigError, match="prints no number of kind mean"):
+        _cli(statistic="mean")

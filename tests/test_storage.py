@@ -186,6 +186,10 @@ def test_builds_runs_and_verdicts_round_trip(tmp_path: Path) -> None:
     for r in runs:
         store.put_runs("exp", "a" * 40, [r])
     assert store.runs("exp", "a" * 40) == {7: runs[0], 8: runs[1]} and store.runs("exp2", "a" * 40) == {}
+    # a seed another stream of the commit stored meanwhile (the control commit tested against
+    # itself while the control grows) keeps its first run, and the batch's other runs are stored
+    store.put_runs("exp", "a" * 40, [RunRecord(7, "ok", ("f", "g"), 0, 0.3), RunRecord(9, "ok", ("f",), 0, 0.1)])
+    assert store.runs("exp", "a" * 40)[7] == runs[0] and 9 in store.runs("exp", "a" * 40)
     v = CommitVerdict(
         "a" * 40,
         "subject",

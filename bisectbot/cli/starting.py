@@ -239,9 +239,16 @@ def tiny_llama(out_dir: str, seed: int | None, open_vocab: bool) -> None:
 )
 @click.option(
     "--statistic",
-    type=click.Choice(["categorical", "mean"]),
-    help="What is judged: the outcome's distribution (categorical), or the mean of a number each run "
-    "prints (mean) [default: mean when every sample prints a number that is not a small count].",
+    type=click.Choice(["categorical", "mean", "time"]),
+    help="What is judged: the outcome's distribution (categorical), the mean of a number each run "
+    "prints (mean), or with --llama a timing the program prints, timed beside the good end (time) "
+    "[default: mean when every sample prints a number that is not a small count].",
+)
+@click.option(
+    "--number",
+    metavar="NAME",
+    help="--llama with --statistic mean|time: which number the program prints (the preset's "
+    "`numbers`, e.g. accept, speed) [default: the preset's first of that kind].",
 )
 @click.option(
     "--tolerance",
@@ -275,6 +282,7 @@ def init(
     reference_how: str,
     probs: str | None,
     statistic: str | None,
+    number: str | None,
     tolerance: float | None,
     eta: float | None,
     output: str | None,
@@ -326,6 +334,14 @@ def init(
                 reference_how,
                 output,
                 (tolerance, eta),
+                statistic,
+                number,
+            )
+        if number is not None:
+            raise click.UsageError("--number goes with --llama PROGRAM (a number the preset knows)")
+        if statistic == "time":
+            raise click.BadParameter(
+                "time goes with --llama PROGRAM (a timing the preset knows)", param_hint="--statistic"
             )
         wish = BuildWish.of(build_kind, build_command, binary)
         if statistic != "mean" and tolerance is not None and tolerance >= 1 and statistic is not None:
@@ -390,9 +406,12 @@ def _init_llama(
     reference_how: str,
     output: str | None,
     band: tuple[float | None, float | None],
+    statistic: str | None = None,
+    number: str | None = None,
 ) -> int:
     """`init --llama PROGRAM`: the preset customised, written, and tested at --good; `band`:
-    --tolerance and --eta as given (unset: the preset's)."""
+    --tolerance and --eta as given (unset: the preset's); `statistic` mean|time: a number the
+    program prints (the preset's `numbers`, `number` by name)."""
     from bisectbot.cli.wiring import default_state_dir
     from bisectbot.llama.presets import Customisation
     from bisectbot.newconfig.write import write_llama_config
@@ -409,6 +428,8 @@ def _init_llama(
         reference=reference_how,
         tolerance=band[0],
         eta=band[1],
+        statistic=statistic if statistic in ("mean", "time") else None,
+        number=number,
     )
     out = Path(output or f"{name or program}.yaml")
     path, report = write_llama_config(program, good, how, out=out, state_for=default_state_dir, events=Events(terminal))

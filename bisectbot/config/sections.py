@@ -709,17 +709,41 @@ class UntrustedConfig(Strict):
     scratch: Path | None = None  # where boxes are made (default: the temp directory)
 
 
+class PresetNumber(Strict):
+    """A number the program prints that `init --llama PROGRAM --statistic mean|time` can judge
+    (`preset.numbers`): where it is (`stream`, `extract` with the number in group 1, across the
+    eras the preset spans), its kind, and the test's defaults for it."""
+
+    kind: Literal["mean", "time"]
+    stream: Literal["stdout", "stderr"] = "stdout"
+    extract: str
+    bounds: tuple[float, float] | None = None
+    tolerance: float = Field(gt=0)
+    what: str = ""  # in words, for the config's header
+
+    @field_validator("extract")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"extract: not a regular expression: {exc}") from None
+        return value
+
+
 class PresetInfo(Strict):
     """What makes a config a preset (configs/llama/): the program's name and other names, the
     prompt its argv (or its server request) writes, and what `bisectbot init --llama PROGRAM …
     -- ARGS` replaces with the user's own: the run of sampling arguments in every command
-    variant (`args`), or for a server the sampling fields of its request (`body_args`)."""
+    variant (`args`), or for a server the sampling fields of its request (`body_args`); the
+    numbers it prints that can be judged instead of its tokens (`numbers`, by name)."""
 
     program: str
     aliases: list[str] = Field(default_factory=list)
     prompt: str
     args: list[str] = Field(default_factory=list)
     body_args: list[str] = Field(default_factory=list)
+    numbers: dict[str, PresetNumber] = Field(default_factory=dict)
 
 
 class StorageConfig(Strict):

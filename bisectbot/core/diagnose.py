@@ -137,7 +137,14 @@ def number_distance(theta: float, numeric: NumericReference) -> float:
     return means.distance(numeric["scale"], theta, numeric.get("mean"), numeric.get("relative", False))
 
 
-# How θ is named, per scale; a log-ratio is shown as the ratio e^θ
+# θ in a few words, per scale (charts, captions)
+THETA_LONG = {
+    "mean": "mean",
+    "difference": "mean − the control's mean",
+    "ratio": "mean / the control's mean",
+    "median-ratio": "median log of the time ratio to the control's",
+}
+# How θ is named beside its value, per scale; a timing's median log-ratio is shown as the ratio e^θ
 THETA_NAMES = {"mean": "mean", "difference": "− control's", "ratio": "/ control's", "median-ratio": "/ control's"}
 
 
@@ -156,7 +163,9 @@ def observed_number(values: Mapping[str, float], numeric: NumericReference) -> s
     reference': a numeric verdict's runs beside the reference, θ with the interval its test left."""
     n = int(values.get("n", 0))
     what = " s" if numeric.get("wall_time") else ""
-    head = f"mean {values['mean']:.4g}{what} (sd {values['sd']:.3g}, {n} run{'s' if n != 1 else ''})"
+    skipped = int(values.get("no_number", 0))
+    none = f"; {skipped} more printed no number (nan)" if skipped else ""
+    head = f"mean {values['mean']:.4g}{what} (sd {values['sd']:.3g}, {n} run{'s' if n != 1 else ''}{none})"
     if "estimate" not in values:
         return head
     est, lo, hi = values["estimate"], values["low"], values["high"]

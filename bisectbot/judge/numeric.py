@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Sequence
 
 from bisectbot.config import Config
@@ -24,10 +24,12 @@ from bisectbot.statistics import means, stats
 from bisectbot.statistics.outcome import Verdict
 
 
-def reading(rec: RunRecord, cfg: Config) -> float | str:
+def reading(rec: RunRecord, cfg: Config) -> float | str | None:
     """A run's number, or why it has none (the run's output quoted, as for any unreadable run):
     the token at the statistic's position read as a finite number, within `statistic.bounds`
-    when given; for kind time without an outcome, the run's wall time."""
+    when given; for kind time without an outcome, the run's wall time. None: the run printed
+    `nan` or `inf` there, a number it could not compute (llama-speculative's `accept = -nan%`
+    when it drafted nothing): no observation, as a run that misses a condition, not a failure."""
     stat = cfg.statistic
     if stat.wall_time:
         return rec.seconds
@@ -41,31 +43,13 @@ def reading(rec: RunRecord, cfg: Config) -> float | str:
     except ValueError:
         return mismatch(shown, f"statistic.kind {stat.kind}: {text[:40]!r} is not a number")
     if not math.isfinite(value):
-        return mismatch(shown, f"statistic.kind {stat.kind}: {text[:40]!r} is not a finite number")
+        return None
     if stat.bounds is not None and not stat.bounds[0] <= value <= stat.bounds[1]:
         lo, hi = stat.bounds
         return mismatch(shown, f"statistic.bounds [{lo:g}, {hi:g}]: {value:g} is outside")
     if stat.kind == "time" and value <= 0:
         return mismatch(shown, f"statistic.kind time: {value:g} is not a positive number")
     return value
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What a commit's numbers were: for reports (`CommitVerdict.values`)."""
-
-    n: int
-    mean: float
-    sd: float
-    low: float
-    high: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> "Summary | None":
-        if not values:
-            return None
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        return cls(len(values), statistics.fmean(values), sd, min(values), max(values))
 
 
 class Numbers:
@@ -111,7 +95,7 @@ class Numbers:
     def beside(self, seed: int, rec: RunRecord) -> None:
         """Kind time: the control's run timed beside the tested run on `seed` (judge.timing)."""
         value = reading(rec, self.cfg) if rec.ok else None
-        number = value if isinstance(value, float) else None
+        number = value if isinstance(value, float) else None  # the pair counts only with both numbers
         self.pending[seed] = number
         if number is not None:
             self.timed_control.append(number)
@@ -192,7 +176,6 @@ class NumberTest:
     def __init__(self, numbers: Numbers, test: means.MeanTest, seeds: list[int]):
         self.numbers, self.test, self.seeds, self.capped = numbers, test, seeds, False
         self._at = {seed: i for i, seed in enumerate(seeds)}
-        self.unpaired = 0  # runs left out because the control's run on their seed failed
 
     def add(self, value: float, seed: int) -> None:
         if self.capped:
@@ -204,9 +187,7 @@ class NumberTest:
         partner = self.numbers.partner(seed, self.seeds[at + 1 : at + 32])
         if partner is False:
             self.capped = True
-        elif partner is None:
-            self.unpaired += 1
-        else:
+        elif partner is not None:  # a pair whose control run failed is left out
             self.test.add(value, float(partner))
 
     def evidence(self, ask: Ask, budget: int) -> stats.Evidence:

@@ -20,6 +20,7 @@ are left out: seeing one proves BAD.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -244,7 +245,7 @@ def _number_control(cfg: Config, runner: CommitRunner | None) -> ResolvedReferen
         where = f"the good end {sha[:12]}" if ref.control.good_end else sha[:12]
         return ResolvedReference({}, None, f"runs of {where} timed beside each run", numeric=True)
     sha, outcomes = control_sample(cfg, runner, ref.control.commit, ref.control.runs)
-    numbers = [float(o) for o in outcomes if o is not None and _is_number(o)]
+    numbers = [float(o) for o in outcomes if o is not None and _is_number(o) and math.isfinite(float(o))]
     if not numbers:
         raise BisectbotError(
             f"reference.control: none of the {len(outcomes)} runs at {sha[:12]} printed a number at "

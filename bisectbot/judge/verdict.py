@@ -220,8 +220,8 @@ class CommitTester:
         if not rec.ok:
             return self.reference.failed, None
         obs = observe(rec.tokens or (), self.cfg.statistic)
-        if self.numbers is not None:
-            return 0, obs.outcome
+        if self.numbers is not None:  # a number is counted; `nan` printed there is no observation
+            return (0 if reading(rec, self.cfg) is not None else None), obs.outcome
         return self.reference.index(obs.outcome, obs.met_condition), obs.outcome
 
     def read(self, rec: RunRecord) -> tuple[RunRecord, float | None]:
@@ -232,7 +232,7 @@ class CommitTester:
         value = reading(rec, self.cfg)
         if isinstance(value, str):
             return replace(rec, status="unparsable", tokens=None, detail=value), None
-        return rec, value
+        return rec, value  # None: `nan` printed, no observation (classify does not count it)
 
     def signature(self, rec: RunRecord, category: int | None) -> int:
         """What two commits' runs on one seed are compared by, seed for seed: the category, or
@@ -308,6 +308,7 @@ class CommitTester:
                     rec, value = self.read(rec)
                     category, outcome = self.classify(rec)
                     out.tally.add(rec, category, outcome, value)
+                    out.tally.no_number += self.numbers is not None and rec.ok and category is None
                     if out.tally.mostly_failed:
                         out.failed = out.tally.failure_signature(prepared.variant)
                         break
@@ -556,7 +557,9 @@ class Feed:
                 raise Untestable(self.prepared.why, _skip_signature(self.prepared))
             for rec in self.stream:
                 rec, value = self.tester.read(rec)
-                self.tally.add(rec, *self.tester.classify(rec), value)
+                category, outcome = self.tester.classify(rec)
+                self.tally.add(rec, category, outcome, value)
+                self.tally.no_number += self.tester.numbers is not None and rec.ok and category is None
                 if self.tally.mostly_failed:
                     signature = self.tally.failure_signature(self.prepared.variant)
                     retry = runner.variant_failed(self.prepared, self.tally.failure_reason())

@@ -92,6 +92,8 @@ class Customisation:
     reference: str = "good"  # good | exact | a ref
     tolerance: float | None = None  # test.tolerance: the smallest change that matters
     eta: float | None = None  # test.eta (unset with a new tolerance: 0.3 × it)
+    statistic: str | None = None  # mean | time: judge a number the program prints (preset.numbers)
+    number: str | None = None  # which of preset.numbers (default: the first of that kind)
 
 
 def customise(data: dict[str, Any], path: Path, how: Customisation) -> dict[str, Any]:
@@ -125,17 +127,74 @@ def customise(data: dict[str, Any], path: Path, how: Customisation) -> dict[str,
         out["run"]["argv"] = variants[0]["argv"]
     if out.get("parse"):
         out["parse"] = _parse_with(out["parse"], old_prompt, prompt)
-    out["statistic"] = _statistic(out["statistic"], how)
-    out["reference"] = _reference(out.get("reference"), how, prompt, old_prompt, path)
-    if how.tolerance is not None or how.eta is not None:
-        test = dict(out.get("test") or {})
-        if how.tolerance is not None:
-            test["tolerance"] = how.tolerance
-            test.pop("eta", None)  # the preset's eta was for its tolerance
-        if how.eta is not None:
-            test["eta"] = how.eta
-        out["test"] = test
+    if how.statistic in ("mean", "time"):
+        _judge_number(out, info, how, path)
+    else:
+        out["statistic"] = _statistic(out["statistic"], how)
+        out["reference"] = _reference(out.get("reference"), how, prompt, old_prompt, path)
+    _band(out, how)
     return out
+
+
+def _band(out: dict[str, Any], how: Customisation) -> None:
+    """init --tolerance and --eta into the config's `test:` (the preset's eta goes with its tolerance)."""
+    if how.tolerance is None and how.eta is None:
+        return
+    test = dict(out.get("test") or {})
+    if how.tolerance is not None:
+        test["tolerance"] = how.tolerance
+        test.pop("eta", None)  # the preset's eta was for its tolerance
+    if how.eta is not None:
+        test["eta"] = how.eta
+    out["test"] = test
+
+
+def number_of(info: Mapping[str, Any], how: Customisation, path: Path) -> tuple[str, dict[str, Any]]:
+    """The preset number `init --llama --statistic mean|time [--number NAME]` judges: by name,
+    else the first of that kind (ConfigError naming those the preset has)."""
+    numbers = {str(k): dict(v) for k, v in (info.get("numbers") or {}).items()}
+    kinds = {k: v for k, v in numbers.items() if v.get("kind") == how.statistic}
+    known = ", ".join(f"{k} ({v.get('kind')})" for k, v in numbers.items()) or "none"
+    if how.number is not None:
+        if how.number not in kinds:
+            raise ConfigError(
+                f"init --llama: {path.name} has no number {how.number!r} of kind {how.statistic} (it has: {known})"
+            )
+        return how.number, kinds[how.number]
+    if not kinds:
+        raise ConfigError(
+            f"init --llama: {path.name} prints no number of kind {how.statistic} it knows (it has: {known})"
+        )
+    name = next(iter(kinds))
+    return name, kinds[name]
+
+
+def _judge_number(out: dict[str, Any], info: Mapping[str, Any], how: Customisation, path: Path) -> None:
+    """The config judges a number the program prints (preset.numbers) instead of its tokens: every
+    command variant reads it with the number's extract, the statistic is its kind (bounds when it
+    has them), the reference like the good end (or a ref), the tolerance the number's default."""
+    name, number = number_of(info, how, path)
+    if how.reference == "exact":
+        raise ConfigError(
+            "init --llama: --statistic mean|time is judged against the good end's runs: use --reference good"
+        )
+    if how.condition not in (None, "none") or how.position is not None:
+        raise ConfigError(
+            "init --llama: --condition and --position are for the tokens, not a number the program prints"
+        )
+    parse = {"stream": number.get("stream", "stdout"), "extract": number["extract"], "split": "whitespace"}
+    parse["expect_tokens"] = 1
+    for variant in out["run"].get("variants") or []:
+        variant["parse"] = dict(parse)
+    out["parse"] = dict(parse)
+    stat: dict[str, Any] = {"kind": number["kind"], "outcome": {"position": 0}}
+    if number.get("bounds"):
+        stat["bounds"] = list(number["bounds"])
+    out["statistic"] = stat
+    out["reference"] = "good" if how.reference == "good" else {"control": {"commit": how.reference}}
+    test = {k: v for k, v in (out.get("test") or {}).items() if k not in ("tolerance", "eta")}
+    out["test"] = {**test, "tolerance": float(number["tolerance"])}
+    out["name"] = how.name or f"{out['name']}-{name}"
 
 
 def _body_with(

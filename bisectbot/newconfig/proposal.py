@@ -21,6 +21,7 @@ and the counts it shows are those of that reading.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections import Counter
@@ -162,7 +163,8 @@ def _checked(outputs: Sequence[str], parse: ParseDraft, position: int, what: str
     if read and min(len(t) for t in read) <= position:
         raise _too_few(position, read)
     seen = Counter(t[position] for t in read)
-    numbers = tuple(float(o) for o in seen.elements()) if seen and _numbers(list(seen)) else ()
+    # `nan` and `inf` (a number the program could not compute) are no observation, as runs read them
+    numbers = tuple(v for o in seen.elements() if math.isfinite(v := float(o))) if seen and _numbers(list(seen)) else ()
     percent = bool(numbers) and all(re.search(rf"{re.escape(t[position])}\s*%", out) for t, out in zip(read, texts))
     notes = []
     if unread:

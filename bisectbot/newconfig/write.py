@@ -344,7 +344,16 @@ def write_llama_config(
         "# (bisectbot's configs/llama/: the comments there say what each variant is for).",
     ]
     test = StatTestConfig.model_validate(config.get("test") or {})
-    header.append(f"# test: {band_text(test.indifference, test.tolerance)} (init --tolerance, --eta).")
+    kind = str((config.get("statistic") or {}).get("kind", "categorical"))
+    if how.statistic in ("mean", "time"):
+        from bisectbot.llama.presets import number_of
+
+        name, number = number_of(data.get("preset") or {}, how, path)
+        header.append(
+            f"# statistic: {number.get('what') or name} (the preset's number {name!r}, statistic.kind {kind}), "
+            "judged against the good end's runs (init --number NAME picks another)."
+        )
+    header.append(f"# test: {band_text(test.indifference, test.tolerance, kind)} (init --tolerance, --eta).")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(header) + "\n" + yaml.safe_dump(config, sort_keys=False, width=100))
     cfg = load_config(out)
@@ -358,6 +367,8 @@ def write_llama_config(
         report = jobs.run_test(session, jobs.plan_test(session, sha))
     detail = report.detail
     seen = ", ".join(f"{k} ×{n}" for k, n in sorted(detail.counts.items(), key=lambda kv: -kv[1]) if n)
+    if detail.values:
+        seen = f"mean {detail.values['mean']:.4g} (sd {detail.values['sd']:.3g}) of {detail.values['n']:.0f} numbers"
     header += [
         f"# At {sha[:12]} ({good}): build variant {detail.build_variant}, command variant {detail.variant}; "
         f"{detail.verdict.value.upper()} after {detail.runs} runs; counts: {seen or 'none'}.",

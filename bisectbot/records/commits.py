@@ -81,6 +81,7 @@ class Tally:
     last_failed: RunRecord | None = None  # the last run that failed (crash, timeout, output-too-large)
     others: Counter[str] = field(default_factory=Counter)  # outcomes the reference lacks, by their text
     values: list[float] = field(default_factory=list)  # the runs' numbers (statistic.kind mean or time)
+    no_number: int = 0  # runs that printed `nan` or `inf` where the number goes (no observation)
 
     def __post_init__(self) -> None:
         self.counts = [0] * len(self.names)
@@ -176,6 +177,8 @@ class Tally:
         mean = sum(v) / len(v)
         sd = (sum((x - mean) ** 2 for x in v) / (len(v) - 1)) ** 0.5 if len(v) > 1 else 0.0
         out = {"n": float(len(v)), "mean": mean, "sd": sd, "min": min(v), "max": max(v)}
+        if self.no_number:
+            out["no_number"] = float(self.no_number)
         if judged is not None:
             out.update(judged)
         return out

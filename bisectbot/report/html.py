@@ -11,15 +11,17 @@ beside the reference's. No script, no external file.
 from __future__ import annotations
 
 import html
+import math
 import re
 from typing import Sequence
 
 import markdown
 
-from bisectbot.core.diagnose import distance_rank, observed_cells
+from bisectbot.core.diagnose import THETA_LONG, distance_rank, observed_cells
 from bisectbot.records.reports import BisectReport, CommitReport
 from bisectbot.report.markdown import bisect_markdown, commit_markdown, distance_rows
-from bisectbot.report.terms import distance_name, placements_note
+from bisectbot.report.terms import PLACEMENTS, distance_name, placements_note
+from bisectbot.statistics.outcome import Verdict
 
 WIDTH, HEIGHT, PAD = 640, 240, 40
 STYLE = """
@@ -65,6 +67,70 @@ def _svg_bars(
     return "".join(parts) + "</svg>"
 
 
+def _svg_intervals(
+    title: str, labels: Sequence[str], points: Sequence[tuple[float, float, float]], lines: Sequence[tuple[str, float]]
+) -> str:
+    """A number's chart as inline SVG: per label θ's estimate (a dot) and the interval its test
+    left (a vertical bar), horizontal lines at the band's ends (GOOD within the tolerance lines,
+    BAD beyond the eta lines). An interval end off the chart is drawn to its edge."""
+    values = [v for p in points for v in p if math.isfinite(v)] + [level for _, level in lines]
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.08 or 1.0
+    lo, hi = lo - pad, hi + pad
+    n = max(1, len(points))
+    step = (WIDTH - 2 * PAD) / n
+
+    def y(v: float) -> float:
+        v = min(max(v, lo), hi) if math.isfinite(v) else (hi if v > 0 else lo)
+        return HEIGHT - PAD - (HEIGHT - 2 * PAD) * (v - lo) / (hi - lo)
+
+    parts = [
+        f'<svg class="chart" role="img" aria-label="{html.escape(title)}" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">',
+        f'<text x="{PAD}" y="{PAD - 16}">{html.escape(title)}</text>',
+        f'<text x="4" y="{PAD}">{hi:.3g}</text><text x="4" y="{HEIGHT - PAD}">{lo:.3g}</text>',
+    ]
+    for name, level in lines:
+        parts.append(
+            f'<line class="level" x1="{PAD}" y1="{y(level):.1f}" x2="{WIDTH - PAD}" y2="{y(level):.1f}" '
+            f'stroke="{"#c0392b" if name.startswith("tolerance") else "#e59866"}" stroke-dasharray="4 3"/>'
+            f'<text x="{WIDTH - PAD + 2}" y="{y(level) + 4:.1f}">{html.escape(name)}</text>'
+        )
+    for i, (label, (est, low, high)) in enumerate(zip(labels, points)):
+        x = PAD + i * step + step / 2
+        tip = f"{label}: {est:.4g} [{low:.4g}, {high:.4g}]"
+        parts.append(
+            f'<line class="interval" x1="{x:.1f}" y1="{y(low):.1f}" x2="{x:.1f}" y2="{y(high):.1f}" stroke="#4a78b5" '
+            f'stroke-width="3"><title>{html.escape(tip)}</title></line>'
+            f'<circle class="estimate" cx="{x:.1f}" cy="{y(est):.1f}" r="4" fill="#1b3a66"><title>{html.escape(tip)}</title>'
+            f'</circle><text x="{x - 6:.1f}" y="{HEIGHT - PAD + 14}">{html.escape(label)}</text>'
+        )
+    return "".join(parts) + "</svg>"
+
+
+def _number_chart(r: BisectReport) -> str | None:
+    """θ along the history for a number: each tested commit's estimate and interval (the
+    report's `along`), the band of GOOD and BAD drawn as lines."""
+    numeric = r.reference.numeric
+    rows = [a for a in r.along if "value" in a and Verdict(a["verdict"]) not in PLACEMENTS]
+    if numeric is None or len(rows) < 2:
+        return None
+    good, bad = numeric["good"], numeric["bad"]
+    lines = [("tolerance", good[0]), ("tolerance", good[1]), ("eta", bad[0]), ("eta", bad[1])]
+    what = THETA_LONG[numeric["scale"]]
+    svg = _svg_intervals(
+        f"{what} by commit position, with the interval each test left",
+        [str(a["position"]) for a in rows],
+        [(a["value"], a["low"], a["high"]) for a in rows],
+        lines,
+    )
+    caption = (
+        f"Each tested commit's {what} (dot) and the interval its test left at its level (bar): a GOOD's "
+        "interval lies between the tolerance lines, a BAD's beyond an eta line."
+    )
+    return _figure(svg, caption)
+
+
 def _figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>"
 
@@ -96,7 +162,8 @@ def charts(r: BisectReport | CommitReport) -> list[str]:
         )
         out.append(_figure(svg, caption))
     if numeric is not None:  # a number's runs are a line of text in the tables, not a distribution
-        return out
+        chart = _number_chart(r) if isinstance(r, BisectReport) else None
+        return out + ([chart] if chart else [])
     if isinstance(r, BisectReport):
         shown = [v for v in r.verdicts if v.arm == "main" and v.counts and v.sha in (r.first_bad, r.last_good)]
         culprit = r.first_bad

@@ -384,7 +384,10 @@ class Store:
         return len(new)
 
     def put_runs(self, run_key: str, sha: str, recs: Sequence[RunRecord]) -> None:
-        """Store runs of one commit in one transaction (a batch costs about what one run does)."""
+        """Store runs of one commit in one transaction (a batch costs about what one run does).
+        A seed stored meanwhile by another stream of the same commit keeps its first run: two
+        streams can run one seed at once when the control commit of `reference.control` is
+        itself tested, as the control grows along the seeds its own test is running."""
         if not recs:
             return
         now = time.time()
@@ -406,7 +409,7 @@ class Store:
         ]
         with self.write() as db:
             db.executemany(
-                "INSERT INTO runs (run_key, sha, seed, status, tokens, exit_code, seconds, "
+                "INSERT OR IGNORE INTO runs (run_key, sha, seed, status, tokens, exit_code, seconds, "
                 "attempts, variant, detail, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 rows,
             )

@@ -5,7 +5,8 @@ to be bisected through the real CLI, as bench/choice.py gives the categorical on
 sets the program's behaviour:
 
 * `mean`: the run prints `accept = R`, R the share of 16 seeded draws below `mean` (an acceptance
-  rate: bounded in [0, 1], mean exactly `mean`, fixed by the seed);
+  rate: bounded in [0, 1], mean exactly `mean`, fixed by the seed); on a share `nan` of seeds it
+  prints `accept = -nan` instead (nothing drafted, as llama-speculative does);
 * `work`: the run first spins through `work` million steps of arithmetic and prints
   `speed = S tokens/s` (S = 64 tokens over the measured time): its wall time and S change with
   `work`, as a slowdown does.
@@ -42,6 +43,7 @@ int main(int argc, char ** argv) {
         printf("speed = %.3f tokens/s\n", 64.0 / (secs > 1e-9 ? secs : 1e-9));
         return 0;
     }
+    if (uniform01(seed, 2) < NAN_SHARE) { puts("accept = -nan"); return 0; }  /* nothing drafted */
     int hits = 0;
     for (int i = 0; i < 16; ++i) hits += uniform01(seed, 3 + i) < MEAN;
     printf("accept = %.4f\n", hits / 16.0);
@@ -82,6 +84,7 @@ class Step:
     mean: float | None = None
     work: int | None = None
     broken: bool = False
+    nan: float | None = None  # the share of seeds whose run prints `accept = -nan` (no rate)
 
 
 @dataclass(frozen=True)
@@ -102,11 +105,12 @@ def write_number_history(dest: Path, steps: Sequence[Step], *, name: str = "numb
     repo.mkdir(parents=True)
     env = _git_env()
     _git(repo, "init", "-q", "--template=", "-b", "main", env=env)
-    mean, work = steps[0].mean or 0.5, steps[0].work or 0
+    mean, work, nan = steps[0].mean or 0.5, steps[0].work or 0, steps[0].nan or 0.0
     rev, notes, shas = 0, 0, []
     for i, step in enumerate(steps):
         mean = step.mean if step.mean is not None else mean
         work = step.work if step.work is not None else work
+        nan = step.nan if step.nan is not None else nan
         rev += step.kind == "src"
         notes += step.kind == "docs"
         util = UTIL_C.replace("@@REV@@", str(rev)) + ("int broken(void) { return }\n" if step.broken else "")
@@ -115,7 +119,7 @@ def write_number_history(dest: Path, steps: Sequence[Step], *, name: str = "numb
             "src/main.c": MAIN,
             "src/util.h": UTIL_H,
             "src/util.c": util,
-            "src/params.h": f"#pragma once\n#define MEAN {mean!r}\n#define WORK {int(work)}L\n",
+            "src/params.h": f"#pragma once\n#define MEAN {mean!r}\n#define WORK {int(work)}L\n#define NAN_SHARE {nan!r}\n",
             "README.md": f"# {name}\n" + "".join(f"- note {k}\n" for k in range(notes)),
         }
         for rel, text in files.items():
