@@ -14,7 +14,7 @@ name: Any = None  # what each name below is an attribute of: vulture matches nam
 _ = name.model_config
 _ = name._computable, name._positions, name._placeholders, name._arms_build_with_cmake, name._kinds  # Config
 _ = name._one_source, name._one_way, name._one_command, name._pattern, name._server_commit  # config sections
-_ = name._shorthand, name._zone, name._shape, name._relative, name._kind  # config sections
+_ = name._shorthand, name._zone, name._shape, name._relative, name._kind, name._regex  # config sections
 # pydantic: keys of the config's schema that are validated, then read from the YAML as written
 # (`init --llama` reads a preset's file: llama/presets.py) or by tests only
 _ = name.preset, name.aliases, name.body_args
