@@ -5,6 +5,7 @@
     python bench/bench_stats.py --baseline REV   # also run every case through bisectbot at REV
     python bench/bench_stats.py --quick --no-verdicts --costs llama --only re-introduced --only "crash rate" \
         --only "condition rate"                  # issue 45's shapes alone, their wording checked
+    python bench/bench_stats.py --scale          # K = 8 … 4,096 outcomes: cost, false alarms, power
 
 Verdicts: the sequential tests of bisectbot.statistics.stats, vectorised over many simulated run
 sequences (bench/simulate.py: the same formulas, evaluated after every run).
@@ -238,6 +239,41 @@ def child(cases_text: str, args: argparse.Namespace) -> None:
     print(repr(results))
 
 
+def scale_bench(args: argparse.Namespace) -> None:
+    """--scale: every (K, reference) case's bisects and single verdicts on the cluster; the tables."""
+    from distributed import as_completed
+
+    from bench import scalecases as sc
+
+    t0 = time.time()
+    client = client_for(args)
+    futures = [
+        client.submit(sc.scale_task, k, mode, [rep], rep < 2, pure=False)
+        for k in sc.KS
+        for mode in ("exact", "control")
+        for rep in range(args.scale_reps)
+    ]
+    paths = {"exact": 100 if args.quick else 400, "control": 20 if args.quick else 80}
+    futures += [
+        client.submit(sc.verdict_task_scale, k, mode, case, paths[mode], 5400, pure=False)
+        for k in sc.KS
+        for mode in ("exact", "control")
+        for case in ("false-bad", "false-good")
+    ]
+    bisects, verdicts = [], []
+    for fut in as_completed(futures):
+        got = fut.result()
+        (bisects if isinstance(got, list) else verdicts).extend(got if isinstance(got, list) else [got])
+    print(
+        f"# --scale: the next-token-like reference of K outcomes (bench/scalecases.py), {args.scale_reps} histories "
+        f"of {sc.LINE} commits per K and reference, one TV {sc.DEFECT_TV} defect each, run.max_runs {sc.MAX_RUNS:,}; "
+        f"CPU and peak memory (tracemalloc, histories 0 and 1) of whole simulated bisects in one process each\n"
+    )
+    print(sc.scale_tables(bisects, verdicts))
+    print(f"\n(bench took {time.time() - t0:.0f} s on {len(client.scheduler_info()['workers'])} workers)")
+    client.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a tenth of the repetitions")
@@ -288,10 +324,19 @@ def main() -> None:
         help="append every finished bisect to this JSON-lines file and reuse those it holds for the same "
         "code (a long run stopped half-way resumes)",
     )
+    ap.add_argument(
+        "--scale",
+        action="store_true",
+        help="references of 8 to 4,096 outcomes (bench/scalecases.py): whole bisects' CPU and peak memory "
+        "side by side, power, false alarms; single verdicts' error rates",
+    )
+    ap.add_argument("--scale-reps", type=int, default=8, help="histories per K and reference with --scale")
     ap.add_argument("--child-cases", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child_cases:
         return child(args.child_cases, args)
+    if args.scale:
+        return scale_bench(args)
     scale = 0.1 if args.quick else 1.0
     t0 = time.time()
     client = client_for(args)

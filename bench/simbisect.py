@@ -76,7 +76,8 @@ statistic:
   condition: {{position: 0, token: f}}
   outcome: {{position: 1}}
 {failures}reference:
-{reference}{condition_prob}test:
+{reference}
+{condition_prob}test:
   tolerance: 0.1
   confidence: 0.99
 """
@@ -87,19 +88,31 @@ def sim_config(
     *,
     failures: str | None = None,
     condition_prob: bool = True,
-    control: str | None = None,
+    probs: dict[str, float] | None = None,
+    control: str | int | None = None,
+    max_categories: int | str | None = None,
     **test: float,
 ) -> Config:
     """The bench's config: the #29975 reference, the defaults otherwise (`max_runs` and `test`
     keys when given; `failures`: statistic.failures; `condition_prob` False: a reference without
-    P(condition); `control`: the runs of that commit instead, a control sample). Without them
-    only keys that every version knows, so a baseline checkout reads the same file."""
+    P(condition); `probs`: another reference; `control`: a control sample instead — of that
+    commit's runs (a sha), or of that many first runs at the good end (an int, `reference: good`);
+    `max_categories`: statistic.max_categories). Without them only keys that every version knows,
+    so a baseline checkout reads the same file."""
     runs = "" if max_runs is None else f"  max_runs: {max_runs}\n"
-    probs = "  probs: {{e: {e}, g: {g}, h: {h}}}\n".format(**P_29975)
+    probs = P_29975 if probs is None else probs
+    if isinstance(control, int):
+        reference = f"  control: {{commit: '{{good}}', runs: {control}}}"
+    elif control is not None:
+        reference = f"  control: {{commit: '{control}'}}"
+    else:
+        reference = "  probs: {" + ", ".join(f"{k}: {v!r}" for k, v in probs.items()) + "}"
+    statistic = "" if failures is None else f"  failures: {failures}\n"
+    statistic += "" if max_categories is None else f"  max_categories: {max_categories}\n"
     text = CONFIG.format(
         max_runs=runs,
-        failures="" if failures is None else f"  failures: {failures}\n",
-        reference=probs if control is None else f"  control: {{commit: '{control}'}}\n",
+        failures=statistic,
+        reference=reference,
         condition_prob=f"  condition_prob: {CONDITION_29975}\n" if condition_prob and control is None else "",
     )
     text += "".join(f"  {key}: {value}\n" for key, value in test.items())
@@ -124,13 +137,20 @@ def reference_joint(other: float = 0.0) -> np.ndarray:
 TOKENS: tuple[tuple[str, ...], ...] = (("f", "e"), ("f", "g"), ("f", "h"), ("f", "z"), ("a", "b"))
 
 
+def tokens_for(names: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """What a run of each category prints, for a reference of these outcomes (then an outcome
+    it does not list, then a run that misses the condition): `History.tokens`."""
+    return (*(("f", name) for name in names), ("f", "<unlisted>"), ("a", "b"))
+
+
 @dataclass(frozen=True)
 class History:
     """A line of `n` commits; `changes` maps a position to the distribution from there on
     (position 0 must be present). The first departure is the first change at a position > 0.
     `equivalent`: positions that cannot change the binary (never a change point); `failing`:
     the share of seeds whose run crashes (at every commit); `failing_at`, when given, maps a
-    position to that share from there on instead (position 0 must be present)."""
+    position to that share from there on instead (position 0 must be present); `tokens`: what a
+    run of each category prints (`tokens_for`; default #29975's)."""
 
     n: int
     changes: dict[int, np.ndarray]
@@ -139,6 +159,7 @@ class History:
     failing: float = 0.0
     failing_at: dict[int, float] | None = None
     noise: float = 0.0  # the share of runs that draw afresh (not deterministic per seed)
+    tokens: tuple[tuple[str, ...], ...] = TOKENS
 
     def failing_share(self, pos: int) -> float:
         if self.failing_at is None:
@@ -185,7 +206,7 @@ class _Workspace:
         return _Info(sha)
 
     def resolve(self, ref: str) -> str:
-        return ref  # a control sample's commit is given as its sha
+        return ref  # the histories' refs are their shas (a control sample's commit too)
 
 
 class SimStream:
@@ -203,8 +224,9 @@ class SimStream:
         keep: dict[int, RunRecord] | None = None,
         noise: float = 0.0,
         stream: int = 0,
+        tokens: tuple[tuple[str, ...], ...] = TOKENS,
     ):
-        self._cdf, self._seeds, self._salt = cdf, iter(seeds), salt
+        self._cdf, self._seeds, self._salt, self._tokens = cdf, iter(seeds), salt, tokens
         self._failing = failing
         self._keep = keep if keep is not None else {}
         self._noise, self._stream = noise, stream
@@ -232,7 +254,7 @@ class SimStream:
             if self._noise and uniform(self._stream, seed) < self._noise:
                 u = uniform(self._stream + 1, seed)
             category = int(np.searchsorted(self._cdf, u, side="right"))
-            rec = RunRecord(seed, "ok", TOKENS[min(category, len(TOKENS) - 1)], 0, 0.0)
+            rec = RunRecord(seed, "ok", self._tokens[min(category, len(self._tokens) - 1)], 0, 0.0)
         self._keep[seed] = rec
         return rec
 
@@ -257,7 +279,7 @@ class SimRunner:
         self.cfg, self.history, self.costs = cfg, history, costs
         self._kept: dict[tuple[str, str], dict[int, RunRecord]] = {}
         self.workspace = _Workspace()
-        self.events = Events()
+        self.events = Events()  # a control sample's runs report to it
         shas = history.shas
         self._cdf = {sha: np.cumsum(history.dist_at(i))[:-1] for i, sha in enumerate(shas)}
         self._failing = {sha: history.failing_share(i) for i, sha in enumerate(shas)}
@@ -301,7 +323,8 @@ class SimRunner:
         keep = self._kept.setdefault((prepared.run_key, prepared.sha), {})
         stream = int(hashlib.sha1(f"{prepared.run_key}:{prepared.sha}".encode()).hexdigest()[:8], 16)
         cdf, failing = self._cdf[prepared.sha], self._failing[prepared.sha]
-        return SimStream(cdf, seeds, self.history.salt, failing, keep, self.history.noise, stream)
+        h = self.history
+        return SimStream(cdf, seeds, h.salt, failing, keep, h.noise, stream, h.tokens)
 
     def built_already(self, sha: str) -> bool:
         return True  # every commit "builds" instantly
@@ -389,13 +412,16 @@ def run_report(
     history's first commit to its last, or from position `good` to `bad`, with `--scan` when
     `scan`; the plan is narrowed as bisecting.narrow does when the history has equivalent commits."""
     events = Events()
+    control = getattr(cfg.reference, "control", None)
+    if control is not None:  # `reference: good`: the history's good end is the control
+        cfg = cfg.with_good_end(history.shas[good])
     runner = SimRunner(cfg, history, costs)
-    if cfg.reference.control is not None:  # a control sample (only versions with one)
+    if control is not None:  # a control sample (only versions with one)
         from bisectbot.judge.reference import GrowingControl
 
         resolved = resolve_reference(cfg, runner)  # type: ignore[arg-type]
-        control = GrowingControl(cfg, runner, resolved)  # type: ignore[arg-type]
-        tester = CommitTester(cfg, runner, resolved.stats_reference(), events, control)  # type: ignore[arg-type]
+        growing = GrowingControl(cfg, runner, resolved)  # type: ignore[arg-type]
+        tester = CommitTester(cfg, runner, growing.reference, events, growing)  # type: ignore[arg-type]
     else:
         resolved = resolve_reference(cfg)
         tester = CommitTester(cfg, runner, resolved.stats_reference(), events)  # type: ignore[arg-type]
@@ -424,5 +450,6 @@ __all__ = [
     "run_one",
     "run_report",
     "sim_config",
+    "tokens_for",
     "Verdict",
 ]

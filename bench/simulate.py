@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from bisectbot.core import broken_end, search
-from bisectbot.statistics import sequential
+from bisectbot.statistics import sequential, tvnull
 from bisectbot.statistics import stats as S
 
 P_29975 = {"e": 0.3454894722, "g": 0.4516915679, "h": 0.2028189600}
@@ -41,21 +41,16 @@ def binary_kl(a: float, b: float) -> float:
 
 
 def hardest_tv_shift(p: Sequence[float], tv: float) -> tuple[float, ...]:
-    """The q with TV(q, p) = tv that is hardest to tell from p (min KL(q‖p)): for the best
-    subset S, q(S) = p(S) + tv with q ∝ p inside S and inside S̄ (chain rule of KL). The
-    defects the simulations (and tests) plant at a given TV."""
+    """A q with TV(q, p) = tv that is hard to tell from p: the GOOD test's nearest point of its
+    null for counts ∝ p (statistics.tvnull's maximiser), S = the outcomes it weighs ≥ ½, with
+    q(S) = p(S) + tv, q ∝ p inside S and inside S̄ (exact when p has at most tvnull.HEAVY
+    possible outcomes, as #29975's does: there it is the nearest point itself). The defects the
+    simulations (and tests) plant at a given TV."""
     pa = np.asarray(p, dtype=float)
-    best, arg = math.inf, None
-    for m in S.subset_masks(pa.size):
-        ps = float(m @ pa)
-        if ps + tv > 1 or ps <= 0:
-            continue
-        d = binary_kl(ps + tv, ps)
-        if d < best:
-            best, arg = d, m
-    assert arg is not None
-    ps = float(arg @ pa)
-    q = np.where(arg > 0, pa * (ps + tv) / ps, pa * (1 - ps - tv) / (1 - ps))
+    w, _ = tvnull.null_weights(pa * 1e6, pa, tv)
+    inside = (w >= 0.5) & (pa > 0)
+    ps = float(pa[inside].sum())
+    q = np.where(inside, pa * (ps + tv) / ps, pa * (1 - ps - tv) / (1 - ps))
     return tuple(float(x) for x in q)
 
 

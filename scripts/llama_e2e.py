@@ -6,6 +6,7 @@
     python scripts/llama_e2e.py measure  BINARY [--seeds 1000] [--fixtures DIR] [--hashed-seeds]
     python scripts/llama_e2e.py e2e      [--work DIR] [--seed N] [--commits 12] [--server]
     python scripts/llama_e2e.py same-outputs [--work DIR] [--seeds 200]
+    python scripts/llama_e2e.py vocab    [--work DIR] [--seed N] [--commits 12]
 
 ``e2e``: the whole check that CI runs after the unit tests: prepare a tree, build its history,
 then with the real ``bisectbot`` CLI: ``test`` the unpatched tree (must be BAD) and the patched
@@ -25,6 +26,9 @@ the next commit) and one commit, at a position drawn from the seed, that reintro
 ``same-outputs``: the shipped config's build options (-O1, git hidden) against cmake's Release
 default (-O3, the commit stamped) on the 0.3.36 tree, both built by bisectbot's builder: seeds 1..200 of the report's command
 must print the same text with either binary (CI runs it; issue 24).
+
+``vocab``: the open-vocabulary fixtures through llama-completion at top-k 40 (40 outcomes): the numpy
+reference against llama-server's, then a bisect of a history with a planted sampler change.
 
 ``measure``: run ``llama-speculative`` with the command of the report on seeds 1..N (rerunning a
 seed whose stdout was cut short) and print P(token 0 = f) and the distribution of token 1 given
@@ -57,6 +61,10 @@ REINTRODUCE = {
     "residual-by-position": FIXTURES / "llama-cpp-29975-reintroduce-residual-by-position.patch",
 }
 TARGET_FILE = "examples/speculative/speculative.cpp"
+# `vocab`: the open-vocabulary fixtures through llama-completion at top-k 40, a planted sampler change
+VOCAB_CONFIG = REPO_ROOT / "configs" / "llama-open-vocab.yaml"
+TOP_K_PATCH = FIXTURES / "llama-cpp-top-k-halved.patch"
+COMPLETION_FILE = "tools/completion/completion.cpp"
 DEFAULT_VERSION = "0.3.36"
 
 GIT_ID = {
@@ -167,12 +175,39 @@ def build_history(repo: Path, seed: int, *, n_commits: int = 12, defect: str = "
     with ``commits`` in order (commit 0 first)."""
     if defect not in REINTRODUCE:
         raise SystemExit(f"defect must be one of {sorted(REINTRODUCE)}")
+    return _history(
+        repo,
+        seed,
+        n_commits,
+        base=(FIX_PATCH, "speculative : sample the draft token and compute the residual by token id (#29975)"),
+        plant=(REINTRODUCE[defect], f"speculative : simplify draft bookkeeping ({defect})"),
+        touch=TARGET_FILE,
+        include='#include "arg.h"\n',
+        extra={"defect": defect},
+    )
+
+
+def _history(
+    repo: Path,
+    seed: int,
+    n_commits: int,
+    *,
+    base: tuple[Path, str] | None,
+    plant: tuple[Path, str],
+    touch: str,
+    include: str,
+    extra: dict,
+) -> dict:
+    """The history's commits (see `build_history`): commit 0 applies `base` (patch, subject) or,
+    with None, is the prepared tree itself; `plant` is the patch and subject of the planted
+    change; `touch` the file ordinary and build-breaking commits change (the break goes after
+    its line `include`)."""
     if n_commits < 5:
         raise SystemExit("n_commits must be >= 5")
     repo = Path(repo)
     rng = random.Random(seed)
-    # positions 1..n_commits; the defect is never the first or last commit so both endpoints
-    # stay clean; the build break (p, p+1 repair) avoids the defect's position
+    # positions 1..n_commits; the planted change is never the first or last commit so both
+    # endpoints stay clean; the build break (p, p+1 repair) avoids the planted position
     bad_pos = rng.randint(2, n_commits - 1)
     choices = [p for p in range(1, n_commits) if p not in (bad_pos, bad_pos - 1)]
     broken_pos = rng.choice(choices)
@@ -182,39 +217,33 @@ def build_history(repo: Path, seed: int, *, n_commits: int = 12, defect: str = "
 
     commits = []
     date = BASE_DATE + 3600
-    _apply(repo, FIX_PATCH)
-    _git(
-        repo,
-        "commit",
-        "-q",
-        "--no-verify",
-        "-am",
-        "speculative : sample the draft token and compute the residual by token id (#29975)",
-        date=date,
-    )
-    commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": "fix", "subject": "fix"})
-    target = repo / TARGET_FILE
+    if base is not None:
+        _apply(repo, base[0])
+        _git(repo, "commit", "-q", "--no-verify", "-am", base[1], date=date)
+        commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": "fix", "subject": "fix"})
+    else:
+        commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": "tree", "subject": "the vendored tree"})
+    target = repo / touch
+    broken = '#error "bisectbot e2e: deliberately broken build"\n'
     for p in range(1, n_commits + 1):
         date += 3600
         kind = kinds[p]
         if kind == "defect":
-            _apply(repo, REINTRODUCE[defect])
-            subject = f"speculative : simplify draft bookkeeping ({defect})"
+            _apply(repo, plant[0])
+            subject = plant[1]
         elif kind == "break":
             text = target.read_text()
-            target.write_text(
-                text.replace(
-                    '#include "arg.h"\n', '#include "arg.h"\n#error "bisectbot e2e: deliberately broken build"\n', 1
-                )
-            )
-            subject = "speculative : work in progress (does not build)"
+            if include not in text:
+                raise SystemExit(f"{touch} has no line {include!r} to break the build after")
+            target.write_text(text.replace(include, include + broken, 1))
+            subject = f"{Path(touch).stem} : work in progress (does not build)"
         elif kind == "repair":
             text = target.read_text()
-            target.write_text(text.replace('#error "bisectbot e2e: deliberately broken build"\n', "", 1))
-            subject = "speculative : fix the build"
+            target.write_text(text.replace(broken, "", 1))
+            subject = f"{Path(touch).stem} : fix the build"
         elif kind == "code":
             _append(target, f"\n// bisectbot e2e: ordinary change {p} (a comment, behaviour unchanged)\n")
-            subject = f"speculative : tidy up ({p})"
+            subject = f"{Path(touch).stem} : tidy up ({p})"
         else:
             doc = repo / "docs" / "bisectbot-e2e.md"
             doc.parent.mkdir(exist_ok=True)
@@ -225,7 +254,7 @@ def build_history(repo: Path, seed: int, *, n_commits: int = 12, defect: str = "
         commits.append({"sha": _git(repo, "rev-parse", "HEAD"), "kind": kind, "subject": subject})
     return {
         "seed": seed,
-        "defect": defect,
+        **extra,
         "good": commits[0]["sha"],
         "bad": commits[bad_pos]["sha"],
         "broken": commits[broken_pos]["sha"],
@@ -233,6 +262,23 @@ def build_history(repo: Path, seed: int, *, n_commits: int = 12, defect: str = "
         "head": commits[-1]["sha"],
         "commits": commits,
     }
+
+
+def build_vocab_history(repo: Path, seed: int, *, n_commits: int = 12) -> dict:
+    """The `vocab` history on top of the prepared tree at ``repo``: commit 0 is the vendored tree
+    (good), then ordinary commits to llama-completion's source, docs-only commits, a build break
+    and its repair, and at a seeded position the planted change: the top-k sampler keeps k / 2
+    tokens (``fixtures/llama-cpp-top-k-halved.patch``). Returns the shas as `build_history` does."""
+    return _history(
+        repo,
+        seed,
+        n_commits,
+        base=None,
+        plant=(TOP_K_PATCH, "sampling : top-k keeps k / 2 candidates (planted change)"),
+        touch=COMPLETION_FILE,
+        include='#include "arg.h"\n',
+        extra={"plant": TOP_K_PATCH.name},
+    )
 
 
 # --- measuring a binary ------------------------------------------------------------------------------
@@ -445,6 +491,62 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
     return 1 if failures else 0
 
 
+def vocab(work: Path, seed: int, n_commits: int) -> int:
+    """The open vocabulary end to end: prepare the 0.3.36 tree, build the `vocab` history, then with
+    the real CLI and ``configs/llama-open-vocab.yaml``: the numpy reference (40 tokens at top-k 40)
+    against llama-server's post-sampling probabilities at the good end (to 1e-6), and ``bisect``
+    must name the planted commit (status found, exit 0). 0 when every check holds."""
+    import time
+
+    start = time.monotonic()
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    tree = work / "llama.cpp"
+    prepare_tree(tree)
+    hist = build_vocab_history(tree, seed, n_commits=n_commits)
+    planted = hist["bad"]
+    print(
+        f"vocab: history of {len(hist['commits'])} commits, planted change at {planted[:12]}, "
+        f"build break at {hist['broken'][:12]}",
+        flush=True,
+    )
+    config = str(VOCAB_CONFIG)
+    common = ["--repo", str(tree), "--state", str(work / "state")]
+    failures = []
+
+    _, numpy_ref = _bisectbot("reference", config, *common)
+    _, server_ref = _bisectbot("reference", config, "--method", "server", "--commit", hist["good"], *common)
+    probs, served = numpy_ref.get("probs", {}), server_ref.get("probs", {})
+    k = len(probs)
+    gap = max((abs(probs.get(t, 0.0) - served.get(t, 0.0)) for t in set(probs) | set(served)), default=1.0)
+    print(
+        f"vocab: K = {k} outcomes at top-k 40 (numpy), {len(served)} from llama-server; "
+        f"largest difference {gap:.2e} (must be <= 1e-6)",
+        flush=True,
+    )
+    if k < 40:
+        failures.append(f"the reference has {k} outcomes, fewer than 40")
+    if set(probs) != set(served) or gap > 1e-6:
+        failures.append(f"the references differ (by {gap:.2e}, or in their tokens)")
+
+    code, rep = _bisectbot("bisect", config, "--good", hist["good"], "--bad", hist["head"], *common)
+    print(
+        f"vocab: bisect: {rep.get('status')} first_bad {str(rep.get('first_bad'))[:12]} "
+        f"(planted {planted[:12]}), {rep.get('builds')} builds, {rep.get('runs')} runs, "
+        f"{rep.get('retried')} reruns of cut output (exit {code})",
+        flush=True,
+    )
+    if rep.get("first_bad") != planted or rep.get("status") != "found" or code != 0:
+        failures.append(f"bisect named {rep.get('first_bad')} ({rep.get('status')}, exit {code}), planted {planted}")
+    print(
+        f"vocab: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
+        f"in {time.monotonic() - start:.0f} s",
+        flush=True,
+    )
+    return 1 if failures else 0
+
+
 def same_outputs(work: Path, seeds: int) -> int:
     """The shipped config's build (-O1, Ninja where installed, git hidden) against cmake's
     Release default (-O3, Makefiles, the commit stamped) on the 0.3.36 tree: both built by bisectbot's own builder, then the report's command run on seeds 1..N
@@ -534,12 +636,18 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--seed", type=int, default=1)
     e.add_argument("--commits", type=int, default=12)
     e.add_argument("--server", action="store_true", help="also check the llama-server reference")
+    v = sub.add_parser("vocab")
+    v.add_argument("--work", type=Path, default=None, help="work directory (default: <cache>/vocab)")
+    v.add_argument("--seed", type=int, default=1)
+    v.add_argument("--commits", type=int, default=12)
     o = sub.add_parser("same-outputs")
     o.add_argument("--work", type=Path, default=None, help="work directory (default: <cache>/same-outputs)")
     o.add_argument("--seeds", type=int, default=200)
     a = ap.parse_args(argv)
     if a.cmd == "same-outputs":
         return same_outputs(a.work or cache_dir() / "same-outputs", a.seeds)
+    if a.cmd == "vocab":
+        return vocab(a.work or cache_dir() / "vocab", a.seed, a.commits)
     if a.cmd == "e2e":
         return e2e(a.work or cache_dir() / "e2e", a.seed, a.commits, a.server)
     if a.cmd == "prepare":

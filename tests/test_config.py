@@ -399,8 +399,10 @@ def _digests(cfg: Config) -> dict[str, str]:
 
 def _all_digests(tmp: Path) -> dict[str, str]:
     out = {}
+    shipped = {key.split(" ")[0] for key in DIGESTS_OF_0_1_0}  # a config added since has no 0.1.0 digest
     for path in sorted([*(REPO / "configs").glob("*.yaml"), *(REPO / "configs" / "llama").glob("*.yaml")]):
-        out.update({path.relative_to(REPO).as_posix() + k: v for k, v in _digests(load_config(path)).items()})
+        if (name := path.relative_to(REPO).as_posix()) in shipped:
+            out.update({name + k: v for k, v in _digests(load_config(path)).items()})
     for name, data in DIGEST_CASES.items():
         f = tmp / "specdemo.yaml"
         f.write_text(yaml.safe_dump(copy.deepcopy(data), sort_keys=False))

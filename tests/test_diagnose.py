@@ -153,7 +153,6 @@ def test_the_advised_budget_holds_for_a_control_sample_too() -> None:
             tested[:budget].tolist(),
             control[:budget].tolist(),
             3,
-            ratio=1,
             alpha=1e-3,
             beta=1e-3,
             tolerance=0.1,

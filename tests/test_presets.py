@@ -121,6 +121,23 @@ def test_the_29975_config_is_the_speculative_preset() -> None:
         assert getattr(shipped, section) == getattr(preset, section), section
 
 
+def test_the_open_vocabulary_config_is_the_llama_cli_preset_at_top_k_40() -> None:
+    """configs/llama-open-vocab.yaml: llama-cli's builds and commands, one token (-n 1) at top-k 40
+    on the open-vocabulary fixtures, its first token the outcome; the old format's parse reads
+    any printable ASCII character."""
+    mine = load_config(REPO / "configs" / "llama-open-vocab.yaml")
+    preset = load_config(REPO / "configs" / "llama" / "llama-cli.yaml")
+    assert mine.build == preset.build
+    swap = {("-n", "2"): "1", ("--top-k", "3"): "40"}
+    for ours, theirs in zip(mine.run.templates, preset.run.templates, strict=True):
+        want = [swap.get((a, b), b) for a, b in zip(["", *theirs.argv], theirs.argv)]
+        assert ours.argv == want
+    assert mine.run.templates[1].parse is not None and mine.run.templates[1].parse.fullmatch == "bcdbc[!-~]"
+    assert mine.reference.compute is not None and mine.reference.compute.top_k == 40
+    assert mine.statistic.condition is None and mine.statistic.position == 0
+    assert Path(mine.resolve("{fixtures}")) == REPO / "fixtures" / "open-vocab"
+
+
 def _server(**how: object) -> Config:
     data, path = load_preset("llama-server")
     out = customise(data, path, Customisation(repo="/src/llama.cpp", **how))  # type: ignore[arg-type]

@@ -151,19 +151,31 @@ def fixtures() -> None:
     type=click.Path(file_okay=False),
     help="Directory to write target.gguf and draft.gguf into.",
 )
-@click.option("--seed", default=879, show_default=True, help="Generator seed (879 made the committed files).")
-def tiny_llama(out_dir: str, seed: int) -> None:
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Generator seed (default 879, which made fixtures/; 40 with --open-vocab, fixtures/open-vocab/).",
+)
+@click.option(
+    "--open-vocab",
+    is_flag=True,
+    help="The variant whose 94 printable ASCII bytes ('!'..'~') can all be sampled (EOS </s>, never sampled).",
+)
+def tiny_llama(out_dir: str, seed: int | None, open_vocab: bool) -> None:
     """Write a tiny random Llama target (2 layers, F32, gpt2 byte vocabulary, EOS h) and a noisy
-    draft: every llama.cpp program of every tree from 2024 on loads them; only a..h are sampled.
+    draft: every llama.cpp program of every tree from 2024 on loads them; only a..h are sampled
+    (--open-vocab: every printable ASCII byte).
 
     Deterministic: the same seed writes byte-identical files. Prints their sha256s.
     """
-    from bisectbot.llama.fixtures import write_tiny_llama
+    from bisectbot.llama.fixtures import DEFAULT_SEED, OPEN_SEED, write_tiny_llama
 
     def body() -> int:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        for name, digest in write_tiny_llama(out, seed).items():
+        chosen = seed if seed is not None else OPEN_SEED if open_vocab else DEFAULT_SEED
+        for name, digest in write_tiny_llama(out, chosen, open_vocab).items():
             click.echo(f"{digest}  {out / name}")
         return 0
 

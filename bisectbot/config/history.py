@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bisectbot.config.sections import MODEL_RUNS, PARSE_ADDED, SEARCH_RUNS, VARIANT_ADDED
+from bisectbot.config.sections import MAX_CATEGORIES, MODEL_RUNS, PARSE_ADDED, SEARCH_RUNS, VARIANT_ADDED
 
 # Where a parse section is: the config's own, each command variant's, each arm's and its variants'.
 _PARSES = ("parse", "run.variants[].parse", "arms.*.parse", "arms.*.serve_variants[].parse")
@@ -51,6 +51,8 @@ ADDED: tuple[tuple[str, dict[str, Any]], ...] = (
     ("statistic", {"kind": "categorical", "bounds": None, "warmup": 2}),
     ("reference", {"mean": None}),
     ("test", {"relative": False}),
+    # 2026-12-08: a reference's tail pooled past this many outcomes (issue 53)
+    ("statistic", {"max_categories": MAX_CATEGORIES}),
 )
 
 # (where, {key: the value every config had}, the version that removed them, why, what to do):

@@ -426,6 +426,10 @@ PARSE_ADDED: dict[str, Any] = {
 }
 
 
+# Past this many outcomes a reference's tail is pooled (statistic.max_categories; measured with
+# bench/bench_stats.py --scale, docs/how-it-decides.md).
+MAX_CATEGORIES = 32
+
 # No program under test prints this many tokens per seed for a statistic to read: a larger
 # position is a typo (10**30), refused on load rather than read as "never there".
 MAX_POSITION = 100_000
@@ -460,7 +464,11 @@ class StatisticConfig(Strict):
     commit whose runs mostly fail cannot be tested and is skipped, like one that does not
     build. `outcome`: one more category of the observation (FAILED, which the reference never
     gives), so a crash rate that rises is a departure the tests see like any other, and a commit
-    whose runs mostly fail is BAD, not skipped. A build that fails is skipped either way."""
+    whose runs mostly fail is BAD, not skipped. A build that fails is skipped either way.
+
+    `max_categories`: a reference with more outcomes than this keeps its most probable ones as
+    categories and pools the rest into a few tail buckets of similar mass (statistics.pooling);
+    GOOD is then tested at tolerance − the mass the buckets can hide. null: never pooled."""
 
     kind: StatisticKind = "categorical"
     condition: Condition | None = None
@@ -468,6 +476,7 @@ class StatisticConfig(Strict):
     failures: Literal["skip", "outcome"] = "skip"
     bounds: tuple[float, float] | None = None  # mean: every run's value lies in [lo, hi]
     warmup: int = Field(default=2, ge=0, le=1000)  # time: pairs dropped at the start of each test
+    max_categories: int | None = Field(default=MAX_CATEGORIES, ge=2)
 
     @model_validator(mode="after")
     def _kind(self) -> "StatisticConfig":

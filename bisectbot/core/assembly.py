@@ -87,7 +87,8 @@ def assemble(ledger: Ledger, dep: Departure, context: ReportContext, facts: Fact
     # What is reported rests on its claims (tests against the reference, the change test):
     # a wrong answer needs one of them to be wrong, so the bound is their summed error
     # levels (a control sample's tests are two-sample tests at the same levels).
-    doubt = ledger.doubt()
+    # a pooled control's bound on what its buckets hide may be wrong once, for every GOOD at once
+    doubt = ledger.doubt() + (facts.reference.pooling.level if facts.reference.pooling else 0.0)
     strategy = dep.strategies[0] if dep.strategies else found.strategy
     what = proved(ledger, dep, facts, 1.0 - doubt)
     return BisectReport(
@@ -397,6 +398,14 @@ def _about_the_reference(ledger: Ledger, dep: Departure, facts: Facts) -> list[s
             f"paired with the control's run on its seed): each test holds its level for a commit chosen apart "
             f"from the control's noise, with seeds as exchangeable draws and failed runs unrelated to the "
             f"outcome; the change test naming the commit does not use the control"
+        )
+    if (pool := ref.pooling) is not None:
+        out.append(
+            f"the reference's {pool.pooled:,} least probable outcomes are pooled into {len(pool.buckets)} tail "
+            f"buckets: BAD is judged on the pooled categories (pooling only lowers the distance), GOOD at "
+            f"tolerance {facts.tolerance:g} − {pool.hidden:.4f}, the reference mass redistribution inside the "
+            f"buckets could hide ({pool.how})"
+            + (f"; that bound is wrong with probability ≤ {pool.level:.1e}, counted in the bound" if pool.level else "")
         )
     if dep.found.posterior is not None:
         out.append(

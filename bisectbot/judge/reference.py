@@ -24,7 +24,7 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from bisectbot.config import Config
 from bisectbot.config.sections import ComputedReference
@@ -42,6 +42,7 @@ from bisectbot.state.storage import Store
 from bisectbot.statistics import means, stats
 from bisectbot.statistics.control_sample import PairedTest
 from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.pooling import Pooling, bucket_name, pool_control
 
 if TYPE_CHECKING:
     from bisectbot.llama.forward import Sampling
@@ -58,6 +59,8 @@ class ResolvedReference:
     failures: bool = False  # failed runs are a category (statistic.failures: outcome); never cached
     numeric: bool = False  # statistic.kind mean or time: a number per run (judge.numeric); never cached
     mean: float | None = None  # the exact mean (reference.mean), or the control's first runs' mean
+    max_categories: int | None = None  # statistic.max_categories: past it the tail is pooled; never cached
+    pooling: Pooling | None = None  # a control's, fixed by its first runs (an exact one's: from probs)
 
     def stats_reference(self) -> stats.Reference:
         """The categories the runs are counted in: for a number, every readable run is one
@@ -65,8 +68,10 @@ class ResolvedReference:
         if self.numeric:
             return stats.Reference((stats.VALUE, stats.OTHER), (1.0, 0.0))
         if self.control is not None:
-            return stats.Reference.from_control(self.control, failures=self.failures)
-        return stats.Reference.from_probs(self.probs, self.condition_prob, failures=self.failures)
+            return stats.Reference.from_control(self.control, failures=self.failures, pooling=self.pooling)
+        return stats.Reference.from_probs(
+            self.probs, self.condition_prob, failures=self.failures, max_categories=self.max_categories
+        )
 
     def summary(self, cfg: Config) -> ReferenceSummary:
         """The reference as reports show it: its probabilities, source, and the test's categories."""
@@ -99,7 +104,22 @@ class ResolvedReference:
             else None,
             outcome=OutcomeAt(position=cfg.statistic.position),
             numeric=numeric,
+            pooling=pooled_summary(ref.pooling, cfg.test.tolerance),
         )
+
+
+def pooled_summary(pool: Pooling | None, tolerance: float) -> dict[str, Any] | None:
+    """What the JSON report says of a pooled reference: each bucket's outcomes, the mass GOOD
+    leaves for them, how it was bounded, and the tolerance GOOD is tested at."""
+    if pool is None:
+        return None
+    return {
+        "buckets": {bucket_name(i + 1): list(members) for i, members in enumerate(pool.buckets)},
+        "kept": len(pool.kept),
+        "hidden": pool.hidden,
+        "bound": pool.how,
+        "good_tolerance": tolerance - pool.hidden,
+    }
 
 
 def number_spec(cfg: Config, resolved: ResolvedReference) -> means.Spec:
@@ -120,8 +140,26 @@ def number_spec(cfg: Config, resolved: ResolvedReference) -> means.Spec:
 def resolve_reference(cfg: Config, runner: CommitRunner | None = None) -> ResolvedReference:
     """The config's reference; `runner` (builds, runs, the state database) is needed for a
     control sample and a server reference, and caches computed ones. With `statistic.failures:
-    outcome` its categories include FAILED (the numbers do not change: a correct build never fails)."""
-    return replace(_resolve(cfg, runner), failures=cfg.statistic.failures_counted)
+    outcome` its categories include FAILED (the numbers do not change: a correct build never fails).
+    More outcomes than `statistic.max_categories`: the tail pooled into buckets (refused when
+    what they can hide leaves GOOD no tolerance above eta)."""
+    resolved = replace(
+        _resolve(cfg, runner), failures=cfg.statistic.failures_counted, max_categories=cfg.statistic.max_categories
+    )
+    if resolved.control is not None:
+        outcomes = resolved.outcomes
+        pool = pool_control(
+            outcomes, cfg.statistic.max_categories, cfg.test.beta, (stats.FAILED, stats.MISSED), stats.OTHER
+        )
+        resolved = replace(resolved, pooling=pool)
+    pool = resolved.stats_reference().pooling
+    if pool is not None and cfg.test.tolerance - pool.hidden <= cfg.test.indifference:
+        more = " or reference.control.runs (the control's first sample)" if resolved.control is not None else ""
+        raise BisectbotError(
+            f"statistic.max_categories: {pool.describe(cfg.test.tolerance)}, not above eta "
+            f"{cfg.test.indifference:g}: raise statistic.max_categories (null: no pooling){more}"
+        )
+    return resolved
 
 
 def _resolve(cfg: Config, runner: CommitRunner | None) -> ResolvedReference:
@@ -364,12 +402,19 @@ class GrowingControl:
         return out
 
     def pairing(
-        self, tolerance: float, eta: float, toward: Sequence[float] | None = None, seeds: Sequence[int] = ()
+        self,
+        tolerance: float,
+        eta: float,
+        toward: Sequence[float] | None = None,
+        seeds: Sequence[int] = (),
+        level: float | None = None,
     ) -> "ControlPairing":
         """A fresh two-sample test of one commit against this control (`toward`: the
         distribution it is expected to look like if it departs, PairedTest; `seeds`: the
-        tested commit's seeds in the order its runs come, to run the control ahead on them)."""
-        return ControlPairing(self, PairedTest(len(self.reference.names), tolerance, eta, toward), seeds)
+        tested commit's seeds in the order its runs come, to run the control ahead on them;
+        `level`: its beta, so that GOOD's least is computed only when it could reach 1/beta)."""
+        test = PairedTest(len(self.reference.names), tolerance, eta, toward, self.reference.hidden, level)
+        return ControlPairing(self, test, seeds)
 
     def pair(self, test: PairedTest, category: int, index: int) -> bool:
         """Pair a tested run (in `category`) with control run `index` on the common seeds,
@@ -380,7 +425,7 @@ class GrowingControl:
             self._grow(index + 1)
         partner = self.by_index[index]
         if partner is not None:
-            test.add(category, [partner])
+            test.add(category, partner)
         return True
 
     def pair_fresh(self, test: PairedTest, category: int, seed: int, ahead: Sequence[int]) -> None:
@@ -394,7 +439,7 @@ class GrowingControl:
             self._recount()
         partner = self.fresh[seed]
         if partner is not None:
-            test.add(category, [partner])
+            test.add(category, partner)
 
     def extra_runs(self, verdicts: Sequence[CommitVerdict]) -> int:
         """Control runs no verdict counts among its runs (the report's `control_runs`): all of
@@ -441,12 +486,12 @@ class GrowingControl:
             if index is not None:
                 counts[names[index]] += 1
         total = sum(counts.values())
-        self.resolved = ResolvedReference(
-            {k: v / total for k, v in counts.items()},
-            None,
-            control_source(total, self.sha, control.good_end, grown=True),
-            counts,
-            failures=self.resolved.failures,
+        self.resolved = replace(
+            self.resolved,
+            probs={k: v / total for k, v in counts.items()},
+            source=control_source(total, self.sha, control.good_end, grown=True),
+            control=counts,
+            outcomes=(),
         )
         self.reference = self.resolved.stats_reference()
 
@@ -491,10 +536,11 @@ def _cached(store: Store | None, parts: dict, compute: Callable[[], ResolvedRefe
         return ResolvedReference(**hit)
     resolved = compute()
     if store is not None:
-        # a computed reference has no control outcomes, and whether failures are a category is the
-        # config's, not the reference's: the cached record keeps its old shape
-        kept = {k: v for k, v in asdict(resolved).items() if k not in ("outcomes", "failures", "numeric", "mean")}
-        store.put_reference(key, kept)
+        # a computed reference has no control outcomes, and whether failures are a category and
+        # how many categories the tests take are the config's, not the reference's: the cached
+        # record keeps its old shape
+        apart = ("outcomes", "failures", "numeric", "mean", "max_categories", "pooling")
+        store.put_reference(key, {k: v for k, v in asdict(resolved).items() if k not in apart})
     return resolved
 
 
@@ -545,6 +591,7 @@ def _server(
     from bisectbot.llama.server import ServerSampling, server_reference
 
     kw = ServerSampling(**_sampling(comp), samplers=comp.samplers, timeout=comp.timeout, env=env)
+    kw["n_probs"] = max(8, comp.top_k)  # every token top-k keeps (the open vocabulary's 40)
     first = server_reference(binary, model, comp.prompt, **kw)
     source = f"llama-server at {sha[:12]} (post-sampling probabilities)"
     if cond is None:

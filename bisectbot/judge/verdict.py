@@ -371,7 +371,7 @@ class CommitTester:
             return self.numbers.start(ask, seeds)
         if self.control is None or ask.mode == "bad-model":
             return None
-        return self.control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad, seeds)
+        return self.control.pairing(self.cfg.test.tolerance, self.cfg.test.indifference, ask.q_bad, seeds, ask.beta)
 
     def _gate(self, ask: Ask, budget: int, paired: bool) -> sequential.JudgeGate | None:
         """For a plain test against the reference (or its BAD side alone), which runs can change
@@ -656,7 +656,7 @@ class Feed:
             return None
         if self.pairing is None:
             test = self.tester.cfg.test
-            self.pairing = control.pairing(test.tolerance, test.indifference, self.toward, self.seeds)
+            self.pairing = control.pairing(test.tolerance, test.indifference, self.toward, self.seeds, ask.beta)
             for category, seed in self._fed:
                 self.pairing.add(category, seed)
             self._fed.clear()

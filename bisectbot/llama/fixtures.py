@@ -1,22 +1,12 @@
-"""Tiny GGUF fixtures for llama.cpp checks: a random 2-layer F32 Llama (target) and a noisy copy of
-it (draft) that every llama.cpp program of every tree from early 2024 on loads and runs.
+"""Tiny GGUF fixtures for llama.cpp checks: a random 2-layer F32 Llama (target) and a noisy copy
+(draft) that every llama.cpp program from early 2024 on loads, over gpt2's whole byte-level
+vocabulary (``a``..``h`` first, ids 0..7, then the other 248 bytes) and 5 control tokens.
 
-The vocabulary is gpt2's byte-level one, whole: the 256 byte symbols (the letters ``a``..``h``
-first, ids 0..7, then the other 248 in byte order), so any text a program tokenizes (llama-cli's
-``"\\n\\n### Instruction:\\n\\n"``, a chat template, the newline token older loaders look up) has
-its tokens, plus the special tokens chat templates name (``<|im_start|>``, ``<|im_end|>``,
-``<|endoftext|>``, ``<s>``, ``</s>``), as control tokens. EOS is ``h``.
-
-Only the letters can ever be sampled: dimension 0 of the residual stream is a constant channel
-(every embedding holds ``CONSTANT`` there and no layer writes to it), so after the final RMS norm
-it is at least ``u0_min`` > 0 in every context, and every other token's output row is
-``-OTHER_WEIGHT`` along it (plus a little noise, so no two tie): their logits sit more than
-``fixtures_margin`` below the letters' in every context, a probability under 1e-15 (checked by
-:func:`margin`, an exact bound, not a sample). The reference of a statistic over the letters is
-then the letters' alone, at any top-k.
-
-Deterministic: the same seed gives byte-identical files (numpy ``default_rng(seed)``; the GGUF
-writer adds no timestamps). ``write_tiny_llama(out_dir, seed)`` is the entry point.
+What can be sampled is set by the output rows: a constant channel (dimension 0 of the residual
+stream) holds every other token's logit down, by at least :func:`margin` in every context (an
+exact bound). Default: the letters only, EOS ``h``. ``open_vocab``: the 94 printable ASCII bytes
+``!``..``~`` (each prints as itself, no whitespace, control or non-ASCII byte: one character a
+token), EOS ``</s>``. ``write_tiny_llama(out_dir, seed, open_vocab)``: byte-identical per seed.
 """
 
 from __future__ import annotations
@@ -49,6 +39,13 @@ __all__ = [
     "write_gguf",
     "write_tiny_llama",
     "seed_quality",
+    "PRINTABLE",
+    "OPEN_IDS",
+    "OPEN_EOS_ID",
+    "OPEN_SEED",
+    "OPEN_TOP_K",
+    "samplable_ids",
+    "open_seed_quality",
 ]
 
 
@@ -70,9 +67,23 @@ CTX_TRAIN = 256
 RMS_EPS = 1e-5
 ROPE_BASE = 10000.0
 DRAFT_NOISE = 0.15  # std of the noise added to every draft tensor, relative to its std
-CONSTANT = 3.0  # the constant channel's value in every embedding
-OTHER_WEIGHT = 1000.0  # how strongly every non-letter token's output row points against it
+# The constant channel: every embedding holds CONSTANT in dimension 0 and no layer writes it, so
+# after the final RMS norm it is positive in every context; every held-down token's output row is
+# -OTHER_WEIGHT along it (plus a little noise, so no two tie): `margin` bounds how far down they stay.
+CONSTANT = 3.0
+OTHER_WEIGHT = 1000.0
 DEFAULT_SEED = 879  # chosen with seed_quality(): see fixtures/MANIFEST.json
+
+# The open-vocabulary variant: the 94 printable ASCII bytes '!'..'~' can be sampled, each its own
+# gpt2 symbol, printed as one character. Held down with the specials: space and the other control
+# bytes (whitespace or invisible: an output would not read one token a character), and the 128
+# bytes >= 0x80 (alone, not UTF-8: a program prints a replacement or a broken string).
+PRINTABLE = [chr(b) for b in range(0x21, 0x7F)]
+OPEN_IDS = [VOCAB.index(s) for s in PRINTABLE]
+OPEN_EOS_ID = VOCAB.index("</s>")  # a control token, never sampled: no sampled token ends a run
+OPEN_SCALE = 0.25  # std of the printable tokens' output rows: logits of std ~1 across them
+OPEN_TOP_K = 40
+OPEN_SEED = 40  # chosen with open_seed_quality(): see fixtures/open-vocab/MANIFEST.json
 
 TARGET_NAME = "target.gguf"
 DRAFT_NAME = "draft.gguf"
@@ -100,10 +111,19 @@ def _tensor_shapes(n_vocab: int = len(VOCAB)) -> list[tuple[str, tuple[int, ...]
     return shapes
 
 
-def make_weights(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(target, draft) weights in numpy layout ((out, in) for matrices), float32."""
+def samplable_ids(open_vocab: bool = False) -> list[int]:
+    """The ids the output rows leave free to be sampled: the letters (ids 0..7), or with
+    `open_vocab` the 94 printable ASCII bytes (`PRINTABLE`); every other token is held down."""
+    return list(OPEN_IDS) if open_vocab else list(range(len(LETTERS)))
+
+
+def make_weights(seed: int, open_vocab: bool = False) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(target, draft) weights in numpy layout ((out, in) for matrices), float32. With
+    `open_vocab` the printable ASCII bytes' output rows are free (std `OPEN_SCALE`), not the
+    letters'."""
     rng = np.random.default_rng(seed)
-    n_letters = len(LETTERS)
+    free = np.zeros(len(VOCAB), dtype=bool)
+    free[samplable_ids(open_vocab)] = True
     target: dict[str, np.ndarray] = {}
     for name, shape in _tensor_shapes():
         if len(shape) == 1:  # norm weights around 1
@@ -111,20 +131,21 @@ def make_weights(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray
         elif name == "token_embd.weight":
             arr = rng.standard_normal(shape)
         elif name == "output.weight":
-            arr = 0.5 * rng.standard_normal(shape)
+            arr = (OPEN_SCALE if open_vocab else 0.5) * rng.standard_normal(shape)
             # every other token: against the constant channel, with a little noise so none tie
-            arr[n_letters:] = 0.01 * arr[n_letters:]
-            arr[n_letters:, 0] = -OTHER_WEIGHT
+            held = ~free
+            arr[held] = (0.01 / OPEN_SCALE if open_vocab else 0.01) * arr[held]
+            arr[held, 0] = -OTHER_WEIGHT
         else:
             arr = rng.standard_normal(shape) / np.sqrt(shape[1])
         target[name] = arr.astype(np.float64)
     draft: dict[str, np.ndarray] = {}
     for name, arr in target.items():
         scale = float(np.std(arr)) if arr.ndim > 1 else 0.1
-        if name == "output.weight":  # the letters' rows get noise (of their scale); the others stay
+        if name == "output.weight":  # the free rows get noise (of their scale); the others stay
             noisy = arr.copy()
-            scale = float(np.std(arr[:n_letters]))
-            noisy[:n_letters] += DRAFT_NOISE * scale * rng.standard_normal(noisy[:n_letters].shape)
+            scale = float(np.std(arr[free]))
+            noisy[free] += DRAFT_NOISE * scale * rng.standard_normal(noisy[free].shape)
             draft[name] = noisy
         else:
             draft[name] = arr + DRAFT_NOISE * scale * rng.standard_normal(arr.shape)
@@ -142,9 +163,11 @@ def _constant_channel(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v.astype(np.float32) for k, v in out.items()}
 
 
-def margin(weights: dict[str, np.ndarray]) -> float:
+def margin(weights: dict[str, np.ndarray], open_vocab: bool = False) -> float:
     """A lower bound, over every context, of how far below the best letter's logit every other
-    token's logit lies (the gap that keeps them from being sampled).
+    token's logit lies (the gap that keeps them from being sampled); with `open_vocab`, how far
+    below the *lowest* printable token's logit every held-down token's lies (so at any top-k up
+    to 94 only printable tokens are kept, and without top-k the others weigh under e^-margin each).
 
     After each RMS norm a vector lies on the sphere of radius sqrt(n_embd), scaled by the norm's
     weights, so every layer adds at most a computable amount to the residual stream: attention
@@ -176,20 +199,22 @@ def margin(weights: dict[str, np.ndarray]) -> float:
     u0_min = CONSTANT / math.sqrt((CONSTANT**2 + bound**2) / n + RMS_EPS)
     g = w["output_norm.weight"]
     out = w["output.weight"]
-    n_letters = len(LETTERS)
-    # the best letter's logit is at least the highest of the letters' worst cases
-    letter_rows = out[:n_letters] * g
-    best_letter_low = float(-np.min(np.linalg.norm(letter_rows, axis=1)) * root)
-    others = out[n_letters:] * g
+    free = np.zeros(len(out), dtype=bool)
+    free[samplable_ids(open_vocab)] = True
+    # a free token's logit is at least -|row ⊙ g|·√n; the best letter's at least the highest of
+    # those, the lowest printable token's (open_vocab) at least the lowest of them
+    lows = -np.linalg.norm(out[free] * g, axis=1) * root
+    free_low = float(np.min(lows) if open_vocab else np.max(lows))
+    others = out[~free] * g
     # another token's logit: along dim 0 (negative, times u0 ≥ u0_min) + the rest at most |rest|·√n
     along = others[:, 0]
-    assert np.all(along < 0), "every non-letter row must point against the constant channel"
+    assert np.all(along < 0), "every held-down row must point against the constant channel"
     rest = np.linalg.norm(others[:, 1:], axis=1) * root
     worst_other = float(np.max(along * u0_min + rest))
-    return best_letter_low - worst_other
+    return free_low - worst_other
 
 
-def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
+def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str, eos_id: int = EOS_ID) -> None:
     """Write one tiny llama GGUF (atomically: ``path.tmp`` then rename)."""
     import gguf
 
@@ -213,7 +238,7 @@ def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
     w.add_token_types([_CONTROL if tok in SPECIAL_TOKENS else _NORMAL for tok in VOCAB])
     w.add_token_merges(MERGES)
     w.add_bos_token_id(BOS_ID)
-    w.add_eos_token_id(EOS_ID)
+    w.add_eos_token_id(eos_id)
     w.add_add_bos_token(False)
     # No llama.vocab_size / tokenizer.ggml.add_eos_token: derived / default false. No chat
     # template: programs run on a plain prompt (a chat template would switch llama-cli into
@@ -227,14 +252,16 @@ def write_gguf(path: Path, weights: dict[str, np.ndarray], name: str) -> None:
     os.replace(tmp, path)
 
 
-def write_tiny_llama(out_dir: Path, seed: int) -> dict[str, str]:
+def write_tiny_llama(out_dir: Path, seed: int, open_vocab: bool = False) -> dict[str, str]:
     """Write ``target.gguf`` and ``draft.gguf`` for ``seed`` into ``out_dir``; returns
-    ``{file name: sha256}``."""
+    ``{file name: sha256}``. `open_vocab`: the variant whose 94 printable ASCII bytes can all be
+    sampled (EOS ``</s>``, never sampled)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    target, draft = make_weights(seed)
-    write_gguf(out_dir / TARGET_NAME, target, f"bisectbot-tiny-llama-target-{seed}")
-    write_gguf(out_dir / DRAFT_NAME, draft, f"bisectbot-tiny-llama-draft-{seed}")
+    target, draft = make_weights(seed, open_vocab)
+    kind, eos = ("open-vocab-", OPEN_EOS_ID) if open_vocab else ("", EOS_ID)
+    write_gguf(out_dir / TARGET_NAME, target, f"bisectbot-tiny-llama-{kind}target-{seed}", eos)
+    write_gguf(out_dir / DRAFT_NAME, draft, f"bisectbot-tiny-llama-{kind}draft-{seed}", eos)
     return {n: file_sha256(out_dir / n) for n in (TARGET_NAME, DRAFT_NAME)}
 
 
@@ -285,3 +312,38 @@ def seed_quality(seed: int, prompt: str = "bcdbc", cond: str = "f", top_k: int =
             and gap >= 30.0
         ),
     }
+
+
+def open_seed_quality(seed: int, prompt: str = "bcdbc", top_k: int = OPEN_TOP_K) -> dict:
+    """Figures used to choose the open variant's seed (numpy, no file written): the target's and
+    draft's distributions of the token after `prompt` at `top_k`; the total variation a top-k of
+    half as many would make (what a planted change moves); the logit gap at the top-k cut (a
+    float32 build must cut at the same token); and the margin."""
+    from bisectbot.llama.forward import apply_sampler_chain, forward_logits
+
+    target, draft = make_weights(seed, open_vocab=True)
+    ids = [VOCAB.index(c) for c in prompt]
+    out: dict = {"seed": seed, "margin": min(margin(target, True), margin(draft, True))}
+    for name, weights in (("target", target), ("draft", draft)):
+        logits = forward_logits(_model(weights), ids)
+        p = apply_sampler_chain(logits, top_k, 1.0, 0.0, 1.0)
+        half = apply_sampler_chain(logits, top_k // 2, 1.0, 0.0, 1.0)
+        ranked = np.sort(logits)[::-1]
+        kept = p[p > 0]
+        out[name] = {
+            "outcomes": int(len(kept)),
+            "printable": bool(all(VOCAB[i] in PRINTABLE for i in np.flatnonzero(p))),
+            "min_p": float(kept.min()),
+            "max_p": float(kept.max()),
+            "tv_half_top_k": float(0.5 * np.abs(p - half).sum()),
+            "cut_gap": float(ranked[top_k - 1] - ranked[top_k]),
+        }
+    t, d = out["target"], out["draft"]
+    out["ok"] = bool(
+        all(x["outcomes"] == top_k and x["printable"] and x["cut_gap"] >= 0.01 for x in (t, d))
+        and t["min_p"] >= 0.005
+        and t["max_p"] <= 0.15
+        and t["tv_half_top_k"] >= 0.25
+        and out["margin"] >= 30.0
+    )
+    return out

@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NotRequired
 
 from bisectbot.errors import BisectbotError
 from bisectbot.llama.forward import Sampling
@@ -40,11 +41,13 @@ def parse_completion_probs(body: dict) -> dict[str, float]:
 
 class ServerSampling(Sampling):
     """What `server_reference` is asked with besides the binary, model and prompt: the sampler
-    chain's settings, its sampler order, a timeout and the server's environment."""
+    chain's settings, its sampler order, a timeout, the server's environment, and how many
+    probabilities to ask for (at least the tokens top-k keeps)."""
 
     samplers: str
     timeout: float
     env: dict[str, str]
+    n_probs: NotRequired[int]
 
 
 def server_reference(

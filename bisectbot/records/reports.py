@@ -234,6 +234,9 @@ class ReferenceSummary:
     condition: Condition | None  # {"position": 0, "token": "f"} or None
     outcome: OutcomeAt  # {"position": 1}
     numeric: NumericReference | None = None
+    # the tail pooled into buckets (statistic.max_categories): `buckets` (name → outcomes), `kept`,
+    # `hidden` (the mass GOOD leaves for them), `bound` (how it was bounded), `good_tolerance`
+    pooling: dict[str, Any] | None = None
 
     @property
     def prob_of(self) -> dict[str, float]:

@@ -283,13 +283,26 @@ def reference_line(reference: ReferenceSummary, *, markdown: bool = True) -> str
     say, quote = (prose, code) if markdown else (str, lambda t: t)
     if (numeric := reference.numeric) is not None:
         return number_reference_line(reference, numeric, say)
-    probs = ", ".join(f"{say(k)} {v:.4f}" for k, v in reference.probs.items())
+    pool = reference.pooling
+    shown = list(reference.probs.items())
+    if pool:  # the categories the tests count: the kept outcomes and the buckets (among met runs)
+        met = sum(v for k, v in reference.prob_of.items() if k != MISSED)
+        shown = [(k, v / met) for k, v in reference.prob_of.items() if k not in (OTHER, FAILED, MISSED)]
+    probs = ", ".join(f"{say(k)} {v:.4f}" for k, v in shown)
     cond = reference.condition
     where = f" given token {cond['position']} = {quote(cond['token'])}" if cond else ""
     pc = reference.condition_prob
     tail = f"; P(condition) {pc:.4f}" if pc else ""
     source = f" (from {say(reference.source)})" if reference.source else ""
-    return f"token {reference.outcome['position']}{where}: {probs}{tail}{source}"
+    pooled = ""
+    if pool:
+        outcomes = sum(len(v) for v in pool["buckets"].values())
+        pooled = (
+            f"; {outcomes:,} of {outcomes + pool['kept']:,} outcomes pooled into {len(pool['buckets'])} tail "
+            f"buckets: reference mass {pool['hidden']:.4f} they can hide ({say(pool['bound'])}); GOOD tested at "
+            f"tolerance {pool['good_tolerance']:.3g}"
+        )
+    return f"token {reference.outcome['position']}{where}: {probs}{tail}{source}{pooled}"
 
 
 def number_reference_line(reference: ReferenceSummary, numeric: NumericReference, say: Callable[[str], str]) -> str:

@@ -28,7 +28,7 @@ decision; the Dirichlet mixtures and likelihoods; KT smoothing; the error budget
 bisect (`step_level`, `scan_level`).
 
 Everything here is pure: numbers in, numbers out. No I/O, no printing, no global state other
-than small caches of subset masks. Vectorised helpers (``*_many``) take count arrays of shape
+than a small cache of Dirichlet priors. Vectorised helpers (``*_many``) take count arrays of shape
 (..., K) so the simulations in bench/ and tests/ run the *same* formulas as the pipeline.
 """
 
@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import product
+from functools import cached_property, lru_cache
 from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.special import gammaln, xlogy
 
 from bisectbot.statistics.outcome import Verdict
+from bisectbot.statistics.pooling import Pooling, bucket_name, is_bucket, pool_probs
 
 OTHER = "<other>"  # outcome not in the reference support
 FAILED = "<failed>"  # run failed: crash, timeout, nonzero exit, … (only a category with statistic.failures: outcome)
@@ -65,8 +65,9 @@ SUM_TOLERANCE = 1e-3  # reference probabilities must sum to 1 within this, then 
 
 @dataclass(frozen=True)
 class Reference:
-    """The reference distribution over categories: support names, then OTHER, then FAILED (when
-    failed runs are an outcome), then MISSED.
+    """The reference distribution over categories: support names (with `pooling`, the kept
+    outcomes, then the tail buckets), then OTHER, then FAILED (when failed runs are an outcome),
+    then MISSED.
 
     ``probs[OTHER]`` is 0 for a probability reference, so any unknown outcome proves BAD (beyond
     eta, with an indifference zone); so is ``probs[FAILED]``: a correct build never fails, and a
@@ -75,8 +76,7 @@ class Reference:
     conditional distribution then includes it, at reference probability 0.
     With ``condition_prob`` c the support probabilities are scaled by c and MISSED gets 1 − c:
     the ~18% of runs that miss the condition then count as evidence instead of being discarded.
-    A reference built from a control sample also keeps the sample (``control``) and the
-    confidence-set price ``delta``; see :func:`test_against_control`.
+    A reference built from a control sample also keeps the sample's counts (``control``).
     """
 
     names: tuple[str, ...]
@@ -84,13 +84,19 @@ class Reference:
     condition_prob: float | None = None
     control: tuple[int, ...] | None = None
     delta: float = 0.0
+    pooling: Pooling | None = None  # the tail pooled into buckets (statistics.pooling)
 
     @classmethod
     def from_probs(
-        cls, probs: Mapping[str, float], condition_prob: float | None = None, failures: bool = False
+        cls,
+        probs: Mapping[str, float],
+        condition_prob: float | None = None,
+        failures: bool = False,
+        max_categories: int | None = None,
     ) -> "Reference":
         """Validate and build; probabilities must be ≥ 0 and sum to 1 within 1e-3 (renormalised).
-        `failures`: failed runs are a category (FAILED, probability 0)."""
+        `failures`: failed runs are a category (FAILED, probability 0). More than `max_categories`
+        outcomes: the tail pooled (`pooling.pool_probs`)."""
         names = _check_names(probs)
         values = np.array([float(v) for v in probs.values()])
         bad = [n for n, v in zip(names, values) if not math.isfinite(v) or v < 0]
@@ -103,6 +109,11 @@ class Reference:
                 f"{SUM_TOLERANCE:g}); give the full distribution of the outcome"
             )
         values = values / total
+        pool = pool_probs(dict(zip(names, values)), max_categories)
+        if pool is not None:
+            mass = dict(zip(names, values))
+            names = (*pool.kept, *(bucket_name(i + 1) for i in range(len(pool.buckets))))
+            values = np.array([mass[k] for k in pool.kept] + [sum(mass[o] for o in b) for b in pool.buckets])
         out_names = list(names) + [OTHER] + ([FAILED] if failures else [])
         out = list(values) + [0.0] * (2 if failures else 1)
         if condition_prob is not None:
@@ -112,22 +123,44 @@ class Reference:
             out = [v * c for v in out] + [1.0 - c]
             out_names.append(MISSED)
         return cls(
-            tuple(out_names), tuple(float(v) for v in out), None if condition_prob is None else float(condition_prob)
+            tuple(out_names),
+            tuple(float(v) for v in out),
+            None if condition_prob is None else float(condition_prob),
+            pooling=pool,
         )
 
     @classmethod
     def from_control(
-        cls, counts_by_name: Mapping[str, int], delta: float = 1e-3, failures: bool = False
+        cls,
+        counts_by_name: Mapping[str, int],
+        delta: float = 1e-3,
+        failures: bool = False,
+        pooling: Pooling | None = None,
     ) -> "Reference":
         """A reference known only through a control sample (runs of the good build on the common
         seeds; `control_sample` tests against the runs themselves). ``probs`` is the sample's MLE m/M; keys OTHER,
         FAILED and MISSED may appear and become categories (MISSED is then an ordinary category);
-        with `failures` FAILED is one even when the control never failed."""
+        with `failures` FAILED is one even when the control never failed. With `pooling` (fixed
+        from the control's first runs) its kept outcomes and buckets are the support: counts of
+        pooled outcomes, or of the buckets by name, go to their bucket, any other to OTHER."""
         if not (0.0 < delta < 1.0):
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
         extra = {k: counts_by_name[k] for k in (OTHER, FAILED, MISSED) if k in counts_by_name}
         support = {k: v for k, v in counts_by_name.items() if k not in extra}
-        support_names = _check_names(support)
+        if pooling is not None:
+            buckets = [bucket_name(i + 1) for i in range(len(pooling.buckets))]
+            where = {o: b for b, members in zip(buckets, pooling.buckets) for o in members}
+            where.update({k: k for k in (*pooling.kept, *buckets)})
+            pooled = dict.fromkeys((*pooling.kept, *buckets), 0)
+            for k, v in support.items():
+                if k in where:
+                    pooled[where[k]] += v
+                else:
+                    extra[OTHER] = extra.get(OTHER, 0) + v
+            support_names: tuple[str, ...] = tuple(pooled)
+            support = pooled
+        else:
+            support_names = _check_names(support)
         counts = [support[n] for n in support_names] + [extra.get(OTHER, 0)]
         names = [*support_names, OTHER]
         if failures or FAILED in extra:
@@ -142,23 +175,41 @@ class Reference:
         total = sum(counts)
         if total <= 0:
             raise ValueError("control sample is empty: run the good build on some seeds first")
-        return cls(tuple(names), tuple(c / total for c in counts), None, tuple(int(c) for c in counts), float(delta))
+        return cls(
+            tuple(names),
+            tuple(c / total for c in counts),
+            None,
+            tuple(int(c) for c in counts),
+            float(delta),
+            pooling,
+        )
+
+    @cached_property
+    def _lookup(self) -> dict[str, int]:
+        """Outcome → category, O(1) a run: the support's own names and each pooled outcome's
+        bucket (reserved names are no outcome: a run that prints one is OTHER)."""
+        out = {name: i for i, name in enumerate(self.names) if not _reserved(name)}
+        if self.pooling is not None:
+            for i, members in enumerate(self.pooling.buckets):
+                at = self.names.index(bucket_name(i + 1))
+                out.update(dict.fromkeys(members, at))
+        return out
+
+    @property
+    def hidden(self) -> float:
+        """The reference mass GOOD leaves for what pooling hides (0 without pooling)."""
+        return self.pooling.hidden if self.pooling is not None else 0.0
 
     def index(self, outcome: str | None, met_condition: bool = True) -> int | None:
         """Category of one run. Unknown outcomes (and None: the run produced no outcome token)
-        go to OTHER; a run that missed the condition goes to MISSED, or is discarded (None)
-        when the reference has no condition probability."""
+        go to OTHER, pooled ones to their bucket; a run that missed the condition goes to
+        MISSED, or is discarded (None) when the reference has no condition probability."""
         if not met_condition:
             return len(self.names) - 1 if self.names[-1] == MISSED else None
         if outcome == FAILED and FAILED in self.names:  # a control sample's failed run
             return self.names.index(FAILED)
-        try:
-            i = self.names.index(outcome) if outcome is not None else -1
-        except ValueError:
-            i = -1
-        if i < 0 or self.names[i] in (OTHER, MISSED):
-            return self.names.index(OTHER)
-        return i
+        i = self._lookup.get(outcome) if outcome is not None else None
+        return self.names.index(OTHER) if i is None else i
 
     @property
     def failed(self) -> int | None:
@@ -204,6 +255,11 @@ class Reference:
         return self.condition_prob is not None
 
 
+def _reserved(name: str) -> bool:
+    """A category name no outcome may have: OTHER, FAILED, MISSED, the tail buckets."""
+    return name in (OTHER, FAILED, MISSED) or is_bucket(name)
+
+
 def _check_names(mapping: Mapping[str, object]) -> tuple[str, ...]:
     names = tuple(mapping.keys())
     if not names:
@@ -211,7 +267,7 @@ def _check_names(mapping: Mapping[str, object]) -> tuple[str, ...]:
     for n in names:
         if not isinstance(n, str) or not n:
             raise ValueError(f"outcome names must be non-empty strings, got {n!r}")
-        if n in (OTHER, FAILED, MISSED, VALUE):
+        if _reserved(n) or n == VALUE:
             raise ValueError(f"outcome name {n!r} is reserved")
     return names
 
@@ -291,13 +347,6 @@ def log_e_bad_many(counts: np.ndarray, p: np.ndarray, a: np.ndarray) -> np.ndarr
     ll = log_lik_many(counts, p)
     with np.errstate(invalid="ignore"):
         return np.where(np.isneginf(ll), np.inf, log_mixture_many(counts, a) - ll)
-
-
-@lru_cache(maxsize=32)
-def subset_masks(k: int) -> np.ndarray:
-    """All nonempty proper subsets S of k categories as a (2^k − 2, k) 0/1 matrix (cached)."""
-    rows = [r for r in product((0.0, 1.0), repeat=k) if 0 < sum(r) < k]
-    return np.array(rows)
 
 
 # ---------------------------------------------------------------------------------------------
