@@ -13,7 +13,8 @@ The tests live beside this module, one idea each (docs/how-it-decides.md summari
 bench/bench_stats.py measures them):
 
 * `sequential`: BAD (H0: q = p, a Dirichlet-mixture Bayes factor) and GOOD (H0: TV(q, p) ≥
-  tolerance, universal inference): the generic test of a commit against the reference.
+  tolerance, universal inference): the generic test of a commit against the reference;
+  `tvnull` bounds GOOD's null maximum without the power set of the outcomes.
 * `broken_end`: quick search steps: BAD as above, or "unlike the broken end's smoothed
   distribution q̂": a placement, never GOOD; when q̂ has been measured enough.
 * `two_sample`: did the distribution change between two commits (fresh seeds, valid whatever
@@ -21,6 +22,8 @@ bench/bench_stats.py measures them):
 * `skips`: do more than half of a commit's runs fail?
 * `control_sample`: the reference is known only through runs of a known-good commit: each
   tested run paired with the control's run on its seed, a two-sample test by betting.
+* `pooling`: a reference of very many outcomes, its tail pooled into buckets (what GOOD must
+  then leave for them).
 
 This module holds what they share, so none of them imports another's internals: the
 categories and `Reference`; `Evidence` and the one rule that turns two e-values into a
