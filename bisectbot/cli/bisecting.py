@@ -233,7 +233,7 @@ def bisect(
             limits = BudgetLimits(max_builds, seconds, written, since=started)
             report = jobs.run_bisect(session, plan, limits=limits)
             tested = {v.sha for v in report.verdicts if v.arm == "main"}
-            reran = (report.repeatability or {}).get("runs_executed", 0)  # not among report.runs
+            reran = report.repeatability["runs_executed"] if report.repeatability else 0  # not among report.runs
             if line := replayed_line(
                 report.runs, report.runs_executed - reran, report.builds, replayed_builds(session, stored, tested)
             ):
