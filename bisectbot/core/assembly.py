@@ -107,7 +107,8 @@ def assemble(ledger: Ledger, dep: Departure, context: ReportContext, facts: Fact
         builds=len({v.sha for v in verdicts if v.arm == "main"}),
         builds_bound=builds_bound(plan.n),
         runs=distinct_runs(verdicts),
-        runs_executed=sum(v.executed for v in verdicts) + (facts.repeatability["runs_executed"] if facts.repeatability else 0),
+        runs_executed=sum(v.executed for v in verdicts)
+        + (facts.repeatability["runs_executed"] if facts.repeatability else 0),
         retried=sum(v.retried for v in verdicts),
         confidence=max(0.0, 1.0 - doubt) if dep.status in (BisectStatus.FOUND, BisectStatus.CLEAN) else 0.0,
         step_alpha=plan.level,
