@@ -15,7 +15,7 @@ import math
 
 from bisectbot.bisecting.bisection import Bisection
 from bisectbot.config.seeds import SEED_BLOCK
-from bisectbot.core.diagnose import either_way, number_distance, observed_number, observed_pairs
+from bisectbot.core.diagnose import distance_name, either_way, number_distance, observed_number, observed_pairs
 from bisectbot.core.ends import find_unusual, nothing_changed, unusual_end
 from bisectbot.core.plan import Departure
 from bisectbot.core.search import SearchResult
@@ -125,7 +125,8 @@ def diagnosis(b: Bisection, v: CommitVerdict) -> list[str]:
             causes.append(shift)
     out += [f"likely cause: {cause}" for cause in causes]
     if not causes and v.verdict is Verdict.GOOD:  # the broken end: a change it holds is within the tolerance
-        out.append(either_way(cfg.test.indifference, cfg.test.tolerance))
+        what = "total variation" if numeric is None else distance_name(numeric)
+        out.append(either_way(cfg.test.indifference, cfg.test.tolerance, what))
     if not causes and v.verdict is Verdict.INCONCLUSIVE and numeric is not None and v.values:
         distance = number_distance(v.values["estimate"], numeric) if "estimate" in v.values else math.nan
         out.append(

@@ -21,7 +21,7 @@ import numpy as np
 
 from bisectbot.core import policy
 from bisectbot.core.builds import build_stages, builds_bound
-from bisectbot.core.diagnose import distance_along
+from bisectbot.core.diagnose import distance_along, distance_name
 from bisectbot.core.ends import repeatability_text
 from bisectbot.core.ledger import Ledger
 from bisectbot.core.plan import BisectPlan, Departure, ReportContext
@@ -34,6 +34,7 @@ from bisectbot.records.reports import (
     ChangePointRow,
     Cost,
     ForecastRow,
+    NumericReference,
     Outputs,
     Proved,
     ReferenceSummary,
@@ -350,7 +351,7 @@ def assumptions(ledger: Ledger, dep: Departure, facts: Facts) -> list[str]:
         "(no commit in between returns to it): for the named commit to be the first departure; where one "
         "that came back could hide is listed in untested_before, and bisect --scan tests it",
         f"commits whose distribution is between eta {facts.eta:g} and tolerance "
-        f"{facts.tolerance:g} (total variation) from the reference may be called either way (test.eta, "
+        f"{facts.tolerance:g} ({_band_distance(facts.summary.numeric)}) from the reference may be called either way (test.eta, "
         "test.tolerance: the smallest change that matters)",
     ]
     out += _untested_ends(ledger)
@@ -451,3 +452,8 @@ def reproduce_line(plan: BisectPlan, strategy: str) -> str:
     # a scan, or ends that gave the answer alone, searched with no strategy: the one asked for
     strategy = strategy if strategy in ("reference", "plain", "sticky") else plan.strategy
     return f"bisectbot bisect {plan.config_path} --good {plan.good} --bad {plan.bad}{extra} --strategy {strategy}"
+
+
+def _band_distance(numeric: NumericReference | None) -> str:
+    """What the band bounds, in words: total variation for outcomes, else the number's distance."""
+    return "total variation" if numeric is None else distance_name(numeric)

@@ -21,14 +21,30 @@ FAILED_LABEL = "failed"
 MISSED_LABEL = "missed"
 
 
-def either_way(eta: float | None = None, tolerance: float | None = None) -> str:
+def distance_name(numeric: NumericReference | None) -> str:
+    """What "distance from the reference" is, in the fewest words: TV for outcomes; for a
+    number, the quantity its tolerance bounds (statistics.means.distance)."""
+    if numeric is None:
+        return "TV"
+    scale = numeric["scale"]
+    if scale == "mean":
+        return "|mean − reference| / reference" if numeric.get("relative") else "|mean − reference|"
+    return {
+        "difference": "|mean − control's|",
+        "ratio": "|mean / control's − 1|",
+        "median-ratio": "time ratio to the control's − 1, either way",
+    }[scale]
+
+
+def either_way(eta: float | None = None, tolerance: float | None = None, distance: str = "total variation") -> str:
     """The one sentence every message says of a change inside the indifference band (issue 48:
     with the defaults a real 0.08 shift may be called either way, and nobody was told): that it
-    may be called either way, and the two knobs, each for what the user wants of such a change."""
+    may be called either way, and the two knobs, each for what the user wants of such a change.
+    `distance`: what the band bounds (a number's: distance_name)."""
     band = (
         f"eta {eta:g} and tolerance {tolerance:g}" if eta is not None and tolerance is not None else "eta and tolerance"
     )
-    return f"a change between {band} (total variation) from the reference may be called either way: {band_knobs()}"
+    return f"a change between {band} ({distance}) from the reference may be called either way: {band_knobs()}"
 
 
 def band_knobs() -> str:

@@ -17,10 +17,10 @@ from typing import Sequence
 
 import markdown
 
-from bisectbot.core.diagnose import THETA_LONG, distance_rank, observed_cells
+from bisectbot.core.diagnose import THETA_LONG, distance_name, distance_rank, observed_cells
 from bisectbot.records.reports import BisectReport, CommitReport
 from bisectbot.report.markdown import bisect_markdown, commit_markdown, distance_rows
-from bisectbot.report.terms import PLACEMENTS, distance_name, placements_note
+from bisectbot.report.terms import PLACEMENTS, placements_note
 from bisectbot.statistics.outcome import Verdict
 
 WIDTH, HEIGHT, PAD = 640, 240, 40

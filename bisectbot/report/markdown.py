@@ -11,7 +11,7 @@ import math
 from typing import Callable, Sequence
 
 from bisectbot.core.builds import BuildStage, over_bound_text
-from bisectbot.core.diagnose import LABELS, observed_cells, observed_number
+from bisectbot.core.diagnose import LABELS, distance_name, observed_cells, observed_number
 from bisectbot.core.ends import NO_SEARCH
 from bisectbot.inert import block, code, prose
 from bisectbot.records.commits import UNREADABLE, CommitVerdict
@@ -31,7 +31,6 @@ from bisectbot.report.terms import (
     bound_gloss,
     condition_gloss,
     confidence_gloss,
-    distance_name,
     placements_note,
     strategy_gloss,
     table_terms,

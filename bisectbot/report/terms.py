@@ -69,21 +69,6 @@ def table_terms(verdicts: Sequence[CommitVerdict]) -> list[str]:
     return lines
 
 
-def distance_name(numeric: NumericReference | None) -> str:
-    """What "distance from the reference" is, in the fewest words: TV for outcomes; for a
-    number, the quantity its tolerance bounds (statistics.means.distance)."""
-    if numeric is None:
-        return "TV"
-    scale = numeric["scale"]
-    if scale == "mean":
-        return "|mean − reference| / reference" if numeric.get("relative") else "|mean − reference|"
-    return {
-        "difference": "|mean − control's|",
-        "ratio": "|mean / control's − 1|",
-        "median-ratio": "time ratio to the control's − 1, either way",
-    }[scale]
-
-
 def change_words(numeric: NumericReference | None) -> str:
     """'a change of total variation' / 'a change of the mean' (by how far it moved)."""
     if numeric is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import textwrap
 from typing import Sequence
 
-from bisectbot.core.diagnose import LABELS, observed_number, observed_pairs
+from bisectbot.core.diagnose import LABELS, distance_name, observed_number, observed_pairs
 from bisectbot.core.ends import repeatability_text
 from bisectbot.records.commits import CommitVerdict
 from bisectbot.records.reports import (
@@ -41,7 +41,6 @@ from bisectbot.report.markdown import (
 from bisectbot.report.terms import (
     condition_gloss,
     confidence_gloss,
-    distance_name,
     placed_beside,
     placements_note,
     strategy_gloss,
