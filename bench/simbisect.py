@@ -280,6 +280,7 @@ class SimRunner:
         self._kept: dict[tuple[str, str], dict[int, RunRecord]] = {}
         self.workspace = _Workspace()
         self.events = Events()  # a control sample's runs report to it
+        self.control_executed = 0  # as CommitRunner's: the control's runs executed
         shas = history.shas
         self._cdf = {sha: np.cumsum(history.dist_at(i))[:-1] for i, sha in enumerate(shas)}
         self._failing = {sha: history.failing_share(i) for i, sha in enumerate(shas)}

@@ -55,6 +55,7 @@ def facts(b: Bisection, dep: Departure, context: ReportContext) -> Facts:
         subjects={sha: tester.subject(sha) for sha in named},
         skip_blocks=skip_block_summaries(b, dep.found.result.blocks),
         control_runs=tester.control_runs(b.ledger.verdicts),
+        control_executed=tester.runner.control_executed,
         # the culprit's and its parent's first runs (here, not on a cluster: it would build locally)
         outputs=side_by_side(tester, plan.find, b.ledger.verdicts)
         if dep.status is BisectStatus.FOUND and b.width == 1

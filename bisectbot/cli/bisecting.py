@@ -233,10 +233,8 @@ def bisect(
             limits = BudgetLimits(max_builds, seconds, written, since=started)
             report = jobs.run_bisect(session, plan, limits=limits)
             tested = {v.sha for v in report.verdicts if v.arm == "main"}
-            reran = report.repeatability["runs_executed"] if report.repeatability else 0  # not among report.runs
-            if line := replayed_line(
-                report.runs, report.runs_executed - reran, report.builds, replayed_builds(session, stored, tested)
-            ):
+            executed = sum(v.executed for v in report.verdicts)  # of report.runs (not the control's, nor reruns)
+            if line := replayed_line(report.runs, executed, report.builds, replayed_builds(session, stored, tested)):
                 terminal.line(line)
         write_bisect_outputs(terminal, report, json_path, md_path, color, html_path)
         if report.status is BisectStatus.STOPPED:

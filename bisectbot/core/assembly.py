@@ -61,6 +61,7 @@ class Facts:
     subjects: Mapping[str, str | None]  # of the culprit and of every change point
     skip_blocks: Sequence[SkipBlockRow]  # the search's blocks of alike skips, as reported
     control_runs: int | None = None  # a control sample's runs no test of the control commit counts
+    control_executed: int = 0  # the control's runs this invocation executed (in runs_executed)
     outputs: Outputs | None = None  # the culprit's and its parent's first runs (bisecting.outputs)
     width: int = 1  # commits tested at once (a cluster's workers)
     repeatability: Repeatability | None = None  # the working end's seeds run twice (bisecting.endpoints)
@@ -108,7 +109,8 @@ def assemble(ledger: Ledger, dep: Departure, context: ReportContext, facts: Fact
         builds=len({v.sha for v in verdicts if v.arm == "main"}),
         builds_bound=builds_bound(plan.n),
         runs=distinct_runs(verdicts),
-        runs_executed=sum(v.executed for v in verdicts)
+        runs_executed=facts.control_executed
+        + sum(v.executed for v in verdicts)
         + (facts.repeatability["runs_executed"] if facts.repeatability else 0),
         retried=sum(v.retried for v in verdicts),
         confidence=max(0.0, 1.0 - doubt) if dep.status in (BisectStatus.FOUND, BisectStatus.CLEAN) else 0.0,

@@ -324,6 +324,7 @@ def control_runs(
                         )
                     break
                 runner.events.emit(RunsProgress(sha, len(outcomes), len(seeds), "control"))
+        runner.control_executed += stream.executed
         if retry is None:
             break
         prepared = retry

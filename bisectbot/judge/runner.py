@@ -152,6 +152,7 @@ class CommitRunner:
         self.values.update(inputs or {})  # untrusted: copies in the box
         self.builder = Builder(state, workspace, events, cfg.secret_env_names, self.values, self.sandbox)
         self.experiment = cfg.experiment_digest()  # for reports: what the config says runs are
+        self.control_executed = 0  # the control's runs executed (reference.control_runs), for runs_executed
         # run.jobs 0: start at the core count, back off while cut output costs more than it gains
         # (one throttle for the program under test: the cut rate is the program's and the machine's)
         self.throttle = Throttle(os.cpu_count() or 1) if cfg.run.jobs == 0 else None
