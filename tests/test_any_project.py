@@ -36,7 +36,7 @@ def init_then_bisect(hist: PickHistory, work: Path) -> tuple[subprocess.Complete
     return done, report
 
 
-@pytest.mark.heavy  # 40-commit bisects via the CLI: ~10 s (cmake, make), 2-3 min (python) (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 @needs(*TOOLCHAIN, "make")
 @pytest.mark.parametrize("kind", ["cmake", "make", "python"])
 def test_init_then_bisect_names_the_planted_commit(kind: str, tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def session(small_demo: DemoHistory, tmp_path: Path) -> Iterator[tuple[Session, 
         yield Session(load_config(small_demo.config), state, Events(seen.append), config_path="demo.yaml"), seen
 
 
-@pytest.mark.heavy  # after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_the_stages_run_in_order_and_the_report_rests_on_their_verdicts(small_demo: DemoHistory, session) -> None:
     s, seen = session
     p = plan_bisect(s, small_demo.good, "main")

@@ -120,7 +120,7 @@ class ThreadRecordingClient(GitHubClient):
         return super()._call(method, url, fn, **kw)
 
 
-@pytest.mark.heavy  # a whole bisect beside a GitHub outage, about a minute: after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_a_write_outage_does_not_slow_the_job_and_the_result_is_posted_once_after(
     gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
 ) -> None:
@@ -294,7 +294,7 @@ def test_a_progress_put_while_its_result_is_being_sent_is_dropped() -> None:
     assert sent == ["result"]
 
 
-@pytest.mark.heavy  # after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_reactions_refused_forever_do_not_hold_back_the_result_under_watch(
     gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
 ) -> None:
@@ -329,7 +329,7 @@ def test_reactions_refused_forever_do_not_hold_back_the_result_under_watch(
 # --------------------------------------------------------------------------- claims across state directories
 
 
-@pytest.mark.heavy  # after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_two_bots_with_separate_state_directories_never_run_the_same_bisect(
     gh_server: GitHubStandIn, demo12: DemoHistory, tmp_path: Path
 ) -> None:

@@ -155,6 +155,7 @@ def _many_files_pull(demo: DemoHistory, number: int, count: int) -> str:
     return sha
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_a_tree_of_150000_files_is_refused_before_anything_is_written(demo: DemoHistory, tmp_path: Path) -> None:
     sha = _many_files_pull(demo, 24, 150_000)
     boxes = set(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*"))
@@ -167,7 +168,7 @@ def test_a_tree_of_150000_files_is_refused_before_anything_is_written(demo: Demo
     assert set(Path(tempfile.gettempdir()).glob("bisectbot-untrusted-*")) <= boxes  # its box is gone
 
 
-@pytest.mark.heavy  # it exports and deletes 150,000 files (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_a_tree_of_150000_files_under_a_raised_cap_is_streamed_and_checked(demo: DemoHistory, tmp_path: Path) -> None:
     _many_files_pull(demo, 25, 150_000)
     raised = _check(_config(demo, tmp_path, max_files=200_000), 25, tmp_path / "st2")

@@ -122,6 +122,7 @@ def test_builds_of_twenty_seconds_or_more_test_the_broken_end_last() -> None:
 
 
 # -- bisects -------------------------------------------------------------------------------------
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs(*TOOLCHAIN, "ninja")
 def test_a_bisect_that_tests_the_broken_end_last_never_builds_it(tmp_path: Path) -> None:
     eras = [NEW] * 5 + [Era(defect=True)] * 5
@@ -155,6 +156,7 @@ def test_a_broken_end_tested_last_that_does_not_reproduce_is_a_clean_range(tmp_p
     assert "bad-endpoint" in roles(report, shas[-1])  # it was built and tested after all
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs(*TOOLCHAIN, "ninja")
 @pytest.mark.parametrize("when", ["first", "auto"])
 def test_first_and_auto_with_fast_builds_test_the_broken_end_before_the_search(tmp_path: Path, when: str) -> None:

@@ -338,7 +338,7 @@ def test_bisect_of_a_make_project_names_the_culprit_and_skips_the_broken_build(
     assert "build command `make` failed (exit 2)" in alone.stdout and "Traceback" not in alone.stderr
 
 
-@pytest.mark.heavy  # python's start-up, ~3,000 runs (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 @needs("git")
 def test_bisect_of_a_python_script_with_no_build_names_the_culprit(py_hist: PickHistory, tmp_path: Path) -> None:
     config = write_cfg(tmp_path, py_hist, NONE, FAST_PY, storage={"state_dir": str(tmp_path / "st")})
@@ -480,7 +480,7 @@ def test_init_gives_a_second_project_of_the_same_name_its_own_state_directory(
     assert "storage.state_dir" in proc.stderr
 
 
-@pytest.mark.heavy  # python's start-up, a GOOD test's ~500 runs (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 @needs("git")
 def test_init_writes_a_working_config_for_a_python_script(py_hist: PickHistory, tmp_path: Path) -> None:
     out, report = write_config(

@@ -51,6 +51,7 @@ def client() -> Iterator[Any]:
     cluster.close()
 
 
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_two_workers_name_the_same_commit_as_the_serial_path_in_fewer_rounds(
     history: DemoHistory, client: Any, tmp_path: Path
 ) -> None:
@@ -121,6 +122,7 @@ def _worker_logs(root: Path, sha: str) -> dict[str, Path]:
     return {p.parent.parent.name.removeprefix("worker-"): p for p in root.glob(f"worker-*/logs/build-*-{sha}.log")}
 
 
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_a_worker_killed_mid_build_has_the_build_redone_elsewhere(history: DemoHistory, tmp_path: Path) -> None:
     cfg = load_config(history.config)
     c = connect(2, None)
@@ -162,6 +164,7 @@ def _count_worker_builds(root: Path) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_a_coordinator_killed_mid_round_resumes(history: DemoHistory, tmp_path: Path) -> None:
     state = tmp_path / "st"
     args = [

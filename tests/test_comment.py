@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -215,6 +216,7 @@ def wait_for(predicate, timeout: float = 10.0) -> bool:
     return False
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_poster_posts_the_first_body_at_once_then_at_most_once_per_interval() -> None:
     posted: list[str] = []
     with ProgressPoster(posted.append, 3600, CancelToken()) as poster:

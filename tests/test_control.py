@@ -80,6 +80,7 @@ def test_reference_option_replaces_the_config_s_reference(tmp_path: Path) -> Non
 
 
 # -- real builds -------------------------------------------------------------------------------------
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs(*TOOLCHAIN)
 def test_test_of_one_commit_needs_a_commit_for_reference_good(tmp_path: Path) -> None:
     hist = write_history(tmp_path, [NEW, NEW])

@@ -263,6 +263,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs_toolchain
 def test_correct_binary_matches_reference(built: dict[str, Path]) -> None:
     outputs = sweep(built["good"])

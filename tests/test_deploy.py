@@ -497,7 +497,7 @@ def test_the_pages_steps_answer_a_check_comment(
     assert "Cache saved with key: bisectbot-state-1001-1" in job.steps[4].log
 
 
-@pytest.mark.heavy  # after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_the_pages_steps_answer_a_bisect_comment_with_the_culprit(
     tmp_path: Path, github: GitHubStandIn, project: DemoHistory, action_dir: Path
 ) -> None:
@@ -524,7 +524,7 @@ def test_the_pages_steps_answer_a_bisect_comment_with_the_culprit(
     assert f"still fixed at [`{project.good[:12]}`]" in status, status
 
 
-@pytest.mark.heavy  # after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_the_pages_daily_check_reports_fixed_then_the_alarm_and_the_culprit(
     tmp_path: Path, github: GitHubStandIn, project: DemoHistory, action_dir: Path
 ) -> None:

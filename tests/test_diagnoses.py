@@ -198,6 +198,7 @@ def noisy_said(report: dict[str, Any], text: str) -> None:
     assert not [v for v in report["verdicts"] if v["verdict"] in ("good-side", "bad-side")]
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs(*TOOLCHAIN)
 def test_a_program_that_prints_otherwise_on_the_same_seed_is_named(tmp_path: Path) -> None:
     """Half the runs mix in the clock: the good end's first seeds, run again, print otherwise on
@@ -277,6 +278,7 @@ UNUSUAL = [
 ]
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs(*TOOLCHAIN)
 def test_a_good_end_unlike_the_commits_after_it_is_named_with_another_good_to_try(tmp_path: Path) -> None:
     """The reference is the good end's own runs, and the good end is itself unusual (TV 0.04 off

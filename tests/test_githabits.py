@@ -106,7 +106,7 @@ def test_narrowing_keeps_a_skipped_commit_that_cannot_change_the_binary() -> Non
     assert kept.line == ("g", "y", "b") and kept.why["y"] == "skipped by the user"
 
 
-@pytest.mark.heavy  # a minute with the full bisect it compares with (CI runs -m heavy)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_skip_an_unrelated_commit_still_finds_the_culprit(
     history: DemoHistory, plain: tuple[Path, dict], tmp_path: Path
 ) -> None:

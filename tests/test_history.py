@@ -40,6 +40,7 @@ def run_test(cfg: Path, ref: str, state: Path) -> tuple[int, dict, str]:
 
 
 # -- 1, 3: renamed targets and options, and the binary each commit really built -----------------
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_a_renamed_target_is_built_with_its_own_variant_and_never_a_stale_binary(tmp_path: Path) -> None:
     hist = write_history(tmp_path, [OLD, OLD, NEW, NEW.__class__(defect=True)])
     # both variants list both binaries: only provenance keeps the newer, BAD binary away
@@ -137,6 +138,7 @@ def test_a_crash_names_its_signal_and_first_error_line(tmp_path: Path) -> None:
     assert out["detail"]["signature"].startswith("runs crash: killed by SIGSEGV")
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_a_variant_whose_output_does_not_parse_gives_way_to_one_with_its_own_parse(tmp_path: Path) -> None:
     hist = write_history(tmp_path, [Era(output="old"), Era(output="new")])
     run = {"variants": [{"argv": command(), "parse": NEW_PARSE}, {"argv": command(), "parse": OLD_PARSE}]}

@@ -72,6 +72,7 @@ def bisect(config: Path, hist: NumberHistory, tmp_path: Path) -> tuple[subproces
     return done, json.loads(out.read_text()) if out.exists() else {}
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs(*TOOLCHAIN)
 def test_a_mean_that_drops_past_the_tolerance_is_found_against_the_good_end(tmp_path: Path) -> None:
     """The rate's mean 0.64 → 0.50 at one commit, judged like the good end (each run paired with
@@ -99,6 +100,7 @@ def test_a_mean_that_drops_past_the_tolerance_is_found_against_the_good_end(tmp_
     assert "mean 0.64" in done.stdout or "mean 0.63" in done.stdout
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs(*TOOLCHAIN)
 def test_a_mean_against_an_exact_value_without_bounds_is_found(tmp_path: Path) -> None:
     """reference.mean and no bounds: the normal approximation (decisions from run 100 on) still
@@ -114,6 +116,7 @@ def test_a_mean_against_an_exact_value_without_bounds_is_found(tmp_path: Path) -
     assert tested and all(v["runs"] >= 100 for v in tested)
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs(*TOOLCHAIN)
 def test_a_mean_that_never_changes_names_nothing(tmp_path: Path) -> None:
     """The same rate at every commit: no commit is named; the ends print the same number seed for
@@ -152,6 +155,7 @@ def test_a_numbers_config_mistakes_are_one_line_each(tmp_path: Path, statistic, 
     assert said in message and "\n" not in message, message
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs(*TOOLCHAIN)
 def test_init_proposes_a_mean_for_a_program_that_prints_a_number_and_the_bisect_finds_it(tmp_path: Path) -> None:
     """`init` on the rate program (given only the good commit and the command line) writes

@@ -56,6 +56,7 @@ def bisected(small_demo: DemoHistory, tmp_path_factory: pytest.TempPathFactory) 
     return report
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_bisect_names_the_planted_commit(bisected: dict, small_demo: DemoHistory) -> None:
     assert bisected["status"] == "found"
     assert bisected["first_bad"] == small_demo.culprit
@@ -94,6 +95,7 @@ def test_build_break_is_skipped_not_guessed(small_demo: DemoHistory, tmp_path: P
     assert log.returncode == 0 and "error" in log.stdout.lower()
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_test_command_good_and_bad(small_demo: DemoHistory, tmp_path: Path) -> None:
     state = str(tmp_path / "st")
     good = cli("test", str(small_demo.config), "--commit", small_demo.good, "--state", state, "--json", "-")
@@ -186,6 +188,7 @@ def test_with_failures_an_outcome_a_crashing_binary_tests_bad(crash_demo: DemoHi
     assert "<failed>" in result["reference"]["categories"]
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_hanging_binary_is_bounded_by_its_timeout(hang_demo: DemoHistory, tmp_path: Path) -> None:
     assert hang_demo.hang
     cfg = _config_with(hang_demo, tmp_path, timeout=0.5)
@@ -320,7 +323,7 @@ ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 """
 
 
-@pytest.mark.heavy  # after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_cross_check_arm_gets_its_own_verdict(small_demo: DemoHistory, tmp_path: Path) -> None:
     script = tmp_path / "arm_server.py"
     script.write_text(ARM_SERVER)
@@ -546,7 +549,7 @@ def test_find_fixed_names_the_commit_that_removed_the_defect(tmp_path: Path, str
     assert report["strategy"] == strategy
 
 
-@pytest.mark.heavy  # after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_scan_tests_every_commit_between_two_good_ones(small_demo: DemoHistory, tmp_path: Path) -> None:
     """`bisect --scan`: the bad end may test GOOD. From the good end to the culprit's parent
     nothing departs: every commit that can change the binary tests GOOD (the one that does not

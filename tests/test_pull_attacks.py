@@ -147,6 +147,7 @@ def _report(a: Attacked) -> dict[str, str]:
     return dict(re.findall(r"(r\d+|home)=(\S*)", max(found, key=len)))  # the whole line, not a table's cut
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_the_attack_ran_and_the_check_says_skip(attacked: Attacked) -> None:
     assert attacked.check.returncode == 4, attacked.check.stdout + attacked.check.stderr  # SKIP: cannot build
     report = _report(attacked)

@@ -84,7 +84,7 @@ def test_failed_runs_as_an_outcome_are_a_category_the_reference_never_gives() ->
         S.Reference.from_probs({S.FAILED: 1.0})
 
 
-@pytest.mark.heavy  # after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_a_crash_rate_of_30_percent_is_bad_and_none_is_good() -> None:
     """With failed runs an outcome (statistic.failures: outcome), a commit whose runs crash 30% of
     the time departs from a reference where they never crash (TV 0.3): BAD within a few dozen
@@ -109,6 +109,7 @@ def test_a_crash_rate_of_30_percent_is_bad_and_none_is_good() -> None:
 ALPHA = 5e-3  # larger than the pipeline's so false alarms are frequent enough to measure
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_false_bad_rate_under_reference_is_at_most_alpha() -> None:
     out = sim.simulate_generic(
         np.random.default_rng(11), REF, REF.p, alpha=ALPHA, beta=ALPHA, tolerance=0.1, max_runs=1000, paths=4000
@@ -119,6 +120,7 @@ def test_false_bad_rate_under_reference_is_at_most_alpha() -> None:
     assert out.rate(sim.GOOD) >= 0.9  # GOOD at tolerance 0.1 within 1000 runs, mostly
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_false_good_rate_at_tolerance_boundary_is_at_most_beta() -> None:
     """Truth exactly at TV = tolerance (the hardest point of the GOOD null)."""
     out = sim.simulate_generic(
@@ -150,7 +152,7 @@ ETA = 0.03  # the default for tolerance 0.1 (StatTestConfig.indifference)
 TV15 = sim.joint(sim.hardest_tv_shift(P_COND, 0.15))
 
 
-@pytest.mark.heavy  # after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_a_stray_outcome_in_2_percent_of_runs_is_not_bad() -> None:
     """Issue 10: a point null called such a commit BAD 95–99.8% of the time; inside the η ball
     it is in the null, so false BAD ≤ α, and GOOD still comes (the GOOD numerator bets on it)."""
@@ -162,6 +164,7 @@ def test_a_stray_outcome_in_2_percent_of_runs_is_not_bad() -> None:
     assert out.rate(sim.GOOD) >= 0.9
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @pytest.mark.parametrize("where", ["conditional", "condition"])
 def test_false_bad_at_the_edge_of_the_ball_is_at_most_alpha(where: str) -> None:
     """The hardest point of the BAD null: TV exactly η in the conditional outcome distribution,
@@ -176,6 +179,7 @@ def test_false_bad_at_the_edge_of_the_ball_is_at_most_alpha(where: str) -> None:
     assert out.rate(sim.BAD) <= ALPHA + 3 * math.sqrt(ALPHA / 2000), out.rate(sim.BAD)
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_with_eta_a_gross_bug_is_still_bad_within_16_runs_and_tv_015_within_the_budget() -> None:
     gross = sim.simulate_generic(
         np.random.default_rng(23), REF, GROSS, alpha=5e-4, beta=5e-4, tolerance=0.1, max_runs=100, paths=2000, eta=ETA
@@ -283,6 +287,7 @@ def _change_first_passage(
 
 
 # the reference case in the default suite, the other two (10 s each) after it (README: Tests)
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @pytest.mark.parametrize(
     "where",
     ["reference", pytest.param("gross", marks=pytest.mark.heavy), pytest.param("stray 5%", marks=pytest.mark.heavy)],
@@ -381,7 +386,7 @@ def _coupled_paths(rng: np.random.Generator, q: np.ndarray, p: np.ndarray, paths
     return out
 
 
-@pytest.mark.heavy  # a calibration simulation of about a minute: after the default suite (README: Tests)
+@pytest.mark.longest  # the longest tier: by hand, not in CI (README: Tests)
 def test_control_sample_paired_seed_for_seed_is_calibrated() -> None:
     """The pipeline's pairing (the control's run on the tested run's seed), by simulation: with
     runs tied by their seed, false BAD exactly eta away ≤ alpha (also betting toward the way it
@@ -428,6 +433,7 @@ def _paired_paths_one(rng: np.random.Generator, q: np.ndarray, p: np.ndarray, pa
     return out
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_paired_test_is_valid_whatever_the_control_says() -> None:
     """With eta = 0 (the point null q = p), a commit identical to the control's commit is BAD in
     at most alpha of the paths: the control's own noise is in the test (a test against the
@@ -489,6 +495,7 @@ def _min_binary_kl(p: np.ndarray, eps: float) -> float:
     return float(xlogy(p, p).sum() - tvnull.log_sup_tv_null_many(p, p, eps))
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_wald_bounds_are_the_textbook_formula_and_no_test_beats_them() -> None:
     from scipy.stats import entropy  # KL computed independently of stats.kl
 

@@ -116,6 +116,7 @@ def test_results_written_by_b6ae5a0_read_back_as_typed_reports(tmp_path: Path) -
     assert all(r.verdict is Verdict.GOOD and r.detail.runs > 0 for r in reports)  # type: ignore[union-attr]
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_a_bisect_killed_under_b6ae5a0_is_resumed_after_the_migration(tmp_path: Path) -> None:
     """The job b6ae5a0 left running is finished under its own id. Its runs are kept but not
     replayed: b6ae5a0 did not record what they ran (binary, fixtures), so reusing them could

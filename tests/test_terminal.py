@@ -271,6 +271,7 @@ def test_the_state_and_replay_lines_say_what_is_counted() -> None:
 
 
 # -- the CLI: state line, resume, text on stdout, Markdown on request ----------------------------
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 def test_test_prints_the_state_line_then_what_it_replayed(small_demo: DemoHistory, tmp_path: Path) -> None:
     state = tmp_path / "st"
     # the culprit tests BAD (exit 1) within a few dozen runs: cheap to run twice

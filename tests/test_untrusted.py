@@ -246,6 +246,7 @@ def pulls(tmp_path_factory: pytest.TempPathFactory, listener: Listener) -> PullD
     return PullDemo(demo, fixed, broken)
 
 
+@pytest.mark.heavy  # whole bisects or long simulations, 4 s or more: after the default suite (README: Tests)
 @needs("bwrap", "prlimit")
 def test_check_pull_request_head_without_network(
     gh_server: GitHubStandIn, pulls: PullDemo, listener: Listener, tmp_path: Path
