@@ -376,6 +376,15 @@ def measure(binary: Path, fixtures: Path, seeds: int, jobs: int = 0, hashed: boo
     }
 
 
+def checked(name: str, failures: list[str], start: float) -> int:
+    """The script's last line, every failed check or that all passed, and its exit code."""
+    import time
+
+    verdict = "FAILED: " + "; ".join(failures) if failures else "all checks passed"
+    print(f"{name}: {verdict} in {time.monotonic() - start:.0f} s", flush=True)
+    return 1 if failures else 0
+
+
 def _bisectbot(*args: str) -> tuple[int, dict]:
     """Run the real CLI; returns its exit code and JSON report (progress goes to our stderr)."""
     out = Path(tempfile.mkstemp(suffix=".json")[1])
@@ -483,12 +492,7 @@ def e2e(work: Path, seed: int, n_commits: int, server: bool) -> int:
         if gap > 1e-3:
             failures.append(f"references differ by {gap:.2e}")
 
-    print(
-        f"e2e: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
-        f"in {time.monotonic() - start:.0f} s",
-        flush=True,
-    )
-    return 1 if failures else 0
+    return checked("e2e", failures, start)
 
 
 def vocab(work: Path, seed: int, n_commits: int) -> int:
@@ -539,12 +543,7 @@ def vocab(work: Path, seed: int, n_commits: int) -> int:
     )
     if rep.get("first_bad") != planted or rep.get("status") != "found" or code != 0:
         failures.append(f"bisect named {rep.get('first_bad')} ({rep.get('status')}, exit {code}), planted {planted}")
-    print(
-        f"vocab: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
-        f"in {time.monotonic() - start:.0f} s",
-        flush=True,
-    )
-    return 1 if failures else 0
+    return checked("vocab", failures, start)
 
 
 def same_outputs(work: Path, seeds: int) -> int:

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from llama_e2e import REPO_ROOT, _bisectbot, _git, cache_dir, fetch_sdist  # noqa: E402
+from llama_e2e import REPO_ROOT, _bisectbot, _git, cache_dir, checked, fetch_sdist  # noqa: E402
 
 TARGET_FILE = "examples/speculative/speculative.cpp"
 # (sdist version, expected verdict, the commits after its tree)
@@ -325,12 +325,7 @@ def e2e(work: Path) -> int:
     cost = rep.get("cost") or {}
     if cost.get("text"):
         print(f"eras: {cost['text']}", flush=True)
-    print(
-        f"eras: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
-        f"in {time.monotonic() - start:.0f} s",
-        flush=True,
-    )
-    return 1 if failures else 0
+    return checked("eras", failures, start)
 
 
 def e2e_preset(work: Path, which: str) -> int:
@@ -400,12 +395,7 @@ def e2e_preset(work: Path, which: str) -> int:
         failures.append(f"{rep.get('builds')} builds, over the bound {bound}")
     if "like the good end" not in str((rep.get("reference") or {}).get("source")):
         failures.append(f"the report does not say the reference is the good end: {rep.get('reference')}")
-    print(
-        f"eras[{which}]: {'FAILED: ' + '; '.join(failures) if failures else 'all checks passed'} "
-        f"in {time.monotonic() - start:.0f} s",
-        flush=True,
-    )
-    return 1 if failures else 0
+    return checked(f"eras[{which}]", failures, start)
 
 
 def survey(work: Path, versions: list[str]) -> int:
